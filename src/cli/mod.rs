@@ -1,0 +1,328 @@
+//! The `actionledger` command line: arguments, database resolution, and dispatch to the ledger.
+
+mod render;
+
+use crate::domain::{ActionKey, Person, RawSubmission, Reason, State, input::Label};
+use crate::error::{Error, exit};
+use crate::ledger::{Ledger, ManualCommand, ManualRequest};
+use crate::store::{ListFilter, PostgresStore, SqliteStore, Store};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::Read as _;
+
+/// The database used when neither `--db`, `ACTIONLEDGER_DB` nor `DATABASE_URL` names one.
+pub const DEFAULT_DB_URL: &str = "sqlite://actionledger.db";
+
+/// Most rows one `list` returns.
+const MAX_LIST_LIMIT: i64 = 1000;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "actionledger",
+    version,
+    about = "A durable ledger that lets automations perform each external action once.",
+    after_help = "Exit codes: 0 success, 1 error, 2 usage error, 3 refused (conflict, stale version, \
+                  invalid transition, invalid submission), 4 not found."
+)]
+pub struct Cli {
+    /// Ledger database URL (sqlite://FILE or postgres://...). Default: $ACTIONLEDGER_DB, then
+    /// $DATABASE_URL, then sqlite://actionledger.db.
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or upgrade the ledger schema (every command also does this on first use).
+    Migrate,
+    /// Record an intended action; prints created, duplicate, stale or conflict.
+    Submit(SubmitArgs),
+    /// List actions, newest first.
+    List(ListArgs),
+    /// Show one action: record, payloads, deliveries, attempts, evidence and audit trail.
+    Show {
+        key: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Controlled retry of a failed, unknown, held or conflicting action, under the same key.
+    Retry(ManualArgs),
+    /// Record a verified outcome: completed (with the destination id) or not written.
+    Resolve {
+        #[command(flatten)]
+        manual: ManualArgs,
+        /// The verified outcome.
+        #[arg(long = "as", value_enum)]
+        resolution: Resolution,
+        /// The destination's id of the record (required with --as completed).
+        #[arg(long)]
+        destination_id: Option<String>,
+    },
+    /// Decide that the action must not happen.
+    Cancel(ManualArgs),
+    /// Accept the proposed payload of a conflict in place of the approved one.
+    Approve(ManualArgs),
+    /// Discard the proposed payload of a conflict, keeping the approved one.
+    Reject(ManualArgs),
+    /// Take over a stale claim (its lease expired) under a new ownership version.
+    Takeover(ManualArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The action key, e.g. acme:order:ORD-1042:create-task.
+    #[arg(long)]
+    key: Option<String>,
+    /// The payload: JSON text, @FILE to read a file, or @- to read standard input.
+    #[arg(long, value_name = "JSON|@FILE")]
+    payload: Option<String>,
+    /// The id of the source event that carried this delivery.
+    #[arg(long)]
+    event_id: Option<String>,
+    /// The source system.
+    #[arg(long)]
+    source: Option<String>,
+    /// Orders versions of the source record; an older one than recorded is stale.
+    #[arg(long)]
+    source_version: Option<i64>,
+    /// The destination that will perform the action.
+    #[arg(long)]
+    destination: Option<String>,
+    /// Run only after the action with this key completed.
+    #[arg(long, value_name = "KEY")]
+    after: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only actions in this state.
+    #[arg(long, value_parser = parse_state)]
+    state: Option<State>,
+    /// Only actions for this destination.
+    #[arg(long)]
+    destination: Option<String>,
+    /// Only actions claimed by this worker or assigned to this person.
+    #[arg(long)]
+    owner: Option<String>,
+    /// How many to show (1 to 1000).
+    #[arg(long, default_value_t = 50)]
+    limit: i64,
+    /// Continue after this id (the cursor the previous page printed).
+    #[arg(long, value_name = "ID")]
+    before: Option<i64>,
+    /// List refused submissions instead of actions.
+    #[arg(long)]
+    refused: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ManualArgs {
+    /// The action key.
+    key: String,
+    /// Your name: the person answerable for this command, recorded in the audit trail.
+    #[arg(long)]
+    owner: String,
+    /// Why, for the audit trail.
+    #[arg(long)]
+    reason: String,
+    /// Refuse unless the action is still at this version (as `show` printed it).
+    #[arg(long, value_name = "VERSION")]
+    expect_version: Option<i64>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Resolution {
+    /// The destination has the record: give its id with --destination-id.
+    Completed,
+    /// The destination has no record: back to pending under the same key.
+    NotWritten,
+}
+
+fn parse_state(text: &str) -> Result<State, String> {
+    text.parse()
+}
+
+/// Picks the database URL: `--db`, then `ACTIONLEDGER_DB`, then `DATABASE_URL`, then the default.
+pub fn resolve_db_url(flag: Option<String>) -> String {
+    let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());
+    flag.or_else(|| from_env("ACTIONLEDGER_DB"))
+        .or_else(|| from_env("DATABASE_URL"))
+        .unwrap_or_else(|| DEFAULT_DB_URL.to_owned())
+}
+
+/// Hides a password in a database URL (`postgres://user:***@host/db`, `password=***`).
+pub fn redact_url(url: &str) -> String {
+    let mut shown = url.to_owned();
+    if let Some(scheme_end) = shown.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = shown[rest_start..].find(['/', '?']).map_or(shown.len(), |i| rest_start + i);
+        if let Some(at) = shown[rest_start..authority_end].rfind('@') {
+            let userinfo = &shown[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                shown.replace_range(rest_start + colon + 1..rest_start + at, "***");
+            }
+        }
+    }
+    if let Some(start) = shown.find("password=") {
+        let value_start = start + "password=".len();
+        let value_end = shown[value_start..].find('&').map_or(shown.len(), |i| value_start + i);
+        shown.replace_range(value_start..value_end, "***");
+    }
+    shown
+}
+
+/// Runs one command line; returns the process exit code.
+pub async fn run(cli: Cli) -> Result<i32, Error> {
+    let url = resolve_db_url(cli.db);
+    if url.starts_with("sqlite:") {
+        execute(Ledger::new(SqliteStore::open(&url).await?), cli.command, &url).await
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        execute(Ledger::new(PostgresStore::open(&url).await?), cli.command, &url).await
+    } else {
+        Err(Error::Invalid(format!(
+            "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",
+            redact_url(&url)
+        )))
+    }
+}
+
+async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Result<i32, Error> {
+    let result = match command {
+        Command::Migrate => {
+            println!("ledger schema is up to date at {}", redact_url(url));
+            Ok(exit::OK)
+        }
+        Command::Submit(args) => submit(&ledger, args).await,
+        Command::List(args) => list(&ledger, args).await,
+        Command::Show { key, json } => {
+            let detail = ledger.detail(&parse_key(&key)?).await?;
+            render::detail(&detail, json);
+            Ok(exit::OK)
+        }
+        Command::Retry(args) => manual(&ledger, args, ManualCommand::Retry).await,
+        Command::Resolve { manual: args, resolution, destination_id } => {
+            let command = match (resolution, destination_id) {
+                (Resolution::Completed, Some(id)) => ManualCommand::ResolveCompleted {
+                    destination_id: Label::parse("destination id", &id).map_err(Error::Invalid)?.0,
+                },
+                (Resolution::Completed, None) => {
+                    return Err(Error::Invalid(
+                        "--as completed needs --destination-id: the id of the record you verified at the destination"
+                            .to_owned(),
+                    ));
+                }
+                (Resolution::NotWritten, Some(_)) => {
+                    return Err(Error::Invalid(
+                        "--destination-id goes with --as completed only; a not-written action has no destination id"
+                            .to_owned(),
+                    ));
+                }
+                (Resolution::NotWritten, None) => ManualCommand::ResolveNotWritten,
+            };
+            manual(&ledger, args, command).await
+        }
+        Command::Cancel(args) => manual(&ledger, args, ManualCommand::Cancel).await,
+        Command::Approve(args) => manual(&ledger, args, ManualCommand::Approve).await,
+        Command::Reject(args) => manual(&ledger, args, ManualCommand::Reject).await,
+        Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover { protected: false }).await,
+    };
+    ledger.store().close().await;
+    result
+}
+
+fn parse_key(text: &str) -> Result<ActionKey, Error> {
+    ActionKey::parse(text).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+async fn submit<S: Store>(ledger: &Ledger<S>, args: SubmitArgs) -> Result<i32, Error> {
+    let payload = match args.payload.as_deref() {
+        None => Vec::new(),
+        Some("@-") => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::Invalid(format!("cannot read the payload from standard input: {e}")))?;
+            bytes
+        }
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => std::fs::read(path)
+                .map_err(|e| Error::Invalid(format!("cannot read the payload file {path}: {e}")))?,
+            None => text.as_bytes().to_vec(),
+        },
+    };
+    let raw = RawSubmission {
+        key: args.key,
+        payload,
+        event_id: args.event_id,
+        source: args.source,
+        source_version: args.source_version,
+        destination: args.destination,
+        after: args.after,
+    };
+    let report = ledger.submit(&raw).await?;
+    render::submitted(&report, args.json);
+    Ok(match report.outcome {
+        crate::domain::SubmitOutcome::Conflict => exit::REFUSED,
+        _ => exit::OK,
+    })
+}
+
+async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result<i32, Error> {
+    if !(1..=MAX_LIST_LIMIT).contains(&args.limit) {
+        return Err(Error::Invalid(format!("--limit is {}; give 1 to {MAX_LIST_LIMIT}", args.limit)));
+    }
+    if args.refused {
+        if args.state.is_some() || args.destination.is_some() || args.owner.is_some() {
+            return Err(Error::Invalid(
+                "--refused lists refused submissions, which have no state, destination or owner to filter by".to_owned(),
+            ));
+        }
+        let refused = ledger.list_refused(args.before, args.limit).await?;
+        render::refused(&refused, args.limit, args.json);
+        return Ok(exit::OK);
+    }
+    let filter = ListFilter {
+        state: args.state,
+        destination: args.destination,
+        owner: args.owner,
+        before_id: args.before,
+        limit: args.limit,
+    };
+    let actions = ledger.list(&filter).await?;
+    render::actions(&actions, args.limit, args.json);
+    Ok(exit::OK)
+}
+
+async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCommand) -> Result<i32, Error> {
+    let request = ManualRequest {
+        key: parse_key(&args.key)?,
+        person: Person::parse(&args.owner).map_err(Error::Invalid)?,
+        reason: Reason::parse(&args.reason).map_err(Error::Invalid)?,
+        expect_version: args.expect_version,
+        command,
+    };
+    let outcome = ledger.manual(&request).await?;
+    render::manual(&request, &outcome, args.json);
+    Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact_url("postgres://al:s3cret@db:5432/ledger"), "postgres://al:***@db:5432/ledger");
+        assert_eq!(redact_url("postgres://al@db/ledger?password=s3cret&x=1"), "postgres://al@db/ledger?password=***&x=1");
+        assert_eq!(redact_url("sqlite://actionledger.db"), "sqlite://actionledger.db");
+        assert_eq!(redact_url("postgres://a:b:c@h/d"), "postgres://a:***@h/d");
+    }
+}

@@ -1,0 +1,325 @@
+//! What the CLI prints: one JSON document with `--json`, readable text otherwise. Untrusted text
+//! (payloads, errors, destination bodies) is escaped before it reaches the terminal.
+
+use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
+use crate::domain::{ActionRecord, Attempt, AuditEntry, Delivery, RefusedSubmission, Timestamp};
+use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
+use serde_json::{Value, json};
+
+fn time(t: Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn opt_time(t: Option<Timestamp>) -> Value {
+    t.map_or(Value::Null, |t| Value::String(time(t)))
+}
+
+fn print_json(value: &Value) {
+    println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+}
+
+/// The JSON form of an action, shared by every command that returns one.
+pub fn action_json(a: &ActionRecord) -> Value {
+    json!({
+        "id": a.id,
+        "key": a.key.as_str(),
+        "state": a.state,
+        "version": a.revision,
+        "ownership_version": a.ownership_version,
+        "payload": a.payload.value(),
+        "fingerprint": a.payload.fingerprint().as_str(),
+        "proposed_payload": a.proposal.as_ref().map(|p| p.payload.value()),
+        "proposed_fingerprint": a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()),
+        "proposed_source_version": a.proposal.as_ref().and_then(|p| p.source_version),
+        "source": a.source,
+        "source_version": a.source_version,
+        "destination": a.destination,
+        "after": a.after.as_ref().map(|k| k.as_str()),
+        "claimed_by": a.claimed_by,
+        "lease_expires_at": opt_time(a.lease_expires_at),
+        "not_before": opt_time(a.not_before),
+        "attempts": a.attempts,
+        "assignee": a.assignee,
+        "destination_id": a.destination_id,
+        "first_sent_at": opt_time(a.first_sent_at),
+        "last_error": a.last_error,
+        "created_at": time(a.created_at),
+        "updated_at": time(a.updated_at),
+    })
+}
+
+fn delivery_json(d: &Delivery) -> Value {
+    json!({
+        "event_id": d.event_id, "source": d.source, "source_version": d.source_version,
+        "fingerprint": d.fingerprint, "outcome": d.outcome, "received_at": time(d.received_at),
+    })
+}
+
+fn attempt_json(a: &Attempt) -> Value {
+    json!({
+        "number": a.number, "worker": a.worker, "ownership_version": a.ownership_version,
+        "started_at": time(a.started_at), "ended_at": opt_time(a.ended_at), "outcome": a.outcome,
+        "error": a.error, "stale": a.stale,
+        "evidence": {
+            "status": a.evidence.status, "destination_id": a.evidence.destination_id, "body": a.evidence.body,
+        },
+    })
+}
+
+fn audit_json(e: &AuditEntry) -> Value {
+    json!({
+        "at": time(e.at), "actor": e.actor, "actor_kind": e.actor_kind, "event": e.event,
+        "from": e.from_state, "to": e.to_state, "ownership_version": e.ownership_version,
+        "version": e.revision, "reason": e.reason,
+    })
+}
+
+pub fn submitted(report: &SubmitReport, as_json: bool) {
+    let a = &report.action;
+    if as_json {
+        print_json(&json!({ "outcome": report.outcome, "action": action_json(a) }));
+        return;
+    }
+    // The outcome word alone on stdout, so scripts can test it; the explanation goes to stderr.
+    println!("{}", report.outcome.as_str());
+    let key = escape_untrusted(a.key.as_str());
+    let explanation = match report.outcome {
+        crate::domain::SubmitOutcome::Created => format!("recorded {key} as pending"),
+        crate::domain::SubmitOutcome::Duplicate => {
+            format!("{key} is already recorded with this payload ({}); delivery recorded, nothing else changed", a.state)
+        }
+        crate::domain::SubmitOutcome::Stale => {
+            format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
+        }
+        crate::domain::SubmitOutcome::Conflict => format!(
+            "{key} is recorded with a different payload; this one is kept as a proposal for a person to approve \
+             or reject (actionledger show {key}); the action is {}",
+            a.state
+        ),
+    };
+    eprintln!("{explanation}");
+}
+
+pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
+    let next = next_cursor(actions.len(), limit, actions.last().map(|a| a.id));
+    if as_json {
+        let items: Vec<Value> = actions.iter().map(action_json).collect();
+        print_json(&json!({ "actions": items, "next_before": next }));
+        return;
+    }
+    if actions.is_empty() {
+        println!("no actions");
+        return;
+    }
+    println!("{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  KEY", "ID", "STATE", "TRY", "DESTINATION", "OWNER", "UPDATED");
+    for a in actions {
+        let owner = a.claimed_by.as_deref().or(a.assignee.as_deref()).unwrap_or("-");
+        println!(
+            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}",
+            a.id,
+            a.state.as_str(),
+            a.attempts,
+            escape_untrusted(a.destination.as_deref().unwrap_or("-")),
+            escape_untrusted(owner),
+            a.updated_at.format("%Y-%m-%d %H:%M:%S"),
+            escape_untrusted(a.key.as_str())
+        );
+    }
+    if let Some(id) = next {
+        println!("more: --before {id}");
+    }
+}
+
+pub fn refused(refused: &[RefusedSubmission], limit: i64, as_json: bool) {
+    let next = next_cursor(refused.len(), limit, refused.last().map(|r| r.id));
+    if as_json {
+        let items: Vec<Value> = refused
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.id, "received_at": time(r.received_at), "key": r.key_excerpt, "problem": r.problem,
+                    "message": r.message, "event_id": r.event_id, "source": r.source, "destination": r.destination,
+                })
+            })
+            .collect();
+        print_json(&json!({ "refused": items, "next_before": next }));
+        return;
+    }
+    if refused.is_empty() {
+        println!("no refused submissions");
+        return;
+    }
+    for r in refused {
+        println!(
+            "{:>6}  {}  {:<24}  key {}  source {}  event {}",
+            r.id,
+            r.received_at.format("%Y-%m-%d %H:%M:%S"),
+            r.problem,
+            r.key_excerpt.as_deref().unwrap_or("(none)"),
+            r.source.as_deref().unwrap_or("-"),
+            r.event_id.as_deref().unwrap_or("-"),
+        );
+        println!("        {}", escape_untrusted(&r.message));
+    }
+    if let Some(id) = next {
+        println!("more: --before {id}");
+    }
+}
+
+fn next_cursor(shown: usize, limit: i64, last_id: Option<i64>) -> Option<i64> {
+    (i64::try_from(shown).unwrap_or(i64::MAX) >= limit).then_some(last_id).flatten()
+}
+
+pub fn detail(d: &ActionDetail, as_json: bool) {
+    if as_json {
+        print_json(&json!({
+            "action": action_json(&d.action),
+            "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
+            "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
+            "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
+        }));
+        return;
+    }
+    let a = &d.action;
+    let field = |name: &str, value: &str| println!("  {name:<18} {}", escape_untrusted(value));
+    println!("{}", escape_untrusted(a.key.as_str()));
+    field("state", a.state.as_str());
+    field("version", &a.revision.to_string());
+    field("ownership version", &a.ownership_version.to_string());
+    field("destination", a.destination.as_deref().unwrap_or("-"));
+    if let Some(after) = &a.after {
+        field("runs after", after.as_str());
+    }
+    if let Some(worker) = &a.claimed_by {
+        field("claimed by", worker);
+        field("lease until", &a.lease_expires_at.map(time).unwrap_or_default());
+    }
+    if let Some(assignee) = &a.assignee {
+        field("assigned to", assignee);
+    }
+    field("attempts", &a.attempts.to_string());
+    if let Some(id) = &a.destination_id {
+        field("destination id", id);
+    }
+    if let Some(sent) = a.first_sent_at {
+        field("first sent", &time(sent));
+    }
+    if let Some(not_before) = a.not_before {
+        field("not before", &time(not_before));
+    }
+    if let Some(error) = &a.last_error {
+        field("last error", error);
+    }
+    field("source", &format!("{} (version {})", a.source.as_deref().unwrap_or("-"), a.source_version.map_or("-".to_owned(), |v| v.to_string())));
+    field("created", &time(a.created_at));
+    field("updated", &time(a.updated_at));
+
+    println!("\napproved payload ({})", a.payload.fingerprint());
+    println!("{}", indent(&escape_untrusted_lines(&a.payload.pretty())));
+    if let Some(p) = &a.proposal {
+        println!(
+            "\nproposed payload ({}, source version {}) waiting for approve or reject",
+            p.payload.fingerprint(),
+            p.source_version.map_or("-".to_owned(), |v| v.to_string())
+        );
+        println!("{}", indent(&escape_untrusted_lines(&p.payload.pretty())));
+    }
+
+    println!("\ndeliveries ({})", d.deliveries.len());
+    for dl in &d.deliveries {
+        println!(
+            "  {}  {:<9}  event {}  source {}  version {}  payload {}",
+            time(dl.received_at),
+            dl.outcome.as_str(),
+            escape_untrusted(dl.event_id.as_deref().unwrap_or("-")),
+            escape_untrusted(dl.source.as_deref().unwrap_or("-")),
+            dl.source_version.map_or("-".to_owned(), |v| v.to_string()),
+            &dl.fingerprint[..12.min(dl.fingerprint.len())]
+        );
+    }
+
+    println!("\nattempts ({})", d.attempts.len());
+    for at in &d.attempts {
+        let outcome = at.outcome.map_or("in flight", |o| o.as_str());
+        let stale = if at.stale { "  STALE (late result from an obsolete owner; changed nothing)" } else { "" };
+        println!(
+            "  #{} {}  by {} under ownership version {}  {} -> {}{stale}",
+            at.number,
+            outcome,
+            escape_untrusted(&at.worker),
+            at.ownership_version,
+            time(at.started_at),
+            at.ended_at.map_or("-".to_owned(), time)
+        );
+        if let Some(error) = &at.error {
+            println!("      error: {}", escape_untrusted(error));
+        }
+        let ev = &at.evidence;
+        if ev.status.is_some() || ev.destination_id.is_some() || ev.body.is_some() {
+            println!(
+                "      evidence: status {}  destination id {}",
+                ev.status.map_or("-".to_owned(), |s| s.to_string()),
+                escape_untrusted(ev.destination_id.as_deref().unwrap_or("-"))
+            );
+            if let Some(body) = &ev.body {
+                println!("      body: {}", escape_untrusted(body));
+            }
+        }
+    }
+
+    println!("\naudit trail ({})", d.audit.len());
+    for e in &d.audit {
+        let from = e.from_state.map_or("(new)", |s| s.as_str());
+        println!(
+            "  {}  {:<20} {} -> {}  by {} {}  (version {}, ownership {})",
+            time(e.at),
+            e.event.as_str(),
+            from,
+            e.to_state,
+            e.actor_kind.as_str(),
+            escape_untrusted(&e.actor),
+            e.revision,
+            e.ownership_version
+        );
+        if let Some(reason) = &e.reason {
+            println!("      {}", escape_untrusted(reason));
+        }
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
+    let a = &outcome.action;
+    if as_json {
+        print_json(&json!({
+            "command": request.command.verb(),
+            "by": request.person.as_str(),
+            "from": outcome.transition.map(|t| t.from),
+            "to": a.state,
+            "action": action_json(a),
+        }));
+        return;
+    }
+    let key = escape_untrusted(a.key.as_str());
+    match outcome.transition {
+        Some(t) => println!(
+            "{}: {key} {} -> {} (version {}, ownership version {}) by {}",
+            request.command.verb(),
+            t.from,
+            t.to,
+            a.revision,
+            a.ownership_version,
+            escape_untrusted(request.person.as_str())
+        ),
+        None => println!(
+            "{}: {key} stays {} (version {}) by {}; the proposed payload was discarded",
+            request.command.verb(),
+            a.state,
+            a.revision,
+            escape_untrusted(request.person.as_str())
+        ),
+    }
+}

@@ -1,0 +1,255 @@
+//! Validation of everything a person or a source system hands to the ledger.
+
+use super::key::{ActionKey, KeyError, is_invisible_format};
+use super::payload::{Payload, PayloadError};
+use super::text::{escape_untrusted, truncate};
+
+/// A submission as delivered, before any validation.
+#[derive(Debug, Clone, Default)]
+pub struct RawSubmission {
+    pub key: Option<String>,
+    pub payload: Vec<u8>,
+    pub event_id: Option<String>,
+    pub source: Option<String>,
+    pub source_version: Option<i64>,
+    pub destination: Option<String>,
+    pub after: Option<String>,
+}
+
+/// A submission that passed validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submission {
+    pub key: ActionKey,
+    pub payload: Payload,
+    pub event_id: Option<String>,
+    pub source: Option<String>,
+    pub source_version: Option<i64>,
+    pub destination: Option<String>,
+    pub after: Option<ActionKey>,
+}
+
+/// Why a submission was refused, in a form that can be stored and shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("submission refused: {message}")]
+pub struct SubmissionRefused {
+    /// A short stable code, such as `key_contains_email`.
+    pub problem: &'static str,
+    pub message: String,
+}
+
+impl Submission {
+    pub fn validate(raw: &RawSubmission) -> Result<Self, SubmissionRefused> {
+        let key = ActionKey::parse(raw.key.as_deref().unwrap_or_default()).map_err(|e| SubmissionRefused {
+            problem: key_problem(&e),
+            message: e.to_string(),
+        })?;
+        let payload = Payload::parse(&raw.payload).map_err(|e| SubmissionRefused {
+            problem: payload_problem(&e),
+            message: e.to_string(),
+        })?;
+        let label = |field: &'static str, value: &Option<String>| -> Result<Option<String>, SubmissionRefused> {
+            value
+                .as_deref()
+                .map(|v| Label::parse(field, v).map(|l| l.0))
+                .transpose()
+                .map_err(|message| SubmissionRefused { problem: "invalid_field", message })
+        };
+        let event_id = label("event id", &raw.event_id)?;
+        let source = label("source", &raw.source)?;
+        let destination = raw
+            .destination
+            .as_deref()
+            .map(validate_destination_name)
+            .transpose()
+            .map_err(|message| SubmissionRefused { problem: "invalid_destination", message })?;
+        if let Some(version) = raw.source_version
+            && version < 0
+        {
+            return Err(SubmissionRefused {
+                problem: "invalid_source_version",
+                message: format!("the source version is {version}; it must be zero or more"),
+            });
+        }
+        let after = raw
+            .after
+            .as_deref()
+            .map(|a| {
+                ActionKey::parse(a).map_err(|e| SubmissionRefused {
+                    problem: "invalid_after_key",
+                    message: format!("the --after key is invalid: {e}"),
+                })
+            })
+            .transpose()?;
+        if after.as_ref() == Some(&key) {
+            return Err(SubmissionRefused {
+                problem: "invalid_after_key",
+                message: "an action cannot wait for itself (--after names its own key)".to_owned(),
+            });
+        }
+        Ok(Self { key, payload, event_id, source, source_version: raw.source_version, destination, after })
+    }
+}
+
+impl RawSubmission {
+    /// The key as it may be shown to reviewers: escaped, cut short, and withheld entirely when it
+    /// held an e-mail address, so refusing personal data does not store it anyway.
+    pub fn key_excerpt(&self, refusal: &SubmissionRefused) -> Option<String> {
+        if refusal.problem == "key_contains_email" {
+            return Some("<withheld: contained an e-mail address>".to_owned());
+        }
+        self.key.as_deref().map(|k| escape_untrusted(&truncate(k, 300)))
+    }
+}
+
+fn key_problem(error: &KeyError) -> &'static str {
+    match error {
+        KeyError::Missing => "key_missing",
+        KeyError::TooLong { .. } => "key_too_long",
+        KeyError::Whitespace { .. } => "key_whitespace",
+        KeyError::Control { .. } => "key_control_character",
+        KeyError::Invisible { .. } => "key_invisible_character",
+        KeyError::ContainsEmail => "key_contains_email",
+    }
+}
+
+fn payload_problem(error: &PayloadError) -> &'static str {
+    match error {
+        PayloadError::Missing => "payload_missing",
+        PayloadError::TooLarge { .. } => "payload_too_large",
+        PayloadError::NotUtf8 { .. } => "payload_not_utf8",
+        PayloadError::ContainsNul => "payload_contains_nul",
+        PayloadError::NotJson(_) => "payload_not_json",
+    }
+}
+
+/// A destination name as configured: letters, digits, `_`, `-` and `.`, up to 64 bytes.
+pub fn validate_destination_name(name: &str) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if ok {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "the destination name {:?} is invalid: use 1 to 64 letters, digits, '_', '-' or '.'",
+            escape_untrusted(&truncate(name, 80))
+        ))
+    }
+}
+
+/// A short single-line text field (event id, source, person, destination id): printable, no
+/// control or invisible characters, at most 255 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label(pub String);
+
+impl Label {
+    pub fn parse(field: &str, value: &str) -> Result<Self, String> {
+        if value.trim().is_empty() {
+            return Err(format!("the {field} is empty"));
+        }
+        if value.len() > 255 {
+            return Err(format!("the {field} is {} bytes long; at most 255 bytes are allowed", value.len()));
+        }
+        if let Some(ch) = value.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
+            return Err(format!(
+                "the {field} contains the character {}, which is not allowed",
+                escape_untrusted(&ch.to_string())
+            ));
+        }
+        Ok(Self(value.to_owned()))
+    }
+}
+
+/// A named person who runs a manual command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person(String);
+
+impl Person {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let label = Label::parse("owner name", name)?;
+        if label.0.len() > 100 {
+            return Err("the owner name is longer than 100 bytes".to_owned());
+        }
+        Ok(Self(label.0))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Why a person did something: required, single line, at most 1,000 characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason(String);
+
+impl Reason {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err("a reason is required: say why, for the audit trail".to_owned());
+        }
+        if trimmed.chars().count() > 1000 {
+            return Err("the reason is longer than 1,000 characters".to_owned());
+        }
+        if let Some(ch) = trimmed.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
+            return Err(format!(
+                "the reason contains the character {}, which is not allowed (one line of plain text)",
+                escape_untrusted(&ch.to_string())
+            ));
+        }
+        Ok(Self(trimmed.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(key: &str, payload: &str) -> RawSubmission {
+        RawSubmission { key: Some(key.into()), payload: payload.as_bytes().to_vec(), ..Default::default() }
+    }
+
+    #[test]
+    fn a_valid_submission_passes() {
+        let s = Submission::validate(&raw("acme:order:1:create", r#"{"a":1}"#)).unwrap();
+        assert_eq!(s.key.as_str(), "acme:order:1:create");
+    }
+
+    #[test]
+    fn refusals_carry_a_problem_code() {
+        let cases = [
+            (RawSubmission { key: None, payload: b"{}".to_vec(), ..Default::default() }, "key_missing"),
+            (raw("c:jane@example.com", "{}"), "key_contains_email"),
+            (raw("k", "{"), "payload_not_json"),
+            (raw("k", ""), "payload_missing"),
+            (RawSubmission { destination: Some("crm prod".into()), ..raw("k", "{}") }, "invalid_destination"),
+            (RawSubmission { after: Some("k".into()), ..raw("k", "{}") }, "invalid_after_key"),
+            (RawSubmission { source_version: Some(-1), ..raw("k", "{}") }, "invalid_source_version"),
+            (RawSubmission { event_id: Some("e\u{1b}".into()), ..raw("k", "{}") }, "invalid_field"),
+        ];
+        for (submission, problem) in cases {
+            assert_eq!(Submission::validate(&submission).unwrap_err().problem, problem);
+        }
+    }
+
+    #[test]
+    fn an_email_key_is_withheld_from_the_refusal_record() {
+        let submission = raw("c:jane@example.com", "{}");
+        let refusal = Submission::validate(&submission).unwrap_err();
+        assert!(!submission.key_excerpt(&refusal).unwrap().contains("jane"));
+    }
+
+    #[test]
+    fn names_and_reasons_are_checked() {
+        assert!(Person::parse("").is_err());
+        assert!(Person::parse("ana\u{202e}").is_err());
+        assert_eq!(Person::parse("Ana Lima").unwrap().as_str(), "Ana Lima");
+        assert!(Reason::parse("   ").is_err());
+        assert!(Reason::parse("two\nlines").is_err());
+        assert_eq!(Reason::parse(" checked CRM ").unwrap().as_str(), "checked CRM");
+    }
+}

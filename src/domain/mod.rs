@@ -1,0 +1,17 @@
+//! Domain types: plain data and pure rules, no I/O.
+
+pub mod input;
+pub mod key;
+pub mod payload;
+pub mod record;
+pub mod state;
+pub mod text;
+
+pub use key::{ActionKey, KeyError};
+pub use payload::{Fingerprint, Payload, PayloadError};
+pub use record::{
+    ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, Proposal, RefusedSubmission,
+    SubmitOutcome, Timestamp, Transition,
+};
+pub use state::{Event, State, TransitionRefused};
+pub use input::{Person, RawSubmission, Reason, Submission, SubmissionRefused};

@@ -1,0 +1,158 @@
+//! Payloads: the approved JSON content of an action, its canonical form and its fingerprint.
+
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Largest payload accepted, in bytes, as delivered.
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+
+/// A validated payload in canonical form: keys sorted, no insignificant whitespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    canonical: String,
+    fingerprint: Fingerprint,
+}
+
+/// SHA-256 of the canonical serialization, as lowercase hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Fingerprint(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("the payload is missing")]
+    Missing,
+    #[error("the payload is {bytes} bytes; at most {MAX_PAYLOAD_BYTES} bytes (256 KiB) are allowed")]
+    TooLarge { bytes: usize },
+    #[error("the payload is not valid UTF-8 (invalid byte at offset {at})")]
+    NotUtf8 { at: usize },
+    #[error("the payload contains a NUL character, which cannot be stored or sent safely")]
+    ContainsNul,
+    #[error("the payload is not valid JSON: {0}")]
+    NotJson(String),
+}
+
+impl Payload {
+    /// Validates a payload as delivered and computes its canonical form.
+    pub fn parse(raw: &[u8]) -> Result<Self, PayloadError> {
+        if raw.len() > MAX_PAYLOAD_BYTES {
+            return Err(PayloadError::TooLarge { bytes: raw.len() });
+        }
+        let text = std::str::from_utf8(raw).map_err(|e| PayloadError::NotUtf8 { at: e.valid_up_to() })?;
+        if text.trim().is_empty() {
+            return Err(PayloadError::Missing);
+        }
+        if text.contains('\0') {
+            return Err(PayloadError::ContainsNul);
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+        if contains_nul(&value) {
+            return Err(PayloadError::ContainsNul);
+        }
+        Ok(Self::from_value(&value))
+    }
+
+    /// Rebuilds a payload read back from storage. The fingerprint was computed in Rust when the
+    /// payload was first accepted and is stored as text, so nothing the database does to JSON
+    /// (reordering, dropping duplicate keys) can change what it identifies.
+    pub fn from_stored(canonical: String, fingerprint: String) -> Self {
+        Self { canonical, fingerprint: Fingerprint(fingerprint) }
+    }
+
+    fn from_value(value: &serde_json::Value) -> Self {
+        // serde_json's default map is ordered by key, so this is the canonical form.
+        let canonical = value.to_string();
+        let fingerprint = Fingerprint::of(&canonical);
+        Self { canonical, fingerprint }
+    }
+
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.canonical).expect("canonical payload is valid JSON")
+    }
+
+    /// Indented JSON for people to read.
+    pub fn pretty(&self) -> String {
+        serde_json::to_string_pretty(&self.value()).expect("a JSON value always serializes")
+    }
+}
+
+impl Fingerprint {
+    fn of(canonical: &str) -> Self {
+        use fmt::Write as _;
+        let digest = Sha256::digest(canonical.as_bytes());
+        let mut hex = String::with_capacity(64);
+        for byte in digest {
+            let _ = write!(hex, "{byte:02x}");
+        }
+        Self(hex)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 12 hex digits, enough for people to compare two fingerprints.
+    pub fn short(&self) -> &str {
+        &self.0[..12.min(self.0.len())]
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.0)
+    }
+}
+
+fn contains_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(contains_nul),
+        serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_form_sorts_keys_and_drops_whitespace() {
+        let a = Payload::parse(br#"{ "b": 1, "a": {"y": [1, 2], "x": "z"} }"#).unwrap();
+        let b = Payload::parse(br#"{"a":{"x":"z","y":[1,2]},"b":1}"#).unwrap();
+        assert_eq!(a.canonical(), r#"{"a":{"x":"z","y":[1,2]},"b":1}"#);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.fingerprint().as_str().len(), 64);
+        let c = Payload::parse(br#"{"a":{"x":"z","y":[2,1]},"b":1}"#).unwrap();
+        assert_ne!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn refuses_bad_payloads() {
+        assert_eq!(Payload::parse(b""), Err(PayloadError::Missing));
+        assert_eq!(Payload::parse(b"{\"a\":\0}"), Err(PayloadError::ContainsNul));
+        assert_eq!(Payload::parse(br#"{"a":"\u0000"}"#), Err(PayloadError::ContainsNul));
+        assert_eq!(Payload::parse(b"{\"a\":\"\xff\"}"), Err(PayloadError::NotUtf8 { at: 6 }));
+        assert!(matches!(Payload::parse(b"{\"a\":"), Err(PayloadError::NotJson(_))));
+        assert!(matches!(Payload::parse(br#"{"a":"\ud800"}"#), Err(PayloadError::NotJson(_))));
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(matches!(Payload::parse(deep.as_bytes()), Err(PayloadError::NotJson(_))));
+        let big = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES));
+        assert!(matches!(Payload::parse(big.as_bytes()), Err(PayloadError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn exactly_the_limit_is_accepted() {
+        let body = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 2));
+        assert!(Payload::parse(body.as_bytes()).is_ok());
+    }
+}

@@ -1,0 +1,289 @@
+//! The records a ledger keeps: actions, deliveries, attempts with their evidence, audit entries
+//! and refused submissions. Plain data; the stores read and write them.
+
+use super::key::ActionKey;
+use super::payload::Payload;
+use super::state::{self, DIVERTED_WHILE_PROPOSED, Event, State, TransitionRefused};
+use chrono::{DateTime, Utc};
+
+/// One point in time. Every time the ledger records comes from the database's clock.
+pub type Timestamp = DateTime<Utc>;
+
+/// Converts a stored millisecond count back to a timestamp.
+pub fn from_millis(ms: i64) -> Timestamp {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+/// A payload proposed for an existing key, waiting for a person to approve or reject it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    pub payload: Payload,
+    pub source_version: Option<i64>,
+}
+
+/// The durable record of one intended action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRecord {
+    pub id: i64,
+    pub key: ActionKey,
+    pub state: State,
+    pub payload: Payload,
+    pub proposal: Option<Proposal>,
+    /// Where a payload conflict returns when its proposal is rejected.
+    pub resume_state: Option<State>,
+    pub source: Option<String>,
+    pub source_version: Option<i64>,
+    pub destination: Option<String>,
+    /// The action that must complete before this one may run.
+    pub after: Option<ActionKey>,
+    /// The worker holding the claim while `in_progress`.
+    pub claimed_by: Option<String>,
+    /// The fencing token: incremented by every claim and takeover.
+    pub ownership_version: i64,
+    /// Incremented by every change; manual commands are conditional on it.
+    pub revision: i64,
+    pub lease_expires_at: Option<Timestamp>,
+    pub not_before: Option<Timestamp>,
+    /// Attempts ever started.
+    pub attempts: i64,
+    /// Attempts started since the last manual retry or approval; bounded by the worker.
+    pub attempts_in_round: i64,
+    pub assignee: Option<String>,
+    pub destination_id: Option<String>,
+    /// When the first request for this key may have reached the destination; its idempotency
+    /// retention window is counted from here.
+    pub first_sent_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// One applied transition, as the audit trail records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    pub event: Event,
+    pub from: State,
+    pub to: State,
+}
+
+impl ActionRecord {
+    /// A new pending action for a validated submission. The store assigns the id.
+    pub fn new_pending(submission: &super::input::Submission, now: Timestamp) -> Self {
+        Self {
+            id: 0,
+            key: submission.key.clone(),
+            state: State::Pending,
+            payload: submission.payload.clone(),
+            proposal: None,
+            resume_state: None,
+            source: submission.source.clone(),
+            source_version: submission.source_version,
+            destination: submission.destination.clone(),
+            after: submission.after.clone(),
+            claimed_by: None,
+            ownership_version: 0,
+            revision: 1,
+            lease_expires_at: None,
+            not_before: None,
+            attempts: 0,
+            attempts_in_round: 0,
+            assignee: None,
+            destination_id: None,
+            first_sent_at: None,
+            last_error: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// Applies `event` towards `to` if the transition table allows it. While a proposed payload
+    /// awaits a decision, automatic results that would make the action runnable again go to
+    /// `conflict` instead, remembering where to resume.
+    pub fn transition(&mut self, event: Event, to: State, now: Timestamp) -> Result<Transition, TransitionRefused> {
+        let from = self.state;
+        let automatic = matches!(event, Event::Failed | Event::RetryScheduled | Event::Held | Event::Released);
+        let diverted = automatic && self.proposal.is_some() && DIVERTED_WHILE_PROPOSED.contains(&to);
+        let target = if diverted { State::Conflict } else { to };
+        state::check(event, from, target)?;
+        self.resume_state = match (target, event) {
+            (State::Conflict, _) if diverted => Some(to),
+            (State::Conflict, Event::PayloadChanged) if from != State::Conflict => Some(from),
+            (State::Conflict, _) => self.resume_state,
+            _ => None,
+        };
+        if from == State::InProgress && target != State::InProgress {
+            self.claimed_by = None;
+            self.lease_expires_at = None;
+        }
+        self.state = target;
+        self.updated_at = now;
+        Ok(Transition { event, from, to: target })
+    }
+
+    /// True while the claim's lease runs, by the given database time.
+    pub fn lease_is_live(&self, now: Timestamp) -> bool {
+        self.state == State::InProgress && self.lease_expires_at.is_some_and(|until| until > now)
+    }
+}
+
+/// How one delivery of a submission was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubmitOutcome {
+    /// A new action was recorded.
+    Created,
+    /// Same key and same payload: the delivery is recorded, nothing else changes.
+    Duplicate,
+    /// Older than the source version already recorded: changes nothing.
+    Stale,
+    /// Same key, different payload: kept as a proposal for a person to approve or reject.
+    Conflict,
+}
+
+impl SubmitOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Duplicate => "duplicate",
+            Self::Stale => "stale",
+            Self::Conflict => "conflict",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Created, Self::Duplicate, Self::Stale, Self::Conflict]
+            .into_iter()
+            .find(|o| o.as_str() == text)
+    }
+}
+
+/// One delivery from a source system, recorded against its action.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Delivery {
+    pub id: i64,
+    pub key: ActionKey,
+    pub event_id: Option<String>,
+    pub source: Option<String>,
+    pub source_version: Option<i64>,
+    pub fingerprint: String,
+    pub outcome: SubmitOutcome,
+    pub received_at: Timestamp,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// The destination confirmed the action.
+    Succeeded,
+    /// Failed before anything was written; may be retried.
+    FailedBeforeWrite,
+    /// Refused by the destination for good (validation, permission).
+    FailedPermanent,
+    /// The destination may or may not have acted.
+    Unknown,
+    /// Not sent: automatic work is not permitted.
+    Held,
+}
+
+impl AttemptOutcome {
+    pub const ALL: [Self; 5] = [Self::Succeeded, Self::FailedBeforeWrite, Self::FailedPermanent, Self::Unknown, Self::Held];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::FailedBeforeWrite => "failed_before_write",
+            Self::FailedPermanent => "failed_permanent",
+            Self::Unknown => "unknown",
+            Self::Held => "held",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == text)
+    }
+}
+
+/// What the destination said, kept as evidence for people and reconciliation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Evidence {
+    pub status: Option<i64>,
+    pub destination_id: Option<String>,
+    /// The response body, truncated to [`MAX_EVIDENCE_BODY_BYTES`].
+    pub body: Option<String>,
+}
+
+/// Response bodies are kept up to this size.
+pub const MAX_EVIDENCE_BODY_BYTES: usize = 4096;
+
+/// One execution try.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Attempt {
+    pub id: i64,
+    pub key: ActionKey,
+    pub number: i64,
+    pub worker: String,
+    pub ownership_version: i64,
+    pub started_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+    pub outcome: Option<AttemptOutcome>,
+    pub error: Option<String>,
+    pub evidence: Evidence,
+    /// The result arrived after the claim had passed to a newer ownership version: it changed
+    /// nothing and is kept here for review.
+    pub stale: bool,
+}
+
+/// Who did something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    Worker,
+    Person,
+    Source,
+}
+
+impl ActorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Worker => "worker",
+            Self::Person => "person",
+            Self::Source => "source",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Worker, Self::Person, Self::Source].into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+/// One line of the append-only audit trail.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub key: ActionKey,
+    pub at: Timestamp,
+    pub actor: String,
+    pub actor_kind: ActorKind,
+    pub event: Event,
+    /// `None` for the entry that created the action.
+    pub from_state: Option<State>,
+    pub to_state: State,
+    pub ownership_version: i64,
+    pub revision: i64,
+    pub reason: Option<String>,
+}
+
+/// A submission the ledger would not accept, kept so that someone sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RefusedSubmission {
+    pub id: i64,
+    pub received_at: Timestamp,
+    /// The key as given, made visible and cut short; withheld when it held an e-mail address.
+    pub key_excerpt: Option<String>,
+    pub problem: String,
+    pub message: String,
+    pub event_id: Option<String>,
+    pub source: Option<String>,
+    pub destination: Option<String>,
+}

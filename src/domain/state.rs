@@ -1,0 +1,294 @@
+//! States of an action and the one transition table that every store obeys.
+
+use std::fmt;
+
+/// Where an action stands. See the states table in the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+    Unknown,
+    Conflict,
+    Held,
+    Cancelled,
+}
+
+impl State {
+    pub const ALL: [Self; 8] = [
+        Self::Pending,
+        Self::InProgress,
+        Self::Completed,
+        Self::Failed,
+        Self::Unknown,
+        Self::Conflict,
+        Self::Held,
+        Self::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+            Self::Conflict => "conflict",
+            Self::Held => "held",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Completed and cancelled actions never change state again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Cancelled)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for State {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| format!("unknown state {s:?}; states are {}", join_states(&Self::ALL)))
+    }
+}
+
+/// What moves an action: automatic work, recovery, or a named person's command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A new submission recorded the action.
+    Submitted,
+    /// A changed payload arrived for the same key: a person must approve or reject it.
+    PayloadChanged,
+    /// A worker claimed the action.
+    Claimed,
+    /// The destination confirmed the action.
+    Completed,
+    /// A permanent failure, or attempts used up: known not written.
+    Failed,
+    /// A temporary failure before any write: back to pending with a not-before time.
+    RetryScheduled,
+    /// The destination may or may not have acted.
+    OutcomeUnknown,
+    /// Automatic work is not permitted any more (idempotency window passed).
+    Held,
+    /// A worker gave its claim back before sending anything.
+    Released,
+    /// A result arrived from an ownership version that is no longer current.
+    LateResult,
+    /// A worker took over an expired claim that is safe to repeat.
+    ClaimRecovered,
+    /// An expired claim whose destination offers no protection against a second effect.
+    LeaseExpired,
+    /// A lookup at the destination settled an uncertain outcome.
+    LookupFound,
+    /// A lookup at the destination proved nothing was written.
+    LookupNotFound,
+    /// A lookup found a record that does not match the action.
+    LookupMismatch,
+    /// Manual: controlled retry under the same key.
+    Retry,
+    /// Manual: a verified outcome, written by the destination.
+    ResolvedCompleted,
+    /// Manual: the destination has no record.
+    ResolvedNotWritten,
+    /// Manual: the action must not happen.
+    Cancelled,
+    /// Manual: the proposed payload replaces the approved one.
+    Approved,
+    /// Manual: the proposed payload is discarded.
+    Rejected,
+    /// Manual: a person took over a stale claim.
+    TakenOver,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Submitted => "submitted",
+            Self::PayloadChanged => "payload_changed",
+            Self::Claimed => "claimed",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::RetryScheduled => "retry_scheduled",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Held => "held",
+            Self::Released => "released",
+            Self::LateResult => "late_result",
+            Self::ClaimRecovered => "claim_recovered",
+            Self::LeaseExpired => "lease_expired",
+            Self::LookupFound => "lookup_found",
+            Self::LookupNotFound => "lookup_not_found",
+            Self::LookupMismatch => "lookup_mismatch",
+            Self::Retry => "retry",
+            Self::ResolvedCompleted => "resolved_completed",
+            Self::ResolvedNotWritten => "resolved_not_written",
+            Self::Cancelled => "cancelled",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::TakenOver => "taken_over",
+        }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+use Event as E;
+use State::{Cancelled, Completed, Conflict, Failed, Held, InProgress, Pending, Unknown};
+
+/// Every allowed (event, from, to). Anything not listed is refused, in Rust before a write and
+/// again by a trigger in each database (the migrations list the same state pairs).
+pub const TRANSITIONS: &[(Event, State, State)] = &[
+    (E::PayloadChanged, Pending, Conflict),
+    (E::PayloadChanged, Failed, Conflict),
+    (E::PayloadChanged, Held, Conflict),
+    (E::Claimed, Pending, InProgress),
+    (E::Completed, InProgress, Completed),
+    (E::Failed, InProgress, Failed),
+    (E::RetryScheduled, InProgress, Pending),
+    (E::OutcomeUnknown, InProgress, Unknown),
+    (E::Held, InProgress, Held),
+    (E::Released, InProgress, Pending),
+    (E::LateResult, Pending, Conflict),
+    (E::LateResult, InProgress, Conflict),
+    (E::LateResult, Failed, Conflict),
+    (E::LateResult, Unknown, Conflict),
+    (E::LateResult, Held, Conflict),
+    (E::ClaimRecovered, InProgress, InProgress),
+    (E::LeaseExpired, InProgress, Unknown),
+    (E::LookupFound, Unknown, Completed),
+    (E::LookupNotFound, Unknown, Pending),
+    (E::LookupMismatch, Unknown, Conflict),
+    (E::Retry, Failed, Pending),
+    (E::Retry, Unknown, Pending),
+    (E::Retry, Held, Pending),
+    (E::Retry, Conflict, Pending),
+    (E::ResolvedCompleted, Failed, Completed),
+    (E::ResolvedCompleted, Unknown, Completed),
+    (E::ResolvedCompleted, Held, Completed),
+    (E::ResolvedCompleted, Conflict, Completed),
+    (E::ResolvedNotWritten, Unknown, Pending),
+    (E::ResolvedNotWritten, Held, Pending),
+    (E::ResolvedNotWritten, Conflict, Pending),
+    (E::Cancelled, Pending, Cancelled),
+    (E::Cancelled, Failed, Cancelled),
+    (E::Cancelled, Unknown, Cancelled),
+    (E::Cancelled, Held, Cancelled),
+    (E::Cancelled, Conflict, Cancelled),
+    (E::Approved, Conflict, Pending),
+    (E::Rejected, Conflict, Pending),
+    (E::Rejected, Conflict, Failed),
+    (E::Rejected, Conflict, Held),
+    (E::Rejected, Conflict, Conflict),
+    (E::TakenOver, InProgress, Pending),
+    (E::TakenOver, InProgress, Unknown),
+];
+
+/// Automatic results that would make an action claimable or retryable again go to `conflict`
+/// instead while a proposed payload awaits a decision, so the old payload is never sent past it.
+pub const DIVERTED_WHILE_PROPOSED: &[State] = &[Pending, Failed, Held];
+
+/// A transition that the table does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{event} is not allowed from {from}; it is allowed from {}", join_states(allowed_from(*event).as_slice()))]
+pub struct TransitionRefused {
+    pub event: Event,
+    pub from: State,
+    pub to: State,
+}
+
+/// Checks one transition against the table.
+pub fn check(event: Event, from: State, to: State) -> Result<(), TransitionRefused> {
+    if TRANSITIONS.contains(&(event, from, to)) || (from, to) == (InProgress, Conflict) && is_divertible(event, to) {
+        Ok(())
+    } else {
+        Err(TransitionRefused { event, from, to })
+    }
+}
+
+fn is_divertible(event: Event, to: State) -> bool {
+    to == Conflict && matches!(event, E::Failed | E::RetryScheduled | E::Held | E::Released)
+}
+
+/// The states from which an event may start, in table order without repeats.
+pub fn allowed_from(event: Event) -> Vec<State> {
+    let mut states = Vec::new();
+    for &(e, from, _) in TRANSITIONS {
+        if e == event && !states.contains(&from) {
+            states.push(from);
+        }
+    }
+    states
+}
+
+/// Every (from, to) pair a store may write: the table plus diverted results.
+pub fn allowed_state_pairs() -> Vec<(State, State)> {
+    let mut pairs: Vec<(State, State)> = TRANSITIONS.iter().map(|&(_, from, to)| (from, to)).collect();
+    pairs.push((InProgress, Conflict));
+    pairs.retain(|(from, to)| from != to);
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
+pub(crate) fn join_states(states: &[State]) -> String {
+    match states {
+        [] => "no state".to_owned(),
+        _ => states.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_have_no_way_out() {
+        for &(_, from, _) in TRANSITIONS {
+            assert!(!from.is_terminal(), "{from} must be terminal");
+        }
+    }
+
+    #[test]
+    fn every_non_terminal_state_can_be_left() {
+        for state in State::ALL.into_iter().filter(|s| !s.is_terminal()) {
+            assert!(TRANSITIONS.iter().any(|&(_, from, to)| from == state && to != state), "{state} is a trap");
+        }
+    }
+
+    #[test]
+    fn refusal_names_the_allowed_states() {
+        let refused = check(E::Retry, Completed, Pending).unwrap_err();
+        assert_eq!(refused.to_string(), "retry is not allowed from completed; it is allowed from failed, unknown, held, conflict");
+    }
+
+    #[test]
+    fn diverted_results_are_allowed_only_into_conflict() {
+        assert!(check(E::Failed, InProgress, Conflict).is_ok());
+        assert!(check(E::Completed, InProgress, Conflict).is_err());
+        assert!(check(E::Failed, Pending, Conflict).is_err());
+    }
+
+    #[test]
+    fn states_round_trip_through_text() {
+        for state in State::ALL {
+            assert_eq!(state.as_str().parse::<State>(), Ok(state));
+        }
+        assert!("done".parse::<State>().is_err());
+    }
+}

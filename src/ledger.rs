@@ -1,0 +1,729 @@
+//! The ledger: every rule about what may change and when, written once over any [`Store`].
+//!
+//! Each operation is one short write transaction: read the action (locked), decide with the
+//! pure domain rules, write it back conditionally on the revision read, append to the audit
+//! trail, commit. Workers, the CLI and the review console all go through these calls.
+
+use crate::domain::{
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, Person,
+    Proposal, RawSubmission, Reason, RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition,
+    record::MAX_EVIDENCE_BODY_BYTES,
+    state::{self, join_states},
+    text::truncate,
+};
+use crate::error::Error;
+use crate::store::{LedgerTx, ListFilter, Store};
+use std::future::Future;
+use std::time::Duration;
+
+/// How many times a transaction is retried after a serialization failure, deadlock or busy
+/// database before the error is reported.
+const TRANSIENT_RETRIES: u32 = 5;
+
+/// The ledger over one store.
+#[derive(Debug, Clone)]
+pub struct Ledger<S> {
+    store: S,
+}
+
+/// A live claim: the action as claimed, and the worker holding it. The action's ownership
+/// version is the fencing token every result write is checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub action: ActionRecord,
+    pub worker: String,
+}
+
+impl Claim {
+    pub fn key(&self) -> &ActionKey {
+        &self.action.key
+    }
+
+    pub fn ownership_version(&self) -> i64 {
+        self.action.ownership_version
+    }
+}
+
+/// An attempt that has been started (recorded before the request is sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartedAttempt {
+    pub id: i64,
+    pub number: i64,
+}
+
+/// What a worker learned from one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The destination confirmed the action.
+    Completed { destination_id: String },
+    /// Nothing was written and trying again may help: back to pending after `after`.
+    RetryLater { after: Duration },
+    /// Known not written, and retrying will not help (or attempts are used up).
+    Failed { permanent: bool },
+    /// The destination may or may not have acted.
+    Unknown,
+}
+
+/// A worker's report of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    pub evidence: Evidence,
+}
+
+/// What happened to a result a worker reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// The result was current and the action moved on.
+    Applied(ActionRecord),
+    /// The claim had passed to a newer ownership version: the result changed nothing but is kept
+    /// as a stale attempt, and the action went to review.
+    Stale(ActionRecord),
+}
+
+/// What recovery did with an expired claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// Taken over: safe to perform again under a new ownership version.
+    Claimed(Claim),
+    /// A request may have reached a destination that cannot tell a repeat: left for a person.
+    MarkedUnknown(ActionRecord),
+    /// The lease is still running (by database time): nothing done.
+    NotExpired,
+    /// The action is no longer the claim that was seen: nothing done.
+    Changed,
+}
+
+/// A command a named person runs on one action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManualCommand {
+    Retry,
+    ResolveCompleted { destination_id: String },
+    ResolveNotWritten,
+    Cancel,
+    Approve,
+    Reject,
+    /// Take over a stale claim. `protected` says the destination guards against a second
+    /// effect (idempotency key in window, or lookup by external reference).
+    Takeover { protected: bool },
+}
+
+impl ManualCommand {
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::ResolveCompleted { .. } => "resolve as completed",
+            Self::ResolveNotWritten => "resolve as not written",
+            Self::Cancel => "cancel",
+            Self::Approve => "approve",
+            Self::Reject => "reject",
+            Self::Takeover { .. } => "take over",
+        }
+    }
+}
+
+/// A manual command with the person, their reason and the version they saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManualRequest {
+    pub key: ActionKey,
+    pub person: Person,
+    pub reason: Reason,
+    /// The revision the person saw; the command is refused if the action changed since.
+    pub expect_version: Option<i64>,
+    pub command: ManualCommand,
+}
+
+/// The result of a manual command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManualOutcome {
+    pub action: ActionRecord,
+    /// `None` when the command changed the record without changing its state (a rejected
+    /// proposal on an action that had already moved on).
+    pub transition: Option<Transition>,
+}
+
+/// The result of a submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmitReport {
+    pub outcome: SubmitOutcome,
+    pub action: ActionRecord,
+}
+
+/// Everything the ledger knows about one action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionDetail {
+    pub action: ActionRecord,
+    pub deliveries: Vec<Delivery>,
+    pub attempts: Vec<Attempt>,
+    pub audit: Vec<AuditEntry>,
+}
+
+impl<S: Store> Ledger<S> {
+    pub fn new(store: S) -> Self {
+        Self { store }
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Records an intended action, or one more delivery of it. An invalid submission is recorded
+    /// as refused (for review) and returned as [`Error::SubmissionRefused`].
+    pub async fn submit(&self, raw: &RawSubmission) -> Result<SubmitReport, Error> {
+        let submission = match Submission::validate(raw) {
+            Ok(submission) => submission,
+            Err(refusal) => {
+                self.record_refusal(raw, &refusal).await?;
+                return Err(refusal.into());
+            }
+        };
+        retry_transient(|| self.submit_once(&submission)).await
+    }
+
+    async fn record_refusal(&self, raw: &RawSubmission, refusal: &crate::domain::SubmissionRefused) -> Result<(), Error> {
+        let label = |value: &Option<String>| value.as_deref().map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)));
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            tx.insert_refusal(&RefusedSubmission {
+                id: 0,
+                received_at: now,
+                key_excerpt: raw.key_excerpt(refusal),
+                problem: refusal.problem.to_owned(),
+                message: refusal.message.clone(),
+                event_id: label(&raw.event_id),
+                source: label(&raw.source),
+                destination: label(&raw.destination),
+            })
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn submit_once(&self, submission: &Submission) -> Result<SubmitReport, Error> {
+        let mut tx = self.store.begin().await?;
+        let now = tx.now().await?;
+        let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
+        let delivery = |outcome| Delivery {
+            id: 0,
+            key: submission.key.clone(),
+            event_id: submission.event_id.clone(),
+            source: submission.source.clone(),
+            source_version: submission.source_version,
+            fingerprint: submission.payload.fingerprint().as_str().to_owned(),
+            outcome,
+            received_at: now,
+        };
+
+        if let Some(created) = tx.insert_action_if_absent(&ActionRecord::new_pending(submission, now)).await? {
+            tx.insert_delivery(&delivery(SubmitOutcome::Created)).await?;
+            let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+            tx.append_audit(&audit_entry(&created, creation, &actor, ActorKind::Source, None, now))
+                .await?;
+            tx.commit().await?;
+            return Ok(SubmitReport { outcome: SubmitOutcome::Created, action: created });
+        }
+
+        // The key exists: the fingerprint is compared on this path too, never only on insert.
+        let mut action = tx
+            .lock_action(&submission.key)
+            .await?
+            .ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
+        let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
+        let fingerprint = submission.payload.fingerprint();
+        let outcome = match (submission.source_version, recorded_version) {
+            (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
+            _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
+            _ => SubmitOutcome::Conflict,
+        };
+        let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+        if outcome == SubmitOutcome::Conflict && !already_proposed {
+            action.proposal = Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
+            let from = action.state;
+            let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
+                action.transition(Event::PayloadChanged, State::Conflict, now)?
+            } else {
+                // In progress, unknown or final: the proposal waits beside the approved payload
+                // without disturbing the claim or the outcome being settled.
+                action.updated_at = now;
+                Transition { event: Event::PayloadChanged, from, to: from }
+            };
+            write_action(&mut tx, &mut action).await?;
+            let reason = format!(
+                "proposed payload {} differs from approved {}",
+                fingerprint.short(),
+                action.payload.fingerprint().short()
+            );
+            tx.append_audit(&audit_entry(&action, transition, &actor, ActorKind::Source, Some(reason), now))
+                .await?;
+        }
+        tx.insert_delivery(&delivery(outcome)).await?;
+        tx.commit().await?;
+        Ok(SubmitReport { outcome, action })
+    }
+
+    /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
+    /// with a lease of `lease` by database time.
+    pub async fn claim(&self, worker: &str, lease: Duration, limit: i64) -> Result<Vec<Claim>, Error> {
+        state::check(Event::Claimed, State::Pending, State::InProgress)?;
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let claimed = tx.claim_pending(worker, now, now + lease, limit).await?;
+            let claimed_transition = Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
+            for action in &claimed {
+                tx.append_audit(&audit_entry(action, claimed_transition, worker, ActorKind::Worker, None, now))
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
+        })
+        .await
+    }
+
+    /// Extends the lease of a claim that is still current; returns the new expiry.
+    pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, Error> {
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let until = tx.now().await? + lease;
+            if !tx.renew_lease(claim.key(), claim.ownership_version(), until).await? {
+                let current = tx.lock_action(claim.key()).await?;
+                return Err(fenced(claim, current.as_ref()));
+            }
+            tx.commit().await?;
+            Ok(until)
+        })
+        .await
+    }
+
+    /// Records that an attempt is about to be sent, under a claim that is still current. From
+    /// here on the destination may act, so the idempotency window counts from the first one.
+    pub async fn start_attempt(&self, claim: &Claim) -> Result<StartedAttempt, Error> {
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let mut action = lock_current(&mut tx, claim).await?;
+            action.attempts += 1;
+            action.attempts_in_round += 1;
+            action.first_sent_at.get_or_insert(now);
+            action.updated_at = now;
+            write_action(&mut tx, &mut action).await?;
+            let attempt = Attempt {
+                id: 0,
+                key: action.key.clone(),
+                number: action.attempts,
+                worker: claim.worker.clone(),
+                ownership_version: claim.ownership_version(),
+                started_at: now,
+                ended_at: None,
+                outcome: None,
+                error: None,
+                evidence: Evidence::default(),
+                stale: false,
+            };
+            let id = tx.insert_attempt(&attempt).await?;
+            tx.commit().await?;
+            Ok(StartedAttempt { id, number: attempt.number })
+        })
+        .await
+    }
+
+    /// Records the result of an attempt. Applied only if the claim is still current; otherwise
+    /// the result is kept as a stale attempt and the action goes to review.
+    pub async fn record_result(&self, claim: &Claim, attempt: StartedAttempt, report: &Report) -> Result<Recorded, Error> {
+        retry_transient(|| self.record_result_once(claim, attempt, report)).await
+    }
+
+    async fn record_result_once(&self, claim: &Claim, attempt: StartedAttempt, report: &Report) -> Result<Recorded, Error> {
+        let mut tx = self.store.begin().await?;
+        let now = tx.now().await?;
+        let mut action = tx
+            .lock_action(claim.key())
+            .await?
+            .ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
+        let (attempt_outcome, event, target) = match &report.outcome {
+            Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
+            Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
+            Outcome::Failed { permanent: true } => (AttemptOutcome::FailedPermanent, Event::Failed, State::Failed),
+            Outcome::Failed { permanent: false } => (AttemptOutcome::FailedBeforeWrite, Event::Failed, State::Failed),
+            Outcome::Unknown => (AttemptOutcome::Unknown, Event::OutcomeUnknown, State::Unknown),
+        };
+        let current = is_current(&action, claim);
+        let mut evidence = report.evidence.clone();
+        evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+        let finished = Attempt {
+            id: attempt.id,
+            key: action.key.clone(),
+            number: attempt.number,
+            worker: claim.worker.clone(),
+            ownership_version: claim.ownership_version(),
+            started_at: now,
+            ended_at: Some(now),
+            outcome: Some(attempt_outcome),
+            error: report.error.clone(),
+            evidence,
+            stale: !current,
+        };
+        tx.finish_attempt(&finished).await?;
+
+        if !current {
+            let note = format!(
+                "late result ({}) from {} under ownership version {}; the action is at {} ({})",
+                attempt_outcome.as_str(),
+                claim.worker,
+                claim.ownership_version(),
+                action.ownership_version,
+                action.state
+            );
+            let from = action.state;
+            let transition = if from.is_terminal() || from == State::Conflict {
+                Transition { event: Event::LateResult, from, to: from }
+            } else {
+                action.transition(Event::LateResult, State::Conflict, now)?
+            };
+            action.last_error = Some(note.clone());
+            action.updated_at = now;
+            write_action(&mut tx, &mut action).await?;
+            tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(note), now))
+                .await?;
+            tx.commit().await?;
+            return Ok(Recorded::Stale(action));
+        }
+
+        let transition = action.transition(event, target, now)?;
+        match &report.outcome {
+            Outcome::Completed { destination_id } => action.destination_id = Some(destination_id.clone()),
+            Outcome::RetryLater { after } => action.not_before = Some(now + *after),
+            Outcome::Failed { .. } | Outcome::Unknown => {}
+        }
+        action.last_error.clone_from(&report.error);
+        write_action(&mut tx, &mut action).await?;
+        tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, report.error.clone(), now))
+            .await?;
+        tx.commit().await?;
+        Ok(Recorded::Applied(action))
+    }
+
+    /// Holds an action whose automatic work is no longer permitted, without sending anything.
+    pub async fn hold(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
+        self.give_back(claim, Event::Held, State::Held, reason).await
+    }
+
+    /// Gives a claim back before anything was sent (a clean shutdown), for another worker.
+    pub async fn release(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
+        self.give_back(claim, Event::Released, State::Pending, reason).await
+    }
+
+    async fn give_back(&self, claim: &Claim, event: Event, target: State, reason: &str) -> Result<ActionRecord, Error> {
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let mut action = lock_current(&mut tx, claim).await?;
+            let transition = action.transition(event, target, now)?;
+            if event == Event::Held {
+                action.last_error = Some(reason.to_owned());
+            }
+            write_action(&mut tx, &mut action).await?;
+            let entry = audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
+            tx.append_audit(&entry).await?;
+            tx.commit().await?;
+            Ok(action)
+        })
+        .await
+    }
+
+    /// Settles one expired claim (rule 5): taken over under a new ownership version when nothing
+    /// was sent under it or the destination protects against a second effect, otherwise
+    /// `unknown` for a person. `seen_ownership_version` is the claim as the caller found it.
+    pub async fn recover_expired(
+        &self,
+        key: &ActionKey,
+        seen_ownership_version: i64,
+        worker: &str,
+        lease: Duration,
+        protected: bool,
+    ) -> Result<Recovery, Error> {
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let Some(mut action) = tx.lock_action(key).await? else {
+                return Err(Error::NotFound(key.to_string()));
+            };
+            if action.state != State::InProgress || action.ownership_version != seen_ownership_version {
+                return Ok(Recovery::Changed);
+            }
+            if action.lease_is_live(now) {
+                return Ok(Recovery::NotExpired);
+            }
+            let previous = action.claimed_by.clone().unwrap_or_default();
+            let sent = tx.attempt_started_under(key, action.ownership_version).await?;
+            let recovery = if !sent || protected {
+                let transition = action.transition(Event::ClaimRecovered, State::InProgress, now)?;
+                action.ownership_version += 1;
+                action.claimed_by = Some(worker.to_owned());
+                action.lease_expires_at = Some(now + lease);
+                action.updated_at = now;
+                write_action(&mut tx, &mut action).await?;
+                let why = if sent { "the destination protects against a second effect" } else { "nothing was sent under it" };
+                let reason = format!("lease of {previous} expired; taken over because {why}");
+                tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
+                    .await?;
+                Recovery::Claimed(Claim { action, worker: worker.to_owned() })
+            } else {
+                let transition = action.transition(Event::LeaseExpired, State::Unknown, now)?;
+                let reason = format!(
+                    "lease of {previous} expired after a request may have been sent, and the destination cannot tell a repeat"
+                );
+                action.last_error = Some(reason.clone());
+                write_action(&mut tx, &mut action).await?;
+                tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
+                    .await?;
+                Recovery::MarkedUnknown(action)
+            };
+            tx.commit().await?;
+            Ok(recovery)
+        })
+        .await
+    }
+
+    /// Runs a named person's command on one action (rule 6).
+    pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
+        retry_transient(|| self.manual_once(request)).await
+    }
+
+    async fn manual_once(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
+        let ManualRequest { key, person, reason, expect_version, command } = request;
+        let verb = command.verb();
+        let mut tx = self.store.begin().await?;
+        let now = tx.now().await?;
+        let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+        if let Some(expected) = *expect_version
+            && action.revision != expected
+        {
+            return Err(Error::Refused(format!(
+                "cannot {verb} {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
+                 and {}); read it again with `actionledger show {key}`",
+                action.revision, action.state
+            )));
+        }
+        let proposal_waits = action.proposal.is_some() && action.state == State::Conflict;
+        if proposal_waits && matches!(command, ManualCommand::Retry | ManualCommand::ResolveCompleted { .. } | ManualCommand::ResolveNotWritten) {
+            return Err(Error::Refused(format!(
+                "cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first"
+            )));
+        }
+        if matches!(command, ManualCommand::Approve | ManualCommand::Reject) && action.proposal.is_none() {
+            return Err(Error::Refused(format!("cannot {verb} {key}: it has no proposed payload to decide on")));
+        }
+        let target = match command {
+            ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => State::Pending,
+            ManualCommand::ResolveCompleted { .. } => State::Completed,
+            ManualCommand::Cancel => State::Cancelled,
+            ManualCommand::Reject if action.state != State::Conflict => {
+                return self.reject_without_transition(tx, action, person, reason, now).await;
+            }
+            ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
+            ManualCommand::Takeover { protected } => {
+                if action.lease_is_live(now) {
+                    let until = action.lease_expires_at.unwrap_or(now);
+                    return Err(Error::Refused(format!(
+                        "cannot take over {key}: the claim by {} is live for {} more seconds (until {}); only a stale \
+                         claim, whose lease has expired, can be taken over",
+                        action.claimed_by.as_deref().unwrap_or("?"),
+                        (until - now).num_seconds().max(1),
+                        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )));
+                }
+                let sent = action.state == State::InProgress
+                    && tx.attempt_started_under(key, action.ownership_version).await?;
+                if !sent || *protected { State::Pending } else { State::Unknown }
+            }
+        };
+        let event = match command {
+            ManualCommand::Retry => Event::Retry,
+            ManualCommand::ResolveCompleted { .. } => Event::ResolvedCompleted,
+            ManualCommand::ResolveNotWritten => Event::ResolvedNotWritten,
+            ManualCommand::Cancel => Event::Cancelled,
+            ManualCommand::Approve => Event::Approved,
+            ManualCommand::Reject => Event::Rejected,
+            ManualCommand::Takeover { .. } => Event::TakenOver,
+        };
+        let from = action.state;
+        let transition = action.transition(event, target, now).map_err(|_| {
+            let allowed = join_states(&state::allowed_from(event));
+            let condition = match command {
+                ManualCommand::Takeover { .. } => "in_progress with an expired lease".to_owned(),
+                ManualCommand::Approve => "conflict with a proposed payload".to_owned(),
+                _ => allowed,
+            };
+            Error::Refused(format!("cannot {verb} {key}: it is {from}; {verb} is allowed only when it is {condition}"))
+        })?;
+        match command {
+            ManualCommand::Retry => {
+                // Past the idempotency window the destination has forgotten the key, so the person's
+                // retry starts a new window; inside it, the window keeps counting from the first send.
+                if from == State::Held {
+                    action.first_sent_at = None;
+                }
+                action.attempts_in_round = 0;
+                action.not_before = None;
+            }
+            ManualCommand::ResolveCompleted { destination_id } => action.destination_id = Some(destination_id.clone()),
+            ManualCommand::ResolveNotWritten => {
+                action.first_sent_at = None;
+                action.attempts_in_round = 0;
+                action.not_before = None;
+            }
+            ManualCommand::Cancel | ManualCommand::Reject => action.proposal = None,
+            ManualCommand::Approve => {
+                let proposal = action.proposal.take().expect("checked above");
+                action.payload = proposal.payload;
+                action.source_version = proposal.source_version.or(action.source_version);
+                action.attempts_in_round = 0;
+            }
+            ManualCommand::Takeover { .. } => action.ownership_version += 1,
+        }
+        write_action(&mut tx, &mut action).await?;
+        let detail = match command {
+            ManualCommand::ResolveCompleted { destination_id } => {
+                Some(format!("{} (destination id {destination_id})", reason.as_str()))
+            }
+            _ => Some(reason.as_str().to_owned()),
+        };
+        tx.append_audit(&audit_entry(&action, transition, person.as_str(), ActorKind::Person, detail, now))
+            .await?;
+        tx.commit().await?;
+        Ok(ManualOutcome { action, transition: Some(transition) })
+    }
+
+    async fn reject_without_transition(
+        &self,
+        mut tx: S::Tx,
+        mut action: ActionRecord,
+        person: &Person,
+        reason: &Reason,
+        now: Timestamp,
+    ) -> Result<ManualOutcome, Error> {
+        action.proposal = None;
+        action.updated_at = now;
+        write_action(&mut tx, &mut action).await?;
+        let unchanged = Transition { event: Event::Rejected, from: action.state, to: action.state };
+        let entry = audit_entry(&action, unchanged, person.as_str(), ActorKind::Person, Some(reason.as_str().to_owned()), now);
+        tx.append_audit(&entry).await?;
+        tx.commit().await?;
+        Ok(ManualOutcome { action, transition: None })
+    }
+
+    /// One action with its deliveries, attempts and audit trail.
+    pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, Error> {
+        let action = self.store.find(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+        Ok(ActionDetail {
+            action,
+            deliveries: self.store.deliveries(key).await?,
+            attempts: self.store.attempts(key).await?,
+            audit: self.store.audit_trail(key).await?,
+        })
+    }
+
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, Error> {
+        Ok(self.store.list(filter).await?)
+    }
+
+    pub async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, Error> {
+        Ok(self.store.list_refused(before_id, limit).await?)
+    }
+
+    /// A count for every state, zero included, in the order of [`State::ALL`].
+    pub async fn counts(&self) -> Result<Vec<(State, i64)>, Error> {
+        let found = self.store.count_by_state().await?;
+        Ok(State::ALL
+            .into_iter()
+            .map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n)))
+            .collect())
+    }
+}
+
+impl From<crate::domain::TransitionRefused> for Error {
+    fn from(refused: crate::domain::TransitionRefused) -> Self {
+        Self::Refused(refused.to_string())
+    }
+}
+
+fn is_current(action: &ActionRecord, claim: &Claim) -> bool {
+    action.state == State::InProgress && action.ownership_version == claim.ownership_version()
+}
+
+fn fenced(claim: &Claim, current: Option<&ActionRecord>) -> Error {
+    Error::Fenced {
+        key: claim.key().to_string(),
+        held: claim.ownership_version(),
+        current: current.map_or(-1, |a| a.ownership_version),
+        state: current.map_or_else(|| "missing".to_owned(), |a| a.state.to_string()),
+    }
+}
+
+async fn lock_current<T: LedgerTx>(tx: &mut T, claim: &Claim) -> Result<ActionRecord, Error> {
+    let action = tx.lock_action(claim.key()).await?;
+    match action {
+        Some(action) if is_current(&action, claim) => Ok(action),
+        other => Err(fenced(claim, other.as_ref())),
+    }
+}
+
+/// Writes the action back, conditional on the revision it was read at.
+async fn write_action<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(), Error> {
+    if !tx.update_action(action).await? {
+        return Err(Error::Refused(format!(
+            "{} changed while this change was being written; read it again",
+            action.key
+        )));
+    }
+    action.revision += 1;
+    Ok(())
+}
+
+fn audit_entry(
+    action: &ActionRecord,
+    transition: Transition,
+    actor: &str,
+    actor_kind: ActorKind,
+    reason: Option<String>,
+    now: Timestamp,
+) -> AuditEntry {
+    // The entry that creates an action has no state to come from.
+    let from_state = (transition.event != Event::Submitted).then_some(transition.from);
+    AuditEntry {
+        id: 0,
+        key: action.key.clone(),
+        at: now,
+        actor: actor.to_owned(),
+        actor_kind,
+        event: transition.event,
+        from_state,
+        to_state: transition.to,
+        ownership_version: action.ownership_version,
+        revision: action.revision,
+        reason,
+    }
+}
+
+/// Runs a whole transaction again when the database reports a transient conflict.
+async fn retry_transient<T, F, Fut>(mut run: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut tries = 0;
+    loop {
+        match run().await {
+            Err(error) if error.is_transient() && tries < TRANSIENT_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10 * u64::from(tries))).await;
+            }
+            result => return result,
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Storage: one store interface, with a SQLite and a PostgreSQL implementation.
+//!
+//! A [`Store`] hands out short write transactions ([`LedgerTx`]) made of a few primitive
+//! statements, and answers read queries. The rules (what may change, and when) live once in
+//! [`crate::ledger`]; the stores only read and write rows, always conditionally on the revision
+//! they read, inside transactions that lock what they change.
+
+mod postgres;
+mod sql;
+mod sqlite;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+pub use sqlx::sqlite::SqliteSynchronous;
+
+use crate::domain::{ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, RefusedSubmission, State, Timestamp};
+use std::future::Future;
+use std::time::Duration;
+
+/// Errors from the database layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("could not migrate the ledger schema: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("cannot open the ledger database: {0}")]
+    Open(String),
+    #[error("the database holds a value this version does not understand: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
+    /// PostgreSQL, a busy or locked database on SQLite.
+    pub fn is_transient(&self) -> bool {
+        let Self::Database(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        matches!(db.code().as_deref(), Some("40001" | "40P01" | "5" | "6" | "517" | "262"))
+    }
+}
+
+/// Filters for listing actions, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub state: Option<State>,
+    pub destination: Option<String>,
+    /// Matches the worker holding the claim or the person the action is assigned to.
+    pub owner: Option<String>,
+    /// Keyset cursor: only actions with a smaller id (older) than this.
+    pub before_id: Option<i64>,
+    pub limit: i64,
+}
+
+/// A ledger database.
+pub trait Store: Clone + Send + Sync + 'static {
+    type Tx: LedgerTx;
+
+    /// Starts a write transaction: immediate on SQLite, so that what it reads stays true until
+    /// it commits; on PostgreSQL rows are locked as they are read.
+    fn begin(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
+
+    /// The database's clock (plus any simulated offset).
+    fn now(&self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
+
+    fn find(&self, key: &ActionKey) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    fn deliveries(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+    fn attempts(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
+    fn audit_trail(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
+    fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    fn list_refused(
+        &self,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
+    fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
+    /// Claims whose lease ran out by database time, oldest expiry first.
+    fn expired_claims(&self, limit: i64) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// The (from, to) state pairs the database itself will accept.
+    fn enforced_state_pairs(&self) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
+
+    /// Moves this store's view of the database clock forward, for simulations and tests of lease
+    /// expiry that must not sleep. Every connection of this store sees the same offset.
+    fn advance_clock(&self, by: Duration);
+
+    fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// One write transaction. Dropping it without [`LedgerTx::commit`] rolls it back.
+pub trait LedgerTx: Send {
+    fn now(&mut self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
+    /// Reads one action and holds it against concurrent change until the transaction ends.
+    fn lock_action(&mut self, key: &ActionKey) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    /// Inserts a new pending action unless the key exists; returns it if it was inserted.
+    fn insert_action_if_absent(
+        &mut self,
+        action: &ActionRecord,
+    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    /// Writes every mutable field of `action` if its revision is still `action.revision`, and
+    /// advances the revision. Returns false (and writes nothing) if it changed meanwhile.
+    fn update_action(&mut self, action: &ActionRecord) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
+    /// workers are claiming at the same moment.
+    fn claim_pending(
+        &mut self,
+        worker: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// Extends a lease if the claim is still held by `ownership_version`.
+    fn renew_lease(
+        &mut self,
+        key: &ActionKey,
+        ownership_version: i64,
+        until: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn attempt_started_under(
+        &mut self,
+        key: &ActionKey,
+        ownership_version: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
+    fn insert_delivery(&mut self, delivery: &Delivery) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    fn finish_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}

@@ -1,0 +1,52 @@
+//! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
+
+use super::StoreError;
+use super::sql::{claim_sql, impl_columns, impl_store};
+use sqlx::postgres::{PgPoolOptions, PgRow};
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+/// A ledger in a PostgreSQL database. Rows read for a change are locked `FOR UPDATE`; claims skip
+/// rows that another worker is claiming at the same moment.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: sqlx::PgPool,
+    clock_offset: Arc<AtomicI64>,
+}
+
+impl_columns!(PgRow);
+
+impl_store! {
+    store = PostgresStore,
+    tx = PostgresTx,
+    database = sqlx::Postgres,
+    begin_sql = "BEGIN",
+    now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    lock_suffix = " FOR UPDATE",
+    claim_sql = claim_sql!(" FOR UPDATE OF a SKIP LOCKED"),
+}
+
+impl PostgresStore {
+    /// Connects to and migrates the ledger at a `postgres://` URL.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, 16).await
+    }
+
+    /// Like [`PostgresStore::open`] with a chosen pool size.
+    pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
+        sqlx::migrate!("migrations/postgres").run(&pool).await?;
+        Ok(Self { pool, clock_offset: Arc::default() })
+    }
+
+    /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
+    pub fn pool(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+}

@@ -1,0 +1,652 @@
+//! SQL shared by both stores, row mapping, and the one implementation of the store traits that
+//! each backend instantiates with its own connection types and locking clauses.
+//!
+//! Both dialects accept `$1`-style parameters and `RETURNING`, and both keep times as integer
+//! milliseconds of database time, so the statements below are written once.
+
+use crate::domain::record::from_millis;
+use crate::domain::{
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, Payload,
+    Proposal, RefusedSubmission, State, SubmitOutcome,
+};
+use super::StoreError;
+
+macro_rules! action_columns {
+    () => {
+        "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
+         proposed_source_version, resume_state, source, source_version, destination, after_key, \
+         claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
+         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at"
+    };
+}
+pub(crate) use action_columns;
+
+macro_rules! attempt_columns {
+    () => {
+        "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
+         response_status, destination_id, response_body, stale"
+    };
+}
+
+/// One statement that claims up to `$4` runnable pending actions for worker `$1` at database time
+/// `$2` with a lease until `$3`. `$lock` lets PostgreSQL skip rows another worker is claiming.
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE actions SET state = 'in_progress', claimed_by = $1, ownership_version = ownership_version + 1, ",
+            "revision = revision + 1, lease_expires_at = $3, not_before = NULL, updated_at = $2 ",
+            "WHERE id IN (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
+            "AND (a.not_before IS NULL OR a.not_before <= $2) AND a.proposed_payload IS NULL ",
+            "AND (a.after_key IS NULL OR EXISTS ",
+            "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
+            "ORDER BY a.id LIMIT $4",
+            $lock,
+            ") AND state = 'pending' RETURNING ",
+            $crate::store::sql::action_columns!()
+        )
+    };
+}
+pub(crate) use claim_sql;
+
+pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+
+pub(crate) const INSERT_ACTION: &str = concat!(
+    "INSERT INTO actions (key, state, payload, fingerprint, source, source_version, destination, after_key, \
+     ownership_version, revision, attempts, attempts_in_round, created_at, updated_at) \
+     VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, 0, 1, 0, 0, $8, $8) \
+     ON CONFLICT (key) DO NOTHING RETURNING ",
+    action_columns!()
+);
+
+pub(crate) const UPDATE_ACTION: &str = "UPDATE actions SET state = $2, payload = $3, fingerprint = $4, \
+     proposed_payload = $5, proposed_fingerprint = $6, proposed_source_version = $7, resume_state = $8, \
+     source = $9, source_version = $10, destination = $11, after_key = $12, claimed_by = $13, \
+     ownership_version = $14, lease_expires_at = $15, not_before = $16, attempts = $17, \
+     attempts_in_round = $18, assignee = $19, destination_id = $20, first_sent_at = $21, last_error = $22, \
+     updated_at = $23, revision = revision + 1 \
+     WHERE id = $1 AND revision = $24";
+
+pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
+     WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
+
+pub(crate) const ATTEMPT_STARTED_UNDER: &str =
+    "SELECT COUNT(*) FROM attempts WHERE action_key = $1 AND ownership_version = $2";
+
+pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE id = $1");
+
+pub(crate) const SELECT_ATTEMPTS: &str =
+    concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
+
+pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO deliveries \
+     (action_key, event_id, source, source_version, fingerprint, outcome, received_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+pub(crate) const INSERT_ATTEMPT: &str = "INSERT INTO attempts \
+     (action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, response_status, \
+      destination_id, response_body, stale) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id";
+
+pub(crate) const FINISH_ATTEMPT: &str = "UPDATE attempts SET ended_at = $2, outcome = $3, error = $4, \
+     response_status = $5, destination_id = $6, response_body = $7, stale = $8 WHERE id = $1 AND ended_at IS NULL";
+
+pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_trail \
+     (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, revision, reason) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+pub(crate) const INSERT_REFUSAL: &str = "INSERT INTO refused_submissions \
+     (received_at, key_excerpt, problem, message, event_id, source, destination) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, source, source_version, fingerprint, \
+     outcome, received_at FROM deliveries WHERE action_key = $1 ORDER BY id";
+
+pub(crate) const SELECT_AUDIT: &str = "SELECT id, action_key, at, actor, actor_kind, event, from_state, to_state, \
+     ownership_version, revision, reason FROM audit_trail WHERE action_key = $1 ORDER BY id";
+
+pub(crate) const LIST_ACTIONS: &str = concat!(
+    "SELECT ",
+    action_columns!(),
+    " FROM actions WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR destination = $2) \
+     AND ($3 IS NULL OR claimed_by = $3 OR assignee = $3) AND ($4 IS NULL OR id < $4) \
+     ORDER BY id DESC LIMIT $5"
+);
+
+pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
+     destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
+
+pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
+
+pub(crate) const EXPIRED_CLAIMS: &str = concat!(
+    "SELECT ",
+    action_columns!(),
+    " FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2"
+);
+
+pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
+
+/// Typed access to a result row, implemented by each backend's row type.
+pub(crate) trait Columns {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
+    fn flag(&self, column: &str) -> Result<bool, sqlx::Error>;
+}
+
+fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Corrupt(format!("{what} {value:?}"))
+}
+
+fn state(text: &str) -> Result<State, StoreError> {
+    text.parse().map_err(|_| corrupt("state", text))
+}
+
+fn key(text: String) -> Result<ActionKey, StoreError> {
+    ActionKey::parse(&text).map_err(|_| corrupt("action key", &text))
+}
+
+pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {
+    let proposal = match (row.opt_text("proposed_payload")?, row.opt_text("proposed_fingerprint")?) {
+        (Some(payload), Some(fingerprint)) => Some(Proposal {
+            payload: Payload::from_stored(payload, fingerprint),
+            source_version: row.opt_int("proposed_source_version")?,
+        }),
+        _ => None,
+    };
+    Ok(ActionRecord {
+        id: row.int("id")?,
+        key: key(row.text("key")?)?,
+        state: state(&row.text("state")?)?,
+        payload: Payload::from_stored(row.text("payload")?, row.text("fingerprint")?),
+        proposal,
+        resume_state: row.opt_text("resume_state")?.as_deref().map(state).transpose()?,
+        source: row.opt_text("source")?,
+        source_version: row.opt_int("source_version")?,
+        destination: row.opt_text("destination")?,
+        after: row.opt_text("after_key")?.map(key).transpose()?,
+        claimed_by: row.opt_text("claimed_by")?,
+        ownership_version: row.int("ownership_version")?,
+        revision: row.int("revision")?,
+        lease_expires_at: row.opt_int("lease_expires_at")?.map(from_millis),
+        not_before: row.opt_int("not_before")?.map(from_millis),
+        attempts: row.int("attempts")?,
+        attempts_in_round: row.int("attempts_in_round")?,
+        assignee: row.opt_text("assignee")?,
+        destination_id: row.opt_text("destination_id")?,
+        first_sent_at: row.opt_int("first_sent_at")?.map(from_millis),
+        last_error: row.opt_text("last_error")?,
+        created_at: from_millis(row.int("created_at")?),
+        updated_at: from_millis(row.int("updated_at")?),
+    })
+}
+
+pub(crate) fn delivery_from_row(row: &impl Columns) -> Result<Delivery, StoreError> {
+    let outcome = row.text("outcome")?;
+    Ok(Delivery {
+        id: row.int("id")?,
+        key: key(row.text("action_key")?)?,
+        event_id: row.opt_text("event_id")?,
+        source: row.opt_text("source")?,
+        source_version: row.opt_int("source_version")?,
+        fingerprint: row.text("fingerprint")?,
+        outcome: SubmitOutcome::parse(&outcome).ok_or_else(|| corrupt("delivery outcome", &outcome))?,
+        received_at: from_millis(row.int("received_at")?),
+    })
+}
+
+pub(crate) fn attempt_from_row(row: &impl Columns) -> Result<Attempt, StoreError> {
+    let outcome = row
+        .opt_text("outcome")?
+        .map(|o| AttemptOutcome::parse(&o).ok_or_else(|| corrupt("attempt outcome", &o)))
+        .transpose()?;
+    Ok(Attempt {
+        id: row.int("id")?,
+        key: key(row.text("action_key")?)?,
+        number: row.int("number")?,
+        worker: row.text("worker")?,
+        ownership_version: row.int("ownership_version")?,
+        started_at: from_millis(row.int("started_at")?),
+        ended_at: row.opt_int("ended_at")?.map(from_millis),
+        outcome,
+        error: row.opt_text("error")?,
+        evidence: Evidence {
+            status: row.opt_int("response_status")?,
+            destination_id: row.opt_text("destination_id")?,
+            body: row.opt_text("response_body")?,
+        },
+        stale: row.flag("stale")?,
+    })
+}
+
+pub(crate) fn audit_from_row(row: &impl Columns) -> Result<AuditEntry, StoreError> {
+    let kind = row.text("actor_kind")?;
+    let event_text = row.text("event")?;
+    let event: Event = serde_json::from_value(serde_json::Value::String(event_text.clone()))
+        .map_err(|_| corrupt("audit event", &event_text))?;
+    Ok(AuditEntry {
+        id: row.int("id")?,
+        key: key(row.text("action_key")?)?,
+        at: from_millis(row.int("at")?),
+        actor: row.text("actor")?,
+        actor_kind: ActorKind::parse(&kind).ok_or_else(|| corrupt("actor kind", &kind))?,
+        event,
+        from_state: row.opt_text("from_state")?.as_deref().map(state).transpose()?,
+        to_state: state(&row.text("to_state")?)?,
+        ownership_version: row.int("ownership_version")?,
+        revision: row.int("revision")?,
+        reason: row.opt_text("reason")?,
+    })
+}
+
+pub(crate) fn refusal_from_row(row: &impl Columns) -> Result<RefusedSubmission, StoreError> {
+    Ok(RefusedSubmission {
+        id: row.int("id")?,
+        received_at: from_millis(row.int("received_at")?),
+        key_excerpt: row.opt_text("key_excerpt")?,
+        problem: row.text("problem")?,
+        message: row.text("message")?,
+        event_id: row.opt_text("event_id")?,
+        source: row.opt_text("source")?,
+        destination: row.opt_text("destination")?,
+    })
+}
+
+pub(crate) fn state_pair_from_row(row: &impl Columns) -> Result<(State, State), StoreError> {
+    Ok((state(&row.text("from_state")?)?, state(&row.text("to_state")?)?))
+}
+
+pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), StoreError> {
+    Ok((state(&row.text("state")?)?, row.int("count")?))
+}
+
+/// Implements [`Columns`] for a backend's row type.
+macro_rules! impl_columns {
+    ($row:ty) => {
+        impl $crate::store::sql::Columns for $row {
+            fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+                sqlx::Row::try_get(self, column)
+            }
+            fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::Row::try_get(self, column)
+            }
+            fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+                sqlx::Row::try_get(self, column)
+            }
+            fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+                sqlx::Row::try_get(self, column)
+            }
+            fn flag(&self, column: &str) -> Result<bool, sqlx::Error> {
+                sqlx::Row::try_get(self, column)
+            }
+        }
+    };
+}
+pub(crate) use impl_columns;
+
+/// The store implementation, written once. Each backend supplies its store and transaction
+/// types and the statements that differ: reading the clock, locking a read row, and claiming.
+macro_rules! impl_store {
+    (
+        store = $store:ty,
+        tx = $tx:ident,
+        database = $db:ty,
+        begin_sql = $begin_sql:literal,
+        now_sql = $now_sql:expr,
+        lock_suffix = $lock_suffix:literal,
+        claim_sql = $claim_sql:expr,
+    ) => {
+        /// A write transaction on this backend.
+        #[derive(Debug)]
+        pub struct $tx {
+            tx: sqlx::Transaction<'static, $db>,
+            clock_offset_ms: i64,
+        }
+
+        impl $crate::store::LedgerTx for $tx {
+            async fn now(&mut self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
+                let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&mut *self.tx).await?;
+                Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms))
+            }
+
+            async fn lock_action(
+                &mut self,
+                key: &$crate::domain::ActionKey,
+            ) -> Result<Option<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let sql = concat!("SELECT ", $crate::store::sql::action_columns!(), " FROM actions WHERE key = $1", $lock_suffix);
+                let row = sqlx::query(sql).bind(key.as_str()).fetch_optional(&mut *self.tx).await?;
+                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+            }
+
+            async fn insert_action_if_absent(
+                &mut self,
+                action: &$crate::domain::ActionRecord,
+            ) -> Result<Option<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let row = sqlx::query($crate::store::sql::INSERT_ACTION)
+                    .bind(action.key.as_str())
+                    .bind(action.payload.canonical())
+                    .bind(action.payload.fingerprint().as_str())
+                    .bind(action.source.as_deref())
+                    .bind(action.source_version)
+                    .bind(action.destination.as_deref())
+                    .bind(action.after.as_ref().map(|a| a.as_str()))
+                    .bind(action.created_at.timestamp_millis())
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+            }
+
+            async fn update_action(
+                &mut self,
+                a: &$crate::domain::ActionRecord,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let ms = |t: Option<$crate::domain::Timestamp>| t.map(|t| t.timestamp_millis());
+                let result = sqlx::query($crate::store::sql::UPDATE_ACTION)
+                    .bind(a.id)
+                    .bind(a.state.as_str())
+                    .bind(a.payload.canonical())
+                    .bind(a.payload.fingerprint().as_str())
+                    .bind(a.proposal.as_ref().map(|p| p.payload.canonical()))
+                    .bind(a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()))
+                    .bind(a.proposal.as_ref().and_then(|p| p.source_version))
+                    .bind(a.resume_state.map(|s| s.as_str()))
+                    .bind(a.source.as_deref())
+                    .bind(a.source_version)
+                    .bind(a.destination.as_deref())
+                    .bind(a.after.as_ref().map(|k| k.as_str()))
+                    .bind(a.claimed_by.as_deref())
+                    .bind(a.ownership_version)
+                    .bind(ms(a.lease_expires_at))
+                    .bind(ms(a.not_before))
+                    .bind(a.attempts)
+                    .bind(a.attempts_in_round)
+                    .bind(a.assignee.as_deref())
+                    .bind(a.destination_id.as_deref())
+                    .bind(ms(a.first_sent_at))
+                    .bind(a.last_error.as_deref())
+                    .bind(a.updated_at.timestamp_millis())
+                    .bind(a.revision)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn claim_pending(
+                &mut self,
+                worker: &str,
+                now: $crate::domain::Timestamp,
+                lease_until: $crate::domain::Timestamp,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let rows = sqlx::query($claim_sql)
+                    .bind(worker)
+                    .bind(now.timestamp_millis())
+                    .bind(lease_until.timestamp_millis())
+                    .bind(limit)
+                    .fetch_all(&mut *self.tx)
+                    .await?;
+                rows.iter().map($crate::store::sql::action_from_row).collect()
+            }
+
+            async fn renew_lease(
+                &mut self,
+                key: &$crate::domain::ActionKey,
+                ownership_version: i64,
+                until: $crate::domain::Timestamp,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let result = sqlx::query($crate::store::sql::RENEW_LEASE)
+                    .bind(key.as_str())
+                    .bind(ownership_version)
+                    .bind(until.timestamp_millis())
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn attempt_started_under(
+                &mut self,
+                key: &$crate::domain::ActionKey,
+                ownership_version: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let count: i64 = sqlx::query_scalar($crate::store::sql::ATTEMPT_STARTED_UNDER)
+                    .bind(key.as_str())
+                    .bind(ownership_version)
+                    .fetch_one(&mut *self.tx)
+                    .await?;
+                Ok(count > 0)
+            }
+
+            async fn find_attempt(
+                &mut self,
+                id: i64,
+            ) -> Result<Option<$crate::domain::Attempt>, $crate::store::StoreError> {
+                let row = sqlx::query($crate::store::sql::SELECT_ATTEMPT).bind(id).fetch_optional(&mut *self.tx).await?;
+                row.as_ref().map($crate::store::sql::attempt_from_row).transpose()
+            }
+
+            async fn insert_delivery(
+                &mut self,
+                d: &$crate::domain::Delivery,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::INSERT_DELIVERY)
+                    .bind(d.key.as_str())
+                    .bind(d.event_id.as_deref())
+                    .bind(d.source.as_deref())
+                    .bind(d.source_version)
+                    .bind(d.fingerprint.as_str())
+                    .bind(d.outcome.as_str())
+                    .bind(d.received_at.timestamp_millis())
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn insert_attempt(
+                &mut self,
+                a: &$crate::domain::Attempt,
+            ) -> Result<i64, $crate::store::StoreError> {
+                let id: i64 = sqlx::query_scalar($crate::store::sql::INSERT_ATTEMPT)
+                    .bind(a.key.as_str())
+                    .bind(a.number)
+                    .bind(a.worker.as_str())
+                    .bind(a.ownership_version)
+                    .bind(a.started_at.timestamp_millis())
+                    .bind(a.ended_at.map(|t| t.timestamp_millis()))
+                    .bind(a.outcome.map(|o| o.as_str()))
+                    .bind(a.error.as_deref())
+                    .bind(a.evidence.status)
+                    .bind(a.evidence.destination_id.as_deref())
+                    .bind(a.evidence.body.as_deref())
+                    .bind(a.stale)
+                    .fetch_one(&mut *self.tx)
+                    .await?;
+                Ok(id)
+            }
+
+            async fn finish_attempt(
+                &mut self,
+                a: &$crate::domain::Attempt,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::FINISH_ATTEMPT)
+                    .bind(a.id)
+                    .bind(a.ended_at.map(|t| t.timestamp_millis()))
+                    .bind(a.outcome.map(|o| o.as_str()))
+                    .bind(a.error.as_deref())
+                    .bind(a.evidence.status)
+                    .bind(a.evidence.destination_id.as_deref())
+                    .bind(a.evidence.body.as_deref())
+                    .bind(a.stale)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn append_audit(
+                &mut self,
+                e: &$crate::domain::AuditEntry,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::APPEND_AUDIT)
+                    .bind(e.key.as_str())
+                    .bind(e.at.timestamp_millis())
+                    .bind(e.actor.as_str())
+                    .bind(e.actor_kind.as_str())
+                    .bind(e.event.as_str())
+                    .bind(e.from_state.map(|s| s.as_str()))
+                    .bind(e.to_state.as_str())
+                    .bind(e.ownership_version)
+                    .bind(e.revision)
+                    .bind(e.reason.as_deref())
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn insert_refusal(
+                &mut self,
+                r: &$crate::domain::RefusedSubmission,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::INSERT_REFUSAL)
+                    .bind(r.received_at.timestamp_millis())
+                    .bind(r.key_excerpt.as_deref())
+                    .bind(r.problem.as_str())
+                    .bind(r.message.as_str())
+                    .bind(r.event_id.as_deref())
+                    .bind(r.source.as_deref())
+                    .bind(r.destination.as_deref())
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn commit(self) -> Result<(), $crate::store::StoreError> {
+                self.tx.commit().await?;
+                Ok(())
+            }
+        }
+
+        impl $crate::store::Store for $store {
+            type Tx = $tx;
+
+            async fn begin(&self) -> Result<$tx, $crate::store::StoreError> {
+                let tx = self.pool.begin_with($begin_sql).await?;
+                Ok($tx { tx, clock_offset_ms: self.clock_offset_ms() })
+            }
+
+            async fn now(&self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
+                let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&self.pool).await?;
+                Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms()))
+            }
+
+            async fn find(
+                &self,
+                key: &$crate::domain::ActionKey,
+            ) -> Result<Option<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let row = sqlx::query($crate::store::sql::SELECT_ACTION)
+                    .bind(key.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+            }
+
+            async fn deliveries(
+                &self,
+                key: &$crate::domain::ActionKey,
+            ) -> Result<Vec<$crate::domain::Delivery>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::SELECT_DELIVERIES)
+                    .bind(key.as_str())
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map($crate::store::sql::delivery_from_row).collect()
+            }
+
+            async fn attempts(
+                &self,
+                key: &$crate::domain::ActionKey,
+            ) -> Result<Vec<$crate::domain::Attempt>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::SELECT_ATTEMPTS).bind(key.as_str()).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::attempt_from_row).collect()
+            }
+
+            async fn audit_trail(
+                &self,
+                key: &$crate::domain::ActionKey,
+            ) -> Result<Vec<$crate::domain::AuditEntry>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::SELECT_AUDIT)
+                    .bind(key.as_str())
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map($crate::store::sql::audit_from_row).collect()
+            }
+
+            async fn list(
+                &self,
+                f: &$crate::store::ListFilter,
+            ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::LIST_ACTIONS)
+                    .bind(f.state.map(|s| s.as_str()))
+                    .bind(f.destination.as_deref())
+                    .bind(f.owner.as_deref())
+                    .bind(f.before_id)
+                    .bind(f.limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map($crate::store::sql::action_from_row).collect()
+            }
+
+            async fn list_refused(
+                &self,
+                before_id: Option<i64>,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::RefusedSubmission>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::LIST_REFUSED)
+                    .bind(before_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map($crate::store::sql::refusal_from_row).collect()
+            }
+
+            async fn count_by_state(
+                &self,
+            ) -> Result<Vec<($crate::domain::State, i64)>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::state_count_from_row).collect()
+            }
+
+            async fn expired_claims(
+                &self,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let now = $crate::store::Store::now(self).await?;
+                let rows = sqlx::query($crate::store::sql::EXPIRED_CLAIMS)
+                    .bind(now.timestamp_millis())
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map($crate::store::sql::action_from_row).collect()
+            }
+
+            async fn enforced_state_pairs(
+                &self,
+            ) -> Result<Vec<($crate::domain::State, $crate::domain::State)>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::ENFORCED_PAIRS).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::state_pair_from_row).collect()
+            }
+
+            fn advance_clock(&self, by: std::time::Duration) {
+                let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+                self.clock_offset.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+            }
+
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+        }
+
+        impl $store {
+            fn clock_offset_ms(&self) -> i64 {
+                self.clock_offset.load(std::sync::atomic::Ordering::SeqCst)
+            }
+        }
+    };
+}
+pub(crate) use impl_store;

@@ -1,0 +1,94 @@
+//! The SQLite store: the embedded default ledger, one file on local disk.
+
+use super::StoreError;
+use super::sql::{claim_sql, impl_columns, impl_store};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+/// How long a writer waits for the single write lock before reporting the database busy.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A ledger in one SQLite file, opened in WAL mode with every write transaction immediate.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: sqlx::SqlitePool,
+    clock_offset: Arc<AtomicI64>,
+}
+
+impl_columns!(SqliteRow);
+
+impl_store! {
+    store = SqliteStore,
+    tx = SqliteTx,
+    database = sqlx::Sqlite,
+    begin_sql = "BEGIN IMMEDIATE",
+    now_sql = "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    lock_suffix = "",
+    claim_sql = claim_sql!(""),
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, with mode 0600) and migrates the ledger at a `sqlite://` URL.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, SqliteSynchronous::Full).await
+    }
+
+    /// Like [`SqliteStore::open`] with a chosen commit durability: `Full` survives power loss,
+    /// `Normal` (in WAL mode) only a crash of the process. Benchmarks compare the two.
+    pub async fn open_with(url: &str, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Open(format!("{url} is not a valid SQLite URL: {e}")))?;
+        let path = options.get_filename().to_path_buf();
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        if in_memory || path.as_os_str().is_empty() {
+            return Err(StoreError::Open(
+                "an in-memory SQLite ledger would lose every record on exit; give a file, e.g. sqlite://actionledger.db"
+                    .to_owned(),
+            ));
+        }
+        create_private_file(&path)?;
+        let options = options
+            .create_if_missing(false)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(synchronous)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(BUSY_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+        sqlx::migrate!("migrations/sqlite").run(&pool).await?;
+        Ok(Self { pool, clock_offset: Arc::default() })
+    }
+
+    /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
+    pub fn pool(&self) -> &sqlx::SqlitePool {
+        &self.pool
+    }
+}
+
+/// Creates the database file readable by its owner only, before SQLite does: the `-wal` and
+/// `-shm` files SQLite adds later copy the main file's mode.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(StoreError::Open(format!(
+            "cannot create the ledger {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Open(format!("cannot create the ledger {}: {e}", path.display()))),
+    }
+}

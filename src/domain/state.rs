@@ -91,12 +91,6 @@ pub enum Event {
     ClaimRecovered,
     /// An expired claim whose destination offers no protection against a second effect.
     LeaseExpired,
-    /// A lookup at the destination settled an uncertain outcome.
-    LookupFound,
-    /// A lookup at the destination proved nothing was written.
-    LookupNotFound,
-    /// A lookup found a record that does not match the action.
-    LookupMismatch,
     /// Manual: controlled retry under the same key.
     Retry,
     /// Manual: a verified outcome, written by the destination.
@@ -128,9 +122,6 @@ impl Event {
             Self::LateResult => "late_result",
             Self::ClaimRecovered => "claim_recovered",
             Self::LeaseExpired => "lease_expired",
-            Self::LookupFound => "lookup_found",
-            Self::LookupNotFound => "lookup_not_found",
-            Self::LookupMismatch => "lookup_mismatch",
             Self::Retry => "retry",
             Self::ResolvedCompleted => "resolved_completed",
             Self::ResolvedNotWritten => "resolved_not_written",
@@ -171,9 +162,6 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::LateResult, Held, Conflict),
     (E::ClaimRecovered, InProgress, InProgress),
     (E::LeaseExpired, InProgress, Unknown),
-    (E::LookupFound, Unknown, Completed),
-    (E::LookupNotFound, Unknown, Pending),
-    (E::LookupMismatch, Unknown, Conflict),
     (E::Retry, Failed, Pending),
     (E::Retry, Unknown, Pending),
     (E::Retry, Held, Pending),

@@ -32,16 +32,19 @@ macro_rules! attempt_columns {
 /// `$2` with a lease until `$3`. `$lock` lets PostgreSQL skip rows another worker is claiming.
 macro_rules! claim_sql {
     ($lock:literal) => {
+        // The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT
+        // subquery under IN more than once and claim more rows than asked.
         concat!(
-            "UPDATE actions SET state = 'in_progress', claimed_by = $1, ownership_version = ownership_version + 1, ",
-            "revision = revision + 1, lease_expires_at = $3, not_before = NULL, updated_at = $2 ",
-            "WHERE id IN (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
+            "WITH picked AS MATERIALIZED (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
             "AND (a.not_before IS NULL OR a.not_before <= $2) AND a.proposed_payload IS NULL ",
             "AND (a.after_key IS NULL OR EXISTS ",
             "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
             "ORDER BY a.id LIMIT $4",
             $lock,
-            ") AND state = 'pending' RETURNING ",
+            ") UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
+            "ownership_version = ownership_version + 1, revision = revision + 1, lease_expires_at = $3, ",
+            "not_before = NULL, updated_at = $2 ",
+            "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
             $crate::store::sql::action_columns!()
         )
     };

@@ -1,0 +1,56 @@
+//! Test databases: a fresh SQLite file per test, and a fresh PostgreSQL database per test on a
+//! throwaway cluster that this test process starts (or on `ACTIONLEDGER_TEST_PG_URL`).
+
+#![allow(dead_code)]
+
+pub mod pg;
+
+use actionledger::Ledger;
+use actionledger::store::{PostgresStore, SqliteStore};
+
+/// Keeps a test database alive for as long as the test holds it.
+pub struct TestDb<S> {
+    pub ledger: Ledger<S>,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub async fn sqlite() -> TestDb<SqliteStore> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let store = SqliteStore::open(&url).await.expect("open the SQLite ledger");
+    TestDb { ledger: Ledger::new(store), url, _dir: Some(dir) }
+}
+
+/// A fresh PostgreSQL ledger, or `None` (after a loud message) when no PostgreSQL can be had
+/// outside CI. With `CI=true` a missing PostgreSQL fails the test instead.
+pub async fn postgres() -> Option<TestDb<PostgresStore>> {
+    let url = pg::fresh_database().await?;
+    let store = PostgresStore::open(&url).await.expect("open the PostgreSQL ledger");
+    Some(TestDb { ledger: Ledger::new(store), url, _dir: None })
+}
+
+/// Runs one generic test body against both stores: `conformance!(name1, name2, ...)` expects
+/// `async fn name<S: Store>(db: TestDb<S>)` in scope and makes `sqlite::name` and `postgres::name`.
+#[macro_export]
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::support::sqlite().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(db) = $crate::support::postgres().await else { return };
+                    super::$name(db).await;
+                }
+            )*
+        }
+    };
+}

@@ -25,8 +25,15 @@ pub enum Error {
     #[error("{0}")]
     Refused(String),
     /// A worker's claim passed to a newer ownership version; its write changed nothing.
-    #[error("the claim on {key} is no longer yours: you hold ownership version {held}, the action is at {current} ({state})")]
-    Fenced { key: String, held: i64, current: i64, state: String },
+    #[error(
+        "the claim on {key} is no longer yours: you hold ownership version {held}, the action is at {current} ({state})"
+    )]
+    Fenced {
+        key: String,
+        held: i64,
+        current: i64,
+        state: String,
+    },
     /// Input that is not a submission (an owner name, a reason, a filter) was invalid.
     #[error("{0}")]
     Invalid(String),

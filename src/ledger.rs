@@ -5,11 +5,10 @@
 //! trail, commit. Workers, the CLI and the review console all go through these calls.
 
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, Person,
-    Proposal, RawSubmission, Reason, RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition,
-    record::MAX_EVIDENCE_BODY_BYTES,
-    state::{self, join_states},
-    text::truncate,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
+    Evidence, ManualCommand, Person, Proposal, RawSubmission, Reason, RefusedSubmission, State,
+    Submission, SubmitOutcome, Timestamp, Transition, manual, record::MAX_EVIDENCE_BODY_BYTES,
+    state, text::truncate,
 };
 use crate::error::Error;
 use crate::store::{LedgerTx, ListFilter, Store};
@@ -95,34 +94,6 @@ pub enum Recovery {
     Changed,
 }
 
-/// A command a named person runs on one action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ManualCommand {
-    Retry,
-    ResolveCompleted { destination_id: String },
-    ResolveNotWritten,
-    Cancel,
-    Approve,
-    Reject,
-    /// Take over a stale claim. `protected` says the destination guards against a second
-    /// effect (idempotency key in window, or lookup by external reference).
-    Takeover { protected: bool },
-}
-
-impl ManualCommand {
-    pub fn verb(&self) -> &'static str {
-        match self {
-            Self::Retry => "retry",
-            Self::ResolveCompleted { .. } => "resolve as completed",
-            Self::ResolveNotWritten => "resolve as not written",
-            Self::Cancel => "cancel",
-            Self::Approve => "approve",
-            Self::Reject => "reject",
-            Self::Takeover { .. } => "take over",
-        }
-    }
-}
-
 /// A manual command with the person, their reason and the version they saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManualRequest {
@@ -181,8 +152,16 @@ impl<S: Store> Ledger<S> {
         retry_transient(|| self.submit_once(&submission)).await
     }
 
-    async fn record_refusal(&self, raw: &RawSubmission, refusal: &crate::domain::SubmissionRefused) -> Result<(), Error> {
-        let label = |value: &Option<String>| value.as_deref().map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)));
+    async fn record_refusal(
+        &self,
+        raw: &RawSubmission,
+        refusal: &crate::domain::SubmissionRefused,
+    ) -> Result<(), Error> {
+        let label = |value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)))
+        };
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
@@ -206,7 +185,10 @@ impl<S: Store> Ledger<S> {
     async fn submit_once(&self, submission: &Submission) -> Result<SubmitReport, Error> {
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
+        let actor = submission
+            .source
+            .clone()
+            .unwrap_or_else(|| "submit".to_owned());
         let delivery = |outcome| Delivery {
             id: 0,
             key: submission.key.clone(),
@@ -218,13 +200,31 @@ impl<S: Store> Ledger<S> {
             received_at: now,
         };
 
-        if let Some(created) = tx.insert_action_if_absent(&ActionRecord::new_pending(submission, now)).await? {
-            tx.insert_delivery(&delivery(SubmitOutcome::Created)).await?;
-            let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
-            tx.append_audit(&audit_entry(&created, creation, &actor, ActorKind::Source, None, now))
+        if let Some(created) = tx
+            .insert_action_if_absent(&ActionRecord::new_pending(submission, now))
+            .await?
+        {
+            tx.insert_delivery(&delivery(SubmitOutcome::Created))
                 .await?;
+            let creation = Transition {
+                event: Event::Submitted,
+                from: State::Pending,
+                to: State::Pending,
+            };
+            tx.append_audit(&audit_entry(
+                &created,
+                creation,
+                &actor,
+                ActorKind::Source,
+                None,
+                now,
+            ))
+            .await?;
             tx.commit().await?;
-            return Ok(SubmitReport { outcome: SubmitOutcome::Created, action: created });
+            return Ok(SubmitReport {
+                outcome: SubmitOutcome::Created,
+                action: created,
+            });
         }
 
         // The key exists: the fingerprint is compared on this path too, never only on insert.
@@ -232,16 +232,24 @@ impl<S: Store> Ledger<S> {
             .lock_action(&submission.key)
             .await?
             .ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
-        let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
+        let recorded_version = action
+            .source_version
+            .max(action.proposal.as_ref().and_then(|p| p.source_version));
         let fingerprint = submission.payload.fingerprint();
         let outcome = match (submission.source_version, recorded_version) {
             (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
             _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
             _ => SubmitOutcome::Conflict,
         };
-        let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+        let already_proposed = action
+            .proposal
+            .as_ref()
+            .is_some_and(|p| p.payload.fingerprint() == fingerprint);
         if outcome == SubmitOutcome::Conflict && !already_proposed {
-            action.proposal = Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
+            action.proposal = Some(Proposal {
+                payload: submission.payload.clone(),
+                source_version: submission.source_version,
+            });
             let from = action.state;
             let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
                 action.transition(Event::PayloadChanged, State::Conflict, now)?
@@ -249,7 +257,11 @@ impl<S: Store> Ledger<S> {
                 // In progress, unknown or final: the proposal waits beside the approved payload
                 // without disturbing the claim or the outcome being settled.
                 action.updated_at = now;
-                Transition { event: Event::PayloadChanged, from, to: from }
+                Transition {
+                    event: Event::PayloadChanged,
+                    from,
+                    to: from,
+                }
             };
             write_action(&mut tx, &mut action).await?;
             let reason = format!(
@@ -257,8 +269,15 @@ impl<S: Store> Ledger<S> {
                 fingerprint.short(),
                 action.payload.fingerprint().short()
             );
-            tx.append_audit(&audit_entry(&action, transition, &actor, ActorKind::Source, Some(reason), now))
-                .await?;
+            tx.append_audit(&audit_entry(
+                &action,
+                transition,
+                &actor,
+                ActorKind::Source,
+                Some(reason),
+                now,
+            ))
+            .await?;
         }
         tx.insert_delivery(&delivery(outcome)).await?;
         tx.commit().await?;
@@ -267,19 +286,41 @@ impl<S: Store> Ledger<S> {
 
     /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
     /// with a lease of `lease` by database time.
-    pub async fn claim(&self, worker: &str, lease: Duration, limit: i64) -> Result<Vec<Claim>, Error> {
+    pub async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<Claim>, Error> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
             let claimed = tx.claim_pending(worker, now, now + lease, limit).await?;
-            let claimed_transition = Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
+            let claimed_transition = Transition {
+                event: Event::Claimed,
+                from: State::Pending,
+                to: State::InProgress,
+            };
             for action in &claimed {
-                tx.append_audit(&audit_entry(action, claimed_transition, worker, ActorKind::Worker, None, now))
-                    .await?;
+                tx.append_audit(&audit_entry(
+                    action,
+                    claimed_transition,
+                    worker,
+                    ActorKind::Worker,
+                    None,
+                    now,
+                ))
+                .await?;
             }
             tx.commit().await?;
-            Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
+            Ok(claimed
+                .into_iter()
+                .map(|action| Claim {
+                    action,
+                    worker: worker.to_owned(),
+                })
+                .collect())
         })
         .await
     }
@@ -289,7 +330,10 @@ impl<S: Store> Ledger<S> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let until = tx.now().await? + lease;
-            if !tx.renew_lease(claim.key(), claim.ownership_version(), until).await? {
+            if !tx
+                .renew_lease(claim.key(), claim.ownership_version(), until)
+                .await?
+            {
                 let current = tx.lock_action(claim.key()).await?;
                 return Err(fenced(claim, current.as_ref()));
             }
@@ -326,18 +370,31 @@ impl<S: Store> Ledger<S> {
             };
             let id = tx.insert_attempt(&attempt).await?;
             tx.commit().await?;
-            Ok(StartedAttempt { id, number: attempt.number })
+            Ok(StartedAttempt {
+                id,
+                number: attempt.number,
+            })
         })
         .await
     }
 
     /// Records the result of an attempt. Applied only if the claim is still current; otherwise
     /// the result is kept as a stale attempt and the action goes to review.
-    pub async fn record_result(&self, claim: &Claim, attempt: StartedAttempt, report: &Report) -> Result<Recorded, Error> {
+    pub async fn record_result(
+        &self,
+        claim: &Claim,
+        attempt: StartedAttempt,
+        report: &Report,
+    ) -> Result<Recorded, Error> {
         retry_transient(|| self.record_result_once(claim, attempt, report)).await
     }
 
-    async fn record_result_once(&self, claim: &Claim, attempt: StartedAttempt, report: &Report) -> Result<Recorded, Error> {
+    async fn record_result_once(
+        &self,
+        claim: &Claim,
+        attempt: StartedAttempt,
+        report: &Report,
+    ) -> Result<Recorded, Error> {
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
         let mut action = tx
@@ -345,11 +402,31 @@ impl<S: Store> Ledger<S> {
             .await?
             .ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
         let (attempt_outcome, event, target) = match &report.outcome {
-            Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
-            Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
-            Outcome::Failed { permanent: true } => (AttemptOutcome::FailedPermanent, Event::Failed, State::Failed),
-            Outcome::Failed { permanent: false } => (AttemptOutcome::FailedBeforeWrite, Event::Failed, State::Failed),
-            Outcome::Unknown => (AttemptOutcome::Unknown, Event::OutcomeUnknown, State::Unknown),
+            Outcome::Completed { .. } => (
+                AttemptOutcome::Succeeded,
+                Event::Completed,
+                State::Completed,
+            ),
+            Outcome::RetryLater { .. } => (
+                AttemptOutcome::FailedBeforeWrite,
+                Event::RetryScheduled,
+                State::Pending,
+            ),
+            Outcome::Failed { permanent: true } => (
+                AttemptOutcome::FailedPermanent,
+                Event::Failed,
+                State::Failed,
+            ),
+            Outcome::Failed { permanent: false } => (
+                AttemptOutcome::FailedBeforeWrite,
+                Event::Failed,
+                State::Failed,
+            ),
+            Outcome::Unknown => (
+                AttemptOutcome::Unknown,
+                Event::OutcomeUnknown,
+                State::Unknown,
+            ),
         };
         let current = is_current(&action, claim);
         let mut evidence = report.evidence.clone();
@@ -370,54 +447,53 @@ impl<S: Store> Ledger<S> {
         tx.finish_attempt(&finished).await?;
 
         if !current {
-            let note = format!(
-                "late result ({}) from {} under ownership version {}; the action is at {} ({})",
-                attempt_outcome.as_str(),
-                claim.worker,
-                claim.ownership_version(),
-                action.ownership_version,
-                action.state
-            );
-            let from = action.state;
-            let transition = if from.is_terminal() || from == State::Conflict {
-                Transition { event: Event::LateResult, from, to: from }
-            } else {
-                action.transition(Event::LateResult, State::Conflict, now)?
-            };
-            action.last_error = Some(note.clone());
-            action.updated_at = now;
-            write_action(&mut tx, &mut action).await?;
-            tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(note), now))
-                .await?;
+            let recorded = record_late_result(&mut tx, action, claim, attempt_outcome, now).await?;
             tx.commit().await?;
-            return Ok(Recorded::Stale(action));
+            return Ok(Recorded::Stale(recorded));
         }
 
         let transition = action.transition(event, target, now)?;
         match &report.outcome {
-            Outcome::Completed { destination_id } => action.destination_id = Some(destination_id.clone()),
+            Outcome::Completed { destination_id } => {
+                action.destination_id = Some(destination_id.clone());
+            }
             Outcome::RetryLater { after } => action.not_before = Some(now + *after),
             Outcome::Failed { .. } | Outcome::Unknown => {}
         }
         action.last_error.clone_from(&report.error);
         write_action(&mut tx, &mut action).await?;
-        tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, report.error.clone(), now))
-            .await?;
+        tx.append_audit(&audit_entry(
+            &action,
+            transition,
+            &claim.worker,
+            ActorKind::Worker,
+            report.error.clone(),
+            now,
+        ))
+        .await?;
         tx.commit().await?;
         Ok(Recorded::Applied(action))
     }
 
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
     pub async fn hold(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
-        self.give_back(claim, Event::Held, State::Held, reason).await
+        self.give_back(claim, Event::Held, State::Held, reason)
+            .await
     }
 
     /// Gives a claim back before anything was sent (a clean shutdown), for another worker.
     pub async fn release(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
-        self.give_back(claim, Event::Released, State::Pending, reason).await
+        self.give_back(claim, Event::Released, State::Pending, reason)
+            .await
     }
 
-    async fn give_back(&self, claim: &Claim, event: Event, target: State, reason: &str) -> Result<ActionRecord, Error> {
+    async fn give_back(
+        &self,
+        claim: &Claim,
+        event: Event,
+        target: State,
+        reason: &str,
+    ) -> Result<ActionRecord, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
@@ -427,7 +503,14 @@ impl<S: Store> Ledger<S> {
                 action.last_error = Some(reason.to_owned());
             }
             write_action(&mut tx, &mut action).await?;
-            let entry = audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
+            let entry = audit_entry(
+                &action,
+                transition,
+                &claim.worker,
+                ActorKind::Worker,
+                Some(reason.to_owned()),
+                now,
+            );
             tx.append_audit(&entry).await?;
             tx.commit().await?;
             Ok(action)
@@ -495,131 +578,69 @@ impl<S: Store> Ledger<S> {
     }
 
     async fn manual_once(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
-        let ManualRequest { key, person, reason, expect_version, command } = request;
-        let verb = command.verb();
+        let ManualRequest {
+            key,
+            person,
+            reason,
+            expect_version,
+            command,
+        } = request;
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+        let mut action = tx
+            .lock_action(key)
+            .await?
+            .ok_or_else(|| Error::NotFound(key.to_string()))?;
         if let Some(expected) = *expect_version
             && action.revision != expected
         {
             return Err(Error::Refused(format!(
-                "cannot {verb} {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
+                "cannot {} {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
                  and {}); read it again with `actionledger show {key}`",
-                action.revision, action.state
+                command.verb(),
+                action.revision,
+                action.state
             )));
         }
-        let proposal_waits = action.proposal.is_some() && action.state == State::Conflict;
-        if proposal_waits && matches!(command, ManualCommand::Retry | ManualCommand::ResolveCompleted { .. } | ManualCommand::ResolveNotWritten) {
-            return Err(Error::Refused(format!(
-                "cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first"
-            )));
-        }
-        if matches!(command, ManualCommand::Approve | ManualCommand::Reject) && action.proposal.is_none() {
-            return Err(Error::Refused(format!("cannot {verb} {key}: it has no proposed payload to decide on")));
-        }
-        let target = match command {
-            ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => State::Pending,
-            ManualCommand::ResolveCompleted { .. } => State::Completed,
-            ManualCommand::Cancel => State::Cancelled,
-            ManualCommand::Reject if action.state != State::Conflict => {
-                return self.reject_without_transition(tx, action, person, reason, now).await;
-            }
-            ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
-            ManualCommand::Takeover { protected } => {
-                if action.lease_is_live(now) {
-                    let until = action.lease_expires_at.unwrap_or(now);
-                    return Err(Error::Refused(format!(
-                        "cannot take over {key}: the claim by {} is live for {} more seconds (until {}); only a stale \
-                         claim, whose lease has expired, can be taken over",
-                        action.claimed_by.as_deref().unwrap_or("?"),
-                        (until - now).num_seconds().max(1),
-                        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    )));
-                }
-                let sent = action.state == State::InProgress
-                    && tx.attempt_started_under(key, action.ownership_version).await?;
-                if !sent || *protected { State::Pending } else { State::Unknown }
-            }
-        };
-        let event = match command {
-            ManualCommand::Retry => Event::Retry,
-            ManualCommand::ResolveCompleted { .. } => Event::ResolvedCompleted,
-            ManualCommand::ResolveNotWritten => Event::ResolvedNotWritten,
-            ManualCommand::Cancel => Event::Cancelled,
-            ManualCommand::Approve => Event::Approved,
-            ManualCommand::Reject => Event::Rejected,
-            ManualCommand::Takeover { .. } => Event::TakenOver,
-        };
-        let from = action.state;
-        let transition = action.transition(event, target, now).map_err(|_| {
-            let allowed = join_states(&state::allowed_from(event));
-            let condition = match command {
-                ManualCommand::Takeover { .. } => "in_progress with an expired lease".to_owned(),
-                ManualCommand::Approve => "conflict with a proposed payload".to_owned(),
-                _ => allowed,
-            };
-            Error::Refused(format!("cannot {verb} {key}: it is {from}; {verb} is allowed only when it is {condition}"))
-        })?;
-        match command {
-            ManualCommand::Retry => {
-                // Past the idempotency window the destination has forgotten the key, so the person's
-                // retry starts a new window; inside it, the window keeps counting from the first send.
-                if from == State::Held {
-                    action.first_sent_at = None;
-                }
-                action.attempts_in_round = 0;
-                action.not_before = None;
-            }
-            ManualCommand::ResolveCompleted { destination_id } => action.destination_id = Some(destination_id.clone()),
-            ManualCommand::ResolveNotWritten => {
-                action.first_sent_at = None;
-                action.attempts_in_round = 0;
-                action.not_before = None;
-            }
-            ManualCommand::Cancel | ManualCommand::Reject => action.proposal = None,
-            ManualCommand::Approve => {
-                let proposal = action.proposal.take().expect("checked above");
-                action.payload = proposal.payload;
-                action.source_version = proposal.source_version.or(action.source_version);
-                action.attempts_in_round = 0;
-            }
-            ManualCommand::Takeover { .. } => action.ownership_version += 1,
-        }
+        let sent_under_claim = matches!(command, ManualCommand::Takeover { .. })
+            && action.state == State::InProgress
+            && tx
+                .attempt_started_under(key, action.ownership_version)
+                .await?;
+        let plan = manual::plan(&action, command, now, sent_under_claim).map_err(Error::Refused)?;
+        let transition = manual::apply(&mut action, command, plan, now)?;
         write_action(&mut tx, &mut action).await?;
         let detail = match command {
             ManualCommand::ResolveCompleted { destination_id } => {
-                Some(format!("{} (destination id {destination_id})", reason.as_str()))
+                format!("{} (destination id {destination_id})", reason.as_str())
             }
-            _ => Some(reason.as_str().to_owned()),
+            _ => reason.as_str().to_owned(),
         };
-        tx.append_audit(&audit_entry(&action, transition, person.as_str(), ActorKind::Person, detail, now))
-            .await?;
-        tx.commit().await?;
-        Ok(ManualOutcome { action, transition: Some(transition) })
-    }
-
-    async fn reject_without_transition(
-        &self,
-        mut tx: S::Tx,
-        mut action: ActionRecord,
-        person: &Person,
-        reason: &Reason,
-        now: Timestamp,
-    ) -> Result<ManualOutcome, Error> {
-        action.proposal = None;
-        action.updated_at = now;
-        write_action(&mut tx, &mut action).await?;
-        let unchanged = Transition { event: Event::Rejected, from: action.state, to: action.state };
-        let entry = audit_entry(&action, unchanged, person.as_str(), ActorKind::Person, Some(reason.as_str().to_owned()), now);
+        let recorded = transition.unwrap_or(Transition {
+            event: plan.event,
+            from: plan.from,
+            to: plan.to,
+        });
+        let entry = audit_entry(
+            &action,
+            recorded,
+            person.as_str(),
+            ActorKind::Person,
+            Some(detail),
+            now,
+        );
         tx.append_audit(&entry).await?;
         tx.commit().await?;
-        Ok(ManualOutcome { action, transition: None })
+        Ok(ManualOutcome { action, transition })
     }
 
     /// One action with its deliveries, attempts and audit trail.
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, Error> {
-        let action = self.store.find(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+        let action = self
+            .store
+            .find(key)
+            .await?
+            .ok_or_else(|| Error::NotFound(key.to_string()))?;
         Ok(ActionDetail {
             action,
             deliveries: self.store.deliveries(key).await?,
@@ -632,7 +653,11 @@ impl<S: Store> Ledger<S> {
         Ok(self.store.list(filter).await?)
     }
 
-    pub async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, Error> {
+    pub async fn list_refused(
+        &self,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<RefusedSubmission>, Error> {
         Ok(self.store.list_refused(before_id, limit).await?)
     }
 
@@ -641,7 +666,12 @@ impl<S: Store> Ledger<S> {
         let found = self.store.count_by_state().await?;
         Ok(State::ALL
             .into_iter()
-            .map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n)))
+            .map(|s| {
+                (
+                    s,
+                    found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n),
+                )
+            })
             .collect())
     }
 }
@@ -650,6 +680,48 @@ impl From<crate::domain::TransitionRefused> for Error {
     fn from(refused: crate::domain::TransitionRefused) -> Self {
         Self::Refused(refused.to_string())
     }
+}
+
+/// A result from an obsolete owner changes nothing but the state: to `conflict` for review, unless
+/// the action is already in conflict or final. The attempt itself is kept as evidence.
+async fn record_late_result<T: LedgerTx>(
+    tx: &mut T,
+    mut action: ActionRecord,
+    claim: &Claim,
+    outcome: AttemptOutcome,
+    now: Timestamp,
+) -> Result<ActionRecord, Error> {
+    let note = format!(
+        "late result ({}) from {} under ownership version {}; the action is at {} ({})",
+        outcome.as_str(),
+        claim.worker,
+        claim.ownership_version(),
+        action.ownership_version,
+        action.state
+    );
+    let from = action.state;
+    let transition = if from.is_terminal() || from == State::Conflict {
+        Transition {
+            event: Event::LateResult,
+            from,
+            to: from,
+        }
+    } else {
+        action.transition(Event::LateResult, State::Conflict, now)?
+    };
+    action.last_error = Some(note.clone());
+    action.updated_at = now;
+    write_action(tx, &mut action).await?;
+    tx.append_audit(&audit_entry(
+        &action,
+        transition,
+        &claim.worker,
+        ActorKind::Worker,
+        Some(note),
+        now,
+    ))
+    .await?;
+    Ok(action)
 }
 
 fn is_current(action: &ActionRecord, claim: &Claim) -> bool {

@@ -15,7 +15,10 @@ fn opt_time(t: Option<Timestamp>) -> Value {
 }
 
 fn print_json(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("JSON values serialize")
+    );
 }
 
 /// The JSON form of an action, shared by every command that returns one.
@@ -34,7 +37,7 @@ pub fn action_json(a: &ActionRecord) -> Value {
         "source": a.source,
         "source_version": a.source_version,
         "destination": a.destination,
-        "after": a.after.as_ref().map(|k| k.as_str()),
+        "after": a.after.as_ref().map(crate::domain::ActionKey::as_str),
         "claimed_by": a.claimed_by,
         "lease_expires_at": opt_time(a.lease_expires_at),
         "not_before": opt_time(a.not_before),
@@ -86,7 +89,10 @@ pub fn submitted(report: &SubmitReport, as_json: bool) {
     let explanation = match report.outcome {
         crate::domain::SubmitOutcome::Created => format!("recorded {key} as pending"),
         crate::domain::SubmitOutcome::Duplicate => {
-            format!("{key} is already recorded with this payload ({}); delivery recorded, nothing else changed", a.state)
+            format!(
+                "{key} is already recorded with this payload ({}); delivery recorded, nothing else changed",
+                a.state
+            )
         }
         crate::domain::SubmitOutcome::Stale => {
             format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
@@ -111,9 +117,16 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
         println!("no actions");
         return;
     }
-    println!("{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  KEY", "ID", "STATE", "TRY", "DESTINATION", "OWNER", "UPDATED");
+    println!(
+        "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  KEY",
+        "ID", "STATE", "TRY", "DESTINATION", "OWNER", "UPDATED"
+    );
     for a in actions {
-        let owner = a.claimed_by.as_deref().or(a.assignee.as_deref()).unwrap_or("-");
+        let owner = a
+            .claimed_by
+            .as_deref()
+            .or(a.assignee.as_deref())
+            .unwrap_or("-");
         println!(
             "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}",
             a.id,
@@ -167,7 +180,9 @@ pub fn refused(refused: &[RefusedSubmission], limit: i64, as_json: bool) {
 }
 
 fn next_cursor(shown: usize, limit: i64, last_id: Option<i64>) -> Option<i64> {
-    (i64::try_from(shown).unwrap_or(i64::MAX) >= limit).then_some(last_id).flatten()
+    (i64::try_from(shown).unwrap_or(i64::MAX) >= limit)
+        .then_some(last_id)
+        .flatten()
 }
 
 pub fn detail(d: &ActionDetail, as_json: bool) {
@@ -180,7 +195,14 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
         }));
         return;
     }
-    let a = &d.action;
+    print_record(&d.action);
+    print_payloads(&d.action);
+    print_deliveries(&d.deliveries);
+    print_attempts(&d.attempts);
+    print_audit(&d.audit);
+}
+
+fn print_record(a: &ActionRecord) {
     let field = |name: &str, value: &str| println!("  {name:<18} {}", escape_untrusted(value));
     println!("{}", escape_untrusted(a.key.as_str()));
     field("state", a.state.as_str());
@@ -192,7 +214,10 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     }
     if let Some(worker) = &a.claimed_by {
         field("claimed by", worker);
-        field("lease until", &a.lease_expires_at.map(time).unwrap_or_default());
+        field(
+            "lease until",
+            &a.lease_expires_at.map(time).unwrap_or_default(),
+        );
     }
     if let Some(assignee) = &a.assignee {
         field("assigned to", assignee);
@@ -210,10 +235,19 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     if let Some(error) = &a.last_error {
         field("last error", error);
     }
-    field("source", &format!("{} (version {})", a.source.as_deref().unwrap_or("-"), a.source_version.map_or("-".to_owned(), |v| v.to_string())));
+    field(
+        "source",
+        &format!(
+            "{} (version {})",
+            a.source.as_deref().unwrap_or("-"),
+            a.source_version.map_or("-".to_owned(), |v| v.to_string())
+        ),
+    );
     field("created", &time(a.created_at));
     field("updated", &time(a.updated_at));
+}
 
+fn print_payloads(a: &ActionRecord) {
     println!("\napproved payload ({})", a.payload.fingerprint());
     println!("{}", indent(&escape_untrusted_lines(&a.payload.pretty())));
     if let Some(p) = &a.proposal {
@@ -224,9 +258,11 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
         );
         println!("{}", indent(&escape_untrusted_lines(&p.payload.pretty())));
     }
+}
 
-    println!("\ndeliveries ({})", d.deliveries.len());
-    for dl in &d.deliveries {
+fn print_deliveries(deliveries: &[Delivery]) {
+    println!("\ndeliveries ({})", deliveries.len());
+    for dl in deliveries {
         println!(
             "  {}  {:<9}  event {}  source {}  version {}  payload {}",
             time(dl.received_at),
@@ -237,11 +273,17 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             &dl.fingerprint[..12.min(dl.fingerprint.len())]
         );
     }
+}
 
-    println!("\nattempts ({})", d.attempts.len());
-    for at in &d.attempts {
+fn print_attempts(attempts: &[Attempt]) {
+    println!("\nattempts ({})", attempts.len());
+    for at in attempts {
         let outcome = at.outcome.map_or("in flight", |o| o.as_str());
-        let stale = if at.stale { "  STALE (late result from an obsolete owner; changed nothing)" } else { "" };
+        let stale = if at.stale {
+            "  STALE (late result from an obsolete owner; changed nothing)"
+        } else {
+            ""
+        };
         println!(
             "  #{} {}  by {} under ownership version {}  {} -> {}{stale}",
             at.number,
@@ -266,9 +308,11 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             }
         }
     }
+}
 
-    println!("\naudit trail ({})", d.audit.len());
-    for e in &d.audit {
+fn print_audit(audit: &[AuditEntry]) {
+    println!("\naudit trail ({})", audit.len());
+    for e in audit {
         let from = e.from_state.map_or("(new)", |s| s.as_str());
         println!(
             "  {}  {:<20} {} -> {}  by {} {}  (version {}, ownership {})",
@@ -288,7 +332,10 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
 }
 
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {

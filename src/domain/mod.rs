@@ -2,16 +2,18 @@
 
 pub mod input;
 pub mod key;
+pub mod manual;
 pub mod payload;
 pub mod record;
 pub mod state;
 pub mod text;
 
+pub use input::{Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
+pub use manual::{ManualCommand, ManualPlan};
 pub use payload::{Fingerprint, Payload, PayloadError};
 pub use record::{
-    ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, Proposal, RefusedSubmission,
-    SubmitOutcome, Timestamp, Transition,
+    ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, Proposal,
+    RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
 pub use state::{Event, State, TransitionRefused};
-pub use input::{Person, RawSubmission, Reason, Submission, SubmissionRefused};

@@ -99,10 +99,19 @@ impl ActionRecord {
     /// Applies `event` towards `to` if the transition table allows it. While a proposed payload
     /// awaits a decision, automatic results that would make the action runnable again go to
     /// `conflict` instead, remembering where to resume.
-    pub fn transition(&mut self, event: Event, to: State, now: Timestamp) -> Result<Transition, TransitionRefused> {
+    pub fn transition(
+        &mut self,
+        event: Event,
+        to: State,
+        now: Timestamp,
+    ) -> Result<Transition, TransitionRefused> {
         let from = self.state;
-        let automatic = matches!(event, Event::Failed | Event::RetryScheduled | Event::Held | Event::Released);
-        let diverted = automatic && self.proposal.is_some() && DIVERTED_WHILE_PROPOSED.contains(&to);
+        let automatic = matches!(
+            event,
+            Event::Failed | Event::RetryScheduled | Event::Held | Event::Released
+        );
+        let diverted =
+            automatic && self.proposal.is_some() && DIVERTED_WHILE_PROPOSED.contains(&to);
         let target = if diverted { State::Conflict } else { to };
         state::check(event, from, target)?;
         self.resume_state = match (target, event) {
@@ -117,7 +126,11 @@ impl ActionRecord {
         }
         self.state = target;
         self.updated_at = now;
-        Ok(Transition { event, from, to: target })
+        Ok(Transition {
+            event,
+            from,
+            to: target,
+        })
     }
 
     /// True while the claim's lease runs, by the given database time.
@@ -187,7 +200,13 @@ pub enum AttemptOutcome {
 }
 
 impl AttemptOutcome {
-    pub const ALL: [Self; 5] = [Self::Succeeded, Self::FailedBeforeWrite, Self::FailedPermanent, Self::Unknown, Self::Held];
+    pub const ALL: [Self; 5] = [
+        Self::Succeeded,
+        Self::FailedBeforeWrite,
+        Self::FailedPermanent,
+        Self::Unknown,
+        Self::Held,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -253,7 +272,9 @@ impl ActorKind {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [Self::Worker, Self::Person, Self::Source].into_iter().find(|k| k.as_str() == text)
+        [Self::Worker, Self::Person, Self::Source]
+            .into_iter()
+            .find(|k| k.as_str() == text)
     }
 }
 

@@ -3,7 +3,9 @@
 use std::fmt;
 
 /// Where an action stands. See the states table in the README.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Pending,
@@ -59,7 +61,12 @@ impl std::str::FromStr for State {
         Self::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| format!("unknown state {s:?}; states are {}", join_states(&Self::ALL)))
+            .ok_or_else(|| {
+                format!(
+                    "unknown state {s:?}; states are {}",
+                    join_states(&Self::ALL)
+                )
+            })
     }
 }
 
@@ -202,7 +209,9 @@ pub struct TransitionRefused {
 
 /// Checks one transition against the table.
 pub fn check(event: Event, from: State, to: State) -> Result<(), TransitionRefused> {
-    if TRANSITIONS.contains(&(event, from, to)) || (from, to) == (InProgress, Conflict) && is_divertible(event, to) {
+    if TRANSITIONS.contains(&(event, from, to))
+        || (from, to) == (InProgress, Conflict) && is_divertible(event, to)
+    {
         Ok(())
     } else {
         Err(TransitionRefused { event, from, to })
@@ -226,7 +235,10 @@ pub fn allowed_from(event: Event) -> Vec<State> {
 
 /// Every (from, to) pair a store may write: the table plus diverted results.
 pub fn allowed_state_pairs() -> Vec<(State, State)> {
-    let mut pairs: Vec<(State, State)> = TRANSITIONS.iter().map(|&(_, from, to)| (from, to)).collect();
+    let mut pairs: Vec<(State, State)> = TRANSITIONS
+        .iter()
+        .map(|&(_, from, to)| (from, to))
+        .collect();
     pairs.push((InProgress, Conflict));
     pairs.retain(|(from, to)| from != to);
     pairs.sort();
@@ -237,7 +249,11 @@ pub fn allowed_state_pairs() -> Vec<(State, State)> {
 pub(crate) fn join_states(states: &[State]) -> String {
     match states {
         [] => "no state".to_owned(),
-        _ => states.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+        _ => states
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
@@ -255,14 +271,22 @@ mod tests {
     #[test]
     fn every_non_terminal_state_can_be_left() {
         for state in State::ALL.into_iter().filter(|s| !s.is_terminal()) {
-            assert!(TRANSITIONS.iter().any(|&(_, from, to)| from == state && to != state), "{state} is a trap");
+            assert!(
+                TRANSITIONS
+                    .iter()
+                    .any(|&(_, from, to)| from == state && to != state),
+                "{state} is a trap"
+            );
         }
     }
 
     #[test]
     fn refusal_names_the_allowed_states() {
         let refused = check(E::Retry, Completed, Pending).unwrap_err();
-        assert_eq!(refused.to_string(), "retry is not allowed from completed; it is allowed from failed, unknown, held, conflict");
+        assert_eq!(
+            refused.to_string(),
+            "retry is not allowed from completed; it is allowed from failed, unknown, held, conflict"
+        );
     }
 
     #[test]

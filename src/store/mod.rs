@@ -13,7 +13,9 @@ pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 
-use crate::domain::{ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, RefusedSubmission, State, Timestamp};
+use crate::domain::{
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, RefusedSubmission, State, Timestamp,
+};
 use std::future::Future;
 use std::time::Duration;
 
@@ -37,7 +39,10 @@ impl StoreError {
         let Self::Database(sqlx::Error::Database(db)) = self else {
             return false;
         };
-        matches!(db.code().as_deref(), Some("40001" | "40P01" | "5" | "6" | "517" | "262"))
+        matches!(
+            db.code().as_deref(),
+            Some("40001" | "40P01" | "5" | "6" | "517" | "262")
+        )
     }
 }
 
@@ -64,11 +69,26 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The database's clock (plus any simulated offset).
     fn now(&self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
 
-    fn find(&self, key: &ActionKey) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
-    fn deliveries(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
-    fn attempts(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
-    fn audit_trail(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
-    fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    fn find(
+        &self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    fn deliveries(
+        &self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+    fn attempts(
+        &self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
+    fn audit_trail(
+        &self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
+    fn list(
+        &self,
+        filter: &ListFilter,
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     fn list_refused(
         &self,
         before_id: Option<i64>,
@@ -76,9 +96,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.
-    fn expired_claims(&self, limit: i64) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    fn expired_claims(
+        &self,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// The (from, to) state pairs the database itself will accept.
-    fn enforced_state_pairs(&self) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
+    fn enforced_state_pairs(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
 
     /// Moves this store's view of the database clock forward, for simulations and tests of lease
     /// expiry that must not sleep. Every connection of this store sees the same offset.
@@ -91,7 +116,10 @@ pub trait Store: Clone + Send + Sync + 'static {
 pub trait LedgerTx: Send {
     fn now(&mut self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
     /// Reads one action and holds it against concurrent change until the transaction ends.
-    fn lock_action(&mut self, key: &ActionKey) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    fn lock_action(
+        &mut self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
     /// Inserts a new pending action unless the key exists; returns it if it was inserted.
     fn insert_action_if_absent(
         &mut self,
@@ -99,7 +127,10 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
     /// Writes every mutable field of `action` if its revision is still `action.revision`, and
     /// advances the revision. Returns false (and writes nothing) if it changed meanwhile.
-    fn update_action(&mut self, action: &ActionRecord) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn update_action(
+        &mut self,
+        action: &ActionRecord,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
     /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
     /// workers are claiming at the same moment.
     fn claim_pending(
@@ -121,11 +152,29 @@ pub trait LedgerTx: Send {
         key: &ActionKey,
         ownership_version: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-    fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
-    fn insert_delivery(&mut self, delivery: &Delivery) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn insert_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<i64, StoreError>> + Send;
-    fn finish_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn find_attempt(
+        &mut self,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
+    fn insert_delivery(
+        &mut self,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_attempt(
+        &mut self,
+        attempt: &Attempt,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    fn finish_attempt(
+        &mut self,
+        attempt: &Attempt,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn append_audit(
+        &mut self,
+        entry: &AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_refusal(
+        &mut self,
+        refusal: &RefusedSubmission,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

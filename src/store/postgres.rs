@@ -42,7 +42,10 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
         sqlx::migrate!("migrations/postgres").run(&pool).await?;
-        Ok(Self { pool, clock_offset: Arc::default() })
+        Ok(Self {
+            pool,
+            clock_offset: Arc::default(),
+        })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.

@@ -4,12 +4,12 @@
 //! Both dialects accept `$1`-style parameters and `RETURNING`, and both keep times as integer
 //! milliseconds of database time, so the statements below are written once.
 
+use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, Payload,
-    Proposal, RefusedSubmission, State, SubmitOutcome,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
+    Evidence, Payload, Proposal, RefusedSubmission, State, SubmitOutcome,
 };
-use super::StoreError;
 
 macro_rules! action_columns {
     () => {
@@ -51,7 +51,8 @@ macro_rules! claim_sql {
 }
 pub(crate) use claim_sql;
 
-pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+pub(crate) const SELECT_ACTION: &str =
+    concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
 
 pub(crate) const INSERT_ACTION: &str = concat!(
     "INSERT INTO actions (key, state, payload, fingerprint, source, source_version, destination, after_key, \
@@ -75,10 +76,17 @@ pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
 pub(crate) const ATTEMPT_STARTED_UNDER: &str =
     "SELECT COUNT(*) FROM attempts WHERE action_key = $1 AND ownership_version = $2";
 
-pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE id = $1");
+pub(crate) const SELECT_ATTEMPT: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM attempts WHERE id = $1"
+);
 
-pub(crate) const SELECT_ATTEMPTS: &str =
-    concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
+pub(crate) const SELECT_ATTEMPTS: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM attempts WHERE action_key = $1 ORDER BY id"
+);
 
 pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO deliveries \
      (action_key, event_id, source, source_version, fingerprint, outcome, received_at) \
@@ -117,7 +125,8 @@ pub(crate) const LIST_ACTIONS: &str = concat!(
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
 
-pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
+pub(crate) const COUNT_BY_STATE: &str =
+    "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 
 pub(crate) const EXPIRED_CLAIMS: &str = concat!(
     "SELECT ",
@@ -144,12 +153,15 @@ fn state(text: &str) -> Result<State, StoreError> {
     text.parse().map_err(|_| corrupt("state", text))
 }
 
-fn key(text: String) -> Result<ActionKey, StoreError> {
-    ActionKey::parse(&text).map_err(|_| corrupt("action key", &text))
+fn key(text: &str) -> Result<ActionKey, StoreError> {
+    ActionKey::parse(text).map_err(|_| corrupt("action key", text))
 }
 
 pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {
-    let proposal = match (row.opt_text("proposed_payload")?, row.opt_text("proposed_fingerprint")?) {
+    let proposal = match (
+        row.opt_text("proposed_payload")?,
+        row.opt_text("proposed_fingerprint")?,
+    ) {
         (Some(payload), Some(fingerprint)) => Some(Proposal {
             payload: Payload::from_stored(payload, fingerprint),
             source_version: row.opt_int("proposed_source_version")?,
@@ -158,15 +170,19 @@ pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreE
     };
     Ok(ActionRecord {
         id: row.int("id")?,
-        key: key(row.text("key")?)?,
+        key: key(&row.text("key")?)?,
         state: state(&row.text("state")?)?,
         payload: Payload::from_stored(row.text("payload")?, row.text("fingerprint")?),
         proposal,
-        resume_state: row.opt_text("resume_state")?.as_deref().map(state).transpose()?,
+        resume_state: row
+            .opt_text("resume_state")?
+            .as_deref()
+            .map(state)
+            .transpose()?,
         source: row.opt_text("source")?,
         source_version: row.opt_int("source_version")?,
         destination: row.opt_text("destination")?,
-        after: row.opt_text("after_key")?.map(key).transpose()?,
+        after: row.opt_text("after_key")?.as_deref().map(key).transpose()?,
         claimed_by: row.opt_text("claimed_by")?,
         ownership_version: row.int("ownership_version")?,
         revision: row.int("revision")?,
@@ -187,12 +203,13 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Result<Delivery, StoreErr
     let outcome = row.text("outcome")?;
     Ok(Delivery {
         id: row.int("id")?,
-        key: key(row.text("action_key")?)?,
+        key: key(&row.text("action_key")?)?,
         event_id: row.opt_text("event_id")?,
         source: row.opt_text("source")?,
         source_version: row.opt_int("source_version")?,
         fingerprint: row.text("fingerprint")?,
-        outcome: SubmitOutcome::parse(&outcome).ok_or_else(|| corrupt("delivery outcome", &outcome))?,
+        outcome: SubmitOutcome::parse(&outcome)
+            .ok_or_else(|| corrupt("delivery outcome", &outcome))?,
         received_at: from_millis(row.int("received_at")?),
     })
 }
@@ -204,7 +221,7 @@ pub(crate) fn attempt_from_row(row: &impl Columns) -> Result<Attempt, StoreError
         .transpose()?;
     Ok(Attempt {
         id: row.int("id")?,
-        key: key(row.text("action_key")?)?,
+        key: key(&row.text("action_key")?)?,
         number: row.int("number")?,
         worker: row.text("worker")?,
         ownership_version: row.int("ownership_version")?,
@@ -228,12 +245,16 @@ pub(crate) fn audit_from_row(row: &impl Columns) -> Result<AuditEntry, StoreErro
         .map_err(|_| corrupt("audit event", &event_text))?;
     Ok(AuditEntry {
         id: row.int("id")?,
-        key: key(row.text("action_key")?)?,
+        key: key(&row.text("action_key")?)?,
         at: from_millis(row.int("at")?),
         actor: row.text("actor")?,
         actor_kind: ActorKind::parse(&kind).ok_or_else(|| corrupt("actor kind", &kind))?,
         event,
-        from_state: row.opt_text("from_state")?.as_deref().map(state).transpose()?,
+        from_state: row
+            .opt_text("from_state")?
+            .as_deref()
+            .map(state)
+            .transpose()?,
         to_state: state(&row.text("to_state")?)?,
         ownership_version: row.int("ownership_version")?,
         revision: row.int("revision")?,
@@ -255,7 +276,10 @@ pub(crate) fn refusal_from_row(row: &impl Columns) -> Result<RefusedSubmission, 
 }
 
 pub(crate) fn state_pair_from_row(row: &impl Columns) -> Result<(State, State), StoreError> {
-    Ok((state(&row.text("from_state")?)?, state(&row.text("to_state")?)?))
+    Ok((
+        state(&row.text("from_state")?)?,
+        state(&row.text("to_state")?)?,
+    ))
 }
 
 pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), StoreError> {
@@ -306,18 +330,34 @@ macro_rules! impl_store {
         }
 
         impl $crate::store::LedgerTx for $tx {
-            async fn now(&mut self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
-                let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&mut *self.tx).await?;
-                Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms))
+            async fn now(
+                &mut self,
+            ) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
+                let ms: i64 = sqlx::query_scalar($now_sql)
+                    .fetch_one(&mut *self.tx)
+                    .await?;
+                Ok($crate::domain::record::from_millis(
+                    ms + self.clock_offset_ms,
+                ))
             }
 
             async fn lock_action(
                 &mut self,
                 key: &$crate::domain::ActionKey,
             ) -> Result<Option<$crate::domain::ActionRecord>, $crate::store::StoreError> {
-                let sql = concat!("SELECT ", $crate::store::sql::action_columns!(), " FROM actions WHERE key = $1", $lock_suffix);
-                let row = sqlx::query(sql).bind(key.as_str()).fetch_optional(&mut *self.tx).await?;
-                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+                let sql = concat!(
+                    "SELECT ",
+                    $crate::store::sql::action_columns!(),
+                    " FROM actions WHERE key = $1",
+                    $lock_suffix
+                );
+                let row = sqlx::query(sql)
+                    .bind(key.as_str())
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+                row.as_ref()
+                    .map($crate::store::sql::action_from_row)
+                    .transpose()
             }
 
             async fn insert_action_if_absent(
@@ -335,7 +375,9 @@ macro_rules! impl_store {
                     .bind(action.created_at.timestamp_millis())
                     .fetch_optional(&mut *self.tx)
                     .await?;
-                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+                row.as_ref()
+                    .map($crate::store::sql::action_from_row)
+                    .transpose()
             }
 
             async fn update_action(
@@ -349,7 +391,11 @@ macro_rules! impl_store {
                     .bind(a.payload.canonical())
                     .bind(a.payload.fingerprint().as_str())
                     .bind(a.proposal.as_ref().map(|p| p.payload.canonical()))
-                    .bind(a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()))
+                    .bind(
+                        a.proposal
+                            .as_ref()
+                            .map(|p| p.payload.fingerprint().as_str()),
+                    )
                     .bind(a.proposal.as_ref().and_then(|p| p.source_version))
                     .bind(a.resume_state.map(|s| s.as_str()))
                     .bind(a.source.as_deref())
@@ -387,7 +433,9 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&mut *self.tx)
                     .await?;
-                rows.iter().map($crate::store::sql::action_from_row).collect()
+                rows.iter()
+                    .map($crate::store::sql::action_from_row)
+                    .collect()
             }
 
             async fn renew_lease(
@@ -422,8 +470,13 @@ macro_rules! impl_store {
                 &mut self,
                 id: i64,
             ) -> Result<Option<$crate::domain::Attempt>, $crate::store::StoreError> {
-                let row = sqlx::query($crate::store::sql::SELECT_ATTEMPT).bind(id).fetch_optional(&mut *self.tx).await?;
-                row.as_ref().map($crate::store::sql::attempt_from_row).transpose()
+                let row = sqlx::query($crate::store::sql::SELECT_ATTEMPT)
+                    .bind(id)
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+                row.as_ref()
+                    .map($crate::store::sql::attempt_from_row)
+                    .transpose()
             }
 
             async fn insert_delivery(
@@ -531,12 +584,17 @@ macro_rules! impl_store {
 
             async fn begin(&self) -> Result<$tx, $crate::store::StoreError> {
                 let tx = self.pool.begin_with($begin_sql).await?;
-                Ok($tx { tx, clock_offset_ms: self.clock_offset_ms() })
+                Ok($tx {
+                    tx,
+                    clock_offset_ms: self.clock_offset_ms(),
+                })
             }
 
             async fn now(&self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
                 let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&self.pool).await?;
-                Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms()))
+                Ok($crate::domain::record::from_millis(
+                    ms + self.clock_offset_ms(),
+                ))
             }
 
             async fn find(
@@ -547,7 +605,9 @@ macro_rules! impl_store {
                     .bind(key.as_str())
                     .fetch_optional(&self.pool)
                     .await?;
-                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+                row.as_ref()
+                    .map($crate::store::sql::action_from_row)
+                    .transpose()
             }
 
             async fn deliveries(
@@ -558,15 +618,22 @@ macro_rules! impl_store {
                     .bind(key.as_str())
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::delivery_from_row).collect()
+                rows.iter()
+                    .map($crate::store::sql::delivery_from_row)
+                    .collect()
             }
 
             async fn attempts(
                 &self,
                 key: &$crate::domain::ActionKey,
             ) -> Result<Vec<$crate::domain::Attempt>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::SELECT_ATTEMPTS).bind(key.as_str()).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::attempt_from_row).collect()
+                let rows = sqlx::query($crate::store::sql::SELECT_ATTEMPTS)
+                    .bind(key.as_str())
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map($crate::store::sql::attempt_from_row)
+                    .collect()
             }
 
             async fn audit_trail(
@@ -577,7 +644,9 @@ macro_rules! impl_store {
                     .bind(key.as_str())
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::audit_from_row).collect()
+                rows.iter()
+                    .map($crate::store::sql::audit_from_row)
+                    .collect()
             }
 
             async fn list(
@@ -592,7 +661,9 @@ macro_rules! impl_store {
                     .bind(f.limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::action_from_row).collect()
+                rows.iter()
+                    .map($crate::store::sql::action_from_row)
+                    .collect()
             }
 
             async fn list_refused(
@@ -605,14 +676,20 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::refusal_from_row).collect()
+                rows.iter()
+                    .map($crate::store::sql::refusal_from_row)
+                    .collect()
             }
 
             async fn count_by_state(
                 &self,
             ) -> Result<Vec<($crate::domain::State, i64)>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::state_count_from_row).collect()
+                let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map($crate::store::sql::state_count_from_row)
+                    .collect()
             }
 
             async fn expired_claims(
@@ -625,19 +702,29 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::action_from_row).collect()
+                rows.iter()
+                    .map($crate::store::sql::action_from_row)
+                    .collect()
             }
 
             async fn enforced_state_pairs(
                 &self,
-            ) -> Result<Vec<($crate::domain::State, $crate::domain::State)>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::ENFORCED_PAIRS).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::state_pair_from_row).collect()
+            ) -> Result<
+                Vec<($crate::domain::State, $crate::domain::State)>,
+                $crate::store::StoreError,
+            > {
+                let rows = sqlx::query($crate::store::sql::ENFORCED_PAIRS)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map($crate::store::sql::state_pair_from_row)
+                    .collect()
             }
 
             fn advance_clock(&self, by: std::time::Duration) {
                 let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-                self.clock_offset.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+                self.clock_offset
+                    .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
             }
 
             async fn close(&self) {

@@ -2,7 +2,9 @@
 
 use super::StoreError;
 use super::sql::{claim_sql, impl_columns, impl_store};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -64,7 +66,10 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool, clock_offset: Arc::default() })
+        Ok(Self {
+            pool,
+            clock_offset: Arc::default(),
+        })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
@@ -86,9 +91,17 @@ fn create_private_file(path: &Path) -> Result<(), StoreError> {
             dir.display()
         )));
     }
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(StoreError::Open(format!("cannot create the ledger {}: {e}", path.display()))),
+        Err(e) => Err(StoreError::Open(format!(
+            "cannot create the ledger {}: {e}",
+            path.display()
+        ))),
     }
 }

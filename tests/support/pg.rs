@@ -18,17 +18,24 @@ pub async fn fresh_database() -> Option<String> {
     let admin = match admin_url() {
         Ok(url) => url,
         Err(why) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("PostgreSQL is required in CI but could not be started: {why}");
-            }
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "PostgreSQL is required in CI but could not be started: {why}"
+            );
             eprintln!(
                 "\n!!! SKIPPING a PostgreSQL test: {why}\n!!! Install PostgreSQL (initdb, pg_ctl) or set {URL_VARIABLE}.\n"
             );
             return None;
         }
     };
-    let name = format!("al_{}_{}", std::process::id(), NEXT_DATABASE.fetch_add(1, Ordering::SeqCst));
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to the test server");
+    let name = format!(
+        "al_{}_{}",
+        std::process::id(),
+        NEXT_DATABASE.fetch_add(1, Ordering::SeqCst)
+    );
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("connect to the test server");
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
@@ -48,7 +55,9 @@ pub fn admin_url() -> Result<String, String> {
 }
 
 fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let server = match base[scheme_end..].find('/') {
         Some(slash) => &base[..scheme_end + slash],
@@ -61,7 +70,8 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 fn start_cluster() -> Result<String, String> {
-    let bindir = pg_bindir().ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
+    let bindir = pg_bindir()
+        .ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
     let root = Path::new("/tmp").join(format!("actionledger-test-pg-{}", std::process::id()));
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
     let as_postgres = running_as_root();
@@ -125,7 +135,9 @@ fn pg_bindir() -> Option<PathBuf> {
         versions.sort();
         candidates.extend(versions.into_iter().rev());
     }
-    candidates.into_iter().find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+    candidates
+        .into_iter()
+        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
 }
 
 fn running_as_root() -> bool {
@@ -136,8 +148,12 @@ fn running_as_root() -> bool {
 }
 
 fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
 }
 
 /// Runs a server binary, as the postgres user when the tests run as root (initdb refuses root).
@@ -168,8 +184,16 @@ fn run(as_postgres: bool, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(
 
 /// Stops the cluster and removes its files once this test process has exited.
 fn spawn_watchdog(as_postgres: bool, bindir: &Path, root: &Path, data: &Path) {
-    let stop = format!("{} -D {} stop -m immediate", bindir.join("pg_ctl").display(), data.display());
-    let stop = if as_postgres { format!("runuser -u postgres -- {stop}") } else { stop };
+    let stop = format!(
+        "{} -D {} stop -m immediate",
+        bindir.join("pg_ctl").display(),
+        data.display()
+    );
+    let stop = if as_postgres {
+        format!("runuser -u postgres -- {stop}")
+    } else {
+        stop
+    };
     let script = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
         pid = std::process::id(),
@@ -182,6 +206,9 @@ fn spawn_watchdog(as_postgres: bool, bindir: &Path, root: &Path, data: &Path) {
         .stderr(Stdio::null())
         .spawn();
     if let Err(e) = spawned {
-        eprintln!("warning: no watchdog for the test cluster at {}: {e}", root.display());
+        eprintln!(
+            "warning: no watchdog for the test cluster at {}: {e}",
+            root.display()
+        );
     }
 }

@@ -1,0 +1,232 @@
+//! Manual commands: what a named person may do to an action, decided without I/O so that the CLI
+//! and the review console can say in advance what a command will do, and refuse it the same way.
+
+use super::record::{ActionRecord, Timestamp, Transition};
+use super::state::{self, Event, State, join_states};
+
+/// A command a named person runs on one action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManualCommand {
+    Retry,
+    ResolveCompleted {
+        destination_id: String,
+    },
+    ResolveNotWritten,
+    Cancel,
+    Approve,
+    Reject,
+    /// Take over a stale claim. `protected` says the destination guards against a second
+    /// effect (idempotency key in window, or lookup by external reference).
+    Takeover {
+        protected: bool,
+    },
+}
+
+impl ManualCommand {
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::ResolveCompleted { .. } => "resolve as completed",
+            Self::ResolveNotWritten => "resolve as not written",
+            Self::Cancel => "cancel",
+            Self::Approve => "approve",
+            Self::Reject => "reject",
+            Self::Takeover { .. } => "take over",
+        }
+    }
+
+    pub fn event(&self) -> Event {
+        match self {
+            Self::Retry => Event::Retry,
+            Self::ResolveCompleted { .. } => Event::ResolvedCompleted,
+            Self::ResolveNotWritten => Event::ResolvedNotWritten,
+            Self::Cancel => Event::Cancelled,
+            Self::Approve => Event::Approved,
+            Self::Reject => Event::Rejected,
+            Self::Takeover { .. } => Event::TakenOver,
+        }
+    }
+
+    /// Commands that settle the current payload's outcome: they wait until a proposed payload
+    /// has been approved or rejected.
+    fn needs_decided_payload(&self) -> bool {
+        matches!(
+            self,
+            Self::Retry | Self::ResolveCompleted { .. } | Self::ResolveNotWritten
+        )
+    }
+}
+
+/// What a manual command will do, decided before anything is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManualPlan {
+    pub event: Event,
+    pub from: State,
+    /// Equal to `from` when the command changes the record but not its state (rejecting a
+    /// proposal that arrived after the action had moved on).
+    pub to: State,
+}
+
+/// Decides a command against the action as read, at database time `now`. `sent_under_claim` says
+/// whether an attempt was started under the current claim (only asked for a takeover). The error
+/// is the refusal, worded for the person: which key, why, and when it would be allowed.
+pub fn plan(
+    action: &ActionRecord,
+    command: &ManualCommand,
+    now: Timestamp,
+    sent_under_claim: bool,
+) -> Result<ManualPlan, String> {
+    let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
+    let proposal_waits = action.proposal.is_some() && from == State::Conflict;
+    if proposal_waits && command.needs_decided_payload() {
+        return Err(format!(
+            "cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first"
+        ));
+    }
+    if matches!(command, ManualCommand::Approve | ManualCommand::Reject)
+        && action.proposal.is_none()
+    {
+        return Err(format!(
+            "cannot {verb} {key}: it has no proposed payload to decide on"
+        ));
+    }
+    let to = match command {
+        ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => {
+            State::Pending
+        }
+        ManualCommand::ResolveCompleted { .. } => State::Completed,
+        ManualCommand::Cancel => State::Cancelled,
+        ManualCommand::Reject if from != State::Conflict => {
+            return Ok(ManualPlan {
+                event,
+                from,
+                to: from,
+            });
+        }
+        ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
+        ManualCommand::Takeover { protected } => {
+            if action.lease_is_live(now) {
+                let until = action.lease_expires_at.unwrap_or(now);
+                return Err(format!(
+                    "cannot take over {key}: the claim by {} is live for {} more seconds (until {}); only a \
+                     stale claim, whose lease has expired, can be taken over",
+                    action.claimed_by.as_deref().unwrap_or("?"),
+                    (until - now).num_seconds().max(1),
+                    until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ));
+            }
+            // Rule 5: repeat only what cannot take effect twice.
+            if sent_under_claim && !protected {
+                State::Unknown
+            } else {
+                State::Pending
+            }
+        }
+    };
+    state::check(event, from, to).map_err(|_| {
+        let condition = match command {
+            ManualCommand::Takeover { .. } => "in_progress with an expired lease".to_owned(),
+            ManualCommand::Approve => "conflict with a proposed payload".to_owned(),
+            _ => join_states(&state::allowed_from(event)),
+        };
+        format!("cannot {verb} {key}: it is {from}; {verb} is allowed only when it is {condition}")
+    })?;
+    Ok(ManualPlan { event, from, to })
+}
+
+/// Applies a plan to the record. Returns the transition, or `None` when the state stays.
+pub fn apply(
+    action: &mut ActionRecord,
+    command: &ManualCommand,
+    plan: ManualPlan,
+    now: Timestamp,
+) -> Result<Option<Transition>, state::TransitionRefused> {
+    let transition = if plan.to == plan.from && plan.event == Event::Rejected {
+        action.updated_at = now;
+        None
+    } else {
+        Some(action.transition(plan.event, plan.to, now)?)
+    };
+    match command {
+        ManualCommand::Retry => {
+            // Past the idempotency window the destination has forgotten the key, so the person's
+            // retry starts a new window; inside it, the window keeps counting from the first send.
+            if plan.from == State::Held {
+                action.first_sent_at = None;
+            }
+            action.attempts_in_round = 0;
+            action.not_before = None;
+        }
+        ManualCommand::ResolveCompleted { destination_id } => {
+            action.destination_id = Some(destination_id.clone());
+        }
+        ManualCommand::ResolveNotWritten => {
+            action.first_sent_at = None;
+            action.attempts_in_round = 0;
+            action.not_before = None;
+        }
+        ManualCommand::Cancel | ManualCommand::Reject => action.proposal = None,
+        ManualCommand::Approve => {
+            if let Some(proposal) = action.proposal.take() {
+                action.payload = proposal.payload;
+                action.source_version = proposal.source_version.or(action.source_version);
+            }
+            action.attempts_in_round = 0;
+        }
+        ManualCommand::Takeover { .. } => action.ownership_version += 1,
+    }
+    Ok(transition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::input::{RawSubmission, Submission};
+    use chrono::Duration;
+
+    fn action(state: State) -> ActionRecord {
+        let raw = RawSubmission { key: Some("k".into()), payload: b"{}".to_vec(), ..Default::default() };
+        let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+        action.state = state;
+        action
+    }
+
+    #[test]
+    fn a_refusal_says_which_states_allow_the_command() {
+        let refused = plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), false);
+        assert_eq!(
+            refused.unwrap_err(),
+            "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
+        );
+    }
+
+    #[test]
+    fn takeover_repeats_only_what_cannot_take_effect_twice() {
+        let now = Timestamp::default() + Duration::minutes(5);
+        let mut claimed = action(State::InProgress);
+        claimed.claimed_by = Some("w".into());
+        claimed.lease_expires_at = Some(now - Duration::seconds(1));
+        let takeover = |protected, sent| plan(&claimed, &ManualCommand::Takeover { protected }, now, sent).unwrap().to;
+        assert_eq!(takeover(false, true), State::Unknown);
+        assert_eq!(takeover(true, true), State::Pending);
+        assert_eq!(takeover(false, false), State::Pending);
+        claimed.lease_expires_at = Some(now + Duration::seconds(30));
+        let live = plan(&claimed, &ManualCommand::Takeover { protected: true }, now, false).unwrap_err();
+        assert!(live.contains("live for 30 more seconds"), "{live}");
+    }
+
+    #[test]
+    fn a_retry_after_the_window_starts_a_new_one() {
+        let mut held = action(State::Held);
+        held.first_sent_at = Some(Timestamp::default());
+        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), false).unwrap();
+        apply(&mut held, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
+        assert_eq!((held.state, held.first_sent_at), (State::Pending, None));
+
+        let mut unknown = action(State::Unknown);
+        unknown.first_sent_at = Some(Timestamp::default());
+        let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), false).unwrap();
+        apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
+        assert!(unknown.first_sent_at.is_some(), "inside the window the destination still knows the key");
+    }
+}

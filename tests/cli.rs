@@ -457,3 +457,101 @@ async fn the_cli_works_against_postgresql() {
     assert!(stdout(&migrated).contains("up to date"));
     assert!(!stdout(&migrated).contains("password"), "no secret printed");
 }
+
+#[tokio::test]
+async fn approve_reject_and_takeover_from_the_cli() {
+    let ws = Workspace::new();
+    let example = |name: &str| format!("@{}/assets/examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    let submit =
+        |key: &str, file: &str| ws.run(&["submit", "--key", key, "--payload", &example(file)]);
+    for key in ["acme:approve-me", "acme:reject-me"] {
+        assert_eq!(stdout(&submit(key, "order-ORD-1042.json")), "created\n");
+        assert_eq!(
+            stdout(&submit(key, "order-ORD-1042-changed.json")),
+            "conflict\n"
+        );
+    }
+    let approved = ws.run(&[
+        "approve",
+        "acme:approve-me",
+        "--owner",
+        "ana",
+        "--reason",
+        "qty change confirmed",
+    ]);
+    assert!(
+        stdout(&approved).contains("conflict -> pending"),
+        "{}",
+        stderr(&approved)
+    );
+    let shown = json(&ws.run(&["show", "acme:approve-me", "--json"]));
+    assert_eq!(shown["action"]["payload"]["items"][0]["qty"], 3);
+    let rejected = ws.run(&[
+        "reject",
+        "acme:reject-me",
+        "--owner",
+        "ana",
+        "--reason",
+        "old form",
+    ]);
+    assert!(
+        stdout(&rejected).contains("conflict -> pending"),
+        "{}",
+        stderr(&rejected)
+    );
+    let shown = json(&ws.run(&["show", "acme:reject-me", "--json"]));
+    assert_eq!(shown["action"]["payload"]["items"][0]["qty"], 2);
+    assert_eq!(shown["action"]["proposed_payload"], Value::Null);
+    let again = ws.run(&[
+        "reject",
+        "acme:reject-me",
+        "--owner",
+        "ana",
+        "--reason",
+        "twice",
+    ]);
+    assert_eq!(again.status.code(), Some(3));
+    assert!(stderr(&again).contains("no proposed payload"));
+
+    // A claim whose lease ran out in real time (a short lease, then a short wait).
+    let live = ws.run(&[
+        "takeover",
+        "acme:approve-me",
+        "--owner",
+        "ana",
+        "--reason",
+        "worker died",
+    ]);
+    assert_eq!(live.status.code(), Some(3), "pending is not a claim");
+    {
+        let ledger = actionledger::Ledger::new(
+            actionledger::store::SqliteStore::open(&ws.db)
+                .await
+                .unwrap(),
+        );
+        let claim = ledger
+            .claim("worker-1", Duration::from_millis(50), 1)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        ledger.start_attempt(&claim).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let taken = ws.run(&[
+        "takeover",
+        "acme:approve-me",
+        "--owner",
+        "ana",
+        "--reason",
+        "worker died",
+        "--json",
+    ]);
+    assert_eq!(taken.status.code(), Some(0), "{}", stderr(&taken));
+    let body = json(&taken);
+    assert_eq!(
+        (body["from"].as_str(), body["to"].as_str()),
+        (Some("in_progress"), Some("unknown"))
+    );
+    assert_eq!(body["action"]["ownership_version"], 2);
+}

@@ -638,6 +638,14 @@ async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         let again = l.start_attempt(&claim).await;
         assert!(matches!(again, Err(Error::Fenced { .. })), "{again:?}");
     }
+    // Rule 2: an unknown outcome is never claimed again automatically.
+    assert!(
+        l.claim("worker-1", LEASE, 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| c.key().as_str() != "w3")
+    );
     // Held and released without sending.
     l.submit(&raw("h", "{}")).await.unwrap();
     let claim = claim_one(l, "worker-1").await;

@@ -185,15 +185,25 @@ mod tests {
     use chrono::Duration;
 
     fn action(state: State) -> ActionRecord {
-        let raw = RawSubmission { key: Some("k".into()), payload: b"{}".to_vec(), ..Default::default() };
-        let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+        let raw = RawSubmission {
+            key: Some("k".into()),
+            payload: b"{}".to_vec(),
+            ..Default::default()
+        };
+        let mut action =
+            ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
         action.state = state;
         action
     }
 
     #[test]
     fn a_refusal_says_which_states_allow_the_command() {
-        let refused = plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), false);
+        let refused = plan(
+            &action(State::Completed),
+            &ManualCommand::Cancel,
+            Timestamp::default(),
+            false,
+        );
         assert_eq!(
             refused.unwrap_err(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
@@ -206,12 +216,22 @@ mod tests {
         let mut claimed = action(State::InProgress);
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
-        let takeover = |protected, sent| plan(&claimed, &ManualCommand::Takeover { protected }, now, sent).unwrap().to;
+        let takeover = |protected, sent| {
+            plan(&claimed, &ManualCommand::Takeover { protected }, now, sent)
+                .unwrap()
+                .to
+        };
         assert_eq!(takeover(false, true), State::Unknown);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover { protected: true }, now, false).unwrap_err();
+        let live = plan(
+            &claimed,
+            &ManualCommand::Takeover { protected: true },
+            now,
+            false,
+        )
+        .unwrap_err();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 
@@ -227,6 +247,9 @@ mod tests {
         unknown.first_sent_at = Some(Timestamp::default());
         let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), false).unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
-        assert!(unknown.first_sent_at.is_some(), "inside the window the destination still knows the key");
+        assert!(
+            unknown.first_sent_at.is_some(),
+            "inside the window the destination still knows the key"
+        );
     }
 }

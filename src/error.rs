@@ -28,12 +28,7 @@ pub enum Error {
     #[error(
         "the claim on {key} is no longer yours: you hold ownership version {held}, the action is at {current} ({state})"
     )]
-    Fenced {
-        key: String,
-        held: i64,
-        current: i64,
-        state: String,
-    },
+    Fenced { key: String, held: i64, current: i64, state: String },
     /// Input that is not a submission (an owner name, a reason, a filter) was invalid.
     #[error("{0}")]
     Invalid(String),

@@ -5,13 +5,12 @@
 //! trail, commit. Workers, the CLI and the review console all go through these calls.
 
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
-    Evidence, ManualCommand, Person, Proposal, RawSubmission, Reason, RefusedSubmission, State,
-    Submission, SubmitOutcome, Timestamp, Transition, manual, record::MAX_EVIDENCE_BODY_BYTES,
-    state, text::truncate,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
+    LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason, RefusedSubmission, State, Submission,
+    SubmitOutcome, Timestamp, Transition, manual, record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 use crate::error::Error;
-use crate::store::{LedgerTx, ListFilter, Store};
+use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
 use std::future::Future;
 use std::time::Duration;
 
@@ -127,7 +126,18 @@ pub struct ActionDetail {
     pub action: ActionRecord,
     pub deliveries: Vec<Delivery>,
     pub attempts: Vec<Attempt>,
+    pub lookups: Vec<LookupRecord>,
     pub audit: Vec<AuditEntry>,
+}
+
+/// What a lookup at the destination concluded about an uncertain action, with its evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupReport {
+    pub verdict: LookupVerdict,
+    pub records: i64,
+    pub destination_id: Option<String>,
+    pub evidence: Evidence,
+    pub detail: Option<String>,
 }
 
 impl<S: Store> Ledger<S> {
@@ -157,11 +167,8 @@ impl<S: Store> Ledger<S> {
         raw: &RawSubmission,
         refusal: &crate::domain::SubmissionRefused,
     ) -> Result<(), Error> {
-        let label = |value: &Option<String>| {
-            value
-                .as_deref()
-                .map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)))
-        };
+        let label =
+            |value: &Option<String>| value.as_deref().map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)));
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
@@ -185,10 +192,7 @@ impl<S: Store> Ledger<S> {
     async fn submit_once(&self, submission: &Submission) -> Result<SubmitReport, Error> {
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let actor = submission
-            .source
-            .clone()
-            .unwrap_or_else(|| "submit".to_owned());
+        let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
         let delivery = |outcome| Delivery {
             id: 0,
             key: submission.key.clone(),
@@ -200,56 +204,28 @@ impl<S: Store> Ledger<S> {
             received_at: now,
         };
 
-        if let Some(created) = tx
-            .insert_action_if_absent(&ActionRecord::new_pending(submission, now))
-            .await?
-        {
-            tx.insert_delivery(&delivery(SubmitOutcome::Created))
-                .await?;
-            let creation = Transition {
-                event: Event::Submitted,
-                from: State::Pending,
-                to: State::Pending,
-            };
-            tx.append_audit(&audit_entry(
-                &created,
-                creation,
-                &actor,
-                ActorKind::Source,
-                None,
-                now,
-            ))
-            .await?;
+        if let Some(created) = tx.insert_action_if_absent(&ActionRecord::new_pending(submission, now)).await? {
+            tx.insert_delivery(&delivery(SubmitOutcome::Created)).await?;
+            let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+            tx.append_audit(&audit_entry(&created, creation, &actor, ActorKind::Source, None, now)).await?;
             tx.commit().await?;
-            return Ok(SubmitReport {
-                outcome: SubmitOutcome::Created,
-                action: created,
-            });
+            return Ok(SubmitReport { outcome: SubmitOutcome::Created, action: created });
         }
 
         // The key exists: the fingerprint is compared on this path too, never only on insert.
-        let mut action = tx
-            .lock_action(&submission.key)
-            .await?
-            .ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
-        let recorded_version = action
-            .source_version
-            .max(action.proposal.as_ref().and_then(|p| p.source_version));
+        let mut action =
+            tx.lock_action(&submission.key).await?.ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
+        let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
         let fingerprint = submission.payload.fingerprint();
         let outcome = match (submission.source_version, recorded_version) {
             (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
             _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
             _ => SubmitOutcome::Conflict,
         };
-        let already_proposed = action
-            .proposal
-            .as_ref()
-            .is_some_and(|p| p.payload.fingerprint() == fingerprint);
+        let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
         if outcome == SubmitOutcome::Conflict && !already_proposed {
-            action.proposal = Some(Proposal {
-                payload: submission.payload.clone(),
-                source_version: submission.source_version,
-            });
+            action.proposal =
+                Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
             let from = action.state;
             let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
                 action.transition(Event::PayloadChanged, State::Conflict, now)?
@@ -257,11 +233,7 @@ impl<S: Store> Ledger<S> {
                 // In progress, unknown or final: the proposal waits beside the approved payload
                 // without disturbing the claim or the outcome being settled.
                 action.updated_at = now;
-                Transition {
-                    event: Event::PayloadChanged,
-                    from,
-                    to: from,
-                }
+                Transition { event: Event::PayloadChanged, from, to: from }
             };
             write_action(&mut tx, &mut action).await?;
             let reason = format!(
@@ -269,15 +241,7 @@ impl<S: Store> Ledger<S> {
                 fingerprint.short(),
                 action.payload.fingerprint().short()
             );
-            tx.append_audit(&audit_entry(
-                &action,
-                transition,
-                &actor,
-                ActorKind::Source,
-                Some(reason),
-                now,
-            ))
-            .await?;
+            tx.append_audit(&audit_entry(&action, transition, &actor, ActorKind::Source, Some(reason), now)).await?;
         }
         tx.insert_delivery(&delivery(outcome)).await?;
         tx.commit().await?;
@@ -286,41 +250,29 @@ impl<S: Store> Ledger<S> {
 
     /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
     /// with a lease of `lease` by database time.
-    pub async fn claim(
+    pub async fn claim(&self, worker: &str, lease: Duration, limit: i64) -> Result<Vec<Claim>, Error> {
+        self.claim_scoped(worker, lease, limit, &ClaimScope::any()).await
+    }
+
+    /// Like [`Ledger::claim`], only for the destinations a worker is configured for.
+    pub async fn claim_scoped(
         &self,
         worker: &str,
         lease: Duration,
         limit: i64,
+        scope: &ClaimScope,
     ) -> Result<Vec<Claim>, Error> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
-            let claimed = tx.claim_pending(worker, now, now + lease, limit).await?;
-            let claimed_transition = Transition {
-                event: Event::Claimed,
-                from: State::Pending,
-                to: State::InProgress,
-            };
+            let claimed = tx.claim_pending(worker, now, now + lease, limit, scope).await?;
+            let claimed_transition = Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
             for action in &claimed {
-                tx.append_audit(&audit_entry(
-                    action,
-                    claimed_transition,
-                    worker,
-                    ActorKind::Worker,
-                    None,
-                    now,
-                ))
-                .await?;
+                tx.append_audit(&audit_entry(action, claimed_transition, worker, ActorKind::Worker, None, now)).await?;
             }
             tx.commit().await?;
-            Ok(claimed
-                .into_iter()
-                .map(|action| Claim {
-                    action,
-                    worker: worker.to_owned(),
-                })
-                .collect())
+            Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
         })
         .await
     }
@@ -330,10 +282,7 @@ impl<S: Store> Ledger<S> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let until = tx.now().await? + lease;
-            if !tx
-                .renew_lease(claim.key(), claim.ownership_version(), until)
-                .await?
-            {
+            if !tx.renew_lease(claim.key(), claim.ownership_version(), until).await? {
                 let current = tx.lock_action(claim.key()).await?;
                 return Err(fenced(claim, current.as_ref()));
             }
@@ -370,10 +319,7 @@ impl<S: Store> Ledger<S> {
             };
             let id = tx.insert_attempt(&attempt).await?;
             tx.commit().await?;
-            Ok(StartedAttempt {
-                id,
-                number: attempt.number,
-            })
+            Ok(StartedAttempt { id, number: attempt.number })
         })
         .await
     }
@@ -397,36 +343,13 @@ impl<S: Store> Ledger<S> {
     ) -> Result<Recorded, Error> {
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let mut action = tx
-            .lock_action(claim.key())
-            .await?
-            .ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
+        let mut action = tx.lock_action(claim.key()).await?.ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
         let (attempt_outcome, event, target) = match &report.outcome {
-            Outcome::Completed { .. } => (
-                AttemptOutcome::Succeeded,
-                Event::Completed,
-                State::Completed,
-            ),
-            Outcome::RetryLater { .. } => (
-                AttemptOutcome::FailedBeforeWrite,
-                Event::RetryScheduled,
-                State::Pending,
-            ),
-            Outcome::Failed { permanent: true } => (
-                AttemptOutcome::FailedPermanent,
-                Event::Failed,
-                State::Failed,
-            ),
-            Outcome::Failed { permanent: false } => (
-                AttemptOutcome::FailedBeforeWrite,
-                Event::Failed,
-                State::Failed,
-            ),
-            Outcome::Unknown => (
-                AttemptOutcome::Unknown,
-                Event::OutcomeUnknown,
-                State::Unknown,
-            ),
+            Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
+            Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
+            Outcome::Failed { permanent: true } => (AttemptOutcome::FailedPermanent, Event::Failed, State::Failed),
+            Outcome::Failed { permanent: false } => (AttemptOutcome::FailedBeforeWrite, Event::Failed, State::Failed),
+            Outcome::Unknown => (AttemptOutcome::Unknown, Event::OutcomeUnknown, State::Unknown),
         };
         let current = is_current(&action, claim);
         let mut evidence = report.evidence.clone();
@@ -462,38 +385,23 @@ impl<S: Store> Ledger<S> {
         }
         action.last_error.clone_from(&report.error);
         write_action(&mut tx, &mut action).await?;
-        tx.append_audit(&audit_entry(
-            &action,
-            transition,
-            &claim.worker,
-            ActorKind::Worker,
-            report.error.clone(),
-            now,
-        ))
-        .await?;
+        tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, report.error.clone(), now))
+            .await?;
         tx.commit().await?;
         Ok(Recorded::Applied(action))
     }
 
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
     pub async fn hold(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
-        self.give_back(claim, Event::Held, State::Held, reason)
-            .await
+        self.give_back(claim, Event::Held, State::Held, reason).await
     }
 
     /// Gives a claim back before anything was sent (a clean shutdown), for another worker.
     pub async fn release(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
-        self.give_back(claim, Event::Released, State::Pending, reason)
-            .await
+        self.give_back(claim, Event::Released, State::Pending, reason).await
     }
 
-    async fn give_back(
-        &self,
-        claim: &Claim,
-        event: Event,
-        target: State,
-        reason: &str,
-    ) -> Result<ActionRecord, Error> {
+    async fn give_back(&self, claim: &Claim, event: Event, target: State, reason: &str) -> Result<ActionRecord, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
@@ -503,14 +411,8 @@ impl<S: Store> Ledger<S> {
                 action.last_error = Some(reason.to_owned());
             }
             write_action(&mut tx, &mut action).await?;
-            let entry = audit_entry(
-                &action,
-                transition,
-                &claim.worker,
-                ActorKind::Worker,
-                Some(reason.to_owned()),
-                now,
-            );
+            let entry =
+                audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
             tx.append_audit(&entry).await?;
             tx.commit().await?;
             Ok(action)
@@ -572,25 +474,68 @@ impl<S: Store> Ledger<S> {
         .await
     }
 
+    /// Settles an `unknown` action from what a lookup found: completed when the record is there
+    /// and matches, pending when nothing was written, conflict when it differs or is duplicated.
+    /// Returns `None` (and changes nothing) if the action changed since `seen_revision`.
+    pub async fn settle_unknown(
+        &self,
+        key: &ActionKey,
+        seen_revision: i64,
+        actor: &str,
+        actor_kind: ActorKind,
+        report: &LookupReport,
+    ) -> Result<Option<ActionRecord>, Error> {
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+            if action.state != State::Unknown || action.revision != seen_revision {
+                return Ok(None);
+            }
+            let (event, target) = match report.verdict {
+                LookupVerdict::Found => (Event::LookupFound, State::Completed),
+                LookupVerdict::NotFound => (Event::LookupNotFound, State::Pending),
+                LookupVerdict::Mismatch | LookupVerdict::Duplicates => (Event::LookupMismatch, State::Conflict),
+            };
+            let transition = action.transition(event, target, now)?;
+            if report.verdict == LookupVerdict::Found {
+                action.destination_id.clone_from(&report.destination_id);
+            }
+            if report.verdict == LookupVerdict::NotFound {
+                action.attempts_in_round = 0;
+            }
+            write_action(&mut tx, &mut action).await?;
+            let mut evidence = report.evidence.clone();
+            evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+            tx.insert_lookup(&LookupRecord {
+                id: 0,
+                key: action.key.clone(),
+                at: now,
+                actor: actor.to_owned(),
+                verdict: report.verdict,
+                records: report.records,
+                destination_id: report.destination_id.clone(),
+                evidence,
+                detail: report.detail.clone(),
+            })
+            .await?;
+            tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now)).await?;
+            tx.commit().await?;
+            Ok(Some(action))
+        })
+        .await
+    }
+
     /// Runs a named person's command on one action (rule 6).
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
         retry_transient(|| self.manual_once(request)).await
     }
 
     async fn manual_once(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
-        let ManualRequest {
-            key,
-            person,
-            reason,
-            expect_version,
-            command,
-        } = request;
+        let ManualRequest { key, person, reason, expect_version, command } = request;
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let mut action = tx
-            .lock_action(key)
-            .await?
-            .ok_or_else(|| Error::NotFound(key.to_string()))?;
+        let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
         if let Some(expected) = *expect_version
             && action.revision != expected
         {
@@ -604,9 +549,7 @@ impl<S: Store> Ledger<S> {
         }
         let sent_under_claim = matches!(command, ManualCommand::Takeover { .. })
             && action.state == State::InProgress
-            && tx
-                .attempt_started_under(key, action.ownership_version)
-                .await?;
+            && tx.attempt_started_under(key, action.ownership_version).await?;
         let plan = manual::plan(&action, command, now, sent_under_claim).map_err(Error::Refused)?;
         let transition = manual::apply(&mut action, command, plan, now)?;
         write_action(&mut tx, &mut action).await?;
@@ -616,19 +559,8 @@ impl<S: Store> Ledger<S> {
             }
             _ => reason.as_str().to_owned(),
         };
-        let recorded = transition.unwrap_or(Transition {
-            event: plan.event,
-            from: plan.from,
-            to: plan.to,
-        });
-        let entry = audit_entry(
-            &action,
-            recorded,
-            person.as_str(),
-            ActorKind::Person,
-            Some(detail),
-            now,
-        );
+        let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
+        let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
         tx.append_audit(&entry).await?;
         tx.commit().await?;
         Ok(ManualOutcome { action, transition })
@@ -636,15 +568,12 @@ impl<S: Store> Ledger<S> {
 
     /// One action with its deliveries, attempts and audit trail.
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, Error> {
-        let action = self
-            .store
-            .find(key)
-            .await?
-            .ok_or_else(|| Error::NotFound(key.to_string()))?;
+        let action = self.store.find(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
         Ok(ActionDetail {
             action,
             deliveries: self.store.deliveries(key).await?,
             attempts: self.store.attempts(key).await?,
+            lookups: self.store.lookups(key).await?,
             audit: self.store.audit_trail(key).await?,
         })
     }
@@ -653,26 +582,14 @@ impl<S: Store> Ledger<S> {
         Ok(self.store.list(filter).await?)
     }
 
-    pub async fn list_refused(
-        &self,
-        before_id: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<RefusedSubmission>, Error> {
+    pub async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, Error> {
         Ok(self.store.list_refused(before_id, limit).await?)
     }
 
     /// A count for every state, zero included, in the order of [`State::ALL`].
     pub async fn counts(&self) -> Result<Vec<(State, i64)>, Error> {
         let found = self.store.count_by_state().await?;
-        Ok(State::ALL
-            .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n),
-                )
-            })
-            .collect())
+        Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
     }
 }
 
@@ -701,26 +618,14 @@ async fn record_late_result<T: LedgerTx>(
     );
     let from = action.state;
     let transition = if from.is_terminal() || from == State::Conflict {
-        Transition {
-            event: Event::LateResult,
-            from,
-            to: from,
-        }
+        Transition { event: Event::LateResult, from, to: from }
     } else {
         action.transition(Event::LateResult, State::Conflict, now)?
     };
     action.last_error = Some(note.clone());
     action.updated_at = now;
     write_action(tx, &mut action).await?;
-    tx.append_audit(&audit_entry(
-        &action,
-        transition,
-        &claim.worker,
-        ActorKind::Worker,
-        Some(note),
-        now,
-    ))
-    .await?;
+    tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(note), now)).await?;
     Ok(action)
 }
 

@@ -19,8 +19,11 @@
 //! Leases and every recorded time come from the database's clock, never a worker's.
 
 pub mod cli;
+pub mod config;
+pub mod destination;
 pub mod domain;
 pub mod error;
+pub mod faults;
 pub mod ledger;
 pub mod store;
 

@@ -9,10 +9,7 @@ fn main() -> ExitCode {
     // Panics and unexpected failures get a readable report instead of a bare message.
     let _ = color_eyre::install();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

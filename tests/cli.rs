@@ -14,11 +14,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
 
 fn actionledger(dir: &Path, db: Option<&str>, args: &[&str]) -> Output {
     let mut command = Command::new(BIN);
-    command
-        .current_dir(dir)
-        .env_remove("ACTIONLEDGER_DB")
-        .env_remove("DATABASE_URL")
-        .env("NO_COLOR", "1");
+    command.current_dir(dir).env_remove("ACTIONLEDGER_DB").env_remove("DATABASE_URL").env("NO_COLOR", "1");
     if let Some(db) = db {
         command.args(["--db", db]);
     }
@@ -34,8 +30,7 @@ fn stderr(output: &Output) -> String {
 }
 
 fn json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
 }
 
 struct Workspace {
@@ -61,46 +56,18 @@ const KEY: &str = "acme:order:ORD-1042:create-task";
 fn submit_prints_each_outcome_with_its_exit_code() {
     let ws = Workspace::new();
     let submit = |payload: &str, version: &str| {
-        ws.run(&[
-            "submit",
-            "--key",
-            KEY,
-            "--payload",
-            payload,
-            "--source",
-            "shop",
-            "--source-version",
-            version,
-        ])
+        ws.run(&["submit", "--key", KEY, "--payload", payload, "--source", "shop", "--source-version", version])
     };
     let created = submit(r#"{"qty":2}"#, "3");
-    assert_eq!(
-        (stdout(&created).as_str(), created.status.code()),
-        ("created\n", Some(0)),
-        "{}",
-        stderr(&created)
-    );
+    assert_eq!((stdout(&created).as_str(), created.status.code()), ("created\n", Some(0)), "{}", stderr(&created));
     let duplicate = submit(r#"{ "qty": 2 }"#, "3");
-    assert_eq!(
-        (stdout(&duplicate).as_str(), duplicate.status.code()),
-        ("duplicate\n", Some(0))
-    );
+    assert_eq!((stdout(&duplicate).as_str(), duplicate.status.code()), ("duplicate\n", Some(0)));
     assert!(stderr(&duplicate).contains("nothing else changed"));
     let stale = submit(r#"{"qty":1}"#, "2");
-    assert_eq!(
-        (stdout(&stale).as_str(), stale.status.code()),
-        ("stale\n", Some(0))
-    );
+    assert_eq!((stdout(&stale).as_str(), stale.status.code()), ("stale\n", Some(0)));
     let conflict = submit(r#"{"qty":5}"#, "4");
-    assert_eq!(
-        (stdout(&conflict).as_str(), conflict.status.code()),
-        ("conflict\n", Some(3))
-    );
-    assert!(
-        stderr(&conflict).contains("approve"),
-        "{}",
-        stderr(&conflict)
-    );
+    assert_eq!((stdout(&conflict).as_str(), conflict.status.code()), ("conflict\n", Some(3)));
+    assert!(stderr(&conflict).contains("approve"), "{}", stderr(&conflict));
 
     let shown = json(&ws.run(&["show", KEY, "--json"]));
     assert_eq!(shown["action"]["state"], "conflict");
@@ -121,21 +88,9 @@ fn refused_submissions_exit_3_name_the_problem_and_are_listed() {
     let ws = Workspace::new();
     let cases: [(&[&str], &str); 5] = [
         (&["submit", "--payload", "{}"], "key is missing"),
-        (
-            &[
-                "submit",
-                "--key",
-                "acme:jane@example.com",
-                "--payload",
-                "{}",
-            ],
-            "e-mail address",
-        ),
+        (&["submit", "--key", "acme:jane@example.com", "--payload", "{}"], "e-mail address"),
         (&["submit", "--key", "a b", "--payload", "{}"], "whitespace"),
-        (
-            &["submit", "--key", "k", "--payload", "{oops"],
-            "not valid JSON",
-        ),
+        (&["submit", "--key", "k", "--payload", "{oops"], "not valid JSON"),
         (&["submit", "--key", "k"], "payload is missing"),
     ];
     for (args, problem) in cases {
@@ -145,21 +100,14 @@ fn refused_submissions_exit_3_name_the_problem_and_are_listed() {
         assert!(stdout(&out).is_empty());
     }
     let listed = json(&ws.run(&["list", "--json"]));
-    assert_eq!(
-        listed["actions"].as_array().unwrap().len(),
-        0,
-        "nothing written"
-    );
+    assert_eq!(listed["actions"].as_array().unwrap().len(), 0, "nothing written");
     let refused = json(&ws.run(&["list", "--refused", "--json"]));
     let refused = refused["refused"].as_array().unwrap();
     assert_eq!(refused.len(), 5);
     assert_eq!(refused[3]["key"], "<withheld: contained an e-mail address>");
     assert_eq!(refused[4]["problem"], "key_missing");
     let human = stdout(&ws.run(&["list", "--refused"]));
-    assert!(
-        human.contains("key_contains_email") && !human.contains("jane"),
-        "{human}"
-    );
+    assert!(human.contains("key_contains_email") && !human.contains("jane"), "{human}");
 }
 
 #[test]
@@ -168,29 +116,16 @@ fn payload_from_a_file_and_from_stdin() {
     let file = ws.dir.path().join("payload.json");
     std::fs::write(&file, br#"{"from":"file"}"#).unwrap();
     let at_file = format!("@{}", file.display());
-    assert_eq!(
-        ws.run(&["submit", "--key", "f", "--payload", &at_file])
-            .status
-            .code(),
-        Some(0)
-    );
+    assert_eq!(ws.run(&["submit", "--key", "f", "--payload", &at_file]).status.code(), Some(0));
     let mut child = Command::new(BIN)
         .args(["--db", &ws.db, "submit", "--key", "s", "--payload", "@-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"from":"stdin"}"#)
-        .unwrap();
+    child.stdin.take().unwrap().write_all(br#"{"from":"stdin"}"#).unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
-    assert_eq!(
-        json(&ws.run(&["show", "s", "--json"]))["action"]["payload"]["from"],
-        "stdin"
-    );
+    assert_eq!(json(&ws.run(&["show", "s", "--json"]))["action"]["payload"]["from"], "stdin");
     let missing = ws.run(&["submit", "--key", "m", "--payload", "@/no/such/file.json"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("cannot read the payload file"));
@@ -200,62 +135,28 @@ fn payload_from_a_file_and_from_stdin() {
 fn manual_commands_are_refused_with_the_states_that_allow_them() {
     let ws = Workspace::new();
     ws.run(&["submit", "--key", KEY, "--payload", "{}"]);
-    let retry = ws.run(&[
-        "retry",
-        KEY,
-        "--owner",
-        "ana",
-        "--reason",
-        "customer called",
-    ]);
+    let retry = ws.run(&["retry", KEY, "--owner", "ana", "--reason", "customer called"]);
     assert_eq!(retry.status.code(), Some(3));
     let message = stderr(&retry);
-    assert!(
-        message.contains("it is pending") && message.contains("failed, unknown, held, conflict"),
-        "{message}"
-    );
+    assert!(message.contains("it is pending") && message.contains("failed, unknown, held, conflict"), "{message}");
 
-    let stale = ws.run(&[
-        "cancel",
-        KEY,
-        "--owner",
-        "ana",
-        "--reason",
-        "duplicate order",
-        "--expect-version",
-        "7",
-    ]);
+    let stale = ws.run(&["cancel", KEY, "--owner", "ana", "--reason", "duplicate order", "--expect-version", "7"]);
     assert_eq!(stale.status.code(), Some(3));
     assert!(stderr(&stale).contains("changed since you read it"));
 
-    let cancelled = ws.run(&[
-        "cancel",
-        KEY,
-        "--owner",
-        "ana",
-        "--reason",
-        "duplicate order",
-        "--expect-version",
-        "1",
-        "--json",
-    ]);
+    let cancelled =
+        ws.run(&["cancel", KEY, "--owner", "ana", "--reason", "duplicate order", "--expect-version", "1", "--json"]);
     assert_eq!(cancelled.status.code(), Some(0), "{}", stderr(&cancelled));
     let body = json(&cancelled);
     assert_eq!(
-        (
-            body["from"].as_str(),
-            body["to"].as_str(),
-            body["by"].as_str()
-        ),
+        (body["from"].as_str(), body["to"].as_str(), body["by"].as_str()),
         (Some("pending"), Some("cancelled"), Some("ana"))
     );
     assert_eq!(body["action"]["key"], KEY);
 
     let shown = stdout(&ws.run(&["show", KEY]));
     assert!(
-        shown.contains("cancelled")
-            && shown.contains("by person ana")
-            && shown.contains("duplicate order"),
+        shown.contains("cancelled") && shown.contains("by person ana") && shown.contains("duplicate order"),
         "{shown}"
     );
 }
@@ -269,16 +170,7 @@ fn usage_errors_exit_2_and_unknown_keys_exit_4() {
     let no_reason = ws.run(&["retry", KEY, "--owner", "ana", "--reason", "  "]);
     assert_eq!(no_reason.status.code(), Some(2));
     assert!(stderr(&no_reason).contains("reason is required"));
-    let no_id = ws.run(&[
-        "resolve",
-        KEY,
-        "--owner",
-        "ana",
-        "--reason",
-        "seen",
-        "--as",
-        "completed",
-    ]);
+    let no_id = ws.run(&["resolve", KEY, "--owner", "ana", "--reason", "seen", "--as", "completed"]);
     assert_eq!(no_id.status.code(), Some(2));
     assert!(stderr(&no_id).contains("--destination-id"));
     assert_eq!(ws.run(&["list", "--state", "done"]).status.code(), Some(2));
@@ -294,40 +186,16 @@ fn usage_errors_exit_2_and_unknown_keys_exit_4() {
 fn list_pages_newest_first() {
     let ws = Workspace::new();
     for n in 0..5 {
-        ws.run(&[
-            "submit",
-            "--key",
-            &format!("k{n}"),
-            "--payload",
-            "{}",
-            "--destination",
-            "crm",
-        ]);
+        ws.run(&["submit", "--key", &format!("k{n}"), "--payload", "{}", "--destination", "crm"]);
     }
     let first = json(&ws.run(&["list", "--limit", "2", "--json"]));
-    let keys: Vec<&str> = first["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["key"].as_str().unwrap())
-        .collect();
+    let keys: Vec<&str> = first["actions"].as_array().unwrap().iter().map(|a| a["key"].as_str().unwrap()).collect();
     assert_eq!(keys, ["k4", "k3"]);
     let cursor = first["next_before"].as_i64().unwrap().to_string();
     let second = json(&ws.run(&["list", "--limit", "2", "--before", &cursor, "--json"]));
     assert_eq!(second["actions"][0]["key"], "k2");
-    let human = stdout(&ws.run(&[
-        "list",
-        "--limit",
-        "2",
-        "--state",
-        "pending",
-        "--destination",
-        "crm",
-    ]));
-    assert!(
-        human.contains("k4") && human.contains("more: --before"),
-        "{human}"
-    );
+    let human = stdout(&ws.run(&["list", "--limit", "2", "--state", "pending", "--destination", "crm"]));
+    assert!(human.contains("k4") && human.contains("more: --before"), "{human}");
 }
 
 #[test]
@@ -337,28 +205,19 @@ fn database_url_comes_from_flag_then_environment_then_default() {
     let fallback_db = format!("sqlite://{}", dir.path().join("fallback.db").display());
     let run = |envs: &[(&str, &str)], args: &[&str]| {
         let mut command = Command::new(BIN);
-        command
-            .current_dir(dir.path())
-            .env_remove("ACTIONLEDGER_DB")
-            .env_remove("DATABASE_URL");
+        command.current_dir(dir.path()).env_remove("ACTIONLEDGER_DB").env_remove("DATABASE_URL");
         for (name, value) in envs {
             command.env(name, value);
         }
         command.args(args).output().unwrap()
     };
     run(&[], &["submit", "--key", "default", "--payload", "{}"]);
-    assert!(
-        dir.path().join("actionledger.db").exists(),
-        "default is ./actionledger.db"
-    );
+    assert!(dir.path().join("actionledger.db").exists(), "default is ./actionledger.db");
     run(
         &[("ACTIONLEDGER_DB", &env_db), ("DATABASE_URL", &fallback_db)],
         &["submit", "--key", "env", "--payload", "{}"],
     );
-    run(
-        &[("DATABASE_URL", &fallback_db)],
-        &["submit", "--key", "fallback", "--payload", "{}"],
-    );
+    run(&[("DATABASE_URL", &fallback_db)], &["submit", "--key", "fallback", "--payload", "{}"]);
     let show = |db: &str, key: &str| run(&[], &["--db", db, "show", key]).status.code();
     assert_eq!(show(&env_db, "env"), Some(0));
     assert_eq!(show(&fallback_db, "fallback"), Some(0));
@@ -369,46 +228,20 @@ fn database_url_comes_from_flag_then_environment_then_default() {
 async fn a_person_resolves_a_failed_and_an_unknown_action_from_the_cli() {
     let ws = Workspace::new();
     {
-        let store = actionledger::store::SqliteStore::open(&ws.db)
-            .await
-            .unwrap();
+        let store = actionledger::store::SqliteStore::open(&ws.db).await.unwrap();
         let ledger = actionledger::Ledger::new(store);
-        for (key, outcome) in [
-            ("acme:failed", Outcome::Failed { permanent: true }),
-            ("acme:unknown", Outcome::Unknown),
-        ] {
-            let raw = RawSubmission {
-                key: Some(key.into()),
-                payload: b"{}".to_vec(),
-                ..Default::default()
-            };
+        for (key, outcome) in [("acme:failed", Outcome::Failed { permanent: true }), ("acme:unknown", Outcome::Unknown)]
+        {
+            let raw = RawSubmission { key: Some(key.into()), payload: b"{}".to_vec(), ..Default::default() };
             ledger.submit(&raw).await.unwrap();
-            let claim = ledger
-                .claim("worker-1", Duration::from_secs(30), 1)
-                .await
-                .unwrap()
-                .pop()
-                .unwrap();
+            let claim = ledger.claim("worker-1", Duration::from_secs(30), 1).await.unwrap().pop().unwrap();
             let attempt = ledger.start_attempt(&claim).await.unwrap();
-            let report = Report {
-                outcome,
-                error: Some("HTTP 422".into()),
-                evidence: actionledger::domain::Evidence::default(),
-            };
-            ledger
-                .record_result(&claim, attempt, &report)
-                .await
-                .unwrap();
+            let report =
+                Report { outcome, error: Some("HTTP 422".into()), evidence: actionledger::domain::Evidence::default() };
+            ledger.record_result(&claim, attempt, &report).await.unwrap();
         }
     }
-    let retried = ws.run(&[
-        "retry",
-        "acme:failed",
-        "--owner",
-        "ana",
-        "--reason",
-        "fixed the address",
-    ]);
+    let retried = ws.run(&["retry", "acme:failed", "--owner", "ana", "--reason", "fixed the address"]);
     assert_eq!(retried.status.code(), Some(0), "{}", stderr(&retried));
     assert!(stdout(&retried).contains("failed -> pending"));
     let resolved = ws.run(&[
@@ -428,10 +261,7 @@ async fn a_person_resolves_a_failed_and_an_unknown_action_from_the_cli() {
     assert_eq!(shown["action"]["state"], "completed");
     assert_eq!(shown["action"]["destination_id"], "CRM-881");
     let last = shown["audit"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(
-        (last["actor"].as_str(), last["actor_kind"].as_str()),
-        (Some("ana"), Some("person"))
-    );
+    assert_eq!((last["actor"].as_str(), last["actor_kind"].as_str()), (Some("ana"), Some("person")));
     assert_eq!(last["event"], "resolved_completed");
 }
 
@@ -441,17 +271,9 @@ async fn the_cli_works_against_postgresql() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let created = actionledger(
-        dir.path(),
-        Some(&url),
-        &["submit", "--key", KEY, "--payload", "{}"],
-    );
+    let created = actionledger(dir.path(), Some(&url), &["submit", "--key", KEY, "--payload", "{}"]);
     assert_eq!(stdout(&created), "created\n", "{}", stderr(&created));
-    let shown = json(&actionledger(
-        dir.path(),
-        Some(&url),
-        &["show", KEY, "--json"],
-    ));
+    let shown = json(&actionledger(dir.path(), Some(&url), &["show", KEY, "--json"]));
     assert_eq!(shown["action"]["state"], "pending");
     let migrated = actionledger(dir.path(), Some(&url), &["migrate"]);
     assert!(stdout(&migrated).contains("up to date"));
@@ -462,96 +284,36 @@ async fn the_cli_works_against_postgresql() {
 async fn approve_reject_and_takeover_from_the_cli() {
     let ws = Workspace::new();
     let example = |name: &str| format!("@{}/assets/examples/{name}", env!("CARGO_MANIFEST_DIR"));
-    let submit =
-        |key: &str, file: &str| ws.run(&["submit", "--key", key, "--payload", &example(file)]);
+    let submit = |key: &str, file: &str| ws.run(&["submit", "--key", key, "--payload", &example(file)]);
     for key in ["acme:approve-me", "acme:reject-me"] {
         assert_eq!(stdout(&submit(key, "order-ORD-1042.json")), "created\n");
-        assert_eq!(
-            stdout(&submit(key, "order-ORD-1042-changed.json")),
-            "conflict\n"
-        );
+        assert_eq!(stdout(&submit(key, "order-ORD-1042-changed.json")), "conflict\n");
     }
-    let approved = ws.run(&[
-        "approve",
-        "acme:approve-me",
-        "--owner",
-        "ana",
-        "--reason",
-        "qty change confirmed",
-    ]);
-    assert!(
-        stdout(&approved).contains("conflict -> pending"),
-        "{}",
-        stderr(&approved)
-    );
+    let approved = ws.run(&["approve", "acme:approve-me", "--owner", "ana", "--reason", "qty change confirmed"]);
+    assert!(stdout(&approved).contains("conflict -> pending"), "{}", stderr(&approved));
     let shown = json(&ws.run(&["show", "acme:approve-me", "--json"]));
     assert_eq!(shown["action"]["payload"]["items"][0]["qty"], 3);
-    let rejected = ws.run(&[
-        "reject",
-        "acme:reject-me",
-        "--owner",
-        "ana",
-        "--reason",
-        "old form",
-    ]);
-    assert!(
-        stdout(&rejected).contains("conflict -> pending"),
-        "{}",
-        stderr(&rejected)
-    );
+    let rejected = ws.run(&["reject", "acme:reject-me", "--owner", "ana", "--reason", "old form"]);
+    assert!(stdout(&rejected).contains("conflict -> pending"), "{}", stderr(&rejected));
     let shown = json(&ws.run(&["show", "acme:reject-me", "--json"]));
     assert_eq!(shown["action"]["payload"]["items"][0]["qty"], 2);
     assert_eq!(shown["action"]["proposed_payload"], Value::Null);
-    let again = ws.run(&[
-        "reject",
-        "acme:reject-me",
-        "--owner",
-        "ana",
-        "--reason",
-        "twice",
-    ]);
+    let again = ws.run(&["reject", "acme:reject-me", "--owner", "ana", "--reason", "twice"]);
     assert_eq!(again.status.code(), Some(3));
     assert!(stderr(&again).contains("no proposed payload"));
 
     // A claim whose lease ran out in real time (a short lease, then a short wait).
-    let live = ws.run(&[
-        "takeover",
-        "acme:approve-me",
-        "--owner",
-        "ana",
-        "--reason",
-        "worker died",
-    ]);
+    let live = ws.run(&["takeover", "acme:approve-me", "--owner", "ana", "--reason", "worker died"]);
     assert_eq!(live.status.code(), Some(3), "pending is not a claim");
     {
-        let ledger = actionledger::Ledger::new(
-            actionledger::store::SqliteStore::open(&ws.db)
-                .await
-                .unwrap(),
-        );
-        let claim = ledger
-            .claim("worker-1", Duration::from_millis(50), 1)
-            .await
-            .unwrap()
-            .pop()
-            .unwrap();
+        let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+        let claim = ledger.claim("worker-1", Duration::from_millis(50), 1).await.unwrap().pop().unwrap();
         ledger.start_attempt(&claim).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(120)).await;
-    let taken = ws.run(&[
-        "takeover",
-        "acme:approve-me",
-        "--owner",
-        "ana",
-        "--reason",
-        "worker died",
-        "--json",
-    ]);
+    let taken = ws.run(&["takeover", "acme:approve-me", "--owner", "ana", "--reason", "worker died", "--json"]);
     assert_eq!(taken.status.code(), Some(0), "{}", stderr(&taken));
     let body = json(&taken);
-    assert_eq!(
-        (body["from"].as_str(), body["to"].as_str()),
-        (Some("in_progress"), Some("unknown"))
-    );
+    assert_eq!((body["from"].as_str(), body["to"].as_str()), (Some("in_progress"), Some("unknown")));
     assert_eq!(body["action"]["ownership_version"], 2);
 }

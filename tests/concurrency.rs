@@ -16,10 +16,7 @@ const SUBMITTERS: usize = 16;
 const WORKERS: usize = 8;
 const LEASE: Duration = Duration::from_secs(30);
 
-conformance!(
-    duplicate_storm_then_concurrent_claims,
-    concurrent_recovery_takes_each_expired_claim_once
-);
+conformance!(duplicate_storm_then_concurrent_claims, concurrent_recovery_takes_each_expired_claim_once);
 
 fn key(n: usize) -> String {
     format!("acme:order:ORD-{n:04}:create-task")
@@ -37,8 +34,7 @@ async fn submit_storm<S: Store>(db: &TestDb<S>) {
                 let n = (delivery + (submitter % 2) * (KEYS / 2)) % KEYS;
                 let raw = RawSubmission {
                     key: Some(key(n)),
-                    payload: format!(r#"{{"order":"ORD-{n:04}","qty":{}}}"#, n % 5 + 1)
-                        .into_bytes(),
+                    payload: format!(r#"{{"order":"ORD-{n:04}","qty":{}}}"#, n % 5 + 1).into_bytes(),
                     event_id: Some(format!("evt-{submitter}-{delivery}")),
                     source: Some("shop".to_owned()),
                     ..Default::default()
@@ -50,17 +46,10 @@ async fn submit_storm<S: Store>(db: &TestDb<S>) {
     }
     let mut created = 0;
     for task in tasks {
-        created += task
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|o| *o == actionledger::domain::SubmitOutcome::Created)
-            .count();
+        created +=
+            task.await.unwrap().into_iter().filter(|o| *o == actionledger::domain::SubmitOutcome::Created).count();
     }
-    assert_eq!(
-        created, KEYS,
-        "exactly one delivery per key created the action"
-    );
+    assert_eq!(created, KEYS, "exactly one delivery per key created the action");
 }
 
 async fn claim_everything<S: Store>(db: &TestDb<S>) -> Vec<Claim> {
@@ -70,10 +59,7 @@ async fn claim_everything<S: Store>(db: &TestDb<S>) -> Vec<Claim> {
         workers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                let batch = ledger
-                    .claim(&format!("worker-{w}"), LEASE, 3)
-                    .await
-                    .expect("claim");
+                let batch = ledger.claim(&format!("worker-{w}"), LEASE, 3).await.expect("claim");
                 if batch.is_empty() {
                     break mine;
                 }
@@ -91,36 +77,19 @@ async fn claim_everything<S: Store>(db: &TestDb<S>) -> Vec<Claim> {
 
 async fn duplicate_storm_then_concurrent_claims<S: Store>(db: TestDb<S>) {
     submit_storm(&db).await;
-    let actions = db
-        .ledger
-        .list(&ListFilter {
-            limit: 1000,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let actions = db.ledger.list(&ListFilter { limit: 1000, ..Default::default() }).await.unwrap();
     assert_eq!(actions.len(), KEYS, "exactly one action per key");
     for action in &actions {
         let deliveries = db.ledger.store().deliveries(&action.key).await.unwrap();
-        assert_eq!(
-            deliveries.len(),
-            DELIVERIES_PER_KEY,
-            "every delivery of {} recorded",
-            action.key
-        );
+        assert_eq!(deliveries.len(), DELIVERIES_PER_KEY, "every delivery of {} recorded", action.key);
     }
 
     let claims = claim_everything(&db).await;
     let mut per_version: HashMap<(String, i64), usize> = HashMap::new();
     for claim in &claims {
-        *per_version
-            .entry((claim.key().to_string(), claim.ownership_version()))
-            .or_default() += 1;
+        *per_version.entry((claim.key().to_string(), claim.ownership_version())).or_default() += 1;
     }
-    assert!(
-        per_version.values().all(|&n| n == 1),
-        "exactly one successful claim per ownership version"
-    );
+    assert!(per_version.values().all(|&n| n == 1), "exactly one successful claim per ownership version");
     let keys: HashSet<&str> = claims.iter().map(|c| c.key().as_str()).collect();
     assert_eq!(keys.len(), KEYS, "no key lost, none claimed twice");
     assert_eq!(claims.len(), KEYS);
@@ -144,13 +113,7 @@ async fn concurrent_recovery_takes_each_expired_claim_once<S: Store>(db: TestDb<
             let mut won = Vec::new();
             for action in expired.iter().cycle().skip(w * 25).take(expired.len()) {
                 let recovery = ledger
-                    .recover_expired(
-                        &action.key,
-                        action.ownership_version,
-                        &format!("rescuer-{w}"),
-                        LEASE,
-                        true,
-                    )
+                    .recover_expired(&action.key, action.ownership_version, &format!("rescuer-{w}"), LEASE, true)
                     .await
                     .expect("recovery");
                 if let Recovery::Claimed(claim) = recovery {
@@ -165,14 +128,7 @@ async fn concurrent_recovery_takes_each_expired_claim_once<S: Store>(db: TestDb<
         recovered.extend(rescuer.await.unwrap());
     }
     let keys: HashSet<&str> = recovered.iter().map(|c| c.key().as_str()).collect();
-    assert_eq!(
-        recovered.len(),
-        KEYS,
-        "each expired claim taken over exactly once"
-    );
+    assert_eq!(recovered.len(), KEYS, "each expired claim taken over exactly once");
     assert_eq!(keys.len(), KEYS);
-    assert!(
-        recovered.iter().all(|c| c.ownership_version() == 2),
-        "one new ownership version each"
-    );
+    assert!(recovered.iter().all(|c| c.ownership_version() == 2), "one new ownership version each");
 }

@@ -6,8 +6,8 @@ mod support;
 use actionledger::Ledger;
 use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
-    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, Person, RawSubmission,
-    Reason, State, SubmitOutcome,
+    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, Person, RawSubmission, Reason, State,
+    SubmitOutcome,
 };
 use actionledger::error::Error;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
@@ -42,19 +42,11 @@ fn key(text: &str) -> ActionKey {
 }
 
 fn raw(key: &str, payload: &str) -> RawSubmission {
-    RawSubmission {
-        key: Some(key.to_owned()),
-        payload: payload.as_bytes().to_vec(),
-        ..Default::default()
-    }
+    RawSubmission { key: Some(key.to_owned()), payload: payload.as_bytes().to_vec(), ..Default::default() }
 }
 
 fn versioned(key: &str, payload: &str, version: i64) -> RawSubmission {
-    RawSubmission {
-        source_version: Some(version),
-        source: Some("shop".into()),
-        ..raw(key, payload)
-    }
+    RawSubmission { source_version: Some(version), source: Some("shop".into()), ..raw(key, payload) }
 }
 
 fn person_request(k: &str, command: ManualCommand) -> ManualRequest {
@@ -68,11 +60,7 @@ fn person_request(k: &str, command: ManualCommand) -> ManualRequest {
 }
 
 fn report(outcome: Outcome) -> Report {
-    Report {
-        outcome,
-        error: None,
-        evidence: Evidence::default(),
-    }
+    Report { outcome, error: None, evidence: Evidence::default() }
 }
 
 async fn state_of<S: Store>(ledger: &Ledger<S>, k: &str) -> State {
@@ -91,10 +79,7 @@ async fn action_in<S: Store>(ledger: &Ledger<S>, k: &str, state: State) {
     let finish = |outcome| async move {
         let claim = claim_one(ledger, "setup").await;
         let attempt = ledger.start_attempt(&claim).await.unwrap();
-        ledger
-            .record_result(&claim, attempt, &report(outcome))
-            .await
-            .unwrap();
+        ledger.record_result(&claim, attempt, &report(outcome)).await.unwrap();
     };
     match state {
         State::Pending => {}
@@ -102,28 +87,19 @@ async fn action_in<S: Store>(ledger: &Ledger<S>, k: &str, state: State) {
             claim_one(ledger, "setup").await;
         }
         State::Completed => {
-            finish(Outcome::Completed {
-                destination_id: "crm-1".into(),
-            })
-            .await;
+            finish(Outcome::Completed { destination_id: "crm-1".into() }).await;
         }
         State::Failed => finish(Outcome::Failed { permanent: true }).await,
         State::Unknown => finish(Outcome::Unknown).await,
         State::Held => {
             let claim = claim_one(ledger, "setup").await;
-            ledger
-                .hold(&claim, "retention window passed")
-                .await
-                .unwrap();
+            ledger.hold(&claim, "retention window passed").await.unwrap();
         }
         State::Conflict => {
             ledger.submit(&raw(k, r#"{"n":2}"#)).await.unwrap();
         }
         State::Cancelled => {
-            ledger
-                .manual(&person_request(k, ManualCommand::Cancel))
-                .await
-                .unwrap();
+            ledger.manual(&person_request(k, ManualCommand::Cancel)).await.unwrap();
         }
     }
     assert_eq!(state_of(ledger, k).await, state, "setup of {k}");
@@ -132,80 +108,29 @@ async fn action_in<S: Store>(ledger: &Ledger<S>, k: &str, state: State) {
 async fn submission_outcomes<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let k = "acme:order:ORD-1042:create-task";
-    assert_eq!(
-        l.submit(&versioned(k, r#"{"qty":2,"sku":"A"}"#, 5))
-            .await
-            .unwrap()
-            .outcome,
-        SubmitOutcome::Created
-    );
+    assert_eq!(l.submit(&versioned(k, r#"{"qty":2,"sku":"A"}"#, 5)).await.unwrap().outcome, SubmitOutcome::Created);
     // Same content, other whitespace and key order: the same fingerprint.
     assert_eq!(
-        l.submit(&versioned(k, r#"{ "sku": "A", "qty": 2 }"#, 5))
-            .await
-            .unwrap()
-            .outcome,
+        l.submit(&versioned(k, r#"{ "sku": "A", "qty": 2 }"#, 5)).await.unwrap().outcome,
         SubmitOutcome::Duplicate
     );
-    assert_eq!(
-        l.submit(&versioned(k, r#"{"qty":9,"sku":"A"}"#, 4))
-            .await
-            .unwrap()
-            .outcome,
-        SubmitOutcome::Stale
-    );
-    assert_eq!(
-        l.submit(&versioned(k, r#"{"qty":3,"sku":"A"}"#, 6))
-            .await
-            .unwrap()
-            .outcome,
-        SubmitOutcome::Conflict
-    );
+    assert_eq!(l.submit(&versioned(k, r#"{"qty":9,"sku":"A"}"#, 4)).await.unwrap().outcome, SubmitOutcome::Stale);
+    assert_eq!(l.submit(&versioned(k, r#"{"qty":3,"sku":"A"}"#, 6)).await.unwrap().outcome, SubmitOutcome::Conflict);
     // Same version, different content: contradicting facts are a conflict too.
-    assert_eq!(
-        l.submit(&versioned("k2", r#"{"a":1}"#, 1))
-            .await
-            .unwrap()
-            .outcome,
-        SubmitOutcome::Created
-    );
-    assert_eq!(
-        l.submit(&versioned("k2", r#"{"a":2}"#, 1))
-            .await
-            .unwrap()
-            .outcome,
-        SubmitOutcome::Conflict
-    );
+    assert_eq!(l.submit(&versioned("k2", r#"{"a":1}"#, 1)).await.unwrap().outcome, SubmitOutcome::Created);
+    assert_eq!(l.submit(&versioned("k2", r#"{"a":2}"#, 1)).await.unwrap().outcome, SubmitOutcome::Conflict);
 
     let detail = l.detail(&key(k)).await.unwrap();
     let outcomes: Vec<SubmitOutcome> = detail.deliveries.iter().map(|d| d.outcome).collect();
     assert_eq!(
         outcomes,
-        [
-            SubmitOutcome::Created,
-            SubmitOutcome::Duplicate,
-            SubmitOutcome::Stale,
-            SubmitOutcome::Conflict
-        ]
+        [SubmitOutcome::Created, SubmitOutcome::Duplicate, SubmitOutcome::Stale, SubmitOutcome::Conflict]
     );
     assert_eq!(detail.action.state, State::Conflict);
     assert_eq!(detail.action.payload.canonical(), r#"{"qty":2,"sku":"A"}"#);
-    assert_eq!(
-        detail.action.proposal.as_ref().unwrap().payload.canonical(),
-        r#"{"qty":3,"sku":"A"}"#
-    );
-    let listed = l
-        .list(&ListFilter {
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        listed.len(),
-        2,
-        "one action per key, whatever the deliveries"
-    );
+    assert_eq!(detail.action.proposal.as_ref().unwrap().payload.canonical(), r#"{"qty":3,"sku":"A"}"#);
+    let listed = l.list(&ListFilter { limit: 10, ..Default::default() }).await.unwrap();
+    assert_eq!(listed.len(), 2, "one action per key, whatever the deliveries");
 }
 
 async fn duplicate_changes_nothing_but_the_deliveries<S: Store>(db: TestDb<S>) {
@@ -214,10 +139,7 @@ async fn duplicate_changes_nothing_but_the_deliveries<S: Store>(db: TestDb<S>) {
     for _ in 0..4 {
         let again = l.submit(&raw("dup", r#"{"a":1}"#)).await.unwrap();
         assert_eq!(again.outcome, SubmitOutcome::Duplicate);
-        assert_eq!(
-            again.action, before,
-            "a duplicate changes nothing in the record"
-        );
+        assert_eq!(again.action, before, "a duplicate changes nothing in the record");
     }
     let detail = l.detail(&key("dup")).await.unwrap();
     assert_eq!(detail.deliveries.len(), 5);
@@ -229,41 +151,18 @@ async fn a_changed_payload_waits_beside_the_approved_one<S: Store>(db: TestDb<S>
     l.submit(&versioned("c", r#"{"qty":1}"#, 1)).await.unwrap();
     l.submit(&versioned("c", r#"{"qty":2}"#, 2)).await.unwrap();
     // The same proposal again is still a conflict, and adds no second audit entry.
-    assert_eq!(
-        l.submit(&versioned("c", r#"{"qty":2}"#, 2))
-            .await
-            .unwrap()
-            .outcome,
-        SubmitOutcome::Conflict
-    );
-    assert!(
-        l.claim("w", LEASE, 10).await.unwrap().is_empty(),
-        "a conflict is never claimed"
-    );
+    assert_eq!(l.submit(&versioned("c", r#"{"qty":2}"#, 2)).await.unwrap().outcome, SubmitOutcome::Conflict);
+    assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty(), "a conflict is never claimed");
     let detail = l.detail(&key("c")).await.unwrap();
-    assert_eq!(
-        detail
-            .audit
-            .iter()
-            .filter(|e| e.event == Event::PayloadChanged)
-            .count(),
-        1
-    );
+    assert_eq!(detail.audit.iter().filter(|e| e.event == Event::PayloadChanged).count(), 1);
 
-    let approved = l
-        .manual(&person_request("c", ManualCommand::Approve))
-        .await
-        .unwrap();
+    let approved = l.manual(&person_request("c", ManualCommand::Approve)).await.unwrap();
     assert_eq!(approved.action.state, State::Pending);
     assert_eq!(approved.action.payload.canonical(), r#"{"qty":2}"#);
     assert_eq!(approved.action.source_version, Some(2));
     assert!(approved.action.proposal.is_none());
     let claim = claim_one(l, "w").await;
-    assert_eq!(
-        claim.action.payload.canonical(),
-        r#"{"qty":2}"#,
-        "the worker runs the approved payload"
-    );
+    assert_eq!(claim.action.payload.canonical(), r#"{"qty":2}"#, "the worker runs the approved payload");
 }
 
 async fn rejecting_a_proposal_returns_to_where_the_action_was<S: Store>(db: TestDb<S>) {
@@ -271,75 +170,37 @@ async fn rejecting_a_proposal_returns_to_where_the_action_was<S: Store>(db: Test
     action_in(l, "f", State::Failed).await;
     l.submit(&raw("f", r#"{"n":5}"#)).await.unwrap();
     assert_eq!(state_of(l, "f").await, State::Conflict);
-    let rejected = l
-        .manual(&person_request("f", ManualCommand::Reject))
-        .await
-        .unwrap();
+    let rejected = l.manual(&person_request("f", ManualCommand::Reject)).await.unwrap();
     assert_eq!(rejected.action.state, State::Failed);
     assert_eq!(rejected.action.payload.canonical(), r#"{"n":1}"#);
     assert!(rejected.action.proposal.is_none());
 
     // On a completed action the proposal is recorded, the state stays, and reject clears it.
     action_in(l, "done", State::Completed).await;
-    assert_eq!(
-        l.submit(&raw("done", r#"{"n":7}"#)).await.unwrap().outcome,
-        SubmitOutcome::Conflict
-    );
+    assert_eq!(l.submit(&raw("done", r#"{"n":7}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
     assert_eq!(state_of(l, "done").await, State::Completed);
-    let err = l
-        .manual(&person_request("done", ManualCommand::Approve))
-        .await
-        .unwrap_err();
+    let err = l.manual(&person_request("done", ManualCommand::Approve)).await.unwrap_err();
     assert!(matches!(err, Error::Refused(_)), "{err}");
-    let kept = l
-        .manual(&person_request("done", ManualCommand::Reject))
-        .await
-        .unwrap();
+    let kept = l.manual(&person_request("done", ManualCommand::Reject)).await.unwrap();
     assert_eq!(kept.transition, None);
     assert_eq!(kept.action.state, State::Completed);
     assert!(kept.action.proposal.is_none());
 }
 
-async fn a_proposal_during_a_claim_keeps_the_old_payload_from_running_again<S: Store>(
-    db: TestDb<S>,
-) {
+async fn a_proposal_during_a_claim_keeps_the_old_payload_from_running_again<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     l.submit(&raw("p", r#"{"n":1}"#)).await.unwrap();
     let claim = claim_one(l, "w").await;
-    assert_eq!(
-        l.submit(&raw("p", r#"{"n":2}"#)).await.unwrap().outcome,
-        SubmitOutcome::Conflict
-    );
-    assert_eq!(
-        state_of(l, "p").await,
-        State::InProgress,
-        "the claim is not disturbed"
-    );
+    assert_eq!(l.submit(&raw("p", r#"{"n":2}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
+    assert_eq!(state_of(l, "p").await, State::InProgress, "the claim is not disturbed");
     let attempt = l.start_attempt(&claim).await.unwrap();
-    let recorded = l
-        .record_result(
-            &claim,
-            attempt,
-            &report(Outcome::RetryLater {
-                after: Duration::ZERO,
-            }),
-        )
-        .await
-        .unwrap();
-    let Recorded::Applied(action) = recorded else {
-        panic!("the claim was current")
-    };
-    assert_eq!(
-        action.state,
-        State::Conflict,
-        "a retry of the old payload waits for the decision"
-    );
+    let recorded =
+        l.record_result(&claim, attempt, &report(Outcome::RetryLater { after: Duration::ZERO })).await.unwrap();
+    let Recorded::Applied(action) = recorded else { panic!("the claim was current") };
+    assert_eq!(action.state, State::Conflict, "a retry of the old payload waits for the decision");
     assert_eq!(action.resume_state, Some(State::Pending));
     assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty());
-    let rejected = l
-        .manual(&person_request("p", ManualCommand::Reject))
-        .await
-        .unwrap();
+    let rejected = l.manual(&person_request("p", ManualCommand::Reject)).await.unwrap();
     assert_eq!(rejected.action.state, State::Pending);
 }
 
@@ -347,32 +208,16 @@ async fn refused_submissions_write_no_action_and_are_listed<S: Store>(db: TestDb
     let l = &db.ledger;
     let big = format!(r#"{{"x":"{}"}}"#, "a".repeat(256 * 1024));
     let cases: Vec<(RawSubmission, &str)> = vec![
-        (
-            RawSubmission {
-                key: None,
-                payload: b"{}".to_vec(),
-                ..Default::default()
-            },
-            "key_missing",
-        ),
+        (RawSubmission { key: None, payload: b"{}".to_vec(), ..Default::default() }, "key_missing"),
         (raw("", "{}"), "key_missing"),
         (raw("has space", "{}"), "key_whitespace"),
         (raw("esc\u{1b}[2J", "{}"), "key_control_character"),
         (raw(&"k".repeat(256), "{}"), "key_too_long"),
-        (
-            raw("acme:contact:jane.doe@example.com:create", "{}"),
-            "key_contains_email",
-        ),
+        (raw("acme:contact:jane.doe@example.com:create", "{}"), "key_contains_email"),
         (raw("ok", "not json"), "payload_not_json"),
         (raw("ok", r#"{"a":"\u0000"}"#), "payload_contains_nul"),
         (raw("ok", &big), "payload_too_large"),
-        (
-            RawSubmission {
-                payload: vec![b'"', 0xff, b'"'],
-                ..raw("ok", "")
-            },
-            "payload_not_utf8",
-        ),
+        (RawSubmission { payload: vec![b'"', 0xff, b'"'], ..raw("ok", "") }, "payload_not_utf8"),
     ];
     for (submission, problem) in &cases {
         match l.submit(submission).await {
@@ -380,30 +225,15 @@ async fn refused_submissions_write_no_action_and_are_listed<S: Store>(db: TestDb
             other => panic!("{problem}: expected a refusal, got {other:?}"),
         }
     }
-    assert!(
-        l.list(&ListFilter {
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .is_empty(),
-        "no action written"
-    );
+    assert!(l.list(&ListFilter { limit: 100, ..Default::default() }).await.unwrap().is_empty(), "no action written");
     let refused = l.list_refused(None, 100).await.unwrap();
     assert_eq!(refused.len(), cases.len());
     let problems: Vec<&str> = refused.iter().rev().map(|r| r.problem.as_str()).collect();
     assert_eq!(problems, cases.iter().map(|(_, p)| *p).collect::<Vec<_>>());
     for r in &refused {
         let excerpt = r.key_excerpt.as_deref().unwrap_or_default();
-        assert!(
-            !excerpt.contains("jane"),
-            "no personal data kept: {excerpt}"
-        );
-        assert!(
-            !excerpt.contains('\u{1b}'),
-            "control characters made visible: {excerpt}"
-        );
+        assert!(!excerpt.contains("jane"), "no personal data kept: {excerpt}");
+        assert!(!excerpt.contains('\u{1b}'), "control characters made visible: {excerpt}");
     }
 }
 
@@ -413,49 +243,29 @@ async fn late_result_conflict<S: Store>(ledger: &Ledger<S>, k: &str) {
     let old = claim_one(ledger, "old-owner").await;
     let attempt = ledger.start_attempt(&old).await.unwrap();
     ledger.store().advance_clock(LEASE * 2);
-    let recovered = ledger
-        .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE, true)
-        .await
-        .unwrap();
+    let recovered = ledger.recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE, true).await.unwrap();
     assert!(matches!(recovered, Recovery::Claimed(_)));
-    let late = ledger
-        .record_result(&old, attempt, &report(Outcome::Unknown))
-        .await
-        .unwrap();
+    let late = ledger.record_result(&old, attempt, &report(Outcome::Unknown)).await.unwrap();
     assert!(matches!(late, Recorded::Stale(_)));
     assert_eq!(state_of(ledger, k).await, State::Conflict);
 }
 
 /// Every manual command against an action in every state (and both kinds of conflict): allowed
 /// exactly where the transition table and the proposal rule say.
-#[allow(
-    clippy::too_many_lines,
-    reason = "one table-driven test over every state and command"
-)]
+#[allow(clippy::too_many_lines, reason = "one table-driven test over every state and command")]
 async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let commands = [
         (ManualCommand::Retry, Event::Retry),
-        (
-            ManualCommand::ResolveCompleted {
-                destination_id: "crm-77".into(),
-            },
-            Event::ResolvedCompleted,
-        ),
+        (ManualCommand::ResolveCompleted { destination_id: "crm-77".into() }, Event::ResolvedCompleted),
         (ManualCommand::ResolveNotWritten, Event::ResolvedNotWritten),
         (ManualCommand::Cancel, Event::Cancelled),
         (ManualCommand::Approve, Event::Approved),
         (ManualCommand::Reject, Event::Rejected),
-        (
-            ManualCommand::Takeover { protected: false },
-            Event::TakenOver,
-        ),
+        (ManualCommand::Takeover { protected: false }, Event::TakenOver),
     ];
     // (state, whether the setup leaves a proposed payload waiting)
-    let mut setups: Vec<(State, bool)> = State::ALL
-        .into_iter()
-        .map(|s| (s, s == State::Conflict))
-        .collect();
+    let mut setups: Vec<(State, bool)> = State::ALL.into_iter().map(|s| (s, s == State::Conflict)).collect();
     setups.push((State::Conflict, false));
     for (n, (state, proposal)) in setups.into_iter().enumerate() {
         for (m, (command, event)) in commands.iter().enumerate() {
@@ -472,44 +282,24 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
             let by_table = state::allowed_from(*event).contains(&state);
             let expected = match command {
                 ManualCommand::Approve | ManualCommand::Reject => by_table && proposal,
-                ManualCommand::Retry
-                | ManualCommand::ResolveCompleted { .. }
-                | ManualCommand::ResolveNotWritten => by_table && !proposal,
+                ManualCommand::Retry | ManualCommand::ResolveCompleted { .. } | ManualCommand::ResolveNotWritten => {
+                    by_table && !proposal
+                }
                 _ => by_table,
             };
             let result = l.manual(&person_request(&k, command.clone())).await;
             let after = l.detail(&key(&k)).await.unwrap();
             match result {
                 Ok(outcome) => {
-                    assert!(
-                        expected,
-                        "{} from {state} (proposal: {proposal}) must be refused",
-                        command.verb()
-                    );
+                    assert!(expected, "{} from {state} (proposal: {proposal}) must be refused", command.verb());
                     let t = outcome.transition.unwrap();
-                    assert!(
-                        TRANSITIONS.contains(&(*event, state, t.to)),
-                        "{event} {state}->{}",
-                        t.to
-                    );
-                    assert_eq!(
-                        after.action.key, before.action.key,
-                        "the original key is kept"
-                    );
+                    assert!(TRANSITIONS.contains(&(*event, state, t.to)), "{event} {state}->{}", t.to);
+                    assert_eq!(after.action.key, before.action.key, "the original key is kept");
                     assert_eq!(after.action.revision, before.action.revision + 1);
                     let entry = after.audit.last().unwrap();
-                    assert_eq!(
-                        (entry.actor.as_str(), entry.actor_kind),
-                        ("Ana Lima", ActorKind::Person)
-                    );
+                    assert_eq!((entry.actor.as_str(), entry.actor_kind), ("Ana Lima", ActorKind::Person));
                     assert_eq!(entry.event, *event);
-                    assert_eq!(
-                        entry
-                            .reason
-                            .as_deref()
-                            .map(|r| r.starts_with("checked the CRM by hand")),
-                        Some(true)
-                    );
+                    assert_eq!(entry.reason.as_deref().map(|r| r.starts_with("checked the CRM by hand")), Some(true));
                 }
                 Err(Error::Refused(message)) => {
                     assert!(
@@ -518,19 +308,14 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                         command.verb()
                     );
                     assert!(message.contains(&k), "the refusal names the key: {message}");
-                    assert_eq!(
-                        after.action, before.action,
-                        "a refused command changes nothing"
-                    );
+                    assert_eq!(after.action, before.action, "a refused command changes nothing");
                     assert_eq!(after.audit.len(), before.audit.len());
                 }
                 Err(other) => panic!("unexpected error: {other}"),
             }
             // Leave nothing claimable behind for the next case's setup.
             if state_of(l, &k).await == State::Pending {
-                l.manual(&person_request(&k, ManualCommand::Cancel))
-                    .await
-                    .unwrap();
+                l.manual(&person_request(&k, ManualCommand::Cancel)).await.unwrap();
             }
         }
     }
@@ -542,9 +327,7 @@ async fn manual_commands_check_the_version_the_person_saw<S: Store>(db: TestDb<S
     let seen = l.store().find(&key("v")).await.unwrap().unwrap().revision;
     let mut stale = person_request("v", ManualCommand::Retry);
     stale.expect_version = Some(seen - 1);
-    let Err(Error::Refused(message)) = l.manual(&stale).await else {
-        panic!("an old version must be refused")
-    };
+    let Err(Error::Refused(message)) = l.manual(&stale).await else { panic!("an old version must be refused") };
     assert!(message.contains("changed since you read it"), "{message}");
     assert_eq!(state_of(l, "v").await, State::Failed);
 
@@ -553,50 +336,21 @@ async fn manual_commands_check_the_version_the_person_saw<S: Store>(db: TestDb<S
     let outcome = l.manual(&current).await.unwrap();
     assert_eq!(outcome.action.state, State::Pending);
     // A second person acting on what they saw before the first one: refused.
-    let Err(Error::Refused(_)) = l
-        .manual(&ManualRequest {
-            command: ManualCommand::Cancel,
-            ..current.clone()
-        })
-        .await
+    let Err(Error::Refused(_)) = l.manual(&ManualRequest { command: ManualCommand::Cancel, ..current.clone() }).await
     else {
         panic!("the second command on the same version must be refused")
     };
-    assert!(matches!(
-        l.manual(&person_request("nobody", ManualCommand::Cancel))
-            .await,
-        Err(Error::NotFound(_))
-    ));
+    assert!(matches!(l.manual(&person_request("nobody", ManualCommand::Cancel)).await, Err(Error::NotFound(_))));
 }
 
 async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let cases = [
-        (
-            Outcome::Completed {
-                destination_id: "crm-9".into(),
-            },
-            State::Completed,
-            AttemptOutcome::Succeeded,
-        ),
-        (
-            Outcome::Failed { permanent: true },
-            State::Failed,
-            AttemptOutcome::FailedPermanent,
-        ),
-        (
-            Outcome::Failed { permanent: false },
-            State::Failed,
-            AttemptOutcome::FailedBeforeWrite,
-        ),
+        (Outcome::Completed { destination_id: "crm-9".into() }, State::Completed, AttemptOutcome::Succeeded),
+        (Outcome::Failed { permanent: true }, State::Failed, AttemptOutcome::FailedPermanent),
+        (Outcome::Failed { permanent: false }, State::Failed, AttemptOutcome::FailedBeforeWrite),
         (Outcome::Unknown, State::Unknown, AttemptOutcome::Unknown),
-        (
-            Outcome::RetryLater {
-                after: Duration::from_mins(1),
-            },
-            State::Pending,
-            AttemptOutcome::FailedBeforeWrite,
-        ),
+        (Outcome::RetryLater { after: Duration::from_mins(1) }, State::Pending, AttemptOutcome::FailedBeforeWrite),
     ];
     for (n, (outcome, expected, attempt_outcome)) in cases.into_iter().enumerate() {
         let k = format!("w{n}");
@@ -613,8 +367,7 @@ async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                 body: Some("x".repeat(10_000)),
             },
         };
-        let Recorded::Applied(action) = l.record_result(&claim, attempt, &result).await.unwrap()
-        else {
+        let Recorded::Applied(action) = l.record_result(&claim, attempt, &result).await.unwrap() else {
             panic!("current claim")
         };
         assert_eq!(action.state, expected);
@@ -623,14 +376,8 @@ async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         let recorded = &detail.attempts[0];
         assert_eq!(recorded.outcome, Some(attempt_outcome));
         assert!(!recorded.stale);
-        assert!(
-            recorded.evidence.body.as_ref().unwrap().len() < 4200,
-            "bodies are truncated"
-        );
-        assert!(
-            detail.action.first_sent_at.is_some(),
-            "the window counts from the first send"
-        );
+        assert!(recorded.evidence.body.as_ref().unwrap().len() < 4200, "bodies are truncated");
+        assert!(detail.action.first_sent_at.is_some(), "the window counts from the first send");
         if let Outcome::Completed { .. } = outcome {
             assert_eq!(detail.action.destination_id.as_deref(), Some("crm-9"));
         }
@@ -639,34 +386,15 @@ async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         assert!(matches!(again, Err(Error::Fenced { .. })), "{again:?}");
     }
     // Rule 2: an unknown outcome is never claimed again automatically.
-    assert!(
-        l.claim("worker-1", LEASE, 100)
-            .await
-            .unwrap()
-            .iter()
-            .all(|c| c.key().as_str() != "w3")
-    );
+    assert!(l.claim("worker-1", LEASE, 100).await.unwrap().iter().all(|c| c.key().as_str() != "w3"));
     // Held and released without sending.
     l.submit(&raw("h", "{}")).await.unwrap();
     let claim = claim_one(l, "worker-1").await;
-    assert_eq!(
-        l.hold(&claim, "retention window passed")
-            .await
-            .unwrap()
-            .state,
-        State::Held
-    );
+    assert_eq!(l.hold(&claim, "retention window passed").await.unwrap().state, State::Held);
     l.submit(&raw("r", "{}")).await.unwrap();
     let claim = claim_one(l, "worker-1").await;
-    assert_eq!(
-        l.release(&claim, "shutting down").await.unwrap().state,
-        State::Pending
-    );
-    assert_eq!(
-        claim_one(l, "worker-2").await.ownership_version(),
-        2,
-        "every claim is a new ownership version"
-    );
+    assert_eq!(l.release(&claim, "shutting down").await.unwrap().state, State::Pending);
+    assert_eq!(claim_one(l, "worker-2").await.ownership_version(), 2, "every claim is a new ownership version");
 }
 
 async fn a_taken_over_worker_cannot_complete<S: Store>(db: TestDb<S>) {
@@ -675,58 +403,31 @@ async fn a_taken_over_worker_cannot_complete<S: Store>(db: TestDb<S>) {
     let a = claim_one(l, "worker-a").await;
     let attempt_a = l.start_attempt(&a).await.unwrap();
     l.store().advance_clock(LEASE * 2);
-    let Recovery::Claimed(b) = l
-        .recover_expired(a.key(), 1, "worker-b", LEASE, true)
-        .await
-        .unwrap()
-    else {
+    let Recovery::Claimed(b) = l.recover_expired(a.key(), 1, "worker-b", LEASE, true).await.unwrap() else {
         panic!("a protected destination allows the takeover")
     };
     assert_eq!(b.ownership_version(), 2);
 
     let late = Report {
-        outcome: Outcome::Completed {
-            destination_id: "crm-late".into(),
-        },
+        outcome: Outcome::Completed { destination_id: "crm-late".into() },
         error: None,
-        evidence: Evidence {
-            status: Some(201),
-            destination_id: Some("crm-late".into()),
-            body: Some("{}".into()),
-        },
+        evidence: Evidence { status: Some(201), destination_id: Some("crm-late".into()), body: Some("{}".into()) },
     };
     let Recorded::Stale(action) = l.record_result(&a, attempt_a, &late).await.unwrap() else {
         panic!("the late result must be refused")
     };
     assert_eq!(action.state, State::Conflict);
-    assert_eq!(
-        action.destination_id, None,
-        "the late result never overwrites the record"
-    );
+    assert_eq!(action.destination_id, None, "the late result never overwrites the record");
     let detail = l.detail(&key("t")).await.unwrap();
-    let kept = detail
-        .attempts
-        .iter()
-        .find(|at| at.id == attempt_a.id)
-        .unwrap();
+    let kept = detail.attempts.iter().find(|at| at.id == attempt_a.id).unwrap();
     assert!(kept.stale);
-    assert_eq!(
-        kept.evidence.destination_id.as_deref(),
-        Some("crm-late"),
-        "kept as evidence"
-    );
+    assert_eq!(kept.evidence.destination_id.as_deref(), Some("crm-late"), "kept as evidence");
     assert_eq!(detail.audit.last().unwrap().event, Event::LateResult);
 
     // B's own result is now stale too: the conflict waits for a person.
     let attempt_b = l.start_attempt(&b).await;
-    assert!(
-        matches!(attempt_b, Err(Error::Fenced { held: 2, .. })),
-        "{attempt_b:?}"
-    );
-    assert!(matches!(
-        l.heartbeat(&a, LEASE).await,
-        Err(Error::Fenced { .. })
-    ));
+    assert!(matches!(attempt_b, Err(Error::Fenced { held: 2, .. })), "{attempt_b:?}");
+    assert!(matches!(l.heartbeat(&a, LEASE).await, Err(Error::Fenced { .. })));
 }
 
 async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
@@ -735,45 +436,24 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
     let claim = claim_one(l, "w1").await;
     let now = l.store().now().await.unwrap();
     let until = claim.action.lease_expires_at.unwrap();
-    assert!(
-        (until - now).num_seconds() >= 28 && (until - now).num_seconds() <= 30,
-        "lease from database time"
-    );
+    assert!((until - now).num_seconds() >= 28 && (until - now).num_seconds() <= 30, "lease from database time");
     assert!(l.store().expired_claims(10).await.unwrap().is_empty());
-    assert_eq!(
-        l.recover_expired(claim.key(), 1, "w2", LEASE, false)
-            .await
-            .unwrap(),
-        Recovery::NotExpired
-    );
+    assert_eq!(l.recover_expired(claim.key(), 1, "w2", LEASE, false).await.unwrap(), Recovery::NotExpired);
 
     l.store().advance_clock(LEASE + Duration::from_secs(1));
     let expired = l.store().expired_claims(10).await.unwrap();
     assert_eq!(expired.len(), 1);
     // Nothing was sent under the expired claim: safe to take over even without protection.
-    let Recovery::Claimed(second) = l
-        .recover_expired(claim.key(), 1, "w2", LEASE, false)
-        .await
-        .unwrap()
-    else {
+    let Recovery::Claimed(second) = l.recover_expired(claim.key(), 1, "w2", LEASE, false).await.unwrap() else {
         panic!("nothing was sent")
     };
     assert_eq!(second.ownership_version(), 2);
-    assert_eq!(
-        l.recover_expired(claim.key(), 1, "w3", LEASE, false)
-            .await
-            .unwrap(),
-        Recovery::Changed
-    );
+    assert_eq!(l.recover_expired(claim.key(), 1, "w3", LEASE, false).await.unwrap(), Recovery::Changed);
 
     // Something was sent and the destination offers no protection: unknown, for a person.
     l.start_attempt(&second).await.unwrap();
     l.store().advance_clock(LEASE + Duration::from_secs(1));
-    let Recovery::MarkedUnknown(action) = l
-        .recover_expired(claim.key(), 2, "w3", LEASE, false)
-        .await
-        .unwrap()
-    else {
+    let Recovery::MarkedUnknown(action) = l.recover_expired(claim.key(), 2, "w3", LEASE, false).await.unwrap() else {
         panic!("an unprotected expired claim is unknown")
     };
     assert_eq!(action.state, State::Unknown);
@@ -786,51 +466,24 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     l.submit(&raw("stale", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
-    let Err(Error::Refused(message)) = l
-        .manual(&person_request(
-            "stale",
-            ManualCommand::Takeover { protected: false },
-        ))
-        .await
+    let Err(Error::Refused(message)) =
+        l.manual(&person_request("stale", ManualCommand::Takeover { protected: false })).await
     else {
         panic!("a live claim cannot be taken over")
     };
     assert!(message.contains("is live"), "{message}");
     l.store().advance_clock(LEASE * 2);
-    let outcome = l
-        .manual(&person_request(
-            "stale",
-            ManualCommand::Takeover { protected: false },
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome.action.state,
-        State::Unknown,
-        "a request may have been sent: unknown, not a blind retry"
-    );
+    let outcome = l.manual(&person_request("stale", ManualCommand::Takeover { protected: false })).await.unwrap();
+    assert_eq!(outcome.action.state, State::Unknown, "a request may have been sent: unknown, not a blind retry");
     assert_eq!(outcome.action.ownership_version, 2);
-    assert!(matches!(
-        l.heartbeat(&claim, LEASE).await,
-        Err(Error::Fenced { .. })
-    ));
+    assert!(matches!(l.heartbeat(&claim, LEASE).await, Err(Error::Fenced { .. })));
 
     l.submit(&raw("stale2", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
     l.store().advance_clock(LEASE * 2);
-    let outcome = l
-        .manual(&person_request(
-            "stale2",
-            ManualCommand::Takeover { protected: true },
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome.action.state,
-        State::Pending,
-        "a protected destination may receive the same key again"
-    );
+    let outcome = l.manual(&person_request("stale2", ManualCommand::Takeover { protected: true })).await.unwrap();
+    assert_eq!(outcome.action.state, State::Pending, "a protected destination may receive the same key again");
 }
 
 async fn heartbeats_extend_only_a_current_claim<S: Store>(db: TestDb<S>) {
@@ -841,10 +494,7 @@ async fn heartbeats_extend_only_a_current_claim<S: Store>(db: TestDb<S>) {
     let until = l.heartbeat(&claim, LEASE).await.unwrap();
     assert!(until > claim.action.lease_expires_at.unwrap());
     l.store().advance_clock(Duration::from_secs(20));
-    assert!(
-        l.store().expired_claims(10).await.unwrap().is_empty(),
-        "the renewed lease still runs"
-    );
+    assert!(l.store().expired_claims(10).await.unwrap().is_empty(), "the renewed lease still runs");
     assert_eq!(
         l.store().find(&key("hb")).await.unwrap().unwrap().revision,
         claim.action.revision,
@@ -855,93 +505,43 @@ async fn heartbeats_extend_only_a_current_claim<S: Store>(db: TestDb<S>) {
 async fn claims_respect_backoff_dependencies_and_proposals<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     l.submit(&raw("first", "{}")).await.unwrap();
-    l.submit(&RawSubmission {
-        after: Some("first".into()),
-        ..raw("second", "{}")
-    })
-    .await
-    .unwrap();
-    l.submit(&RawSubmission {
-        after: Some("not-yet-submitted".into()),
-        ..raw("orphan", "{}")
-    })
-    .await
-    .unwrap();
+    l.submit(&RawSubmission { after: Some("first".into()), ..raw("second", "{}") }).await.unwrap();
+    l.submit(&RawSubmission { after: Some("not-yet-submitted".into()), ..raw("orphan", "{}") }).await.unwrap();
     let claims = l.claim("w", LEASE, 10).await.unwrap();
-    assert_eq!(
-        claims.iter().map(|c| c.key().as_str()).collect::<Vec<_>>(),
-        ["first"]
-    );
+    assert_eq!(claims.iter().map(|c| c.key().as_str()).collect::<Vec<_>>(), ["first"]);
     let first = &claims[0];
     let attempt = l.start_attempt(first).await.unwrap();
-    l.record_result(
-        first,
-        attempt,
-        &report(Outcome::RetryLater {
-            after: Duration::from_mins(2),
-        }),
-    )
-    .await
-    .unwrap();
-    assert!(
-        l.claim("w", LEASE, 10).await.unwrap().is_empty(),
-        "backoff: not before its time"
-    );
+    l.record_result(first, attempt, &report(Outcome::RetryLater { after: Duration::from_mins(2) })).await.unwrap();
+    assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty(), "backoff: not before its time");
     l.store().advance_clock(Duration::from_secs(121));
     let first = claim_one(l, "w").await;
     assert_eq!(first.key().as_str(), "first");
     let attempt = l.start_attempt(&first).await.unwrap();
-    l.record_result(
-        &first,
-        attempt,
-        &report(Outcome::Completed {
-            destination_id: "T-1".into(),
-        }),
-    )
-    .await
-    .unwrap();
+    l.record_result(&first, attempt, &report(Outcome::Completed { destination_id: "T-1".into() })).await.unwrap();
     let second = claim_one(l, "w").await;
-    assert_eq!(
-        second.key().as_str(),
-        "second",
-        "runs once its predecessor completed"
-    );
+    assert_eq!(second.key().as_str(), "second", "runs once its predecessor completed");
     assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty());
 }
 
 async fn the_database_enforces_the_same_transition_table<S: Store>(db: TestDb<S>) {
     let mut enforced = db.ledger.store().enforced_state_pairs().await.unwrap();
     enforced.sort();
-    assert_eq!(
-        enforced,
-        state::allowed_state_pairs(),
-        "migrations and src/domain/state.rs must agree"
-    );
+    assert_eq!(enforced, state::allowed_state_pairs(), "migrations and src/domain/state.rs must agree");
 }
 
 async fn list_filters_and_keyset_pagination<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     for n in 0..25 {
         let destination = if n % 2 == 0 { "crm" } else { "mail" };
-        l.submit(&RawSubmission {
-            destination: Some(destination.into()),
-            ..raw(&format!("k{n:02}"), "{}")
-        })
-        .await
-        .unwrap();
+        l.submit(&RawSubmission { destination: Some(destination.into()), ..raw(&format!("k{n:02}"), "{}") })
+            .await
+            .unwrap();
     }
     claim_one(l, "worker-7").await;
     let mut seen = Vec::new();
     let mut before = None;
     loop {
-        let page = l
-            .list(&ListFilter {
-                before_id: before,
-                limit: 10,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        let page = l.list(&ListFilter { before_id: before, limit: 10, ..Default::default() }).await.unwrap();
         if page.is_empty() {
             break;
         }
@@ -950,95 +550,37 @@ async fn list_filters_and_keyset_pagination<S: Store>(db: TestDb<S>) {
     }
     let expected: Vec<String> = (0..25).rev().map(|n| format!("k{n:02}")).collect();
     assert_eq!(seen, expected, "newest first, every action exactly once");
-    let crm = l
-        .list(&ListFilter {
-            destination: Some("crm".into()),
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let crm = l.list(&ListFilter { destination: Some("crm".into()), limit: 100, ..Default::default() }).await.unwrap();
     assert_eq!(crm.len(), 13);
-    let mine = l
-        .list(&ListFilter {
-            owner: Some("worker-7".into()),
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mine = l.list(&ListFilter { owner: Some("worker-7".into()), limit: 100, ..Default::default() }).await.unwrap();
     assert_eq!(mine.len(), 1);
-    let pending = l
-        .list(&ListFilter {
-            state: Some(State::Pending),
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let pending = l.list(&ListFilter { state: Some(State::Pending), limit: 100, ..Default::default() }).await.unwrap();
     assert_eq!(pending.len(), 24);
     let counts = l.counts().await.unwrap();
-    assert_eq!(
-        counts.iter().find(|(s, _)| *s == State::InProgress),
-        Some(&(State::InProgress, 1))
-    );
+    assert_eq!(counts.iter().find(|(s, _)| *s == State::InProgress), Some(&(State::InProgress, 1)));
     assert_eq!(counts.len(), State::ALL.len());
 }
 
 async fn the_audit_trail_names_every_actor<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
-    l.submit(&RawSubmission {
-        source: Some("forms".into()),
-        ..raw("a", "{}")
-    })
-    .await
-    .unwrap();
+    l.submit(&RawSubmission { source: Some("forms".into()), ..raw("a", "{}") }).await.unwrap();
     let claim = claim_one(l, "worker-9").await;
     let attempt = l.start_attempt(&claim).await.unwrap();
-    l.record_result(&claim, attempt, &report(Outcome::Unknown))
-        .await
-        .unwrap();
-    l.manual(&person_request(
-        "a",
-        ManualCommand::ResolveCompleted {
-            destination_id: "CRM-5".into(),
-        },
-    ))
-    .await
-    .unwrap();
+    l.record_result(&claim, attempt, &report(Outcome::Unknown)).await.unwrap();
+    l.manual(&person_request("a", ManualCommand::ResolveCompleted { destination_id: "CRM-5".into() })).await.unwrap();
     let trail = l.detail(&key("a")).await.unwrap().audit;
-    let summary: Vec<(Event, Option<State>, State, &str)> = trail
-        .iter()
-        .map(|e| (e.event, e.from_state, e.to_state, e.actor.as_str()))
-        .collect();
+    let summary: Vec<(Event, Option<State>, State, &str)> =
+        trail.iter().map(|e| (e.event, e.from_state, e.to_state, e.actor.as_str())).collect();
     assert_eq!(
         summary,
         [
             (Event::Submitted, None, State::Pending, "forms"),
-            (
-                Event::Claimed,
-                Some(State::Pending),
-                State::InProgress,
-                "worker-9"
-            ),
-            (
-                Event::OutcomeUnknown,
-                Some(State::InProgress),
-                State::Unknown,
-                "worker-9"
-            ),
-            (
-                Event::ResolvedCompleted,
-                Some(State::Unknown),
-                State::Completed,
-                "Ana Lima"
-            ),
+            (Event::Claimed, Some(State::Pending), State::InProgress, "worker-9"),
+            (Event::OutcomeUnknown, Some(State::InProgress), State::Unknown, "worker-9"),
+            (Event::ResolvedCompleted, Some(State::Unknown), State::Completed, "Ana Lima"),
         ]
     );
     assert!(trail[3].reason.as_deref().unwrap().contains("CRM-5"));
     let revisions: Vec<i64> = trail.iter().map(|e| e.revision).collect();
-    assert!(
-        revisions.windows(2).all(|w| w[0] < w[1]),
-        "each entry records the version it produced: {revisions:?}"
-    );
+    assert!(revisions.windows(2).all(|w| w[0] < w[1]), "each entry records the version it produced: {revisions:?}");
 }

@@ -15,21 +15,13 @@ trait RawSql {
 
 impl RawSql for SqliteStore {
     async fn exec(&self, sql: &'static str) -> Result<u64, String> {
-        sqlx::query(sql)
-            .execute(self.pool())
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(|e| e.to_string())
+        sqlx::query(sql).execute(self.pool()).await.map(|r| r.rows_affected()).map_err(|e| e.to_string())
     }
 }
 
 impl RawSql for PostgresStore {
     async fn exec(&self, sql: &'static str) -> Result<u64, String> {
-        sqlx::query(sql)
-            .execute(self.pool())
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(|e| e.to_string())
+        sqlx::query(sql).execute(self.pool()).await.map(|r| r.rows_affected()).map_err(|e| e.to_string())
     }
 }
 
@@ -37,23 +29,12 @@ conformance!(the_database_refuses_what_the_ledger_never_writes);
 
 async fn the_database_refuses_what_the_ledger_never_writes<S: Store + RawSql>(db: TestDb<S>) {
     let l = &db.ledger;
-    let raw = RawSubmission {
-        key: Some("k".into()),
-        payload: b"{}".to_vec(),
-        ..Default::default()
-    };
+    let raw = RawSubmission { key: Some("k".into()), payload: b"{}".to_vec(), ..Default::default() };
     l.submit(&raw).await.unwrap();
     let store = l.store();
 
-    let forbidden = store
-        .exec("UPDATE actions SET state = 'completed' WHERE key = 'k'")
-        .await;
-    assert!(
-        forbidden
-            .unwrap_err()
-            .contains("forbidden state transition"),
-        "pending -> completed skips the claim"
-    );
+    let forbidden = store.exec("UPDATE actions SET state = 'completed' WHERE key = 'k'").await;
+    assert!(forbidden.unwrap_err().contains("forbidden state transition"), "pending -> completed skips the claim");
     let cancel = ManualRequest {
         key: ActionKey::parse("k").unwrap(),
         person: actionledger::domain::Person::parse("ops").unwrap(),
@@ -62,13 +43,9 @@ async fn the_database_refuses_what_the_ledger_never_writes<S: Store + RawSql>(db
         command: ManualCommand::Cancel,
     };
     l.manual(&cancel).await.unwrap();
-    let revived = store
-        .exec("UPDATE actions SET state = 'pending' WHERE key = 'k'")
-        .await;
+    let revived = store.exec("UPDATE actions SET state = 'pending' WHERE key = 'k'").await;
     assert!(revived.is_err(), "cancelled is terminal");
-    let back = store
-        .exec("UPDATE actions SET ownership_version = -1 WHERE key = 'k'")
-        .await;
+    let back = store.exec("UPDATE actions SET ownership_version = -1 WHERE key = 'k'").await;
     assert!(back.unwrap_err().contains("never go back"));
     let inserted = store
         .exec("INSERT INTO actions (key, state, payload, fingerprint, created_at, updated_at) VALUES ('x', 'completed', '{}', 'f', 0, 0)")
@@ -79,17 +56,11 @@ async fn the_database_refuses_what_the_ledger_never_writes<S: Store + RawSql>(db
         .await;
     assert!(null_key.is_err(), "keys are NOT NULL");
 
-    for change in [
-        "UPDATE audit_trail SET actor = 'someone else'",
-        "DELETE FROM audit_trail",
-    ] {
+    for change in ["UPDATE audit_trail SET actor = 'someone else'", "DELETE FROM audit_trail"] {
         let refused = store.exec(change).await;
         assert!(refused.unwrap_err().contains("append-only"), "{change}");
     }
-    let trail = store
-        .audit_trail(&ActionKey::parse("k").unwrap())
-        .await
-        .unwrap();
+    let trail = store.audit_trail(&ActionKey::parse("k").unwrap()).await.unwrap();
     assert_eq!(trail.len(), 2, "the trail is intact");
 }
 
@@ -106,43 +77,24 @@ async fn postgres_refuses_truncating_the_audit_trail() {
 async fn sqlite_ledger_is_private_and_in_wal_mode() {
     use std::os::unix::fs::PermissionsExt as _;
     let db = support::sqlite().await;
-    let raw = RawSubmission {
-        key: Some("k".into()),
-        payload: b"{}".to_vec(),
-        ..Default::default()
-    };
+    let raw = RawSubmission { key: Some("k".into()), payload: b"{}".to_vec(), ..Default::default() };
     db.ledger.submit(&raw).await.unwrap();
     let path = db.url.trim_start_matches("sqlite://");
-    for file in [
-        path.to_owned(),
-        format!("{path}-wal"),
-        format!("{path}-shm"),
-    ] {
+    for file in [path.to_owned(), format!("{path}-wal"), format!("{path}-shm")] {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{file} must be private, is {mode:o}");
     }
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(db.ledger.store().pool())
-        .await
-        .unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(db.ledger.store().pool()).await.unwrap();
     assert_eq!(mode, "wal");
-    let timeout: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
-        .fetch_one(db.ledger.store().pool())
-        .await
-        .unwrap();
+    let timeout: i64 = sqlx::query_scalar("PRAGMA busy_timeout").fetch_one(db.ledger.store().pool()).await.unwrap();
     assert!(timeout >= 1000, "busy timeout set: {timeout}");
 }
 
 #[tokio::test]
 async fn sqlite_refuses_in_memory_and_missing_directories() {
-    let in_memory = SqliteStore::open("sqlite::memory:")
-        .await
-        .unwrap_err()
-        .to_string();
+    let in_memory = SqliteStore::open("sqlite::memory:").await.unwrap_err().to_string();
     assert!(in_memory.contains("in-memory"), "{in_memory}");
-    let missing = SqliteStore::open("sqlite:///nonexistent-dir-for-actionledger/ledger.db")
-        .await
-        .unwrap_err()
-        .to_string();
+    let missing =
+        SqliteStore::open("sqlite:///nonexistent-dir-for-actionledger/ledger.db").await.unwrap_err().to_string();
     assert!(missing.contains("does not exist"), "{missing}");
 }

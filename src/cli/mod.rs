@@ -152,11 +152,7 @@ fn parse_state(text: &str) -> Result<State, String> {
 
 /// Picks the database URL: `--db`, then `ACTIONLEDGER_DB`, then `DATABASE_URL`, then the default.
 pub fn resolve_db_url(flag: Option<String>) -> String {
-    let from_env = |name| {
-        std::env::var(name)
-            .ok()
-            .filter(|v: &String| !v.trim().is_empty())
-    };
+    let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());
     flag.or_else(|| from_env("ACTIONLEDGER_DB"))
         .or_else(|| from_env("DATABASE_URL"))
         .unwrap_or_else(|| DEFAULT_DB_URL.to_owned())
@@ -167,9 +163,7 @@ pub fn redact_url(url: &str) -> String {
     let mut shown = url.to_owned();
     if let Some(scheme_end) = shown.find("://") {
         let rest_start = scheme_end + 3;
-        let authority_end = shown[rest_start..]
-            .find(['/', '?'])
-            .map_or(shown.len(), |i| rest_start + i);
+        let authority_end = shown[rest_start..].find(['/', '?']).map_or(shown.len(), |i| rest_start + i);
         if let Some(at) = shown[rest_start..authority_end].rfind('@') {
             let userinfo = &shown[rest_start..rest_start + at];
             if let Some(colon) = userinfo.find(':') {
@@ -179,9 +173,7 @@ pub fn redact_url(url: &str) -> String {
     }
     if let Some(start) = shown.find("password=") {
         let value_start = start + "password=".len();
-        let value_end = shown[value_start..]
-            .find('&')
-            .map_or(shown.len(), |i| value_start + i);
+        let value_end = shown[value_start..].find('&').map_or(shown.len(), |i| value_start + i);
         shown.replace_range(value_start..value_end, "***");
     }
     shown
@@ -191,19 +183,9 @@ pub fn redact_url(url: &str) -> String {
 pub async fn run(cli: Cli) -> Result<i32, Error> {
     let url = resolve_db_url(cli.db);
     if url.starts_with("sqlite:") {
-        execute(
-            Ledger::new(SqliteStore::open(&url).await?),
-            cli.command,
-            &url,
-        )
-        .await
+        execute(Ledger::new(SqliteStore::open(&url).await?), cli.command, &url).await
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        execute(
-            Ledger::new(PostgresStore::open(&url).await?),
-            cli.command,
-            &url,
-        )
-        .await
+        execute(Ledger::new(PostgresStore::open(&url).await?), cli.command, &url).await
     } else {
         Err(Error::Invalid(format!(
             "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",
@@ -226,16 +208,10 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
             Ok(exit::OK)
         }
         Command::Retry(args) => manual(&ledger, args, ManualCommand::Retry).await,
-        Command::Resolve {
-            manual: args,
-            resolution,
-            destination_id,
-        } => {
+        Command::Resolve { manual: args, resolution, destination_id } => {
             let command = match (resolution, destination_id) {
                 (Resolution::Completed, Some(id)) => ManualCommand::ResolveCompleted {
-                    destination_id: Label::parse("destination id", &id)
-                        .map_err(Error::Invalid)?
-                        .0,
+                    destination_id: Label::parse("destination id", &id).map_err(Error::Invalid)?.0,
                 },
                 (Resolution::Completed, None) => {
                     return Err(Error::Invalid(
@@ -256,9 +232,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Cancel(args) => manual(&ledger, args, ManualCommand::Cancel).await,
         Command::Approve(args) => manual(&ledger, args, ManualCommand::Approve).await,
         Command::Reject(args) => manual(&ledger, args, ManualCommand::Reject).await,
-        Command::Takeover(args) => {
-            manual(&ledger, args, ManualCommand::Takeover { protected: false }).await
-        }
+        Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover { protected: false }).await,
     };
     ledger.store().close().await;
     result
@@ -273,14 +247,15 @@ async fn submit<S: Store>(ledger: &Ledger<S>, args: SubmitArgs) -> Result<i32, E
         None => Vec::new(),
         Some("@-") => {
             let mut bytes = Vec::new();
-            std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
-                Error::Invalid(format!("cannot read the payload from standard input: {e}"))
-            })?;
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::Invalid(format!("cannot read the payload from standard input: {e}")))?;
             bytes
         }
         Some(text) => match text.strip_prefix('@') {
-            Some(path) => std::fs::read(path)
-                .map_err(|e| Error::Invalid(format!("cannot read the payload file {path}: {e}")))?,
+            Some(path) => {
+                std::fs::read(path).map_err(|e| Error::Invalid(format!("cannot read the payload file {path}: {e}")))?
+            }
             None => text.as_bytes().to_vec(),
         },
     };
@@ -303,15 +278,13 @@ async fn submit<S: Store>(ledger: &Ledger<S>, args: SubmitArgs) -> Result<i32, E
 
 async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result<i32, Error> {
     if !(1..=MAX_LIST_LIMIT).contains(&args.limit) {
-        return Err(Error::Invalid(format!(
-            "--limit is {}; give 1 to {MAX_LIST_LIMIT}",
-            args.limit
-        )));
+        return Err(Error::Invalid(format!("--limit is {}; give 1 to {MAX_LIST_LIMIT}", args.limit)));
     }
     if args.refused {
         if args.state.is_some() || args.destination.is_some() || args.owner.is_some() {
             return Err(Error::Invalid(
-                "--refused lists refused submissions, which have no state, destination or owner to filter by".to_owned(),
+                "--refused lists refused submissions, which have no state, destination or owner to filter by"
+                    .to_owned(),
             ));
         }
         let refused = ledger.list_refused(args.before, args.limit).await?;
@@ -324,17 +297,14 @@ async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result<i32, Error
         owner: args.owner,
         before_id: args.before,
         limit: args.limit,
+        created_since: None,
     };
     let actions = ledger.list(&filter).await?;
     render::actions(&actions, args.limit, args.json);
     Ok(exit::OK)
 }
 
-async fn manual<S: Store>(
-    ledger: &Ledger<S>,
-    args: ManualArgs,
-    command: ManualCommand,
-) -> Result<i32, Error> {
+async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCommand) -> Result<i32, Error> {
     let request = ManualRequest {
         key: parse_key(&args.key)?,
         person: Person::parse(&args.owner).map_err(Error::Invalid)?,
@@ -353,18 +323,12 @@ mod tests {
 
     #[test]
     fn passwords_never_show() {
-        assert_eq!(
-            redact_url("postgres://al:s3cret@db:5432/ledger"),
-            "postgres://al:***@db:5432/ledger"
-        );
+        assert_eq!(redact_url("postgres://al:s3cret@db:5432/ledger"), "postgres://al:***@db:5432/ledger");
         assert_eq!(
             redact_url("postgres://al@db/ledger?password=s3cret&x=1"),
             "postgres://al@db/ledger?password=***&x=1"
         );
-        assert_eq!(
-            redact_url("sqlite://actionledger.db"),
-            "sqlite://actionledger.db"
-        );
+        assert_eq!(redact_url("sqlite://actionledger.db"), "sqlite://actionledger.db");
         assert_eq!(redact_url("postgres://a:b:c@h/d"), "postgres://a:***@h/d");
     }
 }

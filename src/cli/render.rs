@@ -15,10 +15,7 @@ fn opt_time(t: Option<Timestamp>) -> Value {
 }
 
 fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).expect("JSON values serialize")
-    );
+    println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
 }
 
 /// The JSON form of an action, shared by every command that returns one.
@@ -122,11 +119,7 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
         "ID", "STATE", "TRY", "DESTINATION", "OWNER", "UPDATED"
     );
     for a in actions {
-        let owner = a
-            .claimed_by
-            .as_deref()
-            .or(a.assignee.as_deref())
-            .unwrap_or("-");
+        let owner = a.claimed_by.as_deref().or(a.assignee.as_deref()).unwrap_or("-");
         println!(
             "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}",
             a.id,
@@ -180,9 +173,7 @@ pub fn refused(refused: &[RefusedSubmission], limit: i64, as_json: bool) {
 }
 
 fn next_cursor(shown: usize, limit: i64, last_id: Option<i64>) -> Option<i64> {
-    (i64::try_from(shown).unwrap_or(i64::MAX) >= limit)
-        .then_some(last_id)
-        .flatten()
+    (i64::try_from(shown).unwrap_or(i64::MAX) >= limit).then_some(last_id).flatten()
 }
 
 pub fn detail(d: &ActionDetail, as_json: bool) {
@@ -214,10 +205,7 @@ fn print_record(a: &ActionRecord) {
     }
     if let Some(worker) = &a.claimed_by {
         field("claimed by", worker);
-        field(
-            "lease until",
-            &a.lease_expires_at.map(time).unwrap_or_default(),
-        );
+        field("lease until", &a.lease_expires_at.map(time).unwrap_or_default());
     }
     if let Some(assignee) = &a.assignee {
         field("assigned to", assignee);
@@ -279,11 +267,7 @@ fn print_attempts(attempts: &[Attempt]) {
     println!("\nattempts ({})", attempts.len());
     for at in attempts {
         let outcome = at.outcome.map_or("in flight", |o| o.as_str());
-        let stale = if at.stale {
-            "  STALE (late result from an obsolete owner; changed nothing)"
-        } else {
-            ""
-        };
+        let stale = if at.stale { "  STALE (late result from an obsolete owner; changed nothing)" } else { "" };
         println!(
             "  #{} {}  by {} under ownership version {}  {} -> {}{stale}",
             at.number,
@@ -332,10 +316,7 @@ fn print_audit(audit: &[AuditEntry]) {
 }
 
 fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }
 
 pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {

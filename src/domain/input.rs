@@ -39,27 +39,16 @@ pub struct SubmissionRefused {
 
 impl Submission {
     pub fn validate(raw: &RawSubmission) -> Result<Self, SubmissionRefused> {
-        let key = ActionKey::parse(raw.key.as_deref().unwrap_or_default()).map_err(|e| {
-            SubmissionRefused {
-                problem: key_problem(&e),
-                message: e.to_string(),
-            }
-        })?;
-        let payload = Payload::parse(&raw.payload).map_err(|e| SubmissionRefused {
-            problem: payload_problem(&e),
-            message: e.to_string(),
-        })?;
-        let label = |field: &'static str,
-                     value: &Option<String>|
-         -> Result<Option<String>, SubmissionRefused> {
+        let key = ActionKey::parse(raw.key.as_deref().unwrap_or_default())
+            .map_err(|e| SubmissionRefused { problem: key_problem(&e), message: e.to_string() })?;
+        let payload = Payload::parse(&raw.payload)
+            .map_err(|e| SubmissionRefused { problem: payload_problem(&e), message: e.to_string() })?;
+        let label = |field: &'static str, value: &Option<String>| -> Result<Option<String>, SubmissionRefused> {
             value
                 .as_deref()
                 .map(|v| Label::parse(field, v).map(|l| l.0))
                 .transpose()
-                .map_err(|message| SubmissionRefused {
-                    problem: "invalid_field",
-                    message,
-                })
+                .map_err(|message| SubmissionRefused { problem: "invalid_field", message })
         };
         let event_id = label("event id", &raw.event_id)?;
         let source = label("source", &raw.source)?;
@@ -68,10 +57,7 @@ impl Submission {
             .as_deref()
             .map(validate_destination_name)
             .transpose()
-            .map_err(|message| SubmissionRefused {
-                problem: "invalid_destination",
-                message,
-            })?;
+            .map_err(|message| SubmissionRefused { problem: "invalid_destination", message })?;
         if let Some(version) = raw.source_version
             && version < 0
         {
@@ -96,15 +82,7 @@ impl Submission {
                 message: "an action cannot wait for itself (--after names its own key)".to_owned(),
             });
         }
-        Ok(Self {
-            key,
-            payload,
-            event_id,
-            source,
-            source_version: raw.source_version,
-            destination,
-            after,
-        })
+        Ok(Self { key, payload, event_id, source, source_version: raw.source_version, destination, after })
     }
 }
 
@@ -115,9 +93,7 @@ impl RawSubmission {
         if refusal.problem == "key_contains_email" {
             return Some("<withheld: contained an e-mail address>".to_owned());
         }
-        self.key
-            .as_deref()
-            .map(|k| escape_untrusted(&truncate(k, 300)))
+        self.key.as_deref().map(|k| escape_untrusted(&truncate(k, 300)))
     }
 }
 
@@ -144,11 +120,8 @@ fn payload_problem(error: &PayloadError) -> &'static str {
 
 /// A destination name as configured: letters, digits, `_`, `-` and `.`, up to 64 bytes.
 pub fn validate_destination_name(name: &str) -> Result<String, String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
     if ok {
         Ok(name.to_owned())
     } else {
@@ -170,15 +143,9 @@ impl Label {
             return Err(format!("the {field} is empty"));
         }
         if value.len() > 255 {
-            return Err(format!(
-                "the {field} is {} bytes long; at most 255 bytes are allowed",
-                value.len()
-            ));
+            return Err(format!("the {field} is {} bytes long; at most 255 bytes are allowed", value.len()));
         }
-        if let Some(ch) = value
-            .chars()
-            .find(|&c| c.is_control() || is_invisible_format(c))
-        {
+        if let Some(ch) = value.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
             return Err(format!(
                 "the {field} contains the character {}, which is not allowed",
                 escape_untrusted(&ch.to_string())
@@ -219,10 +186,7 @@ impl Reason {
         if trimmed.chars().count() > 1000 {
             return Err("the reason is longer than 1,000 characters".to_owned());
         }
-        if let Some(ch) = trimmed
-            .chars()
-            .find(|&c| c.is_control() || is_invisible_format(c))
-        {
+        if let Some(ch) = trimmed.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
             return Err(format!(
                 "the reason contains the character {}, which is not allowed (one line of plain text)",
                 escape_untrusted(&ch.to_string())
@@ -241,11 +205,7 @@ mod tests {
     use super::*;
 
     fn raw(key: &str, payload: &str) -> RawSubmission {
-        RawSubmission {
-            key: Some(key.into()),
-            payload: payload.as_bytes().to_vec(),
-            ..Default::default()
-        }
+        RawSubmission { key: Some(key.into()), payload: payload.as_bytes().to_vec(), ..Default::default() }
     }
 
     #[test]
@@ -257,51 +217,17 @@ mod tests {
     #[test]
     fn refusals_carry_a_problem_code() {
         let cases = [
-            (
-                RawSubmission {
-                    key: None,
-                    payload: b"{}".to_vec(),
-                    ..Default::default()
-                },
-                "key_missing",
-            ),
+            (RawSubmission { key: None, payload: b"{}".to_vec(), ..Default::default() }, "key_missing"),
             (raw("c:jane@example.com", "{}"), "key_contains_email"),
             (raw("k", "{"), "payload_not_json"),
             (raw("k", ""), "payload_missing"),
-            (
-                RawSubmission {
-                    destination: Some("crm prod".into()),
-                    ..raw("k", "{}")
-                },
-                "invalid_destination",
-            ),
-            (
-                RawSubmission {
-                    after: Some("k".into()),
-                    ..raw("k", "{}")
-                },
-                "invalid_after_key",
-            ),
-            (
-                RawSubmission {
-                    source_version: Some(-1),
-                    ..raw("k", "{}")
-                },
-                "invalid_source_version",
-            ),
-            (
-                RawSubmission {
-                    event_id: Some("e\u{1b}".into()),
-                    ..raw("k", "{}")
-                },
-                "invalid_field",
-            ),
+            (RawSubmission { destination: Some("crm prod".into()), ..raw("k", "{}") }, "invalid_destination"),
+            (RawSubmission { after: Some("k".into()), ..raw("k", "{}") }, "invalid_after_key"),
+            (RawSubmission { source_version: Some(-1), ..raw("k", "{}") }, "invalid_source_version"),
+            (RawSubmission { event_id: Some("e\u{1b}".into()), ..raw("k", "{}") }, "invalid_field"),
         ];
         for (submission, problem) in cases {
-            assert_eq!(
-                Submission::validate(&submission).unwrap_err().problem,
-                problem
-            );
+            assert_eq!(Submission::validate(&submission).unwrap_err().problem, problem);
         }
     }
 
@@ -319,9 +245,6 @@ mod tests {
         assert_eq!(Person::parse("Ana Lima").unwrap().as_str(), "Ana Lima");
         assert!(Reason::parse("   ").is_err());
         assert!(Reason::parse("two\nlines").is_err());
-        assert_eq!(
-            Reason::parse(" checked CRM ").unwrap().as_str(),
-            "checked CRM"
-        );
+        assert_eq!(Reason::parse(" checked CRM ").unwrap().as_str(), "checked CRM");
     }
 }

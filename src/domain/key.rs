@@ -13,27 +13,19 @@ pub struct ActionKey(String);
 /// Why a key was refused. Messages never repeat an e-mail address found in the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
-    #[error(
-        "the action key is missing: every action needs a stable key such as acme:order:ORD-1042:create-task"
-    )]
+    #[error("the action key is missing: every action needs a stable key such as acme:order:ORD-1042:create-task")]
     Missing,
     #[error("the action key is {bytes} bytes long; at most {MAX_KEY_BYTES} bytes are allowed")]
     TooLong { bytes: usize },
-    #[error(
-        "the action key contains whitespace at byte {at}; keys are printable with no whitespace"
-    )]
+    #[error("the action key contains whitespace at byte {at}; keys are printable with no whitespace")]
     Whitespace { at: usize },
-    #[error(
-        "the action key contains a control character at byte {at}; keys are printable with no control characters"
-    )]
+    #[error("the action key contains a control character at byte {at}; keys are printable with no control characters")]
     Control { at: usize },
     #[error(
         "the action key contains an invisible formatting character (such as a zero-width or bidi mark) at byte {at}"
     )]
     Invisible { at: usize },
-    #[error(
-        "the action key contains an e-mail address; keys must carry no personal data (use a record id instead)"
-    )]
+    #[error("the action key contains an e-mail address; keys must carry no personal data (use a record id instead)")]
     ContainsEmail,
 }
 
@@ -103,15 +95,10 @@ fn contains_email(raw: &str) -> bool {
         let has_local = at > 0 && is_local(bytes[at - 1]);
         let domain: &[u8] = {
             let rest = &bytes[at + 1..];
-            let end = rest
-                .iter()
-                .position(|&b| !is_domain(b))
-                .unwrap_or(rest.len());
+            let end = rest.iter().position(|&b| !is_domain(b)).unwrap_or(rest.len());
             &rest[..end]
         };
-        let domain = std::str::from_utf8(domain)
-            .unwrap_or_default()
-            .trim_end_matches('.');
+        let domain = std::str::from_utf8(domain).unwrap_or_default().trim_end_matches('.');
         let tld_ok = domain.rsplit_once('.').is_some_and(|(head, tld)| {
             !head.is_empty() && tld.len() >= 2 && tld.bytes().all(|b| b.is_ascii_alphabetic())
         });
@@ -128,13 +115,7 @@ mod tests {
 
     #[test]
     fn accepts_structured_keys() {
-        for key in [
-            "acme:order:ORD-1042:create-task",
-            "a",
-            "x@y",
-            "ws:2026-11:invoice#7",
-            "é:ü",
-        ] {
+        for key in ["acme:order:ORD-1042:create-task", "a", "x@y", "ws:2026-11:invoice#7", "é:ü"] {
             assert!(ActionKey::parse(key).is_ok(), "{key}");
         }
         assert!(ActionKey::parse(&"k".repeat(255)).is_ok());
@@ -143,24 +124,12 @@ mod tests {
     #[test]
     fn refuses_bad_keys_with_the_reason() {
         assert_eq!(ActionKey::parse(""), Err(KeyError::Missing));
-        assert_eq!(
-            ActionKey::parse(&"k".repeat(256)),
-            Err(KeyError::TooLong { bytes: 256 })
-        );
+        assert_eq!(ActionKey::parse(&"k".repeat(256)), Err(KeyError::TooLong { bytes: 256 }));
         assert_eq!(ActionKey::parse("a b"), Err(KeyError::Whitespace { at: 1 }));
-        assert_eq!(
-            ActionKey::parse("a\u{1b}[31m"),
-            Err(KeyError::Control { at: 1 })
-        );
+        assert_eq!(ActionKey::parse("a\u{1b}[31m"), Err(KeyError::Control { at: 1 }));
         assert_eq!(ActionKey::parse("a\u{0}"), Err(KeyError::Control { at: 1 }));
-        assert_eq!(
-            ActionKey::parse("ab\u{202e}"),
-            Err(KeyError::Invisible { at: 2 })
-        );
-        assert_eq!(
-            ActionKey::parse("a\u{200b}b"),
-            Err(KeyError::Invisible { at: 1 })
-        );
+        assert_eq!(ActionKey::parse("ab\u{202e}"), Err(KeyError::Invisible { at: 2 }));
+        assert_eq!(ActionKey::parse("a\u{200b}b"), Err(KeyError::Invisible { at: 1 }));
         for key in [
             "acme:contact:jane.doe@example.com:create",
             "jane@example.co",
@@ -173,9 +142,7 @@ mod tests {
 
     #[test]
     fn email_refusal_does_not_echo_the_address() {
-        let message = ActionKey::parse("c:jane@example.com")
-            .unwrap_err()
-            .to_string();
+        let message = ActionKey::parse("c:jane@example.com").unwrap_err().to_string();
         assert!(!message.contains("jane"), "{message}");
     }
 }

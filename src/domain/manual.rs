@@ -50,10 +50,7 @@ impl ManualCommand {
     /// Commands that settle the current payload's outcome: they wait until a proposed payload
     /// has been approved or rejected.
     fn needs_decided_payload(&self) -> bool {
-        matches!(
-            self,
-            Self::Retry | Self::ResolveCompleted { .. } | Self::ResolveNotWritten
-        )
+        matches!(self, Self::Retry | Self::ResolveCompleted { .. } | Self::ResolveNotWritten)
     }
 }
 
@@ -83,25 +80,15 @@ pub fn plan(
             "cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first"
         ));
     }
-    if matches!(command, ManualCommand::Approve | ManualCommand::Reject)
-        && action.proposal.is_none()
-    {
-        return Err(format!(
-            "cannot {verb} {key}: it has no proposed payload to decide on"
-        ));
+    if matches!(command, ManualCommand::Approve | ManualCommand::Reject) && action.proposal.is_none() {
+        return Err(format!("cannot {verb} {key}: it has no proposed payload to decide on"));
     }
     let to = match command {
-        ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => {
-            State::Pending
-        }
+        ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => State::Pending,
         ManualCommand::ResolveCompleted { .. } => State::Completed,
         ManualCommand::Cancel => State::Cancelled,
         ManualCommand::Reject if from != State::Conflict => {
-            return Ok(ManualPlan {
-                event,
-                from,
-                to: from,
-            });
+            return Ok(ManualPlan { event, from, to: from });
         }
         ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
         ManualCommand::Takeover { protected } => {
@@ -116,11 +103,7 @@ pub fn plan(
                 ));
             }
             // Rule 5: repeat only what cannot take effect twice.
-            if sent_under_claim && !protected {
-                State::Unknown
-            } else {
-                State::Pending
-            }
+            if sent_under_claim && !protected { State::Unknown } else { State::Pending }
         }
     };
     state::check(event, from, to).map_err(|_| {
@@ -185,25 +168,15 @@ mod tests {
     use chrono::Duration;
 
     fn action(state: State) -> ActionRecord {
-        let raw = RawSubmission {
-            key: Some("k".into()),
-            payload: b"{}".to_vec(),
-            ..Default::default()
-        };
-        let mut action =
-            ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+        let raw = RawSubmission { key: Some("k".into()), payload: b"{}".to_vec(), ..Default::default() };
+        let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
         action.state = state;
         action
     }
 
     #[test]
     fn a_refusal_says_which_states_allow_the_command() {
-        let refused = plan(
-            &action(State::Completed),
-            &ManualCommand::Cancel,
-            Timestamp::default(),
-            false,
-        );
+        let refused = plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), false);
         assert_eq!(
             refused.unwrap_err(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
@@ -216,22 +189,12 @@ mod tests {
         let mut claimed = action(State::InProgress);
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
-        let takeover = |protected, sent| {
-            plan(&claimed, &ManualCommand::Takeover { protected }, now, sent)
-                .unwrap()
-                .to
-        };
+        let takeover = |protected, sent| plan(&claimed, &ManualCommand::Takeover { protected }, now, sent).unwrap().to;
         assert_eq!(takeover(false, true), State::Unknown);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(
-            &claimed,
-            &ManualCommand::Takeover { protected: true },
-            now,
-            false,
-        )
-        .unwrap_err();
+        let live = plan(&claimed, &ManualCommand::Takeover { protected: true }, now, false).unwrap_err();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 
@@ -247,9 +210,6 @@ mod tests {
         unknown.first_sent_at = Some(Timestamp::default());
         let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), false).unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
-        assert!(
-            unknown.first_sent_at.is_some(),
-            "inside the window the destination still knows the key"
-        );
+        assert!(unknown.first_sent_at.is_some(), "inside the window the destination still knows the key");
     }
 }

@@ -22,9 +22,7 @@ pub struct Fingerprint(String);
 pub enum PayloadError {
     #[error("the payload is missing")]
     Missing,
-    #[error(
-        "the payload is {bytes} bytes; at most {MAX_PAYLOAD_BYTES} bytes (256 KiB) are allowed"
-    )]
+    #[error("the payload is {bytes} bytes; at most {MAX_PAYLOAD_BYTES} bytes (256 KiB) are allowed")]
     TooLarge { bytes: usize },
     #[error("the payload is not valid UTF-8 (invalid byte at offset {at})")]
     NotUtf8 { at: usize },
@@ -40,17 +38,14 @@ impl Payload {
         if raw.len() > MAX_PAYLOAD_BYTES {
             return Err(PayloadError::TooLarge { bytes: raw.len() });
         }
-        let text = std::str::from_utf8(raw).map_err(|e| PayloadError::NotUtf8 {
-            at: e.valid_up_to(),
-        })?;
+        let text = std::str::from_utf8(raw).map_err(|e| PayloadError::NotUtf8 { at: e.valid_up_to() })?;
         if text.trim().is_empty() {
             return Err(PayloadError::Missing);
         }
         if text.contains('\0') {
             return Err(PayloadError::ContainsNul);
         }
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| PayloadError::NotJson(e.to_string()))?;
         if contains_nul(&value) {
             return Err(PayloadError::ContainsNul);
         }
@@ -61,20 +56,14 @@ impl Payload {
     /// payload was first accepted and is stored as text, so nothing the database does to JSON
     /// (reordering, dropping duplicate keys) can change what it identifies.
     pub fn from_stored(canonical: String, fingerprint: String) -> Self {
-        Self {
-            canonical,
-            fingerprint: Fingerprint(fingerprint),
-        }
+        Self { canonical, fingerprint: Fingerprint(fingerprint) }
     }
 
     fn from_value(value: &serde_json::Value) -> Self {
         // serde_json's default map is ordered by key, so this is the canonical form.
         let canonical = value.to_string();
         let fingerprint = Fingerprint::of(&canonical);
-        Self {
-            canonical,
-            fingerprint,
-        }
+        Self { canonical, fingerprint }
     }
 
     pub fn canonical(&self) -> &str {
@@ -126,9 +115,7 @@ fn contains_nul(value: &serde_json::Value) -> bool {
     match value {
         serde_json::Value::String(s) => s.contains('\0'),
         serde_json::Value::Array(items) => items.iter().any(contains_nul),
-        serde_json::Value::Object(map) => {
-            map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v))
-        }
+        serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
         _ => false,
     }
 }
@@ -151,36 +138,15 @@ mod tests {
     #[test]
     fn refuses_bad_payloads() {
         assert_eq!(Payload::parse(b""), Err(PayloadError::Missing));
-        assert_eq!(
-            Payload::parse(b"{\"a\":\0}"),
-            Err(PayloadError::ContainsNul)
-        );
-        assert_eq!(
-            Payload::parse(br#"{"a":"\u0000"}"#),
-            Err(PayloadError::ContainsNul)
-        );
-        assert_eq!(
-            Payload::parse(b"{\"a\":\"\xff\"}"),
-            Err(PayloadError::NotUtf8 { at: 6 })
-        );
-        assert!(matches!(
-            Payload::parse(b"{\"a\":"),
-            Err(PayloadError::NotJson(_))
-        ));
-        assert!(matches!(
-            Payload::parse(br#"{"a":"\ud800"}"#),
-            Err(PayloadError::NotJson(_))
-        ));
+        assert_eq!(Payload::parse(b"{\"a\":\0}"), Err(PayloadError::ContainsNul));
+        assert_eq!(Payload::parse(br#"{"a":"\u0000"}"#), Err(PayloadError::ContainsNul));
+        assert_eq!(Payload::parse(b"{\"a\":\"\xff\"}"), Err(PayloadError::NotUtf8 { at: 6 }));
+        assert!(matches!(Payload::parse(b"{\"a\":"), Err(PayloadError::NotJson(_))));
+        assert!(matches!(Payload::parse(br#"{"a":"\ud800"}"#), Err(PayloadError::NotJson(_))));
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        assert!(matches!(
-            Payload::parse(deep.as_bytes()),
-            Err(PayloadError::NotJson(_))
-        ));
+        assert!(matches!(Payload::parse(deep.as_bytes()), Err(PayloadError::NotJson(_))));
         let big = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES));
-        assert!(matches!(
-            Payload::parse(big.as_bytes()),
-            Err(PayloadError::TooLarge { .. })
-        ));
+        assert!(matches!(Payload::parse(big.as_bytes()), Err(PayloadError::TooLarge { .. })));
     }
 
     #[test]

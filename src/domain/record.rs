@@ -99,19 +99,10 @@ impl ActionRecord {
     /// Applies `event` towards `to` if the transition table allows it. While a proposed payload
     /// awaits a decision, automatic results that would make the action runnable again go to
     /// `conflict` instead, remembering where to resume.
-    pub fn transition(
-        &mut self,
-        event: Event,
-        to: State,
-        now: Timestamp,
-    ) -> Result<Transition, TransitionRefused> {
+    pub fn transition(&mut self, event: Event, to: State, now: Timestamp) -> Result<Transition, TransitionRefused> {
         let from = self.state;
-        let automatic = matches!(
-            event,
-            Event::Failed | Event::RetryScheduled | Event::Held | Event::Released
-        );
-        let diverted =
-            automatic && self.proposal.is_some() && DIVERTED_WHILE_PROPOSED.contains(&to);
+        let automatic = matches!(event, Event::Failed | Event::RetryScheduled | Event::Held | Event::Released);
+        let diverted = automatic && self.proposal.is_some() && DIVERTED_WHILE_PROPOSED.contains(&to);
         let target = if diverted { State::Conflict } else { to };
         state::check(event, from, target)?;
         self.resume_state = match (target, event) {
@@ -126,11 +117,7 @@ impl ActionRecord {
         }
         self.state = target;
         self.updated_at = now;
-        Ok(Transition {
-            event,
-            from,
-            to: target,
-        })
+        Ok(Transition { event, from, to: target })
     }
 
     /// True while the claim's lease runs, by the given database time.
@@ -164,9 +151,7 @@ impl SubmitOutcome {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [Self::Created, Self::Duplicate, Self::Stale, Self::Conflict]
-            .into_iter()
-            .find(|o| o.as_str() == text)
+        [Self::Created, Self::Duplicate, Self::Stale, Self::Conflict].into_iter().find(|o| o.as_str() == text)
     }
 }
 
@@ -200,13 +185,8 @@ pub enum AttemptOutcome {
 }
 
 impl AttemptOutcome {
-    pub const ALL: [Self; 5] = [
-        Self::Succeeded,
-        Self::FailedBeforeWrite,
-        Self::FailedPermanent,
-        Self::Unknown,
-        Self::Held,
-    ];
+    pub const ALL: [Self; 5] =
+        [Self::Succeeded, Self::FailedBeforeWrite, Self::FailedPermanent, Self::Unknown, Self::Held];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -272,9 +252,7 @@ impl ActorKind {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [Self::Worker, Self::Person, Self::Source]
-            .into_iter()
-            .find(|k| k.as_str() == text)
+        [Self::Worker, Self::Person, Self::Source].into_iter().find(|k| k.as_str() == text)
     }
 }
 
@@ -307,4 +285,49 @@ pub struct RefusedSubmission {
     pub event_id: Option<String>,
     pub source: Option<String>,
     pub destination: Option<String>,
+}
+
+/// What a lookup at the destination concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupVerdict {
+    /// Exactly one record, matching the action.
+    Found,
+    /// No record.
+    NotFound,
+    /// A record that differs from what the action sends.
+    Mismatch,
+    /// More than one record for one external reference.
+    Duplicates,
+}
+
+impl LookupVerdict {
+    pub const ALL: [Self; 4] = [Self::Found, Self::NotFound, Self::Mismatch, Self::Duplicates];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Found => "found",
+            Self::NotFound => "not_found",
+            Self::Mismatch => "mismatch",
+            Self::Duplicates => "duplicates",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+}
+
+/// One lookup at the destination, kept as evidence.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LookupRecord {
+    pub id: i64,
+    pub key: ActionKey,
+    pub at: Timestamp,
+    pub actor: String,
+    pub verdict: LookupVerdict,
+    pub records: i64,
+    pub destination_id: Option<String>,
+    pub evidence: Evidence,
+    pub detail: Option<String>,
 }

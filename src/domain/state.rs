@@ -3,9 +3,7 @@
 use std::fmt;
 
 /// Where an action stands. See the states table in the README.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Pending,
@@ -61,12 +59,7 @@ impl std::str::FromStr for State {
         Self::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown state {s:?}; states are {}",
-                    join_states(&Self::ALL)
-                )
-            })
+            .ok_or_else(|| format!("unknown state {s:?}; states are {}", join_states(&Self::ALL)))
     }
 }
 
@@ -98,6 +91,12 @@ pub enum Event {
     ClaimRecovered,
     /// An expired claim whose destination offers no protection against a second effect.
     LeaseExpired,
+    /// A lookup at the destination found the record: the action was performed.
+    LookupFound,
+    /// A lookup at the destination proved nothing was written.
+    LookupNotFound,
+    /// A lookup found records that do not match the action, or more than one.
+    LookupMismatch,
     /// Manual: controlled retry under the same key.
     Retry,
     /// Manual: a verified outcome, written by the destination.
@@ -129,6 +128,9 @@ impl Event {
             Self::LateResult => "late_result",
             Self::ClaimRecovered => "claim_recovered",
             Self::LeaseExpired => "lease_expired",
+            Self::LookupFound => "lookup_found",
+            Self::LookupNotFound => "lookup_not_found",
+            Self::LookupMismatch => "lookup_mismatch",
             Self::Retry => "retry",
             Self::ResolvedCompleted => "resolved_completed",
             Self::ResolvedNotWritten => "resolved_not_written",
@@ -169,6 +171,9 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::LateResult, Held, Conflict),
     (E::ClaimRecovered, InProgress, InProgress),
     (E::LeaseExpired, InProgress, Unknown),
+    (E::LookupFound, Unknown, Completed),
+    (E::LookupNotFound, Unknown, Pending),
+    (E::LookupMismatch, Unknown, Conflict),
     (E::Retry, Failed, Pending),
     (E::Retry, Unknown, Pending),
     (E::Retry, Held, Pending),
@@ -209,9 +214,7 @@ pub struct TransitionRefused {
 
 /// Checks one transition against the table.
 pub fn check(event: Event, from: State, to: State) -> Result<(), TransitionRefused> {
-    if TRANSITIONS.contains(&(event, from, to))
-        || (from, to) == (InProgress, Conflict) && is_divertible(event, to)
-    {
+    if TRANSITIONS.contains(&(event, from, to)) || (from, to) == (InProgress, Conflict) && is_divertible(event, to) {
         Ok(())
     } else {
         Err(TransitionRefused { event, from, to })
@@ -235,10 +238,7 @@ pub fn allowed_from(event: Event) -> Vec<State> {
 
 /// Every (from, to) pair a store may write: the table plus diverted results.
 pub fn allowed_state_pairs() -> Vec<(State, State)> {
-    let mut pairs: Vec<(State, State)> = TRANSITIONS
-        .iter()
-        .map(|&(_, from, to)| (from, to))
-        .collect();
+    let mut pairs: Vec<(State, State)> = TRANSITIONS.iter().map(|&(_, from, to)| (from, to)).collect();
     pairs.push((InProgress, Conflict));
     pairs.retain(|(from, to)| from != to);
     pairs.sort();
@@ -249,11 +249,7 @@ pub fn allowed_state_pairs() -> Vec<(State, State)> {
 pub(crate) fn join_states(states: &[State]) -> String {
     match states {
         [] => "no state".to_owned(),
-        _ => states
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
+        _ => states.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
     }
 }
 
@@ -271,12 +267,7 @@ mod tests {
     #[test]
     fn every_non_terminal_state_can_be_left() {
         for state in State::ALL.into_iter().filter(|s| !s.is_terminal()) {
-            assert!(
-                TRANSITIONS
-                    .iter()
-                    .any(|&(_, from, to)| from == state && to != state),
-                "{state} is a trap"
-            );
+            assert!(TRANSITIONS.iter().any(|&(_, from, to)| from == state && to != state), "{state} is a trap");
         }
     }
 

@@ -28,10 +28,7 @@ pub fn escape_untrusted(text: &str) -> String {
 
 /// Like [`escape_untrusted`] but keeps line breaks, for multi-line text such as pretty JSON.
 pub fn escape_untrusted_lines(text: &str) -> String {
-    text.split('\n')
-        .map(escape_untrusted)
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.split('\n').map(escape_untrusted).collect::<Vec<_>>().join("\n")
 }
 
 /// Cuts text to at most `max_bytes`, on a character boundary, marking the cut.
@@ -54,10 +51,7 @@ mod tests {
     fn control_and_invisible_characters_become_visible() {
         assert_eq!(escape_untrusted("a\u{1b}[31mb"), "a\\x1b[31mb");
         assert_eq!(escape_untrusted("\u{9b}2J"), "\\u{009b}2J");
-        assert_eq!(
-            escape_untrusted("x\u{202e}y\u{200b}"),
-            "x\\u{202e}y\\u{200b}"
-        );
+        assert_eq!(escape_untrusted("x\u{202e}y\u{200b}"), "x\\u{202e}y\\u{200b}");
         assert_eq!(escape_untrusted("line\r\nnext\0"), "line\\r\\nnext\\x00");
         assert_eq!(escape_untrusted("c:\\x1b"), "c:\\\\x1b");
         assert_eq!(escape_untrusted("ordinary ü ✓"), "ordinary ü ✓");
@@ -67,11 +61,7 @@ mod tests {
     fn nothing_escapes_the_escaping() {
         let hostile: String = (0u32..0x250).filter_map(char::from_u32).collect();
         let shown = escape_untrusted(&hostile);
-        assert!(
-            !shown
-                .chars()
-                .any(|c| c.is_control() || crate::domain::key::is_invisible_format(c))
-        );
+        assert!(!shown.chars().any(|c| c.is_control() || crate::domain::key::is_invisible_format(c)));
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
 };
 use std::future::Future;
 use std::time::Duration;
@@ -39,10 +39,7 @@ impl StoreError {
         let Self::Database(sqlx::Error::Database(db)) = self else {
             return false;
         };
-        matches!(
-            db.code().as_deref(),
-            Some("40001" | "40P01" | "5" | "6" | "517" | "262")
-        )
+        matches!(db.code().as_deref(), Some("40001" | "40P01" | "5" | "6" | "517" | "262"))
     }
 }
 
@@ -55,7 +52,25 @@ pub struct ListFilter {
     pub owner: Option<String>,
     /// Keyset cursor: only actions with a smaller id (older) than this.
     pub before_id: Option<i64>,
+    /// Only actions created at or after this time.
+    pub created_since: Option<Timestamp>,
     pub limit: i64,
+}
+
+/// Which pending actions a worker may claim.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimScope {
+    /// Only these destinations; `None` for any.
+    pub destinations: Option<Vec<String>>,
+    /// Also actions submitted without a destination.
+    pub include_unassigned: bool,
+}
+
+impl ClaimScope {
+    /// Every pending action, whatever its destination.
+    pub fn any() -> Self {
+        Self { destinations: None, include_unassigned: true }
+    }
 }
 
 /// A ledger database.
@@ -69,26 +84,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The database's clock (plus any simulated offset).
     fn now(&self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
 
-    fn find(
-        &self,
-        key: &ActionKey,
-    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
-    fn deliveries(
-        &self,
-        key: &ActionKey,
-    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
-    fn attempts(
-        &self,
-        key: &ActionKey,
-    ) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
-    fn audit_trail(
-        &self,
-        key: &ActionKey,
-    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
-    fn list(
-        &self,
-        filter: &ListFilter,
-    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    fn find(&self, key: &ActionKey) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    fn deliveries(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+    fn attempts(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
+    fn audit_trail(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
+    fn lookups(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<LookupRecord>, StoreError>> + Send;
+    fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     fn list_refused(
         &self,
         before_id: Option<i64>,
@@ -96,14 +97,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.
-    fn expired_claims(
-        &self,
-        limit: i64,
-    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    fn expired_claims(&self, limit: i64) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// The (from, to) state pairs the database itself will accept.
-    fn enforced_state_pairs(
-        &self,
-    ) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
+    fn enforced_state_pairs(&self) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
 
     /// Moves this store's view of the database clock forward, for simulations and tests of lease
     /// expiry that must not sleep. Every connection of this store sees the same offset.
@@ -116,10 +112,8 @@ pub trait Store: Clone + Send + Sync + 'static {
 pub trait LedgerTx: Send {
     fn now(&mut self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
     /// Reads one action and holds it against concurrent change until the transaction ends.
-    fn lock_action(
-        &mut self,
-        key: &ActionKey,
-    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
+    fn lock_action(&mut self, key: &ActionKey)
+    -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
     /// Inserts a new pending action unless the key exists; returns it if it was inserted.
     fn insert_action_if_absent(
         &mut self,
@@ -127,10 +121,7 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
     /// Writes every mutable field of `action` if its revision is still `action.revision`, and
     /// advances the revision. Returns false (and writes nothing) if it changed meanwhile.
-    fn update_action(
-        &mut self,
-        action: &ActionRecord,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn update_action(&mut self, action: &ActionRecord) -> impl Future<Output = Result<bool, StoreError>> + Send;
     /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
     /// workers are claiming at the same moment.
     fn claim_pending(
@@ -139,6 +130,7 @@ pub trait LedgerTx: Send {
         now: Timestamp,
         lease_until: Timestamp,
         limit: i64,
+        scope: &ClaimScope,
     ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// Extends a lease if the claim is still held by `ownership_version`.
     fn renew_lease(
@@ -152,29 +144,12 @@ pub trait LedgerTx: Send {
         key: &ActionKey,
         ownership_version: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-    fn find_attempt(
-        &mut self,
-        id: i64,
-    ) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
-    fn insert_delivery(
-        &mut self,
-        delivery: &Delivery,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn insert_attempt(
-        &mut self,
-        attempt: &Attempt,
-    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
-    fn finish_attempt(
-        &mut self,
-        attempt: &Attempt,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn append_audit(
-        &mut self,
-        entry: &AuditEntry,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn insert_refusal(
-        &mut self,
-        refusal: &RefusedSubmission,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
+    fn insert_delivery(&mut self, delivery: &Delivery) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    fn finish_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_lookup(&mut self, lookup: &LookupRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

@@ -24,7 +24,7 @@ impl_store! {
     begin_sql = "BEGIN",
     now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
     lock_suffix = " FOR UPDATE",
-    claim_sql = claim_sql!(" FOR UPDATE OF a SKIP LOCKED"),
+    claim_sql = claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
 }
 
 impl PostgresStore {
@@ -42,10 +42,7 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
         sqlx::migrate!("migrations/postgres").run(&pool).await?;
-        Ok(Self {
-            pool,
-            clock_offset: Arc::default(),
-        })
+        Ok(Self { pool, clock_offset: Arc::default() })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.

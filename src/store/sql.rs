@@ -7,8 +7,8 @@
 use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
-    Evidence, Payload, Proposal, RefusedSubmission, State, SubmitOutcome,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord, LookupVerdict, Payload,
+    Proposal, RefusedSubmission, State, SubmitOutcome,
 };
 
 macro_rules! action_columns {
@@ -29,14 +29,19 @@ macro_rules! attempt_columns {
 }
 
 /// One statement that claims up to `$4` runnable pending actions for worker `$1` at database time
-/// `$2` with a lease until `$3`. `$lock` lets PostgreSQL skip rows another worker is claiming.
+/// `$2` with a lease until `$3`, for the destinations in the JSON list `$5` (all when NULL) and,
+/// when `$6`, actions without a destination. `$lock` lets PostgreSQL skip rows another worker is
+/// claiming; `$in_list` tests membership of `$5` in the dialect's JSON functions.
 macro_rules! claim_sql {
-    ($lock:literal) => {
+    ($lock:literal, $in_list:literal) => {
         // The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT
         // subquery under IN more than once and claim more rows than asked.
         concat!(
             "WITH picked AS MATERIALIZED (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
             "AND (a.not_before IS NULL OR a.not_before <= $2) AND a.proposed_payload IS NULL ",
+            "AND ($5 IS NULL OR a.destination IN ",
+            $in_list,
+            " OR (a.destination IS NULL AND $6)) ",
             "AND (a.after_key IS NULL OR EXISTS ",
             "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
             "ORDER BY a.id LIMIT $4",
@@ -51,8 +56,7 @@ macro_rules! claim_sql {
 }
 pub(crate) use claim_sql;
 
-pub(crate) const SELECT_ACTION: &str =
-    concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
 
 pub(crate) const INSERT_ACTION: &str = concat!(
     "INSERT INTO actions (key, state, payload, fingerprint, source, source_version, destination, after_key, \
@@ -76,17 +80,10 @@ pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
 pub(crate) const ATTEMPT_STARTED_UNDER: &str =
     "SELECT COUNT(*) FROM attempts WHERE action_key = $1 AND ownership_version = $2";
 
-pub(crate) const SELECT_ATTEMPT: &str = concat!(
-    "SELECT ",
-    attempt_columns!(),
-    " FROM attempts WHERE id = $1"
-);
+pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE id = $1");
 
-pub(crate) const SELECT_ATTEMPTS: &str = concat!(
-    "SELECT ",
-    attempt_columns!(),
-    " FROM attempts WHERE action_key = $1 ORDER BY id"
-);
+pub(crate) const SELECT_ATTEMPTS: &str =
+    concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
 
 pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO deliveries \
      (action_key, event_id, source, source_version, fingerprint, outcome, received_at) \
@@ -99,6 +96,13 @@ pub(crate) const INSERT_ATTEMPT: &str = "INSERT INTO attempts \
 
 pub(crate) const FINISH_ATTEMPT: &str = "UPDATE attempts SET ended_at = $2, outcome = $3, error = $4, \
      response_status = $5, destination_id = $6, response_body = $7, stale = $8 WHERE id = $1 AND ended_at IS NULL";
+
+pub(crate) const INSERT_LOOKUP: &str = "INSERT INTO lookups \
+     (action_key, at, actor, verdict, records, destination_id, response_status, response_body, detail) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+pub(crate) const SELECT_LOOKUPS: &str = "SELECT id, action_key, at, actor, verdict, records, destination_id, \
+     response_status, response_body, detail FROM lookups WHERE action_key = $1 ORDER BY id";
 
 pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_trail \
      (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, revision, reason) \
@@ -119,14 +123,13 @@ pub(crate) const LIST_ACTIONS: &str = concat!(
     action_columns!(),
     " FROM actions WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR destination = $2) \
      AND ($3 IS NULL OR claimed_by = $3 OR assignee = $3) AND ($4 IS NULL OR id < $4) \
-     ORDER BY id DESC LIMIT $5"
+     AND ($6 IS NULL OR created_at >= $6) ORDER BY id DESC LIMIT $5"
 );
 
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
 
-pub(crate) const COUNT_BY_STATE: &str =
-    "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
+pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 
 pub(crate) const EXPIRED_CLAIMS: &str = concat!(
     "SELECT ",
@@ -158,10 +161,7 @@ fn key(text: &str) -> Result<ActionKey, StoreError> {
 }
 
 pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {
-    let proposal = match (
-        row.opt_text("proposed_payload")?,
-        row.opt_text("proposed_fingerprint")?,
-    ) {
+    let proposal = match (row.opt_text("proposed_payload")?, row.opt_text("proposed_fingerprint")?) {
         (Some(payload), Some(fingerprint)) => Some(Proposal {
             payload: Payload::from_stored(payload, fingerprint),
             source_version: row.opt_int("proposed_source_version")?,
@@ -174,11 +174,7 @@ pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreE
         state: state(&row.text("state")?)?,
         payload: Payload::from_stored(row.text("payload")?, row.text("fingerprint")?),
         proposal,
-        resume_state: row
-            .opt_text("resume_state")?
-            .as_deref()
-            .map(state)
-            .transpose()?,
+        resume_state: row.opt_text("resume_state")?.as_deref().map(state).transpose()?,
         source: row.opt_text("source")?,
         source_version: row.opt_int("source_version")?,
         destination: row.opt_text("destination")?,
@@ -208,8 +204,7 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Result<Delivery, StoreErr
         source: row.opt_text("source")?,
         source_version: row.opt_int("source_version")?,
         fingerprint: row.text("fingerprint")?,
-        outcome: SubmitOutcome::parse(&outcome)
-            .ok_or_else(|| corrupt("delivery outcome", &outcome))?,
+        outcome: SubmitOutcome::parse(&outcome).ok_or_else(|| corrupt("delivery outcome", &outcome))?,
         received_at: from_millis(row.int("received_at")?),
     })
 }
@@ -250,11 +245,7 @@ pub(crate) fn audit_from_row(row: &impl Columns) -> Result<AuditEntry, StoreErro
         actor: row.text("actor")?,
         actor_kind: ActorKind::parse(&kind).ok_or_else(|| corrupt("actor kind", &kind))?,
         event,
-        from_state: row
-            .opt_text("from_state")?
-            .as_deref()
-            .map(state)
-            .transpose()?,
+        from_state: row.opt_text("from_state")?.as_deref().map(state).transpose()?,
         to_state: state(&row.text("to_state")?)?,
         ownership_version: row.int("ownership_version")?,
         revision: row.int("revision")?,
@@ -275,11 +266,27 @@ pub(crate) fn refusal_from_row(row: &impl Columns) -> Result<RefusedSubmission, 
     })
 }
 
+pub(crate) fn lookup_from_row(row: &impl Columns) -> Result<LookupRecord, StoreError> {
+    let verdict = row.text("verdict")?;
+    Ok(LookupRecord {
+        id: row.int("id")?,
+        key: key(&row.text("action_key")?)?,
+        at: from_millis(row.int("at")?),
+        actor: row.text("actor")?,
+        verdict: LookupVerdict::parse(&verdict).ok_or_else(|| corrupt("lookup verdict", &verdict))?,
+        records: row.int("records")?,
+        destination_id: row.opt_text("destination_id")?,
+        evidence: Evidence {
+            status: row.opt_int("response_status")?,
+            destination_id: row.opt_text("destination_id")?,
+            body: row.opt_text("response_body")?,
+        },
+        detail: row.opt_text("detail")?,
+    })
+}
+
 pub(crate) fn state_pair_from_row(row: &impl Columns) -> Result<(State, State), StoreError> {
-    Ok((
-        state(&row.text("from_state")?)?,
-        state(&row.text("to_state")?)?,
-    ))
+    Ok((state(&row.text("from_state")?)?, state(&row.text("to_state")?)?))
 }
 
 pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), StoreError> {
@@ -330,15 +337,9 @@ macro_rules! impl_store {
         }
 
         impl $crate::store::LedgerTx for $tx {
-            async fn now(
-                &mut self,
-            ) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
-                let ms: i64 = sqlx::query_scalar($now_sql)
-                    .fetch_one(&mut *self.tx)
-                    .await?;
-                Ok($crate::domain::record::from_millis(
-                    ms + self.clock_offset_ms,
-                ))
+            async fn now(&mut self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
+                let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&mut *self.tx).await?;
+                Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms))
             }
 
             async fn lock_action(
@@ -351,13 +352,8 @@ macro_rules! impl_store {
                     " FROM actions WHERE key = $1",
                     $lock_suffix
                 );
-                let row = sqlx::query(sql)
-                    .bind(key.as_str())
-                    .fetch_optional(&mut *self.tx)
-                    .await?;
-                row.as_ref()
-                    .map($crate::store::sql::action_from_row)
-                    .transpose()
+                let row = sqlx::query(sql).bind(key.as_str()).fetch_optional(&mut *self.tx).await?;
+                row.as_ref().map($crate::store::sql::action_from_row).transpose()
             }
 
             async fn insert_action_if_absent(
@@ -375,9 +371,7 @@ macro_rules! impl_store {
                     .bind(action.created_at.timestamp_millis())
                     .fetch_optional(&mut *self.tx)
                     .await?;
-                row.as_ref()
-                    .map($crate::store::sql::action_from_row)
-                    .transpose()
+                row.as_ref().map($crate::store::sql::action_from_row).transpose()
             }
 
             async fn update_action(
@@ -391,11 +385,7 @@ macro_rules! impl_store {
                     .bind(a.payload.canonical())
                     .bind(a.payload.fingerprint().as_str())
                     .bind(a.proposal.as_ref().map(|p| p.payload.canonical()))
-                    .bind(
-                        a.proposal
-                            .as_ref()
-                            .map(|p| p.payload.fingerprint().as_str()),
-                    )
+                    .bind(a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()))
                     .bind(a.proposal.as_ref().and_then(|p| p.source_version))
                     .bind(a.resume_state.map(|s| s.as_str()))
                     .bind(a.source.as_deref())
@@ -425,17 +415,19 @@ macro_rules! impl_store {
                 now: $crate::domain::Timestamp,
                 lease_until: $crate::domain::Timestamp,
                 limit: i64,
+                scope: &$crate::store::ClaimScope,
             ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
                 let rows = sqlx::query($claim_sql)
                     .bind(worker)
                     .bind(now.timestamp_millis())
                     .bind(lease_until.timestamp_millis())
                     .bind(limit)
+                    .bind(destinations)
+                    .bind(scope.include_unassigned)
                     .fetch_all(&mut *self.tx)
                     .await?;
-                rows.iter()
-                    .map($crate::store::sql::action_from_row)
-                    .collect()
+                rows.iter().map($crate::store::sql::action_from_row).collect()
             }
 
             async fn renew_lease(
@@ -470,19 +462,12 @@ macro_rules! impl_store {
                 &mut self,
                 id: i64,
             ) -> Result<Option<$crate::domain::Attempt>, $crate::store::StoreError> {
-                let row = sqlx::query($crate::store::sql::SELECT_ATTEMPT)
-                    .bind(id)
-                    .fetch_optional(&mut *self.tx)
-                    .await?;
-                row.as_ref()
-                    .map($crate::store::sql::attempt_from_row)
-                    .transpose()
+                let row =
+                    sqlx::query($crate::store::sql::SELECT_ATTEMPT).bind(id).fetch_optional(&mut *self.tx).await?;
+                row.as_ref().map($crate::store::sql::attempt_from_row).transpose()
             }
 
-            async fn insert_delivery(
-                &mut self,
-                d: &$crate::domain::Delivery,
-            ) -> Result<(), $crate::store::StoreError> {
+            async fn insert_delivery(&mut self, d: &$crate::domain::Delivery) -> Result<(), $crate::store::StoreError> {
                 sqlx::query($crate::store::sql::INSERT_DELIVERY)
                     .bind(d.key.as_str())
                     .bind(d.event_id.as_deref())
@@ -496,10 +481,7 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn insert_attempt(
-                &mut self,
-                a: &$crate::domain::Attempt,
-            ) -> Result<i64, $crate::store::StoreError> {
+            async fn insert_attempt(&mut self, a: &$crate::domain::Attempt) -> Result<i64, $crate::store::StoreError> {
                 let id: i64 = sqlx::query_scalar($crate::store::sql::INSERT_ATTEMPT)
                     .bind(a.key.as_str())
                     .bind(a.number)
@@ -518,10 +500,7 @@ macro_rules! impl_store {
                 Ok(id)
             }
 
-            async fn finish_attempt(
-                &mut self,
-                a: &$crate::domain::Attempt,
-            ) -> Result<(), $crate::store::StoreError> {
+            async fn finish_attempt(&mut self, a: &$crate::domain::Attempt) -> Result<(), $crate::store::StoreError> {
                 sqlx::query($crate::store::sql::FINISH_ATTEMPT)
                     .bind(a.id)
                     .bind(a.ended_at.map(|t| t.timestamp_millis()))
@@ -536,10 +515,26 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn append_audit(
+            async fn insert_lookup(
                 &mut self,
-                e: &$crate::domain::AuditEntry,
+                l: &$crate::domain::LookupRecord,
             ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::INSERT_LOOKUP)
+                    .bind(l.key.as_str())
+                    .bind(l.at.timestamp_millis())
+                    .bind(l.actor.as_str())
+                    .bind(l.verdict.as_str())
+                    .bind(l.records)
+                    .bind(l.destination_id.as_deref())
+                    .bind(l.evidence.status)
+                    .bind(l.evidence.body.as_deref())
+                    .bind(l.detail.as_deref())
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn append_audit(&mut self, e: &$crate::domain::AuditEntry) -> Result<(), $crate::store::StoreError> {
                 sqlx::query($crate::store::sql::APPEND_AUDIT)
                     .bind(e.key.as_str())
                     .bind(e.at.timestamp_millis())
@@ -584,17 +579,12 @@ macro_rules! impl_store {
 
             async fn begin(&self) -> Result<$tx, $crate::store::StoreError> {
                 let tx = self.pool.begin_with($begin_sql).await?;
-                Ok($tx {
-                    tx,
-                    clock_offset_ms: self.clock_offset_ms(),
-                })
+                Ok($tx { tx, clock_offset_ms: self.clock_offset_ms() })
             }
 
             async fn now(&self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
                 let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&self.pool).await?;
-                Ok($crate::domain::record::from_millis(
-                    ms + self.clock_offset_ms(),
-                ))
+                Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms()))
             }
 
             async fn find(
@@ -605,48 +595,43 @@ macro_rules! impl_store {
                     .bind(key.as_str())
                     .fetch_optional(&self.pool)
                     .await?;
-                row.as_ref()
-                    .map($crate::store::sql::action_from_row)
-                    .transpose()
+                row.as_ref().map($crate::store::sql::action_from_row).transpose()
             }
 
             async fn deliveries(
                 &self,
                 key: &$crate::domain::ActionKey,
             ) -> Result<Vec<$crate::domain::Delivery>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::SELECT_DELIVERIES)
-                    .bind(key.as_str())
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter()
-                    .map($crate::store::sql::delivery_from_row)
-                    .collect()
+                let rows =
+                    sqlx::query($crate::store::sql::SELECT_DELIVERIES).bind(key.as_str()).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::delivery_from_row).collect()
             }
 
             async fn attempts(
                 &self,
                 key: &$crate::domain::ActionKey,
             ) -> Result<Vec<$crate::domain::Attempt>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::SELECT_ATTEMPTS)
-                    .bind(key.as_str())
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter()
-                    .map($crate::store::sql::attempt_from_row)
-                    .collect()
+                let rows =
+                    sqlx::query($crate::store::sql::SELECT_ATTEMPTS).bind(key.as_str()).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::attempt_from_row).collect()
             }
 
             async fn audit_trail(
                 &self,
                 key: &$crate::domain::ActionKey,
             ) -> Result<Vec<$crate::domain::AuditEntry>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::SELECT_AUDIT)
-                    .bind(key.as_str())
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter()
-                    .map($crate::store::sql::audit_from_row)
-                    .collect()
+                let rows =
+                    sqlx::query($crate::store::sql::SELECT_AUDIT).bind(key.as_str()).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::audit_from_row).collect()
+            }
+
+            async fn lookups(
+                &self,
+                key: &$crate::domain::ActionKey,
+            ) -> Result<Vec<$crate::domain::LookupRecord>, $crate::store::StoreError> {
+                let rows =
+                    sqlx::query($crate::store::sql::SELECT_LOOKUPS).bind(key.as_str()).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::lookup_from_row).collect()
             }
 
             async fn list(
@@ -659,11 +644,10 @@ macro_rules! impl_store {
                     .bind(f.owner.as_deref())
                     .bind(f.before_id)
                     .bind(f.limit)
+                    .bind(f.created_since.map(|t| t.timestamp_millis()))
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter()
-                    .map($crate::store::sql::action_from_row)
-                    .collect()
+                rows.iter().map($crate::store::sql::action_from_row).collect()
             }
 
             async fn list_refused(
@@ -676,20 +660,12 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter()
-                    .map($crate::store::sql::refusal_from_row)
-                    .collect()
+                rows.iter().map($crate::store::sql::refusal_from_row).collect()
             }
 
-            async fn count_by_state(
-                &self,
-            ) -> Result<Vec<($crate::domain::State, i64)>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter()
-                    .map($crate::store::sql::state_count_from_row)
-                    .collect()
+            async fn count_by_state(&self) -> Result<Vec<($crate::domain::State, i64)>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::state_count_from_row).collect()
             }
 
             async fn expired_claims(
@@ -702,29 +678,19 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter()
-                    .map($crate::store::sql::action_from_row)
-                    .collect()
+                rows.iter().map($crate::store::sql::action_from_row).collect()
             }
 
             async fn enforced_state_pairs(
                 &self,
-            ) -> Result<
-                Vec<($crate::domain::State, $crate::domain::State)>,
-                $crate::store::StoreError,
-            > {
-                let rows = sqlx::query($crate::store::sql::ENFORCED_PAIRS)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter()
-                    .map($crate::store::sql::state_pair_from_row)
-                    .collect()
+            ) -> Result<Vec<($crate::domain::State, $crate::domain::State)>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::ENFORCED_PAIRS).fetch_all(&self.pool).await?;
+                rows.iter().map($crate::store::sql::state_pair_from_row).collect()
             }
 
             fn advance_clock(&self, by: std::time::Duration) {
                 let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-                self.clock_offset
-                    .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+                self.clock_offset.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
             }
 
             async fn close(&self) {

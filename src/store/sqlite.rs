@@ -2,9 +2,7 @@
 
 use super::StoreError;
 use super::sql::{claim_sql, impl_columns, impl_store};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -30,7 +28,7 @@ impl_store! {
     begin_sql = "BEGIN IMMEDIATE",
     now_sql = "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     lock_suffix = "",
-    claim_sql = claim_sql!(""),
+    claim_sql = claim_sql!("", "(SELECT value FROM json_each($5))"),
 }
 
 impl SqliteStore {
@@ -66,10 +64,7 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
-        Ok(Self {
-            pool,
-            clock_offset: Arc::default(),
-        })
+        Ok(Self { pool, clock_offset: Arc::default() })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
@@ -91,17 +86,9 @@ fn create_private_file(path: &Path) -> Result<(), StoreError> {
             dir.display()
         )));
     }
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(StoreError::Open(format!(
-            "cannot create the ledger {}: {e}",
-            path.display()
-        ))),
+        Err(e) => Err(StoreError::Open(format!("cannot create the ledger {}: {e}", path.display()))),
     }
 }

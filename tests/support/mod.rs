@@ -18,28 +18,16 @@ pub struct TestDb<S> {
 pub async fn sqlite() -> TestDb<SqliteStore> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-    let store = SqliteStore::open(&url)
-        .await
-        .expect("open the SQLite ledger");
-    TestDb {
-        ledger: Ledger::new(store),
-        url,
-        _dir: Some(dir),
-    }
+    let store = SqliteStore::open(&url).await.expect("open the SQLite ledger");
+    TestDb { ledger: Ledger::new(store), url, _dir: Some(dir) }
 }
 
 /// A fresh PostgreSQL ledger, or `None` (after a loud message) when no PostgreSQL can be had
 /// outside CI. With `CI=true` a missing PostgreSQL fails the test instead.
 pub async fn postgres() -> Option<TestDb<PostgresStore>> {
     let url = pg::fresh_database().await?;
-    let store = PostgresStore::open(&url)
-        .await
-        .expect("open the PostgreSQL ledger");
-    Some(TestDb {
-        ledger: Ledger::new(store),
-        url,
-        _dir: None,
-    })
+    let store = PostgresStore::open(&url).await.expect("open the PostgreSQL ledger");
+    Some(TestDb { ledger: Ledger::new(store), url, _dir: None })
 }
 
 /// Runs one generic test body against both stores: `conformance!(name1, name2, ...)` expects

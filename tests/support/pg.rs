@@ -28,14 +28,8 @@ pub async fn fresh_database() -> Option<String> {
             return None;
         }
     };
-    let name = format!(
-        "al_{}_{}",
-        std::process::id(),
-        NEXT_DATABASE.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut conn = sqlx::PgConnection::connect(&admin)
-        .await
-        .expect("connect to the test server");
+    let name = format!("al_{}_{}", std::process::id(), NEXT_DATABASE.fetch_add(1, Ordering::SeqCst));
+    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to the test server");
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
@@ -55,9 +49,7 @@ pub fn admin_url() -> Result<String, String> {
 }
 
 fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let server = match base[scheme_end..].find('/') {
         Some(slash) => &base[..scheme_end + slash],
@@ -70,8 +62,7 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 fn start_cluster() -> Result<String, String> {
-    let bindir = pg_bindir()
-        .ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
+    let bindir = pg_bindir().ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
     let root = Path::new("/tmp").join(format!("actionledger-test-pg-{}", std::process::id()));
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
     let as_postgres = running_as_root();
@@ -135,25 +126,16 @@ fn pg_bindir() -> Option<PathBuf> {
         versions.sort();
         candidates.extend(versions.into_iter().rev());
     }
-    candidates
-        .into_iter()
-        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+    candidates.into_iter().find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
 }
 
 fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 fn free_port() -> Result<u16, String> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 /// Runs a server binary, as the postgres user when the tests run as root (initdb refuses root).
@@ -184,16 +166,8 @@ fn run(as_postgres: bool, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(
 
 /// Stops the cluster and removes its files once this test process has exited.
 fn spawn_watchdog(as_postgres: bool, bindir: &Path, root: &Path, data: &Path) {
-    let stop = format!(
-        "{} -D {} stop -m immediate",
-        bindir.join("pg_ctl").display(),
-        data.display()
-    );
-    let stop = if as_postgres {
-        format!("runuser -u postgres -- {stop}")
-    } else {
-        stop
-    };
+    let stop = format!("{} -D {} stop -m immediate", bindir.join("pg_ctl").display(), data.display());
+    let stop = if as_postgres { format!("runuser -u postgres -- {stop}") } else { stop };
     let script = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
         pid = std::process::id(),
@@ -206,9 +180,6 @@ fn spawn_watchdog(as_postgres: bool, bindir: &Path, root: &Path, data: &Path) {
         .stderr(Stdio::null())
         .spawn();
     if let Err(e) = spawned {
-        eprintln!(
-            "warning: no watchdog for the test cluster at {}: {e}",
-            root.display()
-        );
+        eprintln!("warning: no watchdog for the test cluster at {}: {e}", root.display());
     }
 }

@@ -1,0 +1,15 @@
+-- What lookups at a destination found: the evidence behind settling an uncertain outcome.
+CREATE TABLE lookups (
+    id              BIGSERIAL PRIMARY KEY,
+    action_key      TEXT   NOT NULL REFERENCES actions (key),
+    at              BIGINT NOT NULL,
+    actor           TEXT   NOT NULL,
+    verdict         TEXT   NOT NULL CHECK (verdict IN ('found', 'not_found', 'mismatch', 'duplicates')),
+    records         BIGINT NOT NULL,
+    destination_id  TEXT,
+    response_status BIGINT,
+    response_body   TEXT,
+    detail          TEXT
+);
+CREATE INDEX lookups_action ON lookups (action_key, id);
+CREATE INDEX actions_unknown ON actions (updated_at) WHERE state = 'unknown';

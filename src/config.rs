@@ -1,0 +1,347 @@
+//! The worker's configuration file (`actionledger.toml`): destinations and their capabilities.
+//!
+//! Credentials are never written here or in the ledger: a header value may name an environment
+//! variable, read when the worker starts.
+
+use crate::domain::input::validate_destination_name;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The default configuration file, in the current directory.
+pub const DEFAULT_CONFIG_FILE: &str = "actionledger.toml";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub worker: WorkerSettings,
+    #[serde(default)]
+    pub destinations: BTreeMap<String, DestinationConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerSettings {
+    /// How long a claim lasts without a heartbeat.
+    #[serde(with = "duration_text")]
+    pub lease: Duration,
+    /// Actions performed at once by one worker process.
+    pub concurrency: usize,
+    /// How often an idle worker looks for work.
+    #[serde(with = "duration_text")]
+    pub poll_interval: Duration,
+    /// The destination for actions submitted without `--destination`.
+    pub default_destination: Option<String>,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            concurrency: 4,
+            poll_interval: Duration::from_millis(250),
+            default_destination: None,
+        }
+    }
+}
+
+/// A generic HTTP/JSON destination.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationConfig {
+    /// Substituted for `{{base_url}}` in templates.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    pub create: CreateRequest,
+    /// The destination's unique external reference for an action; `{{key}}` by default.
+    #[serde(default = "default_external_ref")]
+    pub external_ref: String,
+    #[serde(default)]
+    pub idempotency: Option<Idempotency>,
+    #[serde(default)]
+    pub lookup: Option<Lookup>,
+    #[serde(default)]
+    pub fencing: Option<Fencing>,
+    /// Extra request headers, e.g. `Authorization = { env = "CRM_TOKEN", prefix = "Bearer " }`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderValue>,
+    #[serde(default = "default_timeout", with = "duration_text")]
+    pub timeout: Duration,
+    #[serde(default = "default_connect_timeout", with = "duration_text")]
+    pub connect_timeout: Duration,
+    /// Attempts per round before a temporary failure becomes `failed`.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: i64,
+    #[serde(default = "default_backoff_base", with = "duration_text")]
+    pub backoff_base: Duration,
+    #[serde(default = "default_backoff_max", with = "duration_text")]
+    pub backoff_max: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRequest {
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// URL template, e.g. `{{base_url}}/tasks`.
+    pub url: String,
+    /// Body template: a table whose string leaves may hold `{{placeholders}}`. Without it the
+    /// approved payload is sent as it is.
+    #[serde(default)]
+    pub body: Option<toml::Value>,
+    /// JSON pointer to the created record's id in the response, e.g. `/id`.
+    #[serde(default = "default_id_pointer")]
+    pub id_pointer: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Idempotency {
+    /// The header that carries the action key, e.g. `Idempotency-Key`.
+    pub header: String,
+    /// How long the destination remembers a key, e.g. `24h`.
+    #[serde(with = "duration_text")]
+    pub retention: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lookup {
+    /// URL template that finds records by external reference, e.g.
+    /// `{{base_url}}/records?external_ref={{external_ref}}`.
+    pub url: String,
+    /// JSON pointer to the list of matching records; without it the response is one record and
+    /// 404 means none.
+    #[serde(default)]
+    pub records_pointer: Option<String>,
+    /// JSON pointer to a record's id, relative to the record.
+    #[serde(default = "default_id_pointer")]
+    pub id_pointer: String,
+    /// JSON pointers compared between the body sent and the record found; a difference makes
+    /// the found record a mismatch (`conflict`).
+    #[serde(default)]
+    pub compare: Vec<String>,
+    /// How long after an uncertain send to wait before a lookup may conclude anything, so a
+    /// request still in flight at the destination is not mistaken for no record.
+    #[serde(default = "default_settle", with = "duration_text")]
+    pub settle: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fencing {
+    /// The header that carries the ownership version, for destinations that reject obsolete
+    /// writers.
+    pub header: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum HeaderValue {
+    /// Read from an environment variable when the worker starts.
+    Env {
+        env: String,
+        #[serde(default)]
+        prefix: String,
+    },
+    Literal {
+        value: String,
+    },
+}
+
+fn default_external_ref() -> String {
+    "{{key}}".to_owned()
+}
+fn default_method() -> String {
+    "POST".to_owned()
+}
+fn default_id_pointer() -> String {
+    "/id".to_owned()
+}
+fn default_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(3)
+}
+fn default_max_attempts() -> i64 {
+    5
+}
+fn default_backoff_base() -> Duration {
+    Duration::from_millis(500)
+}
+fn default_backoff_max() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_settle() -> Duration {
+    Duration::from_secs(2)
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let config: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.worker.concurrency == 0 || self.worker.concurrency > 256 {
+            return Err(format!("worker.concurrency is {}; give 1 to 256", self.worker.concurrency));
+        }
+        if self.worker.lease < Duration::from_secs(1) {
+            return Err("worker.lease must be at least 1s".to_owned());
+        }
+        if let Some(default) = &self.worker.default_destination
+            && !self.destinations.contains_key(default)
+        {
+            return Err(format!("worker.default_destination {default:?} is not a configured destination"));
+        }
+        for (name, destination) in &self.destinations {
+            validate_destination_name(name)?;
+            destination.check().map_err(|e| format!("destination {name}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The configured destination names.
+    pub fn destination_names(&self) -> Vec<String> {
+        self.destinations.keys().cloned().collect()
+    }
+}
+
+impl DestinationConfig {
+    fn check(&self) -> Result<(), String> {
+        reqwest::Method::from_bytes(self.create.method.as_bytes())
+            .map_err(|_| format!("create.method {:?} is not an HTTP method", self.create.method))?;
+        for pointer in std::iter::once(&self.create.id_pointer)
+            .chain(self.lookup.iter().flat_map(|l| l.records_pointer.iter().chain([&l.id_pointer]).chain(&l.compare)))
+        {
+            if !pointer.is_empty() && !pointer.starts_with('/') {
+                return Err(format!("{pointer:?} is not a JSON pointer (it must start with /)"));
+            }
+        }
+        if self.max_attempts < 1 {
+            return Err("max_attempts must be at least 1".to_owned());
+        }
+        if let Some(idempotency) = &self.idempotency
+            && idempotency.retention.is_zero()
+        {
+            return Err("idempotency.retention must be longer than zero".to_owned());
+        }
+        for (name, value) in &self.headers {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("{name:?} is not a valid header name"))?;
+            if let HeaderValue::Env { env, .. } = value
+                && std::env::var_os(env).is_none()
+            {
+                return Err(format!("header {name} needs the environment variable {env}, which is not set"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Durations as people write them: `500ms`, `30s`, `5m`, `24h`, `7d`.
+pub mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let text = text.trim();
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let number: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 24h"))?;
+        let unit_ms = match unit.trim() {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(format!("{text:?} has no known unit; use ms, s, m, h or d")),
+        };
+        Ok(Duration::from_millis(number.saturating_mul(unit_ms)))
+    }
+
+    pub fn format(duration: Duration) -> String {
+        let ms = duration.as_millis();
+        match ms {
+            0 => "0s".to_owned(),
+            ms if ms % 86_400_000 == 0 => format!("{}d", ms / 86_400_000),
+            ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+            ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+            ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+            ms => format!("{ms}ms"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format(*duration))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+        [worker]
+        lease = "20s"
+        concurrency = 8
+
+        [destinations.crm]
+        base_url = "http://127.0.0.1:8787"
+        create = { url = "{{base_url}}/records", body = { external_ref = "{{external_ref}}", data = "{{payload}}" } }
+        idempotency = { header = "Idempotency-Key", retention = "24h" }
+        lookup = { url = "{{base_url}}/records?external_ref={{external_ref}}", records_pointer = "/records" }
+        headers = { X-Team = { value = "ops" } }
+    "#;
+
+    #[test]
+    fn parses_a_destination() {
+        let config = Config::parse(EXAMPLE).unwrap();
+        assert_eq!(config.worker.lease, Duration::from_secs(20));
+        let crm = &config.destinations["crm"];
+        assert_eq!(crm.idempotency.as_ref().unwrap().retention, Duration::from_secs(86_400));
+        assert_eq!(crm.create.method, "POST");
+        assert_eq!(crm.lookup.as_ref().unwrap().settle, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn refuses_what_would_fail_later() {
+        let bad = [
+            (EXAMPLE.replace("24h", "soon"), "not a duration"),
+            (EXAMPLE.replace("concurrency = 8", "concurrency = 0"), "concurrency"),
+            (EXAMPLE.replace("base_url =", "base_uri ="), "unknown field"),
+            (
+                EXAMPLE.replace("X-Team = { value = \"ops\" }", "Auth = { env = \"AL_TEST_UNSET_VAR\" }"),
+                "AL_TEST_UNSET_VAR",
+            ),
+            (EXAMPLE.replace("[destinations.crm]", "[destinations.\"crm prod\"]"), "invalid"),
+        ];
+        for (text, expected) in bad {
+            let error = Config::parse(&text).unwrap_err();
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
+    #[test]
+    fn durations_round_trip() {
+        for text in ["500ms", "30s", "5m", "24h", "7d"] {
+            assert_eq!(duration_text::format(duration_text::parse(text).unwrap()), text);
+        }
+        assert!(duration_text::parse("5 weeks").is_err());
+    }
+}

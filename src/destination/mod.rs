@@ -1,0 +1,334 @@
+//! Destinations: generic HTTP/JSON systems that perform actions, with declared capabilities
+//! (idempotency keys, lookup by external reference, fencing) that decide the recovery rules.
+
+pub mod template;
+
+use crate::config::{DestinationConfig, HeaderValue};
+use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
+use crate::domain::text::truncate;
+use crate::domain::{ActionRecord, Timestamp};
+use reqwest::header::{HeaderMap, HeaderName};
+use serde_json::Value;
+use std::time::Duration;
+use template::Context;
+
+/// One configured destination, ready to send.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    pub name: String,
+    pub config: DestinationConfig,
+    client: reqwest::Client,
+    headers: HeaderMap,
+}
+
+/// What one create request came to, classified for the recovery rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The destination confirmed and named the record.
+    Created { destination_id: String, response: Response },
+    /// Nothing was written (connection refused, 429, 503): retrying may help.
+    BeforeWrite { error: String, response: Option<Response>, retry_after: Option<Duration> },
+    /// Refused for good (validation, permission, an obsolete writer).
+    Permanent { error: String, response: Response },
+    /// The destination may or may not have acted (timeout or connection lost after sending, 5xx).
+    Uncertain { error: String, response: Option<Response> },
+    /// The external reference already exists at the destination (409).
+    AlreadyExists { response: Response },
+}
+
+/// A response kept as evidence: status and a truncated body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+}
+
+/// Records found by a lookup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub records: Vec<FoundRecord>,
+    pub response: Response,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundRecord {
+    pub id: Option<String>,
+    pub record: Value,
+}
+
+impl Destination {
+    /// Builds the HTTP client and reads credentials from the environment.
+    pub fn new(name: &str, config: DestinationConfig) -> Result<Self, String> {
+        // reqwest is built without a default TLS provider; installing one twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("actionledger/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("destination {name}: cannot build the HTTP client: {e}"))?;
+        let mut headers = HeaderMap::new();
+        for (header, value) in &config.headers {
+            let text = match value {
+                HeaderValue::Literal { value } => value.clone(),
+                HeaderValue::Env { env, prefix } => {
+                    let secret = std::env::var(env)
+                        .map_err(|_| format!("destination {name}: header {header} needs ${env}, which is not set"))?;
+                    format!("{prefix}{secret}")
+                }
+            };
+            let mut value = reqwest::header::HeaderValue::from_str(&text)
+                .map_err(|_| format!("destination {name}: header {header} has a value that is not valid in HTTP"))?;
+            value.set_sensitive(true);
+            let header = HeaderName::from_bytes(header.as_bytes())
+                .map_err(|_| format!("destination {name}: {header:?} is not a header name"))?;
+            headers.insert(header, value);
+        }
+        Ok(Self { name: name.to_owned(), config, client, headers })
+    }
+
+    /// When the destination stops recognising a repeat of the key sent first at `first_sent`.
+    pub fn window_closes(&self, first_sent: Option<Timestamp>) -> Option<Timestamp> {
+        let retention = self.config.idempotency.as_ref()?.retention;
+        Some(first_sent? + chrono::Duration::from_std(retention).unwrap_or(chrono::TimeDelta::MAX))
+    }
+
+    /// Rule 4: once the idempotency window has passed since the first send, nothing is sent
+    /// automatically again.
+    pub fn window_passed(&self, first_sent: Option<Timestamp>, now: Timestamp) -> bool {
+        self.window_closes(first_sent).is_some_and(|closes| now >= closes)
+    }
+
+    /// Rule 5: whether a repeat of this action cannot take effect twice: its key is still inside
+    /// the idempotency window, or a lookup can find a record before sending again.
+    pub fn protects_against_repeat(&self, first_sent: Option<Timestamp>, now: Timestamp) -> bool {
+        let key_in_window = self.config.idempotency.is_some() && !self.window_passed(first_sent, now);
+        key_in_window || self.config.lookup.is_some()
+    }
+
+    fn context<'a>(
+        &'a self,
+        action: &'a ActionRecord,
+        after: Option<&'a ActionRecord>,
+        external_ref: Option<&'a str>,
+    ) -> Context<'a> {
+        Context { action, external_ref, base_url: self.config.base_url.as_deref(), after }
+    }
+
+    /// The action's unique reference at this destination.
+    pub fn external_ref(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<String, String> {
+        template::render_text(&self.config.external_ref, &self.context(action, after, None), false)
+    }
+
+    /// The body a create request sends for this action.
+    pub fn body(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Value, String> {
+        let external_ref = self.external_ref(action, after)?;
+        let context = self.context(action, after, Some(&external_ref));
+        match &self.config.create.body {
+            Some(template) => template::render_body(template, &context),
+            None => Ok(action.payload.value()),
+        }
+    }
+
+    /// Sends the create request for an action, with its key as the idempotency key and its
+    /// ownership version where the destination fences obsolete writers.
+    pub async fn send(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<SendOutcome, String> {
+        let external_ref = self.external_ref(action, after)?;
+        let context = self.context(action, after, Some(&external_ref));
+        let url = template::render_text(&self.config.create.url, &context, true)?;
+        let body = self.body(action, after)?;
+        let method = reqwest::Method::from_bytes(self.config.create.method.as_bytes()).map_err(|e| e.to_string())?;
+        let mut request = self
+            .client
+            .request(method, &url)
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        if let Some(idempotency) = &self.config.idempotency {
+            request = request.header(idempotency.header.as_str(), action.key.as_str());
+        }
+        if let Some(fencing) = &self.config.fencing {
+            request = request.header(fencing.header.as_str(), action.ownership_version.to_string());
+        }
+        crate::faults::crash_point(crate::faults::BEFORE_SEND);
+        let sent = request.send().await;
+        crate::faults::crash_point(crate::faults::AFTER_RESPONSE);
+        Ok(match sent {
+            Err(error) => classify_error(&error),
+            Ok(response) => self.classify_response(response).await,
+        })
+    }
+
+    async fn classify_response(&self, response: reqwest::Response) -> SendOutcome {
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = match response.text().await {
+            Ok(body) => body,
+            Err(e) if (200..300).contains(&status) => {
+                return SendOutcome::Uncertain {
+                    error: format!("HTTP {status}, then the response body was lost: {e}"),
+                    response: Some(Response { status, body: String::new() }),
+                };
+            }
+            Err(_) => String::new(),
+        };
+        let response = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
+        match status {
+            200..=299 => {
+                let id = serde_json::from_str::<Value>(&body)
+                    .ok()
+                    .and_then(|v| pointer_text(&v, &self.config.create.id_pointer));
+                match id {
+                    Some(destination_id) => SendOutcome::Created { destination_id, response },
+                    None => SendOutcome::Uncertain {
+                        error: format!("HTTP {status} without a record id at {}", self.config.create.id_pointer),
+                        response: Some(response),
+                    },
+                }
+            }
+            409 => SendOutcome::AlreadyExists { response },
+            408 | 429 | 503 => SendOutcome::BeforeWrite {
+                error: format!("HTTP {status}: the destination did not accept the request"),
+                response: Some(response),
+                retry_after,
+            },
+            400..=499 => {
+                SendOutcome::Permanent { error: format!("HTTP {status}: refused by the destination"), response }
+            }
+            _ => SendOutcome::Uncertain {
+                error: format!("HTTP {status}: the destination may have acted before failing"),
+                response: Some(response),
+            },
+        }
+    }
+
+    /// Finds the records the destination holds for this action's external reference.
+    pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, String> {
+        let lookup =
+            self.config.lookup.as_ref().ok_or_else(|| format!("destination {} offers no lookup", self.name))?;
+        let external_ref = self.external_ref(action, after)?;
+        let url = template::render_text(&lookup.url, &self.context(action, after, Some(&external_ref)), true)?;
+        let response = self
+            .client
+            .get(&url)
+            .headers(self.headers.clone())
+            .send()
+            .await
+            .map_err(|e| format!("lookup failed: {}", describe(&e)))?;
+        let status = response.status().as_u16();
+        let body = response.text().await.map_err(|e| format!("lookup response lost: {}", describe(&e)))?;
+        let evidence = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
+        if status == 404 && lookup.records_pointer.is_none() {
+            return Ok(Found { records: Vec::new(), response: evidence });
+        }
+        if !(200..300).contains(&status) {
+            return Err(format!("lookup answered HTTP {status}"));
+        }
+        let value: Value =
+            serde_json::from_str(&body).map_err(|e| format!("lookup answered with invalid JSON: {e}"))?;
+        let records = match &lookup.records_pointer {
+            Some(pointer) => value
+                .pointer(pointer)
+                .and_then(Value::as_array)
+                .cloned()
+                .ok_or_else(|| format!("lookup response has no list at {pointer}"))?,
+            None => vec![value],
+        };
+        let records = records
+            .into_iter()
+            .map(|record| FoundRecord { id: pointer_text(&record, &lookup.id_pointer), record })
+            .collect();
+        Ok(Found { records, response: evidence })
+    }
+
+    /// Whether a found record matches what this action sends, on the configured fields.
+    pub fn matches(&self, sent: &Value, found: &Value) -> bool {
+        self.config
+            .lookup
+            .as_ref()
+            .is_none_or(|l| l.compare.iter().all(|pointer| sent.pointer(pointer) == found.pointer(pointer)))
+    }
+}
+
+fn pointer_text(value: &Value, pointer: &str) -> Option<String> {
+    match value.pointer(pointer)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn describe(error: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Before the connection is up nothing can have been written; after it, silence is uncertain.
+fn classify_error(error: &reqwest::Error) -> SendOutcome {
+    let text = describe(error);
+    if error.is_connect() || error.is_builder() {
+        SendOutcome::BeforeWrite { error: format!("could not connect: {text}"), response: None, retry_after: None }
+    } else if error.is_timeout() {
+        SendOutcome::Uncertain { error: format!("timed out after the request was sent: {text}"), response: None }
+    } else {
+        SendOutcome::Uncertain { error: format!("connection lost after the request was sent: {text}"), response: None }
+    }
+}
+
+/// `Retry-After` in seconds or as an HTTP date.
+pub fn parse_retry_after(text: &str) -> Option<Duration> {
+    if let Ok(seconds) = text.trim().parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(text.trim()).ok()?;
+    (at.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().ok()
+}
+
+/// Exponential backoff with full jitter, at least what the destination asked for.
+pub fn backoff(config: &DestinationConfig, attempt: i64, retry_after: Option<Duration>) -> Duration {
+    let exponent = u32::try_from(attempt.clamp(1, 30) - 1).unwrap_or(0);
+    let ceiling = config.backoff_base.saturating_mul(2u32.saturating_pow(exponent)).min(config.backoff_max);
+    let jittered = ceiling.mul_f64(0.5 + fastrand::f64() / 2.0);
+    retry_after.map_or(jittered, |asked| asked.max(jittered))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_in_seconds_or_as_a_date() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(30)).to_rfc2822();
+        let parsed = parse_retry_after(&later).unwrap();
+        assert!(parsed > Duration::from_secs(25) && parsed <= Duration::from_secs(30));
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_honours_retry_after() {
+        let config = crate::config::Config::parse(
+            "[destinations.d]\ncreate = { url = \"http://x\" }\nbackoff_base = \"100ms\"\nbackoff_max = \"1s\"",
+        )
+        .unwrap()
+        .destinations["d"]
+            .clone();
+        for _ in 0..100 {
+            let first = backoff(&config, 1, None);
+            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+            assert!(backoff(&config, 10, None) <= Duration::from_secs(1));
+            assert!(backoff(&config, 1, Some(Duration::from_secs(5))) >= Duration::from_secs(5));
+        }
+    }
+}

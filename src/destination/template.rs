@@ -1,0 +1,177 @@
+//! Templates for destination URLs and bodies: `{{placeholders}}` filled from the action.
+//!
+//! A body template is structured: a string leaf that is exactly one placeholder becomes that JSON
+//! value (object, number, ...), and text around placeholders is interpolated as text. Values are
+//! never spliced into JSON source, so a payload cannot inject structure into a request.
+
+use crate::domain::ActionRecord;
+use serde_json::Value;
+
+/// What placeholders can refer to.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    pub action: &'a ActionRecord,
+    pub external_ref: Option<&'a str>,
+    pub base_url: Option<&'a str>,
+    /// The action this one ran after, with its destination id once completed.
+    pub after: Option<&'a ActionRecord>,
+}
+
+const NAMES: &str = "key, external_ref, base_url, ownership_version, payload, payload.FIELD, after.key, \
+                     after.destination_id";
+
+impl Context<'_> {
+    fn resolve(&self, name: &str) -> Result<Value, String> {
+        let name = name.trim();
+        let a = self.action;
+        let after = || self.after.ok_or_else(|| format!("{{{{{name}}}}} needs an action submitted with --after"));
+        match name {
+            "key" => Ok(Value::String(a.key.to_string())),
+            "external_ref" => self
+                .external_ref
+                .map(|r| Value::String(r.to_owned()))
+                .ok_or_else(|| "{{external_ref}} cannot refer to itself".to_owned()),
+            "base_url" => self
+                .base_url
+                .map(|u| Value::String(u.trim_end_matches('/').to_owned()))
+                .ok_or_else(|| "{{base_url}} is used but the destination has no base_url".to_owned()),
+            "ownership_version" => Ok(Value::from(a.ownership_version)),
+            "payload" => Ok(a.payload.value()),
+            "after.key" => Ok(Value::String(after()?.key.to_string())),
+            "after.destination_id" => after()?.destination_id.clone().map(Value::String).ok_or_else(|| {
+                format!(
+                    "the action {} has no destination id yet",
+                    after().map(|p| p.key.to_string()).unwrap_or_default()
+                )
+            }),
+            _ => match name.strip_prefix("payload.") {
+                Some(path) => field(&a.payload.value(), path).ok_or_else(|| format!("the payload has no field {path}")),
+                None => Err(format!("unknown placeholder {{{{{name}}}}}; use one of {NAMES}")),
+            },
+        }
+    }
+}
+
+fn field(value: &Value, path: &str) -> Option<Value> {
+    path.split('.')
+        .try_fold(value, |v, part| match v {
+            Value::Object(map) => map.get(part),
+            Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        })
+        .cloned()
+}
+
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Splits a template into literal text and placeholder names.
+fn pieces(template: &str) -> Result<Vec<(bool, &str)>, String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let end = rest[start..].find("}}").ok_or_else(|| format!("unclosed {{{{ in template {template:?}"))?;
+        out.push((false, &rest[..start]));
+        out.push((true, &rest[start + 2..start + end]));
+        rest = &rest[start + end + 2..];
+    }
+    out.push((false, rest));
+    Ok(out)
+}
+
+/// Fills a text template; `encode` percent-encodes each value, for URLs. `{{base_url}}` is
+/// inserted as it is, being the address itself.
+pub fn render_text(template: &str, context: &Context<'_>, encode: bool) -> Result<String, String> {
+    let mut out = String::new();
+    for (is_name, piece) in pieces(template)? {
+        if !is_name {
+            out.push_str(piece);
+            continue;
+        }
+        let text = as_text(&context.resolve(piece)?);
+        if encode && piece.trim() != "base_url" {
+            out.extend(percent_encoding::utf8_percent_encode(&text, percent_encoding::NON_ALPHANUMERIC));
+        } else {
+            out.push_str(&text);
+        }
+    }
+    Ok(out)
+}
+
+/// Fills a body template.
+pub fn render_body(template: &toml::Value, context: &Context<'_>) -> Result<Value, String> {
+    Ok(match template {
+        toml::Value::String(s) => match pieces(s)?.as_slice() {
+            [(false, ""), (true, name), (false, "")] => context.resolve(name)?,
+            _ => Value::String(render_text(s, context, false)?),
+        },
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => Value::from(*f),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(items) => {
+            Value::Array(items.iter().map(|i| render_body(i, context)).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(table) => Value::Object(
+            table.iter().map(|(k, v)| Ok((k.clone(), render_body(v, context)?))).collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::input::{RawSubmission, Submission};
+
+    fn action(payload: &str) -> ActionRecord {
+        let raw =
+            RawSubmission { key: Some("acme:o:1".into()), payload: payload.as_bytes().to_vec(), ..Default::default() };
+        ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Default::default())
+    }
+
+    #[test]
+    fn urls_encode_values_but_not_the_base() {
+        let a = action(r#"{"email":"a b&c"}"#);
+        let ctx = Context { action: &a, external_ref: Some("acme:o:1"), base_url: Some("http://h:1/"), after: None };
+        let url = render_text("{{base_url}}/r?ref={{external_ref}}&q={{payload.email}}", &ctx, true).unwrap();
+        assert_eq!(url, "http://h:1/r?ref=acme%3Ao%3A1&q=a%20b%26c");
+    }
+
+    #[test]
+    fn bodies_take_whole_values_and_never_splice_json() {
+        let a = action(r#"{"n":2,"title":"x\"}, \"evil\": {"}"#);
+        let mut predecessor = action("{}");
+        predecessor.destination_id = Some("T-9".into());
+        let ctx = Context { action: &a, external_ref: Some("ref-1"), base_url: None, after: Some(&predecessor) };
+        let template: toml::Value = toml::from_str(
+            r#"ref = "{{external_ref}}"
+               data = "{{payload}}"
+               n = "{{payload.n}}"
+               title = "Order: {{payload.title}}"
+               task = "{{after.destination_id}}"
+               fixed = 3"#,
+        )
+        .unwrap();
+        let body = render_body(&template, &ctx).unwrap();
+        assert_eq!(body["n"], 2);
+        assert_eq!(body["data"]["n"], 2);
+        assert_eq!(body["title"], "Order: x\"}, \"evil\": {");
+        assert_eq!(body["task"], "T-9");
+        assert_eq!(body["fixed"], 3);
+        assert_eq!(body.as_object().unwrap().len(), 6);
+    }
+
+    #[test]
+    fn missing_fields_and_unknown_names_are_errors() {
+        let a = action("{}");
+        let ctx = Context { action: &a, external_ref: None, base_url: None, after: None };
+        assert!(render_text("{{payload.nope}}", &ctx, false).unwrap_err().contains("no field nope"));
+        assert!(render_text("{{secret}}", &ctx, false).unwrap_err().contains("unknown placeholder"));
+        assert!(render_text("{{after.destination_id}}", &ctx, false).unwrap_err().contains("--after"));
+        assert!(render_text("{{key", &ctx, false).unwrap_err().contains("unclosed"));
+    }
+}

@@ -1,0 +1,34 @@
+//! Failure injection for crash tests. Off unless the environment variable
+//! `ACTIONLEDGER_CRASH_AT` names a crash point, in which case the process kills itself with
+//! SIGKILL the first time it reaches that point: no destructor, no flush, as a power cut would.
+
+use std::sync::OnceLock;
+
+pub const VARIABLE: &str = "ACTIONLEDGER_CRASH_AT";
+
+/// After a claim committed, before anything else.
+pub const AFTER_CLAIM: &str = "after_claim";
+/// After the attempt was recorded, before the request leaves.
+pub const BEFORE_SEND: &str = "before_send";
+/// After the destination answered, before the ledger records the result.
+pub const AFTER_RESPONSE: &str = "after_response";
+/// Inside a lease renewal, before it commits.
+pub const DURING_HEARTBEAT: &str = "during_heartbeat";
+
+/// Every crash point, for tests and `--help` texts.
+pub const ALL: [&str; 4] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT];
+
+fn armed() -> Option<&'static str> {
+    static ARMED: OnceLock<Option<String>> = OnceLock::new();
+    ARMED.get_or_init(|| std::env::var(VARIABLE).ok().filter(|v| !v.is_empty())).as_deref()
+}
+
+/// Kills this process at `point` if the switch names it.
+pub fn crash_point(point: &str) {
+    if armed() == Some(point) {
+        eprintln!("crash point {point}: killing this process with SIGKILL");
+        let _ = std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status();
+        // SIGKILL cannot be caught; should `kill` be missing, still stop dead.
+        std::process::abort();
+    }
+}

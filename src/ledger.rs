@@ -286,6 +286,7 @@ impl<S: Store> Ledger<S> {
                 let current = tx.lock_action(claim.key()).await?;
                 return Err(fenced(claim, current.as_ref()));
             }
+            crate::faults::crash_point(crate::faults::DURING_HEARTBEAT);
             tx.commit().await?;
             Ok(until)
         })

@@ -25,7 +25,10 @@ pub mod domain;
 pub mod error;
 pub mod faults;
 pub mod ledger;
+pub mod reconcile;
+pub mod sim_crm;
 pub mod store;
+pub mod worker;
 
 pub use error::Error;
 pub use ledger::Ledger;

@@ -68,6 +68,89 @@ pub enum Command {
     Reject(ManualArgs),
     /// Take over a stale claim (its lease expired) under a new ownership version.
     Takeover(ManualArgs),
+    /// Perform pending actions against the destinations in the configuration file.
+    Worker(WorkerArgs),
+    /// Compare the ledger with a destination: missing, duplicated and mismatched records.
+    Reconcile(ReconcileArgs),
+    /// Run a simulated CRM over HTTP, for demos and tests.
+    SimCrm(SimCrmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The configuration file with the destinations.
+    #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
+    config: std::path::PathBuf,
+    /// Actions performed at once (default: worker.concurrency in the file, else 4).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Lease length, e.g. 30s (default: worker.lease in the file).
+    #[arg(long, value_parser = crate::config::duration_text::parse)]
+    lease: Option<std::time::Duration>,
+    /// Process until nothing is claimable, then exit.
+    #[arg(long)]
+    drain: bool,
+    /// This worker's name in claims and the audit trail (default: host name and process id).
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
+    config: std::path::PathBuf,
+    /// Only this destination (default: every configured destination).
+    #[arg(long)]
+    destination: Option<String>,
+    /// Only actions created within this period, e.g. 24h or 7d (default: all).
+    #[arg(long, value_parser = crate::config::duration_text::parse)]
+    since: Option<std::time::Duration>,
+    /// Settle the unknown actions a lookup can settle (audited under --owner).
+    #[arg(long, requires = "owner")]
+    apply: bool,
+    /// The person answerable for --apply.
+    #[arg(long)]
+    owner: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SimCrmArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: std::net::SocketAddr,
+    /// How long idempotency keys are remembered.
+    #[arg(long, default_value = "24h", value_parser = crate::config::duration_text::parse)]
+    retention: std::time::Duration,
+    /// Ignore idempotency keys (a destination without that protection).
+    #[arg(long)]
+    no_idempotency: bool,
+    /// Allow several records with the same external reference.
+    #[arg(long)]
+    no_unique_refs: bool,
+    /// Accept writes from obsolete ownership versions.
+    #[arg(long)]
+    accept_obsolete: bool,
+    /// A fault and its probability per create request, e.g. drop-after-commit=0.3 (repeatable).
+    /// Faults: delay[:2s], 503, 429[:SECONDS], close-before-write, drop-after-commit, 500-after-write.
+    #[arg(long = "fault", value_parser = crate::sim_crm::FaultPlan::parse_rate)]
+    faults: Vec<(crate::sim_crm::Fault, f64)>,
+    /// Faults for the first create requests, in order, e.g. "503,drop-after-commit,ok".
+    #[arg(long)]
+    fault_script: Option<String>,
+    /// Keep state in this file across restarts (default: memory only).
+    #[arg(long)]
+    state: Option<std::path::PathBuf>,
+    /// The destination name used in the printed configuration.
+    #[arg(long, default_value = "crm")]
+    name: String,
+    /// Print the destination block for actionledger.toml and exit.
+    #[arg(long)]
+    print_config: bool,
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +264,9 @@ pub fn redact_url(url: &str) -> String {
 
 /// Runs one command line; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32, Error> {
+    if let Command::SimCrm(args) = cli.command {
+        return sim_crm(args).await;
+    }
     let url = resolve_db_url(cli.db);
     if url.starts_with("sqlite:") {
         execute(Ledger::new(SqliteStore::open(&url).await?), cli.command, &url).await
@@ -233,6 +319,9 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Approve(args) => manual(&ledger, args, ManualCommand::Approve).await,
         Command::Reject(args) => manual(&ledger, args, ManualCommand::Reject).await,
         Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover { protected: false }).await,
+        Command::Worker(args) => worker(ledger.clone(), args).await,
+        Command::Reconcile(args) => reconcile(&ledger, args).await,
+        Command::SimCrm(_) => unreachable!("sim-crm runs without a ledger"),
     };
     ledger.store().close().await;
     result
@@ -331,4 +420,140 @@ mod tests {
         assert_eq!(redact_url("sqlite://actionledger.db"), "sqlite://actionledger.db");
         assert_eq!(redact_url("postgres://a:b:c@h/d"), "postgres://a:***@h/d");
     }
+}
+
+fn load_destinations(
+    path: &std::path::Path,
+) -> Result<(crate::config::Config, std::collections::BTreeMap<String, crate::destination::Destination>), Error> {
+    let config = crate::config::Config::load(path).map_err(Error::Invalid)?;
+    if config.destinations.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} configures no destination; add a [destinations.NAME] block (sim-crm --print-config prints one)",
+            path.display()
+        )));
+    }
+    let destinations = config
+        .destinations
+        .iter()
+        .map(|(name, c)| crate::destination::Destination::new(name, c.clone()).map(|d| (name.clone(), d)))
+        .collect::<Result<_, _>>()
+        .map_err(Error::Invalid)?;
+    Ok((config, destinations))
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
+    let (config, destinations) = load_destinations(&args.config)?;
+    let concurrency = args.concurrency.unwrap_or(config.worker.concurrency);
+    if !(1..=256).contains(&concurrency) {
+        return Err(Error::Invalid(format!("--concurrency is {concurrency}; give 1 to 256")));
+    }
+    let id = match args.worker_id {
+        Some(id) => Label::parse("worker id", &id).map_err(Error::Invalid)?.0,
+        None => crate::worker::default_worker_id(),
+    };
+    let options = crate::worker::WorkerOptions {
+        id,
+        concurrency,
+        lease: args.lease.unwrap_or(config.worker.lease),
+        poll_interval: config.worker.poll_interval,
+        drain: args.drain,
+        destinations,
+        default_destination: config.worker.default_destination.clone(),
+        progress: true,
+    };
+    eprintln!(
+        "worker {} performing actions for {} ({} at once){}",
+        options.id,
+        options.destinations.keys().cloned().collect::<Vec<_>>().join(", "),
+        options.concurrency,
+        if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
+    );
+    let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));
+    } else {
+        println!("{}", summary.line());
+    }
+    Ok(exit::OK)
+}
+
+async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<i32, Error> {
+    let (config, destinations) = load_destinations(&args.config)?;
+    let chosen: Vec<&crate::destination::Destination> = match &args.destination {
+        Some(name) => vec![destinations.get(name).ok_or_else(|| {
+            Error::Invalid(format!("destination {name} is not in {}", args.config.display()))
+        })?],
+        None => destinations.values().filter(|d| d.config.lookup.is_some()).collect(),
+    };
+    let apply = match (&args.owner, args.apply) {
+        (Some(owner), true) => {
+            Some(crate::reconcile::Apply { person: Person::parse(owner).map_err(Error::Invalid)?.as_str().to_owned() })
+        }
+        _ => None,
+    };
+    let since = match args.since {
+        Some(period) => Some(ledger.store().now().await? - chrono::Duration::from_std(period).unwrap_or(chrono::TimeDelta::MAX)),
+        None => None,
+    };
+    let mut reports = Vec::new();
+    for destination in chosen {
+        let unassigned = config.worker.default_destination.as_deref() == Some(destination.name.as_str());
+        reports.push(crate::reconcile::reconcile(ledger, destination, unassigned, since, apply.as_ref()).await?);
+    }
+    render::reconciliation(&reports, args.json);
+    let disagreements = reports.iter().any(|r| r.findings.iter().any(|f| f.settled_to.is_none()));
+    Ok(if disagreements { exit::REFUSED } else { exit::OK })
+}
+
+async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {
+    let script = match &args.fault_script {
+        Some(text) => text
+            .split(',')
+            .filter(|f| !f.trim().is_empty())
+            .map(str::parse)
+            .collect::<Result<_, String>>()
+            .map_err(Error::Invalid)?,
+        None => std::collections::VecDeque::new(),
+    };
+    let total: f64 = args.faults.iter().map(|(_, p)| p).sum();
+    if total > 1.0 {
+        return Err(Error::Invalid(format!("the fault probabilities add up to {total}, more than 1")));
+    }
+    let options = crate::sim_crm::Options {
+        retention: (!args.no_idempotency).then_some(args.retention),
+        unique_refs: !args.no_unique_refs,
+        reject_obsolete: !args.accept_obsolete,
+        state_file: args.state,
+        faults: crate::sim_crm::FaultPlan { script, rates: args.faults },
+    };
+    crate::domain::input::validate_destination_name(&args.name).map_err(Error::Invalid)?;
+    if args.print_config {
+        print!("{}", crate::sim_crm::destination_config(&args.name, args.listen, &options));
+        return Ok(exit::OK);
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| Error::Invalid(format!("cannot listen on {}: {e}", args.listen)))?;
+    let crm = crate::sim_crm::SimCrm::start(listener, options).map_err(Error::Invalid)?;
+    println!("# paste into actionledger.toml:\n{}", crm.destination_config(&args.name));
+    eprintln!("sim-crm listening on http://{} (GET /stats for what it did); Ctrl-C stops it", crm.addr());
+    shutdown_signal().await;
+    eprintln!("{}", serde_json::to_string(&crm.stats()).expect("stats serialize"));
+    Ok(exit::OK)
 }

@@ -351,3 +351,24 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
         ),
     }
 }
+
+pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: bool) {
+    if as_json {
+        print_json(&json!({ "destinations": reports }));
+        return;
+    }
+    for report in reports {
+        println!(
+            "{}: {} actions compared, {} disagreements, {} lookups failed",
+            report.destination,
+            report.checked,
+            report.findings.len(),
+            report.lookup_errors
+        );
+        for f in &report.findings {
+            let settled = f.settled_to.map(|s| format!(" -> settled to {s}")).unwrap_or_default();
+            let kind = serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            println!("  {:<24} {} ({}): {}{settled}", kind, escape_untrusted(&f.key), f.state, escape_untrusted(&f.detail));
+        }
+    }
+}

@@ -86,13 +86,7 @@ impl Payload {
 
 impl Fingerprint {
     fn of(canonical: &str) -> Self {
-        use fmt::Write as _;
-        let digest = Sha256::digest(canonical.as_bytes());
-        let mut hex = String::with_capacity(64);
-        for byte in digest {
-            let _ = write!(hex, "{byte:02x}");
-        }
-        Self(hex)
+        Self(sha256_hex(canonical.as_bytes()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -109,6 +103,16 @@ impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "sha256:{}", self.0)
     }
+}
+
+/// SHA-256 of `data` as lowercase hex.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use fmt::Write as _;
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(data) {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
 
 fn contains_nul(value: &serde_json::Value) -> bool {

@@ -137,6 +137,9 @@ pub(crate) const EXPIRED_CLAIMS: &str = concat!(
     " FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2"
 );
 
+pub(crate) const NEXT_NOT_BEFORE: &str =
+    "SELECT MIN(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL";
+
 pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
 
 /// Typed access to a result row, implemented by each backend's row type.
@@ -679,6 +682,11 @@ macro_rules! impl_store {
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map($crate::store::sql::action_from_row).collect()
+            }
+
+            async fn next_not_before(&self) -> Result<Option<$crate::domain::Timestamp>, $crate::store::StoreError> {
+                let ms: Option<i64> = sqlx::query_scalar($crate::store::sql::NEXT_NOT_BEFORE).fetch_one(&self.pool).await?;
+                Ok(ms.map($crate::domain::record::from_millis))
             }
 
             async fn enforced_state_pairs(

@@ -1,0 +1,161 @@
+//! Reconciliation: compares the ledger with what a destination holds, action by action, through
+//! the destination's lookup by external reference.
+
+use crate::destination::Destination;
+use crate::domain::{ActionRecord, ActorKind, LookupVerdict, State, Timestamp};
+use crate::error::Error;
+use crate::ledger::{Ledger, LookupReport};
+use crate::store::{ListFilter, Store};
+use serde::Serialize;
+
+/// Actions compared per page.
+const PAGE: i64 = 200;
+
+/// One disagreement between the ledger and a destination.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub key: String,
+    pub state: State,
+    pub kind: FindingKind,
+    pub detail: String,
+    /// The state an `unknown` action was settled to, with `--apply`.
+    pub settled_to: Option<State>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Completed in the ledger, but the destination has no record.
+    MissingAtDestination,
+    /// More than one record for one external reference.
+    DuplicateRecords,
+    /// The destination's record id differs from the one the ledger kept.
+    DestinationIdMismatch,
+    /// An `unknown` action that a lookup can settle now.
+    Settleable,
+    /// A record exists for an action the ledger considers not performed.
+    UnexpectedRecord,
+}
+
+/// The comparison for one destination.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DestinationReport {
+    pub destination: String,
+    pub checked: u64,
+    pub lookup_errors: u64,
+    pub findings: Vec<Finding>,
+}
+
+/// Who settles `unknown` actions when reconciliation applies what it found.
+#[derive(Debug, Clone)]
+pub struct Apply {
+    pub person: String,
+}
+
+/// Compares every action of `destination` created since `since`.
+pub async fn reconcile<S: Store>(
+    ledger: &Ledger<S>,
+    destination: &Destination,
+    includes_unassigned: bool,
+    since: Option<Timestamp>,
+    apply: Option<&Apply>,
+) -> Result<DestinationReport, Error> {
+    if destination.config.lookup.is_none() {
+        return Err(Error::Invalid(format!(
+            "destination {} declares no lookup, so the ledger cannot be compared with it",
+            destination.name
+        )));
+    }
+    let mut report = DestinationReport { destination: destination.name.clone(), ..DestinationReport::default() };
+    let mut before_id = None;
+    loop {
+        let filter = ListFilter { before_id, limit: PAGE, created_since: since, ..ListFilter::default() };
+        let page = ledger.list(&filter).await?;
+        let Some(last) = page.last() else { break };
+        before_id = Some(last.id);
+        for action in page {
+            let mine = match &action.destination {
+                Some(name) => *name == destination.name,
+                None => includes_unassigned,
+            };
+            if mine && !matches!(action.state, State::InProgress) {
+                report.checked += 1;
+                compare(ledger, destination, &action, apply, &mut report).await?;
+            }
+        }
+    }
+    Ok(report)
+}
+
+async fn compare<S: Store>(
+    ledger: &Ledger<S>,
+    destination: &Destination,
+    action: &ActionRecord,
+    apply: Option<&Apply>,
+    report: &mut DestinationReport,
+) -> Result<(), Error> {
+    let after = match &action.after {
+        Some(key) => ledger.store().find(key).await?,
+        None => None,
+    };
+    let found = match destination.lookup(action, after.as_ref()).await {
+        Ok(found) => found,
+        Err(_) => {
+            report.lookup_errors += 1;
+            return Ok(());
+        }
+    };
+    let finding = |kind, detail: String| Finding { key: action.key.to_string(), state: action.state, kind, detail, settled_to: None };
+    let ids: Vec<String> = found.records.iter().map(|r| r.id.clone().unwrap_or_else(|| "?".to_owned())).collect();
+    if found.records.len() > 1 {
+        report.findings.push(finding(FindingKind::DuplicateRecords, format!("records {}", ids.join(", "))));
+    }
+    match action.state {
+        State::Completed => match (found.records.as_slice(), &action.destination_id) {
+            ([], _) => report.findings.push(finding(
+                FindingKind::MissingAtDestination,
+                format!("the ledger says completed as {}", action.destination_id.as_deref().unwrap_or("?")),
+            )),
+            ([one], Some(kept)) if one.id.as_deref() != Some(kept) => report.findings.push(finding(
+                FindingKind::DestinationIdMismatch,
+                format!("the ledger kept {kept}, the destination holds {}", one.id.as_deref().unwrap_or("?")),
+            )),
+            _ => {}
+        },
+        State::Unknown => {
+            let sent = destination.body(action, after.as_ref()).map_err(Error::Invalid)?;
+            let (verdict, id) = match found.records.as_slice() {
+                [] => (LookupVerdict::NotFound, None),
+                [one] if destination.matches(&sent, &one.record) => (LookupVerdict::Found, one.id.clone()),
+                [one] => (LookupVerdict::Mismatch, one.id.clone()),
+                _ => (LookupVerdict::Duplicates, None),
+            };
+            let mut item = finding(FindingKind::Settleable, format!("lookup: {}", verdict.as_str()));
+            if let Some(apply) = apply {
+                let lookup = LookupReport {
+                    verdict,
+                    records: i64::try_from(found.records.len()).unwrap_or(i64::MAX),
+                    destination_id: id.clone(),
+                    evidence: crate::domain::Evidence {
+                        status: Some(i64::from(found.response.status)),
+                        destination_id: id,
+                        body: Some(found.response.body.clone()),
+                    },
+                    detail: Some(format!("reconcile --apply: lookup {}", verdict.as_str())),
+                };
+                let settled =
+                    ledger.settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup).await?;
+                item.settled_to = settled.map(|a| a.state);
+            }
+            report.findings.push(item);
+        }
+        State::Failed | State::Cancelled | State::Pending | State::Held if !found.records.is_empty() => {
+            report.findings.push(finding(
+                FindingKind::UnexpectedRecord,
+                format!("the destination holds {} for an action the ledger has as {}", ids.join(", "), action.state),
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,498 @@
+//! A simulated CRM over HTTP, for demos and tests, that counts its real effects.
+//!
+//! It creates records, honours idempotency keys for a retention window, enforces unique external
+//! references, serves lookups, can refuse obsolete ownership versions, and injects faults. It
+//! speaks just enough HTTP/1.1 itself (one request per connection) because its faults act on the
+//! socket: closing it before the write, or after the commit instead of answering, is exactly what
+//! a framework would hide.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Largest request body accepted.
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// One injected fault, applied to one create request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// No fault.
+    Ok,
+    /// Wait this many milliseconds, then handle the request normally.
+    Delay(u64),
+    /// 503 before anything is written.
+    Unavailable,
+    /// 429 with `Retry-After` in seconds, before anything is written.
+    TooManyRequests(u64),
+    /// Close the connection before writing anything.
+    CloseBeforeWrite,
+    /// Write the record, then close the connection without answering.
+    DropAfterCommit,
+    /// Write the record, then answer 500.
+    ErrorAfterWrite,
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (name, arg) = text.trim().split_once(':').map_or((text.trim(), None), |(n, a)| (n, Some(a)));
+        let number = |default: u64| -> Result<u64, String> {
+            arg.map_or(Ok(default), |a| {
+                crate::config::duration_text::parse(a)
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                    .or_else(|_| a.parse::<u64>().map_err(|_| format!("{text:?}: {a:?} is not a number")))
+            })
+        };
+        Ok(match name {
+            "ok" => Self::Ok,
+            "delay" => Self::Delay(number(1000)?),
+            "503" | "unavailable" => Self::Unavailable,
+            "429" | "too-many-requests" => Self::TooManyRequests(number(1)?),
+            "close-before-write" => Self::CloseBeforeWrite,
+            "drop-after-commit" => Self::DropAfterCommit,
+            "500-after-write" | "error-after-write" => Self::ErrorAfterWrite,
+            _ => {
+                return Err(format!(
+                    "unknown fault {text:?}; use ok, delay[:MS|:2s], 503, 429[:SECONDS], close-before-write, \
+                     drop-after-commit or 500-after-write"
+                ));
+            }
+        })
+    }
+}
+
+/// Which faults to inject: a scripted sequence first, then per-request probabilities.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultPlan {
+    #[serde(default)]
+    pub script: VecDeque<Fault>,
+    #[serde(default)]
+    pub rates: Vec<(Fault, f64)>,
+}
+
+impl FaultPlan {
+    fn next(&mut self) -> Fault {
+        if let Some(fault) = self.script.pop_front() {
+            return fault;
+        }
+        let mut roll = fastrand::f64();
+        for (fault, rate) in &self.rates {
+            if roll < *rate {
+                return fault.clone();
+            }
+            roll -= rate;
+        }
+        Fault::Ok
+    }
+
+    /// Parses `fault=probability` pairs, e.g. `drop-after-commit=0.3`.
+    pub fn parse_rate(text: &str) -> Result<(Fault, f64), String> {
+        let (fault, rate) = text.rsplit_once('=').ok_or_else(|| format!("{text:?} is not FAULT=PROBABILITY"))?;
+        let rate: f64 = rate.parse().map_err(|_| format!("{rate:?} is not a probability"))?;
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("{rate} is not a probability between 0 and 1"));
+        }
+        Ok((fault.parse()?, rate))
+    }
+}
+
+/// How the simulated CRM behaves.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long an idempotency key is remembered; `None` ignores idempotency keys.
+    pub retention: Option<Duration>,
+    /// Refuse a second record with the same external reference (409).
+    pub unique_refs: bool,
+    /// Refuse writes carrying an ownership version older than one already seen (412).
+    pub reject_obsolete: bool,
+    /// Keep state in this file across restarts.
+    pub state_file: Option<PathBuf>,
+    pub faults: FaultPlan,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { retention: Some(Duration::from_secs(86_400)), unique_refs: true, reject_obsolete: true, state_file: None, faults: FaultPlan::default() }
+    }
+}
+
+/// What the simulated CRM actually did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub requests: u64,
+    /// Records created.
+    pub records: u64,
+    pub max_records_per_external_ref: u64,
+    /// Creates refused because the external reference existed.
+    pub duplicates_refused: u64,
+    /// Creates answered from the idempotency store without a second write.
+    pub idempotent_replays: u64,
+    /// Creates refused for an obsolete ownership version.
+    pub stale_writes_refused: u64,
+    pub lookups: u64,
+    pub faults_injected: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Remembered {
+    status: u16,
+    body: String,
+    fingerprint: String,
+    at_ms: i64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    records: Vec<Value>,
+    by_ref: HashMap<String, Vec<usize>>,
+    idempotency: HashMap<String, Remembered>,
+    versions: HashMap<String, i64>,
+    stats: Stats,
+}
+
+/// A running simulated CRM.
+#[derive(Debug, Clone)]
+pub struct SimCrm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    options: Options,
+    state: Mutex<State>,
+    faults: Mutex<FaultPlan>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What to do with the connection after handling a request.
+enum Reply {
+    Respond { status: u16, headers: Vec<(&'static str, String)>, body: String },
+    Close,
+}
+
+fn reply(status: u16, body: &Value) -> Reply {
+    Reply::Respond { status, headers: Vec::new(), body: body.to_string() }
+}
+
+impl SimCrm {
+    /// Starts serving on `listener` in the background.
+    pub fn start(listener: TcpListener, options: Options) -> Result<Self, String> {
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let state = match &options.state_file {
+            Some(path) if path.exists() => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                serde_json::from_str(&text).map_err(|e| format!("{} is not a sim-crm state file: {e}", path.display()))?
+            }
+            _ => State::default(),
+        };
+        let shared = Arc::new(Shared { faults: Mutex::new(options.faults.clone()), options, state: Mutex::new(state) });
+        let server = Arc::clone(&shared);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let shared = Arc::clone(&server);
+                tokio::spawn(async move { serve_connection(stream, &shared).await });
+            }
+        });
+        Ok(Self { addr, shared })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.state().stats.clone()
+    }
+
+    /// Replaces the fault plan.
+    pub fn set_faults(&self, plan: FaultPlan) {
+        *self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = plan;
+    }
+
+    /// Records held for one external reference.
+    pub fn records_for(&self, external_ref: &str) -> Vec<Value> {
+        let state = self.shared.state();
+        state.by_ref.get(external_ref).map(|ids| ids.iter().map(|&i| state.records[i].clone()).collect()).unwrap_or_default()
+    }
+
+    /// The `actionledger.toml` block that points a worker at this CRM.
+    pub fn destination_config(&self, name: &str) -> String {
+        destination_config(name, self.addr, &self.shared.options)
+    }
+}
+
+/// The `actionledger.toml` block for a simulated CRM at `addr`.
+pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> String {
+    let mut block = format!(
+        "[destinations.{name}]\n\
+         base_url = \"http://{addr}\"\n\
+         external_ref = \"{{{{key}}}}\"\n\
+         timeout = \"5s\"\n\
+         create = {{ url = \"{{{{base_url}}}}/tasks\", body = {{ external_ref = \"{{{{external_ref}}}}\", data = \"{{{{payload}}}}\" }} }}\n\
+         lookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", records_pointer = \"/records\", compare = [\"/data\"] }}\n"
+    );
+    if let Some(retention) = options.retention {
+        block.push_str(&format!(
+            "idempotency = {{ header = \"Idempotency-Key\", retention = \"{}\" }}\n",
+            crate::config::duration_text::format(retention)
+        ));
+    }
+    if options.reject_obsolete {
+        block.push_str("fencing = { header = \"X-Ownership-Version\" }\n");
+    }
+    block
+}
+
+async fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+    let Ok(Some(request)) = read_request(&mut stream).await else { return };
+    let answer = handle(shared, &request).await;
+    if let Reply::Respond { status, headers, body } = answer {
+        let mut head = format!(
+            "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+            reason(status),
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.write_all(body.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+    // Reply::Close: dropping the stream closes the connection without a response.
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        400 => "Bad Request",
+        404 => "Not Found",
+        409 => "Conflict",
+        412 => "Precondition Failed",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    query: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn query_param(&self, name: &str) -> Option<String> {
+        self.query.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            (k == name).then(|| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
+        })
+    }
+}
+
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>> {
+    let mut buffer = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&buffer) else {
+            if buffer.len() > 64 * 1024 {
+                return Ok(None);
+            }
+            continue;
+        };
+        let headers: Vec<(String, String)> = parsed
+            .headers
+            .iter()
+            .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0);
+        if length > MAX_BODY_BYTES {
+            return Ok(None);
+        }
+        let target = parsed.path.unwrap_or("/").to_owned();
+        let method = parsed.method.unwrap_or("GET").to_owned();
+        let mut body = buffer[head_len..].to_vec();
+        while body.len() < length {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        body.truncate(length);
+        let (path, query) = target.split_once('?').map_or((target.clone(), String::new()), |(p, q)| (p.to_owned(), q.to_owned()));
+        return Ok(Some(Request { method, path, query, headers, body }));
+    }
+}
+
+async fn handle(shared: &Shared, request: &Request) -> Reply {
+    shared.state().stats.requests += 1;
+    let collection = request.path.trim_matches('/');
+    match (request.method.as_str(), collection) {
+        ("GET", "stats") => reply(200, &json!(shared.state().stats)),
+        ("POST", "_faults") => match serde_json::from_slice::<FaultPlan>(&request.body) {
+            Ok(plan) => {
+                *shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = plan;
+                reply(200, &json!({"ok": true}))
+            }
+            Err(e) => reply(400, &json!({"error": format!("not a fault plan: {e}")})),
+        },
+        ("GET", c) if !c.is_empty() && !c.contains('/') => lookup(shared, c, request),
+        ("POST", c) if !c.is_empty() && !c.contains('/') => create(shared, c, request).await,
+        _ => reply(404, &json!({"error": "no such endpoint"})),
+    }
+}
+
+fn lookup(shared: &Shared, collection: &str, request: &Request) -> Reply {
+    let Some(external_ref) = request.query_param("external_ref") else {
+        return reply(400, &json!({"error": "give ?external_ref="}));
+    };
+    let mut state = shared.state();
+    state.stats.lookups += 1;
+    let records: Vec<Value> = state
+        .by_ref
+        .get(&external_ref)
+        .map(|ids| ids.iter().map(|&i| state.records[i].clone()).filter(|r| r["collection"] == collection).collect())
+        .unwrap_or_default();
+    reply(200, &json!({ "records": records }))
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
+    let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+        return reply(400, &json!({"error": "the body is not JSON"}));
+    };
+    let Some(external_ref) = body.get("external_ref").and_then(Value::as_str).map(str::to_owned) else {
+        return reply(422, &json!({"error": "external_ref is required"}));
+    };
+    let fault = shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next();
+    if fault != Fault::Ok {
+        let name = serde_json::to_value(&fault).ok().and_then(|v| match v {
+            Value::String(s) => Some(s),
+            Value::Object(m) => m.keys().next().cloned(),
+            _ => None,
+        });
+        *shared.state().stats.faults_injected.entry(name.unwrap_or_default()).or_default() += 1;
+    }
+    match fault {
+        Fault::Delay(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        Fault::Unavailable => return reply(503, &json!({"error": "temporarily unavailable"})),
+        Fault::TooManyRequests(seconds) => {
+            return Reply::Respond {
+                status: 429,
+                headers: vec![("retry-after", seconds.to_string())],
+                body: json!({"error": "slow down"}).to_string(),
+            };
+        }
+        Fault::CloseBeforeWrite => return Reply::Close,
+        Fault::Ok | Fault::DropAfterCommit | Fault::ErrorAfterWrite => {}
+    }
+    let answer = write_record(shared, collection, request, &body, &external_ref);
+    persist(shared);
+    match fault {
+        Fault::DropAfterCommit => Reply::Close,
+        Fault::ErrorAfterWrite => reply(500, &json!({"error": "internal error after the write"})),
+        _ => answer,
+    }
+}
+
+/// The write itself, all under one lock: idempotency, fencing, unique reference, insert.
+fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Value, external_ref: &str) -> Reply {
+    let options = &shared.options;
+    let state = &mut *shared.state();
+    let now = now_ms();
+    let fingerprint = crate::domain::payload::sha256_hex(body.to_string().as_bytes());
+    let idempotency_key = options.retention.and(request.header("idempotency-key")).map(str::to_owned);
+    if let (Some(key), Some(retention)) = (&idempotency_key, options.retention) {
+        let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        if let Some(seen) = state.idempotency.get(key).filter(|s| now - s.at_ms < retention_ms).cloned() {
+            if seen.fingerprint != fingerprint {
+                return reply(422, &json!({"error": "idempotency key reused with a different body"}));
+            }
+            state.stats.idempotent_replays += 1;
+            return Reply::Respond { status: seen.status, headers: vec![("idempotent-replayed", "true".to_owned())], body: seen.body };
+        }
+    }
+    if options.reject_obsolete
+        && let Some(version) = request.header("x-ownership-version").and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        let newest = *state.versions.entry(external_ref.to_owned()).or_insert(version);
+        if version < newest {
+            state.stats.stale_writes_refused += 1;
+            return reply(412, &json!({"error": "obsolete ownership version", "newest": newest}));
+        }
+        state.versions.insert(external_ref.to_owned(), version);
+    }
+    if options.unique_refs
+        && let Some(&existing) = state.by_ref.get(external_ref).and_then(|ids| ids.first())
+    {
+        state.stats.duplicates_refused += 1;
+        let id = state.records[existing]["id"].clone();
+        return reply(409, &json!({"error": "external_ref exists", "id": id}));
+    }
+    let index = state.records.len();
+    let mut record = body.as_object().cloned().unwrap_or_default();
+    record.insert("id".to_owned(), Value::String(format!("R-{:06}", index + 1)));
+    record.insert("collection".to_owned(), Value::String(collection.to_owned()));
+    record.insert("created_at_ms".to_owned(), Value::from(now));
+    let record = Value::Object(record);
+    state.records.push(record.clone());
+    let per_ref = state.by_ref.entry(external_ref.to_owned()).or_default();
+    per_ref.push(index);
+    let count = per_ref.len() as u64;
+    state.stats.records += 1;
+    state.stats.max_records_per_external_ref = state.stats.max_records_per_external_ref.max(count);
+    let response = record.to_string();
+    if let Some(key) = idempotency_key {
+        state.idempotency.insert(key, Remembered { status: 201, body: response.clone(), fingerprint, at_ms: now });
+    }
+    Reply::Respond { status: 201, headers: Vec::new(), body: response }
+}
+
+/// Saves the state file atomically (write a sibling, then rename), so a crash leaves the old or
+/// the new state, never half of one.
+fn persist(shared: &Shared) {
+    let Some(path) = &shared.options.state_file else { return };
+    let text = serde_json::to_string(&*shared.state()).unwrap_or_default();
+    let temporary = path.with_extension("tmp");
+    if std::fs::write(&temporary, text).is_ok() {
+        let _ = std::fs::rename(&temporary, path);
+    }
+}

@@ -1,0 +1,522 @@
+//! The worker: claims actions, performs them against their destinations, and recovers from every
+//! failure point by the rules (2 to 5): uncertain outcomes become `unknown` and are settled only
+//! by a lookup or a person; nothing is sent after the idempotency window; an expired claim is
+//! taken over only where a repeat cannot take effect twice.
+
+use crate::destination::{self, Destination, Found, SendOutcome};
+use crate::domain::{ActionRecord, ActorKind, Evidence, LookupVerdict, State};
+use crate::error::Error;
+use crate::ledger::{Claim, Ledger, LookupReport, Outcome, Recorded, Recovery, Report};
+use crate::store::{ClaimScope, ListFilter, Store};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// Unknown actions looked at per sweep.
+const SETTLE_BATCH: i64 = 50;
+/// How long to wait before looking up the same unknown action again after a failed lookup.
+const LOOKUP_RETRY: Duration = Duration::from_secs(5);
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub id: String,
+    pub concurrency: usize,
+    pub lease: Duration,
+    pub poll_interval: Duration,
+    /// Exit once nothing is claimable (and no backoff or settle is due soon).
+    pub drain: bool,
+    pub destinations: BTreeMap<String, Destination>,
+    /// The destination of actions submitted without one.
+    pub default_destination: Option<String>,
+    /// Print a line per settled action on standard error.
+    pub progress: bool,
+}
+
+/// What a worker run did, counted per action outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub worker: String,
+    pub claimed: u64,
+    pub completed: u64,
+    pub retried: u64,
+    pub failed: u64,
+    pub unknown: u64,
+    pub held: u64,
+    pub conflict: u64,
+    /// Expired claims taken over (rule 5).
+    pub recovered: u64,
+    /// Expired claims left `unknown` because a repeat was not safe.
+    pub expired_to_unknown: u64,
+    /// Unknown actions settled by a lookup.
+    pub settled_by_lookup: u64,
+    /// Results refused because the claim had passed to a newer owner.
+    pub stale_results: u64,
+    /// Claims given back unsent at shutdown.
+    pub released: u64,
+    pub errors: u64,
+}
+
+impl Summary {
+    pub fn line(&self) -> String {
+        format!(
+            "worker {}: claimed {}, completed {}, retried {}, failed {}, unknown {}, held {}, conflict {}, \
+             recovered {}, expired to unknown {}, settled by lookup {}, stale results {}, released {}, errors {}",
+            self.worker,
+            self.claimed,
+            self.completed,
+            self.retried,
+            self.failed,
+            self.unknown,
+            self.held,
+            self.conflict,
+            self.recovered,
+            self.expired_to_unknown,
+            self.settled_by_lookup,
+            self.stale_results,
+            self.released,
+            self.errors
+        )
+    }
+}
+
+struct Shared<S> {
+    ledger: Ledger<S>,
+    options: WorkerOptions,
+    summary: Mutex<Summary>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+}
+
+impl<S: Store> Shared<S> {
+    fn count(&self, bump: impl FnOnce(&mut Summary)) {
+        bump(&mut self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    }
+
+    fn progress(&self, key: &str, what: &str) {
+        if self.options.progress {
+            eprintln!("{}: {what}", crate::domain::text::escape_untrusted(key));
+        }
+    }
+
+    fn destination_of(&self, action: &ActionRecord) -> Option<&Destination> {
+        let name = action.destination.as_ref().or(self.options.default_destination.as_ref())?;
+        self.options.destinations.get(name)
+    }
+
+    fn stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+}
+
+/// Runs a worker until `shutdown` completes (or, with `drain`, until nothing is left to do).
+/// Claims in flight at shutdown finish their current request; claims not yet sent are released.
+pub async fn run<S: Store>(
+    ledger: Ledger<S>,
+    options: WorkerOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Summary, Error> {
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let summary = Summary { worker: options.id.clone(), ..Summary::default() };
+    let shared = Arc::new(Shared { ledger, options, summary: Mutex::new(summary), stopping });
+    let scope = ClaimScope {
+        destinations: Some(shared.options.destinations.keys().cloned().collect()),
+        include_unassigned: shared.options.default_destination.is_some(),
+    };
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut lookup_after: HashMap<String, tokio::time::Instant> = HashMap::new();
+    tokio::pin!(shutdown);
+    loop {
+        while tasks.try_join_next().is_some() {}
+        let free = shared.options.concurrency.saturating_sub(tasks.len());
+        let mut busy = false;
+        if free > 0 {
+            busy |= recover_expired(&shared, &mut tasks, free).await?;
+        }
+        busy |= settle_unknowns(&shared, &mut lookup_after).await? > 0;
+        let free = shared.options.concurrency.saturating_sub(tasks.len());
+        if free > 0 {
+            let limit = i64::try_from(free).unwrap_or(i64::MAX);
+            let claims = shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, &scope).await?;
+            busy |= !claims.is_empty();
+            for claim in claims {
+                shared.count(|s| s.claimed += 1);
+                crate::faults::crash_point(crate::faults::AFTER_CLAIM);
+                let shared = Arc::clone(&shared);
+                tasks.spawn(async move { perform(&shared, claim).await });
+            }
+        }
+        if shared.options.drain && !busy && tasks.is_empty() && !work_due_soon(&shared, &lookup_after).await? {
+            break;
+        }
+        let pause = if busy { Duration::ZERO } else { shared.options.poll_interval };
+        tokio::select! {
+            () = &mut shutdown => {
+                let _ = stop.send(true);
+                break;
+            }
+            () = tokio::time::sleep(pause) => {}
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    let summary = shared.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    Ok(summary)
+}
+
+/// For a draining worker: is a backoff about to end, or an uncertain outcome about to become
+/// settleable, so that waiting a little finishes the work?
+async fn work_due_soon<S: Store>(
+    shared: &Shared<S>,
+    lookup_after: &HashMap<String, tokio::time::Instant>,
+) -> Result<bool, Error> {
+    let store = shared.ledger.store();
+    let now = store.now().await?;
+    if let Some(next) = store.next_not_before().await? {
+        let longest_backoff = shared.options.destinations.values().map(|d| d.config.backoff_max).max().unwrap_or_default();
+        if next > now && (next - now).to_std().unwrap_or_default() <= longest_backoff {
+            return Ok(true);
+        }
+    }
+    let unknown = shared
+        .ledger
+        .list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() })
+        .await?;
+    // An uncertain outcome a lookup can settle once its settle delay has passed.
+    Ok(unknown.iter().any(|action| {
+        let retry_pending = lookup_after.get(action.key.as_str()).is_some_and(|t| *t > tokio::time::Instant::now());
+        let has_lookup = shared.destination_of(action).is_some_and(|d| d.config.lookup.is_some());
+        has_lookup && !retry_pending
+    }))
+}
+
+/// Rule 5: takes over expired claims where a repeat cannot take effect twice; otherwise leaves
+/// them `unknown` for a person.
+async fn recover_expired<S: Store>(shared: &Arc<Shared<S>>, tasks: &mut JoinSet<()>, free: usize) -> Result<bool, Error> {
+    if shared.stopping() {
+        return Ok(false);
+    }
+    let store = shared.ledger.store();
+    let expired = store.expired_claims(i64::try_from(free).unwrap_or(i64::MAX)).await?;
+    let now = store.now().await?;
+    let mut any = false;
+    for action in expired {
+        let Some(destination) = shared.destination_of(&action) else { continue };
+        let protected = destination.protects_against_repeat(action.first_sent_at, now);
+        let recovery = shared
+            .ledger
+            .recover_expired(&action.key, action.ownership_version, &shared.options.id, shared.options.lease, protected)
+            .await?;
+        match recovery {
+            Recovery::Claimed(claim) => {
+                any = true;
+                shared.count(|s| s.recovered += 1);
+                shared.progress(claim.key().as_str(), "expired claim taken over");
+                let shared = Arc::clone(shared);
+                tasks.spawn(async move { perform(&shared, claim).await });
+            }
+            Recovery::MarkedUnknown(action) => {
+                any = true;
+                shared.count(|s| s.expired_to_unknown += 1);
+                shared.progress(action.key.as_str(), "expired claim left unknown: a repeat is not safe here");
+            }
+            Recovery::NotExpired | Recovery::Changed => {}
+        }
+    }
+    Ok(any)
+}
+
+/// Settles `unknown` actions whose destination offers a lookup, once the settle delay after the
+/// uncertain send has passed. Returns how many were settled.
+async fn settle_unknowns<S: Store>(
+    shared: &Shared<S>,
+    lookup_after: &mut HashMap<String, tokio::time::Instant>,
+) -> Result<usize, Error> {
+    let unknown = shared
+        .ledger
+        .list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() })
+        .await?;
+    let now = shared.ledger.store().now().await?;
+    let mut settled = 0;
+    for action in unknown {
+        let Some(destination) = shared.destination_of(&action) else { continue };
+        let Some(lookup) = &destination.config.lookup else { continue };
+        let settle = chrono::Duration::from_std(lookup.settle).unwrap_or_default();
+        let retry_pending = lookup_after.get(action.key.as_str()).is_some_and(|t| *t > tokio::time::Instant::now());
+        if action.updated_at + settle > now || retry_pending {
+            continue;
+        }
+        match settle_one(shared, destination, &action).await {
+            Ok(true) => settled += 1,
+            Ok(false) => {}
+            Err(error) => {
+                shared.progress(action.key.as_str(), &format!("lookup failed, will try again: {error}"));
+                lookup_after.insert(action.key.to_string(), tokio::time::Instant::now() + LOOKUP_RETRY);
+            }
+        }
+    }
+    Ok(settled)
+}
+
+/// Looks one unknown action up and settles it. `Ok(false)` if it changed meanwhile.
+async fn settle_one<S: Store>(shared: &Shared<S>, destination: &Destination, action: &ActionRecord) -> Result<bool, String> {
+    let after = predecessor(shared, action).await.map_err(|e| e.to_string())?;
+    let found = destination.lookup(action, after.as_ref()).await?;
+    let report = verdict(destination, action, after.as_ref(), &found)?;
+    let settled = shared
+        .ledger
+        .settle_unknown(&action.key, action.revision, &shared.options.id, ActorKind::Worker, &report)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(settled) = &settled {
+        shared.count(|s| {
+            s.settled_by_lookup += 1;
+            s.unknown = s.unknown.saturating_sub(1);
+            match settled.state {
+                State::Completed => s.completed += 1,
+                State::Conflict => s.conflict += 1,
+                _ => {}
+            }
+        });
+        shared.progress(action.key.as_str(), &format!("lookup: {}, now {}", report.verdict.as_str(), settled.state));
+    }
+    Ok(settled.is_some())
+}
+
+/// What a lookup's records mean for this action.
+fn verdict(
+    destination: &Destination,
+    action: &ActionRecord,
+    after: Option<&ActionRecord>,
+    found: &Found,
+) -> Result<LookupReport, String> {
+    let sent = destination.body(action, after)?;
+    let evidence =
+        Evidence { status: Some(i64::from(found.response.status)), destination_id: None, body: Some(found.response.body.clone()) };
+    let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
+    let (verdict, destination_id, detail) = match found.records.as_slice() {
+        [] => (LookupVerdict::NotFound, None, "the destination has no record for this action".to_owned()),
+        [one] if destination.matches(&sent, &one.record) => {
+            (LookupVerdict::Found, one.id.clone(), format!("found record {}", one.id.as_deref().unwrap_or("?")))
+        }
+        [one] => (
+            LookupVerdict::Mismatch,
+            one.id.clone(),
+            format!("record {} differs from what this action sends", one.id.as_deref().unwrap_or("?")),
+        ),
+        many => (LookupVerdict::Duplicates, None, format!("{} records share this external reference", many.len())),
+    };
+    Ok(LookupReport { verdict, records, destination_id: destination_id.clone(), evidence: Evidence { destination_id, ..evidence }, detail: Some(detail) })
+}
+
+async fn predecessor<S: Store>(shared: &Shared<S>, action: &ActionRecord) -> Result<Option<ActionRecord>, Error> {
+    match &action.after {
+        Some(key) => Ok(shared.ledger.store().find(key).await?),
+        None => Ok(None),
+    }
+}
+
+/// Performs one claimed action, keeping its lease alive while a request is in flight.
+async fn perform<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) {
+    let heartbeat = {
+        let shared = Arc::clone(shared);
+        let claim = claim.clone();
+        tokio::spawn(async move {
+            let every = shared.options.lease / 3;
+            loop {
+                tokio::time::sleep(every).await;
+                if shared.ledger.heartbeat(&claim, shared.options.lease).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let result = perform_claim(shared, &claim).await;
+    heartbeat.abort();
+    if let Err(error) = result {
+        shared.count(|s| s.errors += 1);
+        shared.progress(claim.key().as_str(), &format!("error: {error}"));
+    }
+}
+
+async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Result<(), Error> {
+    let ledger = &shared.ledger;
+    let key = claim.key().as_str();
+    let Some(destination) = shared.destination_of(&claim.action) else {
+        ledger.release(claim, "this worker has no configuration for the action's destination").await?;
+        return Ok(());
+    };
+    if shared.stopping() {
+        ledger.release(claim, "worker shutting down before sending").await?;
+        shared.count(|s| s.released += 1);
+        return Ok(());
+    }
+    let now = ledger.store().now().await?;
+    let first_sent = claim.action.first_sent_at;
+    if destination.window_passed(first_sent, now) {
+        let closed = destination.window_closes(first_sent).map(|t| t.to_rfc3339()).unwrap_or_default();
+        ledger.hold(claim, &format!("the idempotency window of {} closed at {closed}; not sent again automatically", destination.name)).await?;
+        shared.count(|s| s.held += 1);
+        shared.progress(key, "held: idempotency window passed");
+        return Ok(());
+    }
+    let after = predecessor(shared, &claim.action).await?;
+    let attempt = ledger.start_attempt(claim).await?;
+
+    // Something may have been sent before and no idempotency key protects a repeat (the window
+    // was checked above): look first.
+    let key_protects = destination.config.idempotency.is_some();
+    let outcome = if first_sent.is_some() && !key_protects && destination.config.lookup.is_some() {
+        match destination.lookup(&claim.action, after.as_ref()).await {
+            Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists {
+                response: found.response,
+            }),
+            Ok(_) => None,
+            Err(error) => Some(SendOutcome::Uncertain { error, response: None }),
+        }
+    } else {
+        None
+    };
+    let outcome = match outcome {
+        Some(outcome) => outcome,
+        None => match destination.send(&claim.action, after.as_ref()).await {
+            Ok(outcome) => outcome,
+            Err(template_error) => SendOutcome::Permanent {
+                error: format!("cannot build the request: {template_error}"),
+                response: destination::Response { status: 0, body: String::new() },
+            },
+        },
+    };
+    let report = match outcome {
+        SendOutcome::AlreadyExists { response } => resolve_existing(destination, &claim.action, after.as_ref(), response).await,
+        other => to_report(destination, &claim.action, other),
+    };
+    let recorded = ledger.record_result(claim, attempt, &report).await?;
+    let action = match recorded {
+        Recorded::Stale(action) => {
+            shared.count(|s| s.stale_results += 1);
+            shared.progress(key, &format!("late result refused; the action is {}", action.state));
+            return Ok(());
+        }
+        Recorded::Applied(action) => action,
+    };
+    shared.count(|s| match action.state {
+        State::Completed => s.completed += 1,
+        State::Pending => s.retried += 1,
+        State::Failed => s.failed += 1,
+        State::Unknown => s.unknown += 1,
+        State::Conflict => s.conflict += 1,
+        State::Held => s.held += 1,
+        State::InProgress | State::Cancelled => {}
+    });
+    let detail = match (&action.destination_id, &report.error) {
+        (Some(id), _) if action.state == State::Completed => format!("completed as {id}"),
+        (_, Some(error)) => format!("{}: {error}", action.state),
+        _ => action.state.to_string(),
+    };
+    shared.progress(key, &detail);
+    if action.state == State::Unknown
+        && let Some(lookup) = &destination.config.lookup
+    {
+        // Give a request still in flight at the destination time to land before concluding.
+        tokio::time::sleep(lookup.settle).await;
+        if let Err(error) = settle_one(shared, destination, &action).await {
+            shared.progress(key, &format!("lookup failed, a later sweep will try again: {error}"));
+        }
+    }
+    Ok(())
+}
+
+/// The destination says the external reference exists (409): a lookup tells whether it is this
+/// action's record.
+async fn resolve_existing(
+    destination: &Destination,
+    action: &ActionRecord,
+    after: Option<&ActionRecord>,
+    conflict: destination::Response,
+) -> Report {
+    let evidence = |response: &destination::Response, id: Option<String>| Evidence {
+        status: Some(i64::from(response.status)),
+        destination_id: id,
+        body: Some(response.body.clone()),
+    };
+    let unknown = |error: String, response: &destination::Response| Report {
+        outcome: Outcome::Unknown,
+        error: Some(error),
+        evidence: evidence(response, None),
+    };
+    if destination.config.lookup.is_none() {
+        return unknown("the destination reports the external reference exists and offers no lookup".to_owned(), &conflict);
+    }
+    match destination.lookup(action, after).await {
+        Err(error) => unknown(format!("the external reference exists; lookup failed: {error}"), &conflict),
+        Ok(found) => match verdict(destination, action, after, &found) {
+            Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), .. }) => Report {
+                outcome: Outcome::Completed { destination_id: id.clone() },
+                error: None,
+                evidence: evidence(&found.response, Some(id)),
+            },
+            Ok(report) => unknown(
+                format!("the external reference exists: {}", report.detail.unwrap_or_default()),
+                &found.response,
+            ),
+            Err(error) => unknown(error, &found.response),
+        },
+    }
+}
+
+/// Maps a classified send to what the ledger records (rules 2 and 3).
+fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutcome) -> Report {
+    let evidence = |response: Option<&destination::Response>, id: Option<String>| Evidence {
+        status: response.map(|r| i64::from(r.status)),
+        destination_id: id,
+        body: response.map(|r| r.body.clone()),
+    };
+    match outcome {
+        SendOutcome::Created { destination_id, response } => Report {
+            outcome: Outcome::Completed { destination_id: destination_id.clone() },
+            error: None,
+            evidence: evidence(Some(&response), Some(destination_id)),
+        },
+        SendOutcome::BeforeWrite { error, response, retry_after } => {
+            // `attempts_in_round` was counted when this attempt started.
+            let used = action.attempts_in_round + 1;
+            let outcome = if used >= destination.config.max_attempts {
+                Outcome::Failed { permanent: false }
+            } else {
+                Outcome::RetryLater { after: destination::backoff(&destination.config, used, retry_after) }
+            };
+            let error = if used >= destination.config.max_attempts {
+                format!("{error} (attempt {used} of {}: giving up)", destination.config.max_attempts)
+            } else {
+                error
+            };
+            Report { outcome, error: Some(error), evidence: evidence(response.as_ref(), None) }
+        }
+        SendOutcome::Permanent { error, response } => {
+            let response = (response.status != 0).then_some(response);
+            Report { outcome: Outcome::Failed { permanent: true }, error: Some(error), evidence: evidence(response.as_ref(), None) }
+        }
+        SendOutcome::Uncertain { error, response } => {
+            Report { outcome: Outcome::Unknown, error: Some(error), evidence: evidence(response.as_ref(), None) }
+        }
+        SendOutcome::AlreadyExists { response } => Report {
+            outcome: Outcome::Unknown,
+            error: Some("the destination reports the external reference exists".to_owned()),
+            evidence: evidence(Some(&response), None),
+        },
+    }
+}
+
+/// A worker id for this process: host name and process id.
+pub fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "worker".to_owned());
+    format!("{host}-{}", std::process::id())
+}

@@ -274,7 +274,7 @@ pub mod duration_text {
         let ms = duration.as_millis();
         match ms {
             0 => "0s".to_owned(),
-            ms if ms % 86_400_000 == 0 => format!("{}d", ms / 86_400_000),
+            ms if ms % 86_400_000 == 0 && ms > 86_400_000 => format!("{}d", ms / 86_400_000),
             ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
             ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
             ms if ms % 1000 == 0 => format!("{}s", ms / 1000),

@@ -85,8 +85,9 @@ pub enum Recorded {
 pub enum Recovery {
     /// Taken over: safe to perform again under a new ownership version.
     Claimed(Claim),
-    /// A request may have reached a destination that cannot tell a repeat: left for a person.
-    MarkedUnknown(ActionRecord),
+    /// A request may have reached a destination that cannot tell a repeat: taking over is
+    /// unsafe, so the action is held for a person.
+    Held(ActionRecord),
     /// The lease is still running (by database time): nothing done.
     NotExpired,
     /// The action is no longer the claim that was seen: nothing done.
@@ -371,7 +372,11 @@ impl<S: Store> Ledger<S> {
         tx.finish_attempt(&finished).await?;
 
         if !current {
-            let recorded = record_late_result(&mut tx, action, claim, attempt_outcome, now).await?;
+            let late_id = match &report.outcome {
+                Outcome::Completed { destination_id } => Some(destination_id.as_str()),
+                _ => report.evidence.destination_id.as_deref(),
+            };
+            let recorded = record_late_result(&mut tx, action, claim, attempt_outcome, late_id, now).await?;
             tx.commit().await?;
             return Ok(Recorded::Stale(recorded));
         }
@@ -422,8 +427,8 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Settles one expired claim (rule 5): taken over under a new ownership version when nothing
-    /// was sent under it or the destination protects against a second effect, otherwise
-    /// `unknown` for a person. `seen_ownership_version` is the claim as the caller found it.
+    /// was sent under it or the destination protects against a second effect, otherwise `held`
+    /// for a person, since taking over would be unsafe. `seen_ownership_version` is the claim as the caller found it.
     pub async fn recover_expired(
         &self,
         key: &ActionKey,
@@ -453,21 +458,23 @@ impl<S: Store> Ledger<S> {
                 action.lease_expires_at = Some(now + lease);
                 action.updated_at = now;
                 write_action(&mut tx, &mut action).await?;
-                let why = if sent { "the destination protects against a second effect" } else { "nothing was sent under it" };
+                let why =
+                    if sent { "the destination protects against a second effect" } else { "nothing was sent under it" };
                 let reason = format!("lease of {previous} expired; taken over because {why}");
                 tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
                     .await?;
                 Recovery::Claimed(Claim { action, worker: worker.to_owned() })
             } else {
-                let transition = action.transition(Event::LeaseExpired, State::Unknown, now)?;
+                let transition = action.transition(Event::LeaseExpired, State::Held, now)?;
                 let reason = format!(
-                    "lease of {previous} expired after a request may have been sent, and the destination cannot tell a repeat"
+                    "lease of {previous} expired after a request may have been sent, and the destination cannot tell \
+                     a repeat: taking over is unsafe; check the destination, then resolve"
                 );
                 action.last_error = Some(reason.clone());
                 write_action(&mut tx, &mut action).await?;
                 tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
                     .await?;
-                Recovery::MarkedUnknown(action)
+                Recovery::Held(action)
             };
             tx.commit().await?;
             Ok(recovery)
@@ -601,12 +608,15 @@ impl From<crate::domain::TransitionRefused> for Error {
 }
 
 /// A result from an obsolete owner changes nothing but the state: to `conflict` for review, unless
-/// the action is already in conflict or final. The attempt itself is kept as evidence.
+/// the action is already in conflict or final. A completed action goes to review only when the
+/// late result names another destination record, which means a second effect. The attempt itself
+/// is kept as evidence.
 async fn record_late_result<T: LedgerTx>(
     tx: &mut T,
     mut action: ActionRecord,
     claim: &Claim,
     outcome: AttemptOutcome,
+    late_destination_id: Option<&str>,
     now: Timestamp,
 ) -> Result<ActionRecord, Error> {
     let note = format!(
@@ -618,10 +628,21 @@ async fn record_late_result<T: LedgerTx>(
         action.state
     );
     let from = action.state;
-    let transition = if from.is_terminal() || from == State::Conflict {
+    let contradicts = from == State::Completed
+        && late_destination_id.is_some_and(|late| action.destination_id.as_deref() != Some(late));
+    let transition = if (from.is_terminal() && !contradicts) || from == State::Conflict {
         Transition { event: Event::LateResult, from, to: from }
     } else {
         action.transition(Event::LateResult, State::Conflict, now)?
+    };
+    let note = if contradicts {
+        format!(
+            "{note}; it names destination record {}, not {}",
+            late_destination_id.unwrap_or("?"),
+            action.destination_id.as_deref().unwrap_or("?")
+        )
+    } else {
+        note
     };
     action.last_error = Some(note.clone());
     action.updated_at = now;

@@ -105,7 +105,13 @@ async fn compare<S: Store>(
             return Ok(());
         }
     };
-    let finding = |kind, detail: String| Finding { key: action.key.to_string(), state: action.state, kind, detail, settled_to: None };
+    let finding = |kind, detail: String| Finding {
+        key: action.key.to_string(),
+        state: action.state,
+        kind,
+        detail,
+        settled_to: None,
+    };
     let ids: Vec<String> = found.records.iter().map(|r| r.id.clone().unwrap_or_else(|| "?".to_owned())).collect();
     if found.records.len() > 1 {
         report.findings.push(finding(FindingKind::DuplicateRecords, format!("records {}", ids.join(", "))));
@@ -143,8 +149,9 @@ async fn compare<S: Store>(
                     },
                     detail: Some(format!("reconcile --apply: lookup {}", verdict.as_str())),
                 };
-                let settled =
-                    ledger.settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup).await?;
+                let settled = ledger
+                    .settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup)
+                    .await?;
                 item.settled_to = settled.map(|a| a.state);
             }
             report.findings.push(item);

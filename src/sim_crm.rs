@@ -119,7 +119,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { retention: Some(Duration::from_secs(86_400)), unique_refs: true, reject_obsolete: true, state_file: None, faults: FaultPlan::default() }
+        Self {
+            retention: Some(Duration::from_secs(86_400)),
+            unique_refs: true,
+            reject_obsolete: true,
+            state_file: None,
+            faults: FaultPlan::default(),
+        }
     }
 }
 
@@ -194,7 +200,8 @@ impl SimCrm {
         let state = match &options.state_file {
             Some(path) if path.exists() => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                serde_json::from_str(&text).map_err(|e| format!("{} is not a sim-crm state file: {e}", path.display()))?
+                serde_json::from_str(&text)
+                    .map_err(|e| format!("{} is not a sim-crm state file: {e}", path.display()))?
             }
             _ => State::default(),
         };
@@ -226,7 +233,11 @@ impl SimCrm {
     /// Records held for one external reference.
     pub fn records_for(&self, external_ref: &str) -> Vec<Value> {
         let state = self.shared.state();
-        state.by_ref.get(external_ref).map(|ids| ids.iter().map(|&i| state.records[i].clone()).collect()).unwrap_or_default()
+        state
+            .by_ref
+            .get(external_ref)
+            .map(|ids| ids.iter().map(|&i| state.records[i].clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The `actionledger.toml` block that points a worker at this CRM.
@@ -330,11 +341,8 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
             }
             continue;
         };
-        let headers: Vec<(String, String)> = parsed
-            .headers
-            .iter()
-            .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
-            .collect();
+        let headers: Vec<(String, String)> =
+            parsed.headers.iter().map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned())).collect();
         let length: usize = headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
@@ -354,7 +362,8 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
             body.extend_from_slice(&chunk[..n]);
         }
         body.truncate(length);
-        let (path, query) = target.split_once('?').map_or((target.clone(), String::new()), |(p, q)| (p.to_owned(), q.to_owned()));
+        let (path, query) =
+            target.split_once('?').map_or((target.clone(), String::new()), |(p, q)| (p.to_owned(), q.to_owned()));
         return Ok(Some(Request { method, path, query, headers, body }));
     }
 }
@@ -447,7 +456,11 @@ fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Val
                 return reply(422, &json!({"error": "idempotency key reused with a different body"}));
             }
             state.stats.idempotent_replays += 1;
-            return Reply::Respond { status: seen.status, headers: vec![("idempotent-replayed", "true".to_owned())], body: seen.body };
+            return Reply::Respond {
+                status: seen.status,
+                headers: vec![("idempotent-replayed", "true".to_owned())],
+                body: seen.body,
+            };
         }
     }
     if options.reject_obsolete

@@ -49,8 +49,6 @@ pub struct Summary {
     pub conflict: u64,
     /// Expired claims taken over (rule 5).
     pub recovered: u64,
-    /// Expired claims left `unknown` because a repeat was not safe.
-    pub expired_to_unknown: u64,
     /// Unknown actions settled by a lookup.
     pub settled_by_lookup: u64,
     /// Results refused because the claim had passed to a newer owner.
@@ -64,7 +62,7 @@ impl Summary {
     pub fn line(&self) -> String {
         format!(
             "worker {}: claimed {}, completed {}, retried {}, failed {}, unknown {}, held {}, conflict {}, \
-             recovered {}, expired to unknown {}, settled by lookup {}, stale results {}, released {}, errors {}",
+             recovered {}, settled by lookup {}, stale results {}, released {}, errors {}",
             self.worker,
             self.claimed,
             self.completed,
@@ -74,7 +72,6 @@ impl Summary {
             self.held,
             self.conflict,
             self.recovered,
-            self.expired_to_unknown,
             self.settled_by_lookup,
             self.stale_results,
             self.released,
@@ -175,7 +172,8 @@ async fn work_due_soon<S: Store>(
     let store = shared.ledger.store();
     let now = store.now().await?;
     if let Some(next) = store.next_not_before().await? {
-        let longest_backoff = shared.options.destinations.values().map(|d| d.config.backoff_max).max().unwrap_or_default();
+        let longest_backoff =
+            shared.options.destinations.values().map(|d| d.config.backoff_max).max().unwrap_or_default();
         if next > now && (next - now).to_std().unwrap_or_default() <= longest_backoff {
             return Ok(true);
         }
@@ -194,7 +192,11 @@ async fn work_due_soon<S: Store>(
 
 /// Rule 5: takes over expired claims where a repeat cannot take effect twice; otherwise leaves
 /// them `unknown` for a person.
-async fn recover_expired<S: Store>(shared: &Arc<Shared<S>>, tasks: &mut JoinSet<()>, free: usize) -> Result<bool, Error> {
+async fn recover_expired<S: Store>(
+    shared: &Arc<Shared<S>>,
+    tasks: &mut JoinSet<()>,
+    free: usize,
+) -> Result<bool, Error> {
     if shared.stopping() {
         return Ok(false);
     }
@@ -217,10 +219,10 @@ async fn recover_expired<S: Store>(shared: &Arc<Shared<S>>, tasks: &mut JoinSet<
                 let shared = Arc::clone(shared);
                 tasks.spawn(async move { perform(&shared, claim).await });
             }
-            Recovery::MarkedUnknown(action) => {
+            Recovery::Held(action) => {
                 any = true;
-                shared.count(|s| s.expired_to_unknown += 1);
-                shared.progress(action.key.as_str(), "expired claim left unknown: a repeat is not safe here");
+                shared.count(|s| s.held += 1);
+                shared.progress(action.key.as_str(), "expired claim held: a takeover is not safe here");
             }
             Recovery::NotExpired | Recovery::Changed => {}
         }
@@ -261,7 +263,11 @@ async fn settle_unknowns<S: Store>(
 }
 
 /// Looks one unknown action up and settles it. `Ok(false)` if it changed meanwhile.
-async fn settle_one<S: Store>(shared: &Shared<S>, destination: &Destination, action: &ActionRecord) -> Result<bool, String> {
+async fn settle_one<S: Store>(
+    shared: &Shared<S>,
+    destination: &Destination,
+    action: &ActionRecord,
+) -> Result<bool, String> {
     let after = predecessor(shared, action).await.map_err(|e| e.to_string())?;
     let found = destination.lookup(action, after.as_ref()).await?;
     let report = verdict(destination, action, after.as_ref(), &found)?;
@@ -293,8 +299,11 @@ fn verdict(
     found: &Found,
 ) -> Result<LookupReport, String> {
     let sent = destination.body(action, after)?;
-    let evidence =
-        Evidence { status: Some(i64::from(found.response.status)), destination_id: None, body: Some(found.response.body.clone()) };
+    let evidence = Evidence {
+        status: Some(i64::from(found.response.status)),
+        destination_id: None,
+        body: Some(found.response.body.clone()),
+    };
     let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
     let (verdict, destination_id, detail) = match found.records.as_slice() {
         [] => (LookupVerdict::NotFound, None, "the destination has no record for this action".to_owned()),
@@ -308,7 +317,13 @@ fn verdict(
         ),
         many => (LookupVerdict::Duplicates, None, format!("{} records share this external reference", many.len())),
     };
-    Ok(LookupReport { verdict, records, destination_id: destination_id.clone(), evidence: Evidence { destination_id, ..evidence }, detail: Some(detail) })
+    Ok(LookupReport {
+        verdict,
+        records,
+        destination_id: destination_id.clone(),
+        evidence: Evidence { destination_id, ..evidence },
+        detail: Some(detail),
+    })
 }
 
 async fn predecessor<S: Store>(shared: &Shared<S>, action: &ActionRecord) -> Result<Option<ActionRecord>, Error> {
@@ -357,7 +372,15 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
     let first_sent = claim.action.first_sent_at;
     if destination.window_passed(first_sent, now) {
         let closed = destination.window_closes(first_sent).map(|t| t.to_rfc3339()).unwrap_or_default();
-        ledger.hold(claim, &format!("the idempotency window of {} closed at {closed}; not sent again automatically", destination.name)).await?;
+        ledger
+            .hold(
+                claim,
+                &format!(
+                    "the idempotency window of {} closed at {closed}; not sent again automatically",
+                    destination.name
+                ),
+            )
+            .await?;
         shared.count(|s| s.held += 1);
         shared.progress(key, "held: idempotency window passed");
         return Ok(());
@@ -370,9 +393,7 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
     let key_protects = destination.config.idempotency.is_some();
     let outcome = if first_sent.is_some() && !key_protects && destination.config.lookup.is_some() {
         match destination.lookup(&claim.action, after.as_ref()).await {
-            Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists {
-                response: found.response,
-            }),
+            Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists { response: found.response }),
             Ok(_) => None,
             Err(error) => Some(SendOutcome::Uncertain { error, response: None }),
         }
@@ -390,7 +411,9 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
         },
     };
     let report = match outcome {
-        SendOutcome::AlreadyExists { response } => resolve_existing(destination, &claim.action, after.as_ref(), response).await,
+        SendOutcome::AlreadyExists { response } => {
+            resolve_existing(destination, &claim.action, after.as_ref(), response).await
+        }
         other => to_report(destination, &claim.action, other),
     };
     let recorded = ledger.record_result(claim, attempt, &report).await?;
@@ -448,7 +471,10 @@ async fn resolve_existing(
         evidence: evidence(response, None),
     };
     if destination.config.lookup.is_none() {
-        return unknown("the destination reports the external reference exists and offers no lookup".to_owned(), &conflict);
+        return unknown(
+            "the destination reports the external reference exists and offers no lookup".to_owned(),
+            &conflict,
+        );
     }
     match destination.lookup(action, after).await {
         Err(error) => unknown(format!("the external reference exists; lookup failed: {error}"), &conflict),
@@ -497,7 +523,11 @@ fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutc
         }
         SendOutcome::Permanent { error, response } => {
             let response = (response.status != 0).then_some(response);
-            Report { outcome: Outcome::Failed { permanent: true }, error: Some(error), evidence: evidence(response.as_ref(), None) }
+            Report {
+                outcome: Outcome::Failed { permanent: true },
+                error: Some(error),
+                evidence: evidence(response.as_ref(), None),
+            }
         }
         SendOutcome::Uncertain { error, response } => {
             Report { outcome: Outcome::Unknown, error: Some(error), evidence: evidence(response.as_ref(), None) }

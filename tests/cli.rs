@@ -314,6 +314,6 @@ async fn approve_reject_and_takeover_from_the_cli() {
     let taken = ws.run(&["takeover", "acme:approve-me", "--owner", "ana", "--reason", "worker died", "--json"]);
     assert_eq!(taken.status.code(), Some(0), "{}", stderr(&taken));
     let body = json(&taken);
-    assert_eq!((body["from"].as_str(), body["to"].as_str()), (Some("in_progress"), Some("unknown")));
+    assert_eq!((body["from"].as_str(), body["to"].as_str()), (Some("in_progress"), Some("held")));
     assert_eq!(body["action"]["ownership_version"], 2);
 }

@@ -453,10 +453,10 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
     // Something was sent and the destination offers no protection: unknown, for a person.
     l.start_attempt(&second).await.unwrap();
     l.store().advance_clock(LEASE + Duration::from_secs(1));
-    let Recovery::MarkedUnknown(action) = l.recover_expired(claim.key(), 2, "w3", LEASE, false).await.unwrap() else {
-        panic!("an unprotected expired claim is unknown")
+    let Recovery::Held(action) = l.recover_expired(claim.key(), 2, "w3", LEASE, false).await.unwrap() else {
+        panic!("an unprotected expired claim after a send is held")
     };
-    assert_eq!(action.state, State::Unknown);
+    assert_eq!(action.state, State::Held);
     let trail = l.detail(claim.key()).await.unwrap().audit;
     assert_eq!(trail.last().map(|e| e.event), Some(Event::LeaseExpired));
 }
@@ -474,7 +474,7 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     assert!(message.contains("is live"), "{message}");
     l.store().advance_clock(LEASE * 2);
     let outcome = l.manual(&person_request("stale", ManualCommand::Takeover { protected: false })).await.unwrap();
-    assert_eq!(outcome.action.state, State::Unknown, "a request may have been sent: unknown, not a blind retry");
+    assert_eq!(outcome.action.state, State::Held, "a request may have been sent: held, not a blind retry");
     assert_eq!(outcome.action.ownership_version, 2);
     assert!(matches!(l.heartbeat(&claim, LEASE).await, Err(Error::Fenced { .. })));
 

@@ -109,7 +109,7 @@ INSERT INTO state_transitions (from_state, to_state) VALUES
     ('unknown', 'pending'), ('unknown', 'completed'), ('unknown', 'conflict'), ('unknown', 'cancelled'),
     ('held', 'pending'), ('held', 'completed'), ('held', 'conflict'), ('held', 'cancelled'),
     ('conflict', 'pending'), ('conflict', 'completed'), ('conflict', 'failed'), ('conflict', 'held'),
-    ('conflict', 'cancelled');
+    ('conflict', 'cancelled'), ('completed', 'conflict');
 
 CREATE FUNCTION actionledger_guard_action() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

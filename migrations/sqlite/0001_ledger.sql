@@ -107,7 +107,7 @@ INSERT INTO state_transitions (from_state, to_state) VALUES
     ('unknown', 'pending'), ('unknown', 'completed'), ('unknown', 'conflict'), ('unknown', 'cancelled'),
     ('held', 'pending'), ('held', 'completed'), ('held', 'conflict'), ('held', 'cancelled'),
     ('conflict', 'pending'), ('conflict', 'completed'), ('conflict', 'failed'), ('conflict', 'held'),
-    ('conflict', 'cancelled');
+    ('conflict', 'cancelled'), ('completed', 'conflict');
 
 CREATE TRIGGER actions_start_pending BEFORE INSERT ON actions
 WHEN NEW.state <> 'pending' OR NEW.ownership_version <> 0

@@ -496,9 +496,11 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
 async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<i32, Error> {
     let (config, destinations) = load_destinations(&args.config)?;
     let chosen: Vec<&crate::destination::Destination> = match &args.destination {
-        Some(name) => vec![destinations.get(name).ok_or_else(|| {
-            Error::Invalid(format!("destination {name} is not in {}", args.config.display()))
-        })?],
+        Some(name) => vec![
+            destinations
+                .get(name)
+                .ok_or_else(|| Error::Invalid(format!("destination {name} is not in {}", args.config.display())))?,
+        ],
         None => destinations.values().filter(|d| d.config.lookup.is_some()).collect(),
     };
     let apply = match (&args.owner, args.apply) {
@@ -508,7 +510,9 @@ async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<
         _ => None,
     };
     let since = match args.since {
-        Some(period) => Some(ledger.store().now().await? - chrono::Duration::from_std(period).unwrap_or(chrono::TimeDelta::MAX)),
+        Some(period) => {
+            Some(ledger.store().now().await? - chrono::Duration::from_std(period).unwrap_or(chrono::TimeDelta::MAX))
+        }
         None => None,
     };
     let mut reports = Vec::new();

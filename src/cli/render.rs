@@ -367,8 +367,15 @@ pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: 
         );
         for f in &report.findings {
             let settled = f.settled_to.map(|s| format!(" -> settled to {s}")).unwrap_or_default();
-            let kind = serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-            println!("  {:<24} {} ({}): {}{settled}", kind, escape_untrusted(&f.key), f.state, escape_untrusted(&f.detail));
+            let kind =
+                serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            println!(
+                "  {:<24} {} ({}): {}{settled}",
+                kind,
+                escape_untrusted(&f.key),
+                f.state,
+                escape_untrusted(&f.detail)
+            );
         }
     }
 }

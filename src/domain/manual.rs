@@ -103,7 +103,7 @@ pub fn plan(
                 ));
             }
             // Rule 5: repeat only what cannot take effect twice.
-            if sent_under_claim && !protected { State::Unknown } else { State::Pending }
+            if sent_under_claim && !protected { State::Held } else { State::Pending }
         }
     };
     state::check(event, from, to).map_err(|_| {
@@ -190,7 +190,7 @@ mod tests {
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
         let takeover = |protected, sent| plan(&claimed, &ManualCommand::Takeover { protected }, now, sent).unwrap().to;
-        assert_eq!(takeover(false, true), State::Unknown);
+        assert_eq!(takeover(false, true), State::Held);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));

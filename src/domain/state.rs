@@ -89,7 +89,8 @@ pub enum Event {
     LateResult,
     /// A worker took over an expired claim that is safe to repeat.
     ClaimRecovered,
-    /// An expired claim whose destination offers no protection against a second effect.
+    /// An expired claim after a possible send, whose destination cannot tell a repeat: taking
+    /// it over is unsafe, so it is held for a person.
     LeaseExpired,
     /// A lookup at the destination found the record: the action was performed.
     LookupFound,
@@ -169,8 +170,10 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::LateResult, Failed, Conflict),
     (E::LateResult, Unknown, Conflict),
     (E::LateResult, Held, Conflict),
+    // A completed action stays completed, unless a late result contradicts its evidence.
+    (E::LateResult, Completed, Conflict),
     (E::ClaimRecovered, InProgress, InProgress),
-    (E::LeaseExpired, InProgress, Unknown),
+    (E::LeaseExpired, InProgress, Held),
     (E::LookupFound, Unknown, Completed),
     (E::LookupNotFound, Unknown, Pending),
     (E::LookupMismatch, Unknown, Conflict),
@@ -196,7 +199,7 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::Rejected, Conflict, Held),
     (E::Rejected, Conflict, Conflict),
     (E::TakenOver, InProgress, Pending),
-    (E::TakenOver, InProgress, Unknown),
+    (E::TakenOver, InProgress, Held),
 ];
 
 /// Automatic results that would make an action claimable or retryable again go to `conflict`
@@ -259,8 +262,9 @@ mod tests {
 
     #[test]
     fn terminal_states_have_no_way_out() {
-        for &(_, from, _) in TRANSITIONS {
-            assert!(!from.is_terminal(), "{from} must be terminal");
+        for &(event, from, to) in TRANSITIONS {
+            let contradicting_evidence = (event, from, to) == (E::LateResult, Completed, Conflict);
+            assert!(!from.is_terminal() || contradicting_evidence, "{from} must be terminal");
         }
     }
 

@@ -7,8 +7,8 @@
 use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord, LookupVerdict, Payload,
-    Proposal, RefusedSubmission, State, SubmitOutcome,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
+    LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome,
 };
 
 macro_rules! action_columns {
@@ -685,7 +685,8 @@ macro_rules! impl_store {
             }
 
             async fn next_not_before(&self) -> Result<Option<$crate::domain::Timestamp>, $crate::store::StoreError> {
-                let ms: Option<i64> = sqlx::query_scalar($crate::store::sql::NEXT_NOT_BEFORE).fetch_one(&self.pool).await?;
+                let ms: Option<i64> =
+                    sqlx::query_scalar($crate::store::sql::NEXT_NOT_BEFORE).fetch_one(&self.pool).await?;
                 Ok(ms.map($crate::domain::record::from_millis))
             }
 

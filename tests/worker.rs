@@ -1,0 +1,437 @@
+//! Workers against the simulated CRM over loopback HTTP, on both stores. Each check of the seed
+//! articles is a named test, and every assertion counts effects in the CRM, not log lines.
+
+mod support;
+
+use actionledger::config::Config;
+use actionledger::destination::Destination;
+use actionledger::domain::{ActionKey, RawSubmission, State};
+use actionledger::ledger::{Outcome, Recorded, Report};
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::store::Store;
+use actionledger::worker::{self, Summary, WorkerOptions};
+use actionledger::Ledger;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+use support::TestDb;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+conformance!(
+    the_same_event_sent_five_times_creates_one_record,
+    two_workers_started_together_one_claim_succeeds,
+    a_paused_worker_taken_over_has_no_second_effect_where_the_destination_protects,
+    a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect,
+    a_worker_killed_after_the_crm_committed_recovers_without_a_second_effect,
+    a_different_event_for_the_same_action_has_no_second_effect,
+    a_missing_key_and_a_changed_payload_reach_review_and_a_new_order_is_not_blocked,
+    a_replay_after_the_retention_window_is_held_not_sent,
+    a_two_step_workflow_retries_only_the_failed_step,
+    a_person_resolves_a_failed_and_an_unknown_action_with_the_cli,
+    lost_responses_are_settled_by_lookup,
+    reconcile_reports_and_settles,
+);
+
+async fn crm(options: Options) -> SimCrm {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    SimCrm::start(listener, options).unwrap()
+}
+
+fn script(faults: &[Fault]) -> FaultPlan {
+    FaultPlan { script: faults.iter().cloned().collect::<VecDeque<_>>(), rates: Vec::new() }
+}
+
+/// The destinations a test worker uses: the CRM's own printed block, with a short settle delay
+/// and backoff so tests do not wait, plus `extra` TOML.
+fn destinations(crm: &SimCrm, extra: &str) -> BTreeMap<String, Destination> {
+    let text = format!("{}\n{extra}", crm.destination_config("crm"));
+    let mut config = Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    for destination in config.destinations.values_mut() {
+        destination.backoff_base = Duration::from_millis(10);
+        destination.backoff_max = Duration::from_millis(50);
+        if let Some(lookup) = destination.lookup.as_mut() {
+            lookup.settle = Duration::from_millis(20);
+        }
+    }
+    config.destinations.iter().map(|(name, c)| (name.clone(), Destination::new(name, c.clone()).unwrap())).collect()
+}
+
+fn options(id: &str, destinations: BTreeMap<String, Destination>) -> WorkerOptions {
+    WorkerOptions {
+        id: id.to_owned(),
+        concurrency: 4,
+        lease: LEASE,
+        poll_interval: Duration::from_millis(10),
+        drain: true,
+        destinations,
+        default_destination: None,
+        progress: false,
+    }
+}
+
+async fn drain<S: Store>(ledger: &Ledger<S>, options: WorkerOptions) -> Summary {
+    tokio::time::timeout(Duration::from_secs(120), worker::run(ledger.clone(), options, std::future::pending()))
+        .await
+        .expect("the worker drained in time")
+        .expect("the worker ran")
+}
+
+fn order(key: &str, payload: &str) -> RawSubmission {
+    RawSubmission {
+        key: Some(key.to_owned()),
+        payload: payload.as_bytes().to_vec(),
+        destination: Some("crm".to_owned()),
+        source: Some("shop".to_owned()),
+        ..RawSubmission::default()
+    }
+}
+
+async fn state<S: Store>(ledger: &Ledger<S>, key: &str) -> actionledger::domain::ActionRecord {
+    ledger.store().find(&ActionKey::parse(key).unwrap()).await.unwrap().unwrap()
+}
+
+async fn the_same_event_sent_five_times_creates_one_record<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:ORD-1042:create-task";
+    for _ in 0..5 {
+        let event = RawSubmission { event_id: Some("evt-77".into()), ..order(key, r#"{"order":"ORD-1042"}"#) };
+        db.ledger.submit(&event).await.unwrap();
+    }
+    drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
+    drain(&db.ledger, options("w2", destinations(&crm, ""))).await;
+    assert_eq!(crm.stats().records, 1);
+    let detail = db.ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!(detail.deliveries.len(), 5);
+    assert_eq!(detail.action.state, State::Completed);
+    assert_eq!(detail.action.destination_id.as_deref(), Some("R-000001"));
+}
+
+async fn two_workers_started_together_one_claim_succeeds<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    db.ledger.submit(&order("acme:order:1:create-task", "{}")).await.unwrap();
+    let (a, b) = tokio::join!(
+        drain(&db.ledger, options("worker-a", destinations(&crm, ""))),
+        drain(&db.ledger, options("worker-b", destinations(&crm, "")))
+    );
+    assert_eq!(a.claimed + b.claimed, 1, "exactly one claim succeeded");
+    assert_eq!(crm.stats().records, 1);
+    assert_eq!(crm.stats().requests, 1, "the losing worker sent nothing");
+}
+
+async fn a_paused_worker_taken_over_has_no_second_effect_where_the_destination_protects<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:2:create-task";
+    db.ledger.submit(&order(key, r#"{"n":2}"#)).await.unwrap();
+    let dests = destinations(&crm, "");
+    // Worker A claims, records its attempt, and pauses before its request.
+    let a = db.ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
+    let a_attempt = db.ledger.start_attempt(&a).await.unwrap();
+    db.ledger.store().advance_clock(LEASE * 2);
+    // Worker B finds the expired claim; the key is inside its idempotency window: takeover.
+    let b = drain(&db.ledger, options("worker-b", dests.clone())).await;
+    assert_eq!((b.recovered, b.completed), (1, 1));
+    let after_b = state(&db.ledger, key).await;
+    assert_eq!(after_b.ownership_version, 2);
+    // A resumes and sends with the same key: the CRM answers from its idempotency store.
+    let sent = dests["crm"].send(&a.action, None).await.unwrap();
+    let actionledger::destination::SendOutcome::Created { destination_id, response } = sent else {
+        panic!("the replayed create answers as the first one did: {sent:?}")
+    };
+    let late = Report {
+        outcome: Outcome::Completed { destination_id: destination_id.clone() },
+        error: None,
+        evidence: actionledger::domain::Evidence {
+            status: Some(i64::from(response.status)),
+            destination_id: Some(destination_id.clone()),
+            body: Some(response.body),
+        },
+    };
+    let recorded = db.ledger.record_result(&a, a_attempt, &late).await.unwrap();
+    assert!(matches!(recorded, Recorded::Stale(_)), "A's late result is refused");
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.idempotent_replays), (1, 1), "one effect");
+    let detail = db.ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!(detail.action.state, State::Completed, "the same record: nothing contradicts");
+    assert_eq!(detail.action.destination_id, after_b.destination_id, "the late result did not overwrite");
+    assert!(detail.attempts.iter().any(|at| at.stale && at.worker == "worker-a"), "kept as evidence");
+    assert_eq!(detail.audit.last().unwrap().event, actionledger::domain::Event::LateResult);
+}
+
+async fn a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect<S: Store>(db: TestDb<S>) {
+    let unprotected = Options { retention: None, unique_refs: false, reject_obsolete: false, ..Options::default() };
+    let crm = crm(unprotected).await;
+    let text = crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
+    let config = Config::parse(&text).unwrap();
+    let dests: BTreeMap<String, Destination> =
+        config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect();
+    let key = "acme:order:3:create-task";
+    db.ledger.submit(&order(key, r#"{"n":3}"#)).await.unwrap();
+    let a = db.ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
+    let a_attempt = db.ledger.start_attempt(&a).await.unwrap();
+    db.ledger.store().advance_clock(LEASE * 2);
+    let b = drain(&db.ledger, options("worker-b", dests.clone())).await;
+    assert_eq!((b.recovered, b.held), (0, 1), "no takeover where a repeat could take effect twice");
+    assert_eq!(crm.stats().requests, 0, "B sent nothing");
+    assert_eq!(state(&db.ledger, key).await.state, State::Held);
+    // A resumes: its request lands (the only effect), and its result goes to review.
+    let sent = dests["crm"].send(&a.action, None).await.unwrap();
+    let actionledger::destination::SendOutcome::Created { destination_id, .. } = sent else { panic!("{sent:?}") };
+    let late = Report {
+        outcome: Outcome::Completed { destination_id },
+        error: None,
+        evidence: actionledger::domain::Evidence::default(),
+    };
+    assert!(matches!(db.ledger.record_result(&a, a_attempt, &late).await.unwrap(), Recorded::Stale(_)));
+    assert_eq!(crm.stats().records, 1);
+    let action = state(&db.ledger, key).await;
+    assert_eq!(action.state, State::Conflict, "the late result goes to review");
+    assert_eq!(action.destination_id, None, "and does not overwrite the record");
+}
+
+async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effect<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:4:create-task";
+    db.ledger.submit(&order(key, r#"{"n":4}"#)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("actionledger.toml");
+    std::fs::write(&config, crm.destination_config("crm")).unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+        .args(["--db", &db.url, "worker", "--drain", "--worker-id", "doomed", "--config"])
+        .arg(&config)
+        .env(actionledger::faults::VARIABLE, actionledger::faults::AFTER_RESPONSE)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(9), "the worker was killed with SIGKILL at the crash point");
+    assert_eq!(crm.stats().records, 1, "the CRM committed");
+    let stuck = state(&db.ledger, key).await;
+    assert_eq!((stuck.state, stuck.claimed_by.as_deref()), (State::InProgress, Some("doomed")));
+
+    db.ledger.store().advance_clock(Duration::from_secs(120));
+    let rescue = drain(&db.ledger, options("rescuer", destinations(&crm, ""))).await;
+    assert_eq!((rescue.recovered, rescue.completed), (1, 1));
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.idempotent_replays), (1, 1), "recovery found the record: no second effect");
+    let done = state(&db.ledger, key).await;
+    assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+}
+
+async fn a_different_event_for_the_same_action_has_no_second_effect<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:ORD-1042:create-task";
+    let from_forms = RawSubmission { event_id: Some("form-1".into()), source: Some("forms".into()), ..order(key, r#"{"o":1}"#) };
+    let from_payments = RawSubmission { event_id: Some("pay-9".into()), source: Some("payments".into()), ..order(key, r#"{"o":1}"#) };
+    db.ledger.submit(&from_forms).await.unwrap();
+    drain(&db.ledger, options("w", destinations(&crm, ""))).await;
+    let outcome = db.ledger.submit(&from_payments).await.unwrap().outcome;
+    assert_eq!(outcome, actionledger::domain::SubmitOutcome::Duplicate);
+    drain(&db.ledger, options("w", destinations(&crm, ""))).await;
+    assert_eq!(crm.stats().records, 1);
+    assert_eq!(crm.stats().requests, 1);
+}
+
+async fn a_missing_key_and_a_changed_payload_reach_review_and_a_new_order_is_not_blocked<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let keyless = RawSubmission { key: None, ..order("unused", r#"{"o":5}"#) };
+    assert!(db.ledger.submit(&keyless).await.is_err());
+    db.ledger.submit(&order("acme:order:6:create-task", r#"{"qty":1}"#)).await.unwrap();
+    db.ledger.submit(&order("acme:order:6:create-task", r#"{"qty":2}"#)).await.unwrap();
+    db.ledger.submit(&order("acme:order:7:create-task", r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, options("w", destinations(&crm, ""))).await;
+    assert_eq!(db.ledger.list_refused(None, 10).await.unwrap().len(), 1, "the missing key is in review");
+    assert_eq!(state(&db.ledger, "acme:order:6:create-task").await.state, State::Conflict, "the change is in review");
+    assert_eq!(state(&db.ledger, "acme:order:7:create-task").await.state, State::Completed, "a new order is not blocked");
+    assert_eq!(crm.stats().records, 1, "only the valid new order reached the CRM");
+}
+
+async fn a_replay_after_the_retention_window_is_held_not_sent<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options { retention: Some(Duration::from_secs(3600)), faults: script(&[Fault::Unavailable]), ..Options::default() }).await;
+    let key = "acme:order:8:create-task";
+    db.ledger.submit(&order(key, "{}")).await.unwrap();
+    let mut first = options("w", destinations(&crm, ""));
+    first.drain = true;
+    // The first send is refused with 503; before the retry, the one-hour window passes.
+    let claim = db.ledger.claim("w", LEASE, 1).await.unwrap().pop().unwrap();
+    let attempt = db.ledger.start_attempt(&claim).await.unwrap();
+    let outcome = first.destinations["crm"].send(&claim.action, None).await.unwrap();
+    assert!(matches!(outcome, actionledger::destination::SendOutcome::BeforeWrite { .. }), "{outcome:?}");
+    let retry = Report { outcome: Outcome::RetryLater { after: Duration::ZERO }, error: Some("503".into()), evidence: Default::default() };
+    db.ledger.record_result(&claim, attempt, &retry).await.unwrap();
+    db.ledger.store().advance_clock(Duration::from_secs(2 * 3600));
+    let summary = drain(&db.ledger, first).await;
+    assert_eq!(summary.held, 1);
+    let action = state(&db.ledger, key).await;
+    assert_eq!(action.state, State::Held);
+    assert!(action.last_error.unwrap().contains("idempotency window"));
+    assert_eq!(crm.stats().requests, 1, "not sent again after the window");
+    assert_eq!(crm.stats().records, 0);
+}
+
+async fn a_two_step_workflow_retries_only_the_failed_step<S: Store>(db: TestDb<S>) {
+    // The task is created by the first request; the confirmation's first request fails.
+    let crm = crm(Options { faults: script(&[Fault::Ok, Fault::Unavailable]), ..Options::default() }).await;
+    let mail = r#"
+[destinations.mail]
+base_url = "BASE"
+create = { url = "{{base_url}}/emails", body = { external_ref = "{{external_ref}}", data = "{{payload}}", task = "{{after.destination_id}}" } }
+lookup = { url = "{{base_url}}/emails?external_ref={{external_ref}}", records_pointer = "/records", compare = ["/data"] }
+idempotency = { header = "Idempotency-Key", retention = "24h" }
+"#
+    .replace("BASE", &format!("http://{}", crm.addr()));
+    let task = "acme:order:9:create-task";
+    let confirmation = "acme:order:9:send-confirmation";
+    let second = RawSubmission { after: Some(task.into()), destination: Some("mail".into()), ..order(confirmation, r#"{"to":"c-9"}"#) };
+    db.ledger.submit(&second).await.unwrap();
+    db.ledger.submit(&order(task, r#"{"order":9}"#)).await.unwrap();
+    let summary = drain(&db.ledger, options("w", destinations(&crm, &mail))).await;
+    assert_eq!(summary.retried, 1);
+    let task_record = state(&db.ledger, task).await;
+    let confirmation_record = state(&db.ledger, confirmation).await;
+    assert_eq!((task_record.state, task_record.attempts), (State::Completed, 1), "the task is created once");
+    assert_eq!((confirmation_record.state, confirmation_record.attempts), (State::Completed, 2), "only the email is retried");
+    assert_eq!(crm.stats().records, 2);
+    let sent = crm.records_for(confirmation);
+    assert_eq!(sent[0]["task"].as_str(), task_record.destination_id.as_deref(), "the email knows its task");
+}
+
+async fn a_person_resolves_a_failed_and_an_unknown_action_with_the_cli<S: Store>(db: TestDb<S>) {
+    // No lookup here, so an uncertain outcome stays unknown for a person.
+    let crm = crm(Options { faults: script(&[Fault::Unavailable, Fault::DropAfterCommit]), ..Options::default() }).await;
+    let text = crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n")
+        + "\nmax_attempts = 1\n";
+    let config = Config::parse(&text).unwrap();
+    let dests = config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect();
+    db.ledger.submit(&order("acme:failed", r#"{"a":1}"#)).await.unwrap();
+    db.ledger.submit(&order("acme:unknown", r#"{"a":2}"#)).await.unwrap();
+    let mut one_at_a_time = options("w", dests);
+    one_at_a_time.concurrency = 1;
+    drain(&db.ledger, one_at_a_time).await;
+    assert_eq!(state(&db.ledger, "acme:failed").await.state, State::Failed);
+    assert_eq!(state(&db.ledger, "acme:unknown").await.state, State::Unknown);
+
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger")).arg("--db").arg(&db.url).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    cli(&["retry", "acme:failed", "--owner", "Ana Lima", "--reason", "CRM was down; retrying"]);
+    cli(&["resolve", "acme:unknown", "--owner", "Ana Lima", "--reason", "record R-000001 is in the CRM", "--as", "completed", "--destination-id", "R-000001"]);
+    for (key, event) in [("acme:failed", "retry"), ("acme:unknown", "resolved_completed")] {
+        let trail = db.ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap().audit;
+        let last = trail.last().unwrap();
+        assert_eq!((last.actor.as_str(), last.event.as_str()), ("Ana Lima", event));
+    }
+    assert_eq!(state(&db.ledger, "acme:unknown").await.destination_id.as_deref(), Some("R-000001"));
+}
+
+async fn lost_responses_are_settled_by_lookup<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options { faults: script(&[Fault::DropAfterCommit, Fault::CloseBeforeWrite, Fault::ErrorAfterWrite]), ..Options::default() }).await;
+    for n in 0..3 {
+        db.ledger.submit(&order(&format!("acme:lost:{n}"), &format!(r#"{{"n":{n}}}"#))).await.unwrap();
+    }
+    let mut serial = options("w", destinations(&crm, ""));
+    serial.concurrency = 1;
+    let summary = drain(&db.ledger, serial).await;
+    assert_eq!(summary.settled_by_lookup, 3, "{summary:?}");
+    for n in 0..3 {
+        let action = state(&db.ledger, &format!("acme:lost:{n}")).await;
+        assert_eq!(action.state, State::Completed, "acme:lost:{n}");
+    }
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.max_records_per_external_ref), (3, 1));
+}
+
+async fn reconcile_reports_and_settles<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options { faults: script(&[Fault::DropAfterCommit]), ..Options::default() }).await;
+    db.ledger.submit(&order("acme:r:1", r#"{"n":1}"#)).await.unwrap();
+    db.ledger.submit(&order("acme:r:2", r#"{"n":2}"#)).await.unwrap();
+    // A worker without lookup leaves the lost response unknown.
+    let text = crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
+    let config = Config::parse(&text).unwrap();
+    let blind = config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect();
+    let mut serial = options("w", blind);
+    serial.concurrency = 1;
+    drain(&db.ledger, serial).await;
+    assert_eq!(state(&db.ledger, "acme:r:1").await.state, State::Unknown);
+    let dests = destinations(&crm, "");
+    let report = actionledger::reconcile::reconcile(&db.ledger, &dests["crm"], false, None, None).await.unwrap();
+    assert_eq!(report.checked, 2);
+    assert_eq!(report.findings.len(), 1);
+    assert_eq!(report.findings[0].kind, actionledger::reconcile::FindingKind::Settleable);
+    assert_eq!(state(&db.ledger, "acme:r:1").await.state, State::Unknown, "nothing applied without --apply");
+    let apply = actionledger::reconcile::Apply { person: "Ana Lima".into() };
+    let report = actionledger::reconcile::reconcile(&db.ledger, &dests["crm"], false, None, Some(&apply)).await.unwrap();
+    assert_eq!(report.findings[0].settled_to, Some(State::Completed));
+    let detail = db.ledger.detail(&ActionKey::parse("acme:r:1").unwrap()).await.unwrap();
+    assert_eq!(detail.audit.last().unwrap().actor, "Ana Lima");
+    assert_eq!(detail.lookups.len(), 1);
+}
+
+/// 1,000 actions, 30% of responses dropped after the commit and 10% 503s, 4 workers: exactly one
+/// CRM record per key, and every action completed or visibly unknown or held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn load_sqlite() {
+    load(support::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn load_postgres() {
+    let Some(db) = support::postgres().await else { return };
+    load(db).await;
+}
+
+async fn load<S: Store>(db: TestDb<S>) {
+    const ACTIONS: usize = 1000;
+    let plan = FaultPlan { script: VecDeque::new(), rates: vec![(Fault::DropAfterCommit, 0.3), (Fault::Unavailable, 0.1)] };
+    let crm = crm(Options { faults: plan, ..Options::default() }).await;
+    for n in 0..ACTIONS {
+        db.ledger.submit(&order(&format!("acme:load:{n:05}"), &format!(r#"{{"n":{n}}}"#))).await.unwrap();
+    }
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let ledger = db.ledger.clone();
+            let opts = options(&format!("load-{w}"), destinations(&crm, "max_attempts = 20\n"));
+            tokio::spawn(async move { drain(&ledger, opts).await })
+        })
+        .collect();
+    let mut total = Summary::default();
+    for worker in workers {
+        let s = worker.await.unwrap();
+        total.completed += s.completed;
+        total.settled_by_lookup += s.settled_by_lookup;
+        total.retried += s.retried;
+    }
+    let counts = db.ledger.counts().await.unwrap();
+    let count = |state| counts.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
+    let stats = crm.stats();
+    println!(
+        "load: {ACTIONS} actions, CRM records {}, max records per key {}, idempotent replays {}, faults {:?}, \
+         completed {}, unknown {}, held {}, settled by lookup {}, retries {}",
+        stats.records,
+        stats.max_records_per_external_ref,
+        stats.idempotent_replays,
+        stats.faults_injected,
+        count(State::Completed),
+        count(State::Unknown),
+        count(State::Held),
+        total.settled_by_lookup,
+        total.retried
+    );
+    assert_eq!(stats.max_records_per_external_ref, 1, "never two records for one key");
+    let completed = usize::try_from(count(State::Completed)).unwrap();
+    let visible = usize::try_from(count(State::Unknown) + count(State::Held)).unwrap();
+    assert_eq!(completed + visible, ACTIONS, "every action completed or visibly unknown or held: {counts:?}");
+    for n in 0..ACTIONS {
+        let key = format!("acme:load:{n:05}");
+        let action = state(&db.ledger, &key).await;
+        let records = crm.records_for(&key);
+        if action.state == State::Completed {
+            assert_eq!(records.len(), 1, "{key}");
+            assert_eq!(records[0]["id"].as_str(), action.destination_id.as_deref(), "{key}");
+        } else {
+            assert!(records.len() <= 1, "{key}");
+        }
+    }
+    assert!(stats.faults_injected.values().sum::<u64>() > 300, "the faults really happened: {:?}", stats.faults_injected);
+}

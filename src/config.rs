@@ -173,7 +173,7 @@ fn default_backoff_base() -> Duration {
     Duration::from_millis(500)
 }
 fn default_backoff_max() -> Duration {
-    Duration::from_secs(60)
+    Duration::from_mins(1)
 }
 fn default_settle() -> Duration {
     Duration::from_secs(2)
@@ -314,7 +314,7 @@ mod tests {
         let config = Config::parse(EXAMPLE).unwrap();
         assert_eq!(config.worker.lease, Duration::from_secs(20));
         let crm = &config.destinations["crm"];
-        assert_eq!(crm.idempotency.as_ref().unwrap().retention, Duration::from_secs(86_400));
+        assert_eq!(crm.idempotency.as_ref().unwrap().retention, Duration::from_hours(24));
         assert_eq!(crm.create.method, "POST");
         assert_eq!(crm.lookup.as_ref().unwrap().settle, Duration::from_secs(2));
     }

@@ -98,12 +98,9 @@ async fn compare<S: Store>(
         Some(key) => ledger.store().find(key).await?,
         None => None,
     };
-    let found = match destination.lookup(action, after.as_ref()).await {
-        Ok(found) => found,
-        Err(_) => {
-            report.lookup_errors += 1;
-            return Ok(());
-        }
+    let Ok(found) = destination.lookup(action, after.as_ref()).await else {
+        report.lookup_errors += 1;
+        return Ok(());
     };
     let finding = |kind, detail: String| Finding {
         key: action.key.to_string(),

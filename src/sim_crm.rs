@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -120,7 +121,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            retention: Some(Duration::from_secs(86_400)),
+            retention: Some(Duration::from_hours(24)),
             unique_refs: true,
             reject_obsolete: true,
             state_file: None,
@@ -257,10 +258,11 @@ pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> St
          lookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", records_pointer = \"/records\", compare = [\"/data\"] }}\n"
     );
     if let Some(retention) = options.retention {
-        block.push_str(&format!(
-            "idempotency = {{ header = \"Idempotency-Key\", retention = \"{}\" }}\n",
+        let _ = writeln!(
+            block,
+            "idempotency = {{ header = \"Idempotency-Key\", retention = \"{}\" }}",
             crate::config::duration_text::format(retention)
-        ));
+        );
     }
     if options.reject_obsolete {
         block.push_str("fencing = { header = \"X-Ownership-Version\" }\n");
@@ -278,7 +280,7 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared) {
             body.len()
         );
         for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
+            let _ = write!(head, "{name}: {value}\r\n");
         }
         head.push_str("\r\n");
         let _ = stream.write_all(head.as_bytes()).await;

@@ -3,6 +3,7 @@
 
 mod support;
 
+use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::Destination;
 use actionledger::domain::{ActionKey, RawSubmission, State};
@@ -10,8 +11,8 @@ use actionledger::ledger::{Outcome, Recorded, Report};
 use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
 use actionledger::worker::{self, Summary, WorkerOptions};
-use actionledger::Ledger;
 use std::collections::{BTreeMap, VecDeque};
+use std::os::unix::process::ExitStatusExt as _;
 use std::time::Duration;
 use support::TestDb;
 
@@ -70,7 +71,7 @@ fn options(id: &str, destinations: BTreeMap<String, Destination>) -> WorkerOptio
 }
 
 async fn drain<S: Store>(ledger: &Ledger<S>, options: WorkerOptions) -> Summary {
-    tokio::time::timeout(Duration::from_secs(120), worker::run(ledger.clone(), options, std::future::pending()))
+    tokio::time::timeout(Duration::from_mins(2), worker::run(ledger.clone(), options, std::future::pending()))
         .await
         .expect("the worker drained in time")
         .expect("the worker ran")
@@ -160,7 +161,8 @@ async fn a_paused_worker_taken_over_has_no_second_effect_where_the_destination_p
 async fn a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect<S: Store>(db: TestDb<S>) {
     let unprotected = Options { retention: None, unique_refs: false, reject_obsolete: false, ..Options::default() };
     let crm = crm(unprotected).await;
-    let text = crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
+    let text =
+        crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
     let config = Config::parse(&text).unwrap();
     let dests: BTreeMap<String, Destination> =
         config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect();
@@ -203,17 +205,20 @@ async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effec
         .stderr(std::process::Stdio::null())
         .status()
         .unwrap();
-    use std::os::unix::process::ExitStatusExt as _;
     assert_eq!(status.signal(), Some(9), "the worker was killed with SIGKILL at the crash point");
     assert_eq!(crm.stats().records, 1, "the CRM committed");
     let stuck = state(&db.ledger, key).await;
     assert_eq!((stuck.state, stuck.claimed_by.as_deref()), (State::InProgress, Some("doomed")));
 
-    db.ledger.store().advance_clock(Duration::from_secs(120));
+    db.ledger.store().advance_clock(Duration::from_mins(2));
     let rescue = drain(&db.ledger, options("rescuer", destinations(&crm, ""))).await;
     assert_eq!((rescue.recovered, rescue.completed), (1, 1));
-    let stats = crm.stats();
-    assert_eq!((stats.records, stats.idempotent_replays), (1, 1), "recovery found the record: no second effect");
+    let crm_stats = crm.stats();
+    assert_eq!(
+        (crm_stats.records, crm_stats.idempotent_replays),
+        (1, 1),
+        "recovery found the record: no second effect"
+    );
     let done = state(&db.ledger, key).await;
     assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-000001")));
 }
@@ -221,8 +226,10 @@ async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effec
 async fn a_different_event_for_the_same_action_has_no_second_effect<S: Store>(db: TestDb<S>) {
     let crm = crm(Options::default()).await;
     let key = "acme:order:ORD-1042:create-task";
-    let from_forms = RawSubmission { event_id: Some("form-1".into()), source: Some("forms".into()), ..order(key, r#"{"o":1}"#) };
-    let from_payments = RawSubmission { event_id: Some("pay-9".into()), source: Some("payments".into()), ..order(key, r#"{"o":1}"#) };
+    let from_forms =
+        RawSubmission { event_id: Some("form-1".into()), source: Some("forms".into()), ..order(key, r#"{"o":1}"#) };
+    let from_payments =
+        RawSubmission { event_id: Some("pay-9".into()), source: Some("payments".into()), ..order(key, r#"{"o":1}"#) };
     db.ledger.submit(&from_forms).await.unwrap();
     drain(&db.ledger, options("w", destinations(&crm, ""))).await;
     let outcome = db.ledger.submit(&from_payments).await.unwrap().outcome;
@@ -242,12 +249,21 @@ async fn a_missing_key_and_a_changed_payload_reach_review_and_a_new_order_is_not
     drain(&db.ledger, options("w", destinations(&crm, ""))).await;
     assert_eq!(db.ledger.list_refused(None, 10).await.unwrap().len(), 1, "the missing key is in review");
     assert_eq!(state(&db.ledger, "acme:order:6:create-task").await.state, State::Conflict, "the change is in review");
-    assert_eq!(state(&db.ledger, "acme:order:7:create-task").await.state, State::Completed, "a new order is not blocked");
+    assert_eq!(
+        state(&db.ledger, "acme:order:7:create-task").await.state,
+        State::Completed,
+        "a new order is not blocked"
+    );
     assert_eq!(crm.stats().records, 1, "only the valid new order reached the CRM");
 }
 
 async fn a_replay_after_the_retention_window_is_held_not_sent<S: Store>(db: TestDb<S>) {
-    let crm = crm(Options { retention: Some(Duration::from_secs(3600)), faults: script(&[Fault::Unavailable]), ..Options::default() }).await;
+    let crm = crm(Options {
+        retention: Some(Duration::from_hours(1)),
+        faults: script(&[Fault::Unavailable]),
+        ..Options::default()
+    })
+    .await;
     let key = "acme:order:8:create-task";
     db.ledger.submit(&order(key, "{}")).await.unwrap();
     let mut first = options("w", destinations(&crm, ""));
@@ -257,9 +273,13 @@ async fn a_replay_after_the_retention_window_is_held_not_sent<S: Store>(db: Test
     let attempt = db.ledger.start_attempt(&claim).await.unwrap();
     let outcome = first.destinations["crm"].send(&claim.action, None).await.unwrap();
     assert!(matches!(outcome, actionledger::destination::SendOutcome::BeforeWrite { .. }), "{outcome:?}");
-    let retry = Report { outcome: Outcome::RetryLater { after: Duration::ZERO }, error: Some("503".into()), evidence: Default::default() };
+    let retry = Report {
+        outcome: Outcome::RetryLater { after: Duration::ZERO },
+        error: Some("503".into()),
+        evidence: actionledger::domain::Evidence::default(),
+    };
     db.ledger.record_result(&claim, attempt, &retry).await.unwrap();
-    db.ledger.store().advance_clock(Duration::from_secs(2 * 3600));
+    db.ledger.store().advance_clock(Duration::from_hours(2));
     let summary = drain(&db.ledger, first).await;
     assert_eq!(summary.held, 1);
     let action = state(&db.ledger, key).await;
@@ -282,7 +302,11 @@ idempotency = { header = "Idempotency-Key", retention = "24h" }
     .replace("BASE", &format!("http://{}", crm.addr()));
     let task = "acme:order:9:create-task";
     let confirmation = "acme:order:9:send-confirmation";
-    let second = RawSubmission { after: Some(task.into()), destination: Some("mail".into()), ..order(confirmation, r#"{"to":"c-9"}"#) };
+    let second = RawSubmission {
+        after: Some(task.into()),
+        destination: Some("mail".into()),
+        ..order(confirmation, r#"{"to":"c-9"}"#)
+    };
     db.ledger.submit(&second).await.unwrap();
     db.ledger.submit(&order(task, r#"{"order":9}"#)).await.unwrap();
     let summary = drain(&db.ledger, options("w", destinations(&crm, &mail))).await;
@@ -290,7 +314,11 @@ idempotency = { header = "Idempotency-Key", retention = "24h" }
     let task_record = state(&db.ledger, task).await;
     let confirmation_record = state(&db.ledger, confirmation).await;
     assert_eq!((task_record.state, task_record.attempts), (State::Completed, 1), "the task is created once");
-    assert_eq!((confirmation_record.state, confirmation_record.attempts), (State::Completed, 2), "only the email is retried");
+    assert_eq!(
+        (confirmation_record.state, confirmation_record.attempts),
+        (State::Completed, 2),
+        "only the email is retried"
+    );
     assert_eq!(crm.stats().records, 2);
     let sent = crm.records_for(confirmation);
     assert_eq!(sent[0]["task"].as_str(), task_record.destination_id.as_deref(), "the email knows its task");
@@ -298,9 +326,11 @@ idempotency = { header = "Idempotency-Key", retention = "24h" }
 
 async fn a_person_resolves_a_failed_and_an_unknown_action_with_the_cli<S: Store>(db: TestDb<S>) {
     // No lookup here, so an uncertain outcome stays unknown for a person.
-    let crm = crm(Options { faults: script(&[Fault::Unavailable, Fault::DropAfterCommit]), ..Options::default() }).await;
-    let text = crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n")
-        + "\nmax_attempts = 1\n";
+    let crm =
+        crm(Options { faults: script(&[Fault::Unavailable, Fault::DropAfterCommit]), ..Options::default() }).await;
+    let text =
+        crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n")
+            + "\nmax_attempts = 1\n";
     let config = Config::parse(&text).unwrap();
     let dests = config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect();
     db.ledger.submit(&order("acme:failed", r#"{"a":1}"#)).await.unwrap();
@@ -312,11 +342,27 @@ async fn a_person_resolves_a_failed_and_an_unknown_action_with_the_cli<S: Store>
     assert_eq!(state(&db.ledger, "acme:unknown").await.state, State::Unknown);
 
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger")).arg("--db").arg(&db.url).args(args).output().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .arg("--db")
+            .arg(&db.url)
+            .args(args)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     cli(&["retry", "acme:failed", "--owner", "Ana Lima", "--reason", "CRM was down; retrying"]);
-    cli(&["resolve", "acme:unknown", "--owner", "Ana Lima", "--reason", "record R-000001 is in the CRM", "--as", "completed", "--destination-id", "R-000001"]);
+    cli(&[
+        "resolve",
+        "acme:unknown",
+        "--owner",
+        "Ana Lima",
+        "--reason",
+        "record R-000001 is in the CRM",
+        "--as",
+        "completed",
+        "--destination-id",
+        "R-000001",
+    ]);
     for (key, event) in [("acme:failed", "retry"), ("acme:unknown", "resolved_completed")] {
         let trail = db.ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap().audit;
         let last = trail.last().unwrap();
@@ -326,7 +372,11 @@ async fn a_person_resolves_a_failed_and_an_unknown_action_with_the_cli<S: Store>
 }
 
 async fn lost_responses_are_settled_by_lookup<S: Store>(db: TestDb<S>) {
-    let crm = crm(Options { faults: script(&[Fault::DropAfterCommit, Fault::CloseBeforeWrite, Fault::ErrorAfterWrite]), ..Options::default() }).await;
+    let crm = crm(Options {
+        faults: script(&[Fault::DropAfterCommit, Fault::CloseBeforeWrite, Fault::ErrorAfterWrite]),
+        ..Options::default()
+    })
+    .await;
     for n in 0..3 {
         db.ledger.submit(&order(&format!("acme:lost:{n}"), &format!(r#"{{"n":{n}}}"#))).await.unwrap();
     }
@@ -347,7 +397,8 @@ async fn reconcile_reports_and_settles<S: Store>(db: TestDb<S>) {
     db.ledger.submit(&order("acme:r:1", r#"{"n":1}"#)).await.unwrap();
     db.ledger.submit(&order("acme:r:2", r#"{"n":2}"#)).await.unwrap();
     // A worker without lookup leaves the lost response unknown.
-    let text = crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
+    let text =
+        crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
     let config = Config::parse(&text).unwrap();
     let blind = config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect();
     let mut serial = options("w", blind);
@@ -361,7 +412,8 @@ async fn reconcile_reports_and_settles<S: Store>(db: TestDb<S>) {
     assert_eq!(report.findings[0].kind, actionledger::reconcile::FindingKind::Settleable);
     assert_eq!(state(&db.ledger, "acme:r:1").await.state, State::Unknown, "nothing applied without --apply");
     let apply = actionledger::reconcile::Apply { person: "Ana Lima".into() };
-    let report = actionledger::reconcile::reconcile(&db.ledger, &dests["crm"], false, None, Some(&apply)).await.unwrap();
+    let report =
+        actionledger::reconcile::reconcile(&db.ledger, &dests["crm"], false, None, Some(&apply)).await.unwrap();
     assert_eq!(report.findings[0].settled_to, Some(State::Completed));
     let detail = db.ledger.detail(&ActionKey::parse("acme:r:1").unwrap()).await.unwrap();
     assert_eq!(detail.audit.last().unwrap().actor, "Ana Lima");
@@ -383,7 +435,8 @@ async fn load_postgres() {
 
 async fn load<S: Store>(db: TestDb<S>) {
     const ACTIONS: usize = 1000;
-    let plan = FaultPlan { script: VecDeque::new(), rates: vec![(Fault::DropAfterCommit, 0.3), (Fault::Unavailable, 0.1)] };
+    let plan =
+        FaultPlan { script: VecDeque::new(), rates: vec![(Fault::DropAfterCommit, 0.3), (Fault::Unavailable, 0.1)] };
     let crm = crm(Options { faults: plan, ..Options::default() }).await;
     for n in 0..ACTIONS {
         db.ledger.submit(&order(&format!("acme:load:{n:05}"), &format!(r#"{{"n":{n}}}"#))).await.unwrap();
@@ -433,5 +486,9 @@ async fn load<S: Store>(db: TestDb<S>) {
             assert!(records.len() <= 1, "{key}");
         }
     }
-    assert!(stats.faults_injected.values().sum::<u64>() > 300, "the faults really happened: {:?}", stats.faults_injected);
+    assert!(
+        stats.faults_injected.values().sum::<u64>() > 300,
+        "the faults really happened: {:?}",
+        stats.faults_injected
+    );
 }

@@ -119,6 +119,7 @@ pub struct ReconcileArgs {
 }
 
 #[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools, reason = "each flag is one independent switch of the simulation")]
 pub struct SimCrmArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -406,22 +407,6 @@ async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualC
     Ok(exit::OK)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(redact_url("postgres://al:s3cret@db:5432/ledger"), "postgres://al:***@db:5432/ledger");
-        assert_eq!(
-            redact_url("postgres://al@db/ledger?password=s3cret&x=1"),
-            "postgres://al@db/ledger?password=***&x=1"
-        );
-        assert_eq!(redact_url("sqlite://actionledger.db"), "sqlite://actionledger.db");
-        assert_eq!(redact_url("postgres://a:b:c@h/d"), "postgres://a:***@h/d");
-    }
-}
-
 fn load_destinations(
     path: &std::path::Path,
 ) -> Result<(crate::config::Config, std::collections::BTreeMap<String, crate::destination::Destination>), Error> {
@@ -560,4 +545,20 @@ async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {
     shutdown_signal().await;
     eprintln!("{}", serde_json::to_string(&crm.stats()).expect("stats serialize"));
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact_url("postgres://al:s3cret@db:5432/ledger"), "postgres://al:***@db:5432/ledger");
+        assert_eq!(
+            redact_url("postgres://al@db/ledger?password=s3cret&x=1"),
+            "postgres://al@db/ledger?password=***&x=1"
+        );
+        assert_eq!(redact_url("sqlite://actionledger.db"), "sqlite://actionledger.db");
+        assert_eq!(redact_url("postgres://a:b:c@h/d"), "postgres://a:***@h/d");
+    }
 }

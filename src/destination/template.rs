@@ -130,7 +130,7 @@ mod tests {
     fn action(payload: &str) -> ActionRecord {
         let raw =
             RawSubmission { key: Some("acme:o:1".into()), payload: payload.as_bytes().to_vec(), ..Default::default() };
-        ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Default::default())
+        ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), crate::domain::Timestamp::default())
     }
 
     #[test]

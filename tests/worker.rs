@@ -458,8 +458,9 @@ async fn load<S: Store>(db: TestDb<S>) {
     let counts = db.ledger.counts().await.unwrap();
     let count = |state| counts.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
     let stats = crm.stats();
+    let store = std::any::type_name::<S>().rsplit("::").next().unwrap_or_default();
     println!(
-        "load: {ACTIONS} actions, CRM records {}, max records per key {}, idempotent replays {}, faults {:?}, \
+        "load ({store}): {ACTIONS} actions, CRM records {}, max records per key {}, idempotent replays {}, faults {:?}, \
          completed {}, unknown {}, held {}, settled by lookup {}, retries {}",
         stats.records,
         stats.max_records_per_external_ref,
@@ -469,7 +470,7 @@ async fn load<S: Store>(db: TestDb<S>) {
         count(State::Unknown),
         count(State::Held),
         total.settled_by_lookup,
-        total.retried
+        total.retried,
     );
     assert_eq!(stats.max_records_per_external_ref, 1, "never two records for one key");
     let completed = usize::try_from(count(State::Completed)).unwrap();

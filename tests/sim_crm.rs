@@ -1,0 +1,124 @@
+//! The simulated CRM on its own, and the worker process's clean shutdown.
+
+mod support;
+
+use actionledger::config::Config;
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
+
+async fn start(options: Options) -> SimCrm {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    SimCrm::start(listener, options).unwrap()
+}
+
+async fn post(crm: &SimCrm, key: &str, body: &str) -> (u16, String) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/tasks", crm.addr()))
+        .header("Idempotency-Key", key)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn state_survives_a_restart_and_keys_are_still_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options { state_file: Some(dir.path().join("crm.json")), ..Options::default() };
+    let first = start(options.clone()).await;
+    let (status, created) = post(&first, "k1", r#"{"external_ref":"r1","data":1}"#).await;
+    assert_eq!(status, 201);
+    drop(first);
+    let second = start(options).await;
+    let (status, replayed) = post(&second, "k1", r#"{"external_ref":"r1","data":1}"#).await;
+    assert_eq!((status, replayed), (201, created), "the key is remembered across the restart");
+    let (status, _) = post(&second, "k2", r#"{"external_ref":"r1","data":1}"#).await;
+    assert_eq!(status, 409, "the external reference is still unique");
+    let stats = second.stats();
+    assert_eq!((stats.records, stats.idempotent_replays, stats.duplicates_refused), (1, 1, 1));
+}
+
+#[tokio::test]
+async fn stats_report_real_effects_over_http() {
+    let crm = start(Options {
+        faults: FaultPlan { script: [Fault::Unavailable].into(), rates: Vec::new() },
+        ..Options::default()
+    })
+    .await;
+    assert_eq!(post(&crm, "k", r#"{"external_ref":"r"}"#).await.0, 503);
+    assert_eq!(post(&crm, "k", r#"{"external_ref":"r"}"#).await.0, 201);
+    assert_eq!(
+        post(&crm, "k", r#"{"external_ref":"r","changed":true}"#).await.0,
+        422,
+        "a reused key with another body"
+    );
+    let text = reqwest::get(format!("http://{}/stats", crm.addr())).await.unwrap().text().await.unwrap();
+    let stats: Stats = serde_json::from_str(&text).unwrap();
+    assert_eq!((stats.records, stats.max_records_per_external_ref), (1, 1));
+    assert_eq!(stats.faults_injected.get("unavailable"), Some(&1));
+    for field in ["records", "max_records_per_external_ref", "duplicates_refused", "idempotent_replays"] {
+        assert!(text.contains(field), "{field} in {text}");
+    }
+}
+
+#[test]
+fn the_printed_configuration_is_a_working_destination_block() {
+    let out = Command::new(BIN).args(["sim-crm", "--listen", "127.0.0.1:9911", "--print-config"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let config = Config::parse(&text).unwrap();
+    let crm = &config.destinations["crm"];
+    assert_eq!(crm.base_url.as_deref(), Some("http://127.0.0.1:9911"));
+    assert!(crm.idempotency.is_some() && crm.lookup.is_some() && crm.fencing.is_some());
+    let bad = Command::new(BIN).args(["sim-crm", "--fault", "meteor=0.5", "--print-config"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown fault"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_worker_cleanly_with_no_claim_left() {
+    let crm = start(Options {
+        faults: FaultPlan { script: std::collections::VecDeque::new(), rates: vec![(Fault::Delay(300), 1.0)] },
+        ..Options::default()
+    })
+    .await;
+    let db = support::sqlite().await;
+    for n in 0..10 {
+        let raw = actionledger::domain::RawSubmission {
+            key: Some(format!("acme:slow:{n}")),
+            payload: b"{}".to_vec(),
+            destination: Some("crm".into()),
+            ..Default::default()
+        };
+        db.ledger.submit(&raw).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("actionledger.toml");
+    std::fs::write(&config, crm.destination_config("crm")).unwrap();
+    let child = Command::new(BIN)
+        .args(["--db", &db.url, "worker", "--concurrency", "2", "--json", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(0), "a clean exit");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counts = db.ledger.counts().await.unwrap();
+    let in_progress = counts.iter().find(|(s, _)| *s == actionledger::domain::State::InProgress).unwrap().1;
+    assert_eq!(in_progress, 0, "no claim left behind: {counts:?}");
+    let completed = counts.iter().find(|(s, _)| *s == actionledger::domain::State::Completed).unwrap().1;
+    assert!(completed >= 1 && completed < 10, "stopped part way: {counts:?}");
+    assert_eq!(summary["completed"].as_i64(), Some(completed));
+    assert_eq!(crm.stats().records, u64::try_from(completed).unwrap(), "every request in flight was recorded");
+}

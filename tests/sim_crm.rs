@@ -122,3 +122,27 @@ async fn sigterm_stops_a_worker_cleanly_with_no_claim_left() {
     assert_eq!(summary["completed"].as_i64(), Some(completed));
     assert_eq!(crm.stats().records, u64::try_from(completed).unwrap(), "every request in flight was recorded");
 }
+
+#[tokio::test]
+async fn obsolete_ownership_versions_are_refused() {
+    let crm = start(Options::default()).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let send = |key: &'static str, version: &'static str| {
+        let url = format!("http://{}/tasks", crm.addr());
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("Idempotency-Key", key)
+                .header("X-Ownership-Version", version)
+                .body(r#"{"external_ref":"shared"}"#)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(send("a", "2").await, 201);
+    assert_eq!(send("b", "1").await, 412, "an older owner's write is refused");
+    assert_eq!(crm.stats().stale_writes_refused, 1);
+}

@@ -41,8 +41,8 @@ async fn state_survives_a_restart_and_keys_are_still_honoured() {
     assert_eq!((status, replayed), (201, created), "the key is remembered across the restart");
     let (status, _) = post(&second, "k2", r#"{"external_ref":"r1","data":1}"#).await;
     assert_eq!(status, 409, "the external reference is still unique");
-    let stats = second.stats();
-    assert_eq!((stats.records, stats.idempotent_replays, stats.duplicates_refused), (1, 1, 1));
+    let effects = second.stats();
+    assert_eq!((effects.records, effects.idempotent_replays, effects.duplicates_refused), (1, 1, 1));
 }
 
 #[tokio::test]
@@ -118,7 +118,7 @@ async fn sigterm_stops_a_worker_cleanly_with_no_claim_left() {
     let in_progress = counts.iter().find(|(s, _)| *s == actionledger::domain::State::InProgress).unwrap().1;
     assert_eq!(in_progress, 0, "no claim left behind: {counts:?}");
     let completed = counts.iter().find(|(s, _)| *s == actionledger::domain::State::Completed).unwrap().1;
-    assert!(completed >= 1 && completed < 10, "stopped part way: {counts:?}");
+    assert!((1..10).contains(&completed), "stopped part way: {counts:?}");
     assert_eq!(summary["completed"].as_i64(), Some(completed));
     assert_eq!(crm.stats().records, u64::try_from(completed).unwrap(), "every request in flight was recorded");
 }

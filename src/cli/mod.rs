@@ -387,7 +387,7 @@ async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result<i32, Error
         owner: args.owner,
         before_id: args.before,
         limit: args.limit,
-        created_since: None,
+        ..ListFilter::default()
     };
     let actions = ledger.list(&filter).await?;
     render::actions(&actions, args.limit, args.json);

@@ -20,6 +20,10 @@ pub enum ManualCommand {
     Takeover {
         protected: bool,
     },
+    /// Make the action this person's to follow up.
+    Assign {
+        to: String,
+    },
 }
 
 impl ManualCommand {
@@ -32,6 +36,7 @@ impl ManualCommand {
             Self::Approve => "approve",
             Self::Reject => "reject",
             Self::Takeover { .. } => "take over",
+            Self::Assign { .. } => "assign",
         }
     }
 
@@ -44,6 +49,7 @@ impl ManualCommand {
             Self::Approve => Event::Approved,
             Self::Reject => Event::Rejected,
             Self::Takeover { .. } => Event::TakenOver,
+            Self::Assign { .. } => Event::Assigned,
         }
     }
 
@@ -90,6 +96,10 @@ pub fn plan(
         ManualCommand::Reject if from != State::Conflict => {
             return Ok(ManualPlan { event, from, to: from });
         }
+        ManualCommand::Assign { .. } if from.is_terminal() => {
+            return Err(format!("cannot assign {key}: it is {from}, which is final; there is nothing to follow up"));
+        }
+        ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
         ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
         ManualCommand::Takeover { protected } => {
             if action.lease_is_live(now) {
@@ -124,7 +134,7 @@ pub fn apply(
     plan: ManualPlan,
     now: Timestamp,
 ) -> Result<Option<Transition>, state::TransitionRefused> {
-    let transition = if plan.to == plan.from && plan.event == Event::Rejected {
+    let transition = if plan.to == plan.from && matches!(plan.event, Event::Rejected | Event::Assigned) {
         action.updated_at = now;
         None
     } else {
@@ -157,6 +167,7 @@ pub fn apply(
             action.attempts_in_round = 0;
         }
         ManualCommand::Takeover { .. } => action.ownership_version += 1,
+        ManualCommand::Assign { to } => action.assignee = Some(to.clone()),
     }
     Ok(transition)
 }

@@ -112,6 +112,8 @@ pub enum Event {
     Rejected,
     /// Manual: a person took over a stale claim.
     TakenOver,
+    /// Manual: a person made an action theirs to follow up; the state does not change.
+    Assigned,
 }
 
 impl Event {
@@ -139,6 +141,7 @@ impl Event {
             Self::Approved => "approved",
             Self::Rejected => "rejected",
             Self::TakenOver => "taken_over",
+            Self::Assigned => "assigned",
         }
     }
 }

@@ -54,6 +54,11 @@ pub struct ListFilter {
     pub before_id: Option<i64>,
     /// Only actions created at or after this time.
     pub created_since: Option<Timestamp>,
+    /// Keyset cursor the other way: only actions newer than this id, oldest of them first
+    /// (returned newest first like every page).
+    pub after_id: Option<i64>,
+    /// Only keys containing this text.
+    pub key_contains: Option<String>,
     pub limit: i64,
 }
 
@@ -96,6 +101,10 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
+    /// How many refused submissions are recorded.
+    fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many claims have outlived their lease by database time.
+    fn count_stale_claims(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.
     fn expired_claims(&self, limit: i64) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// The earliest time a pending action waiting out a backoff becomes claimable.

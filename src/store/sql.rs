@@ -118,16 +118,20 @@ pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, sou
 pub(crate) const SELECT_AUDIT: &str = "SELECT id, action_key, at, actor, actor_kind, event, from_state, to_state, \
      ownership_version, revision, reason FROM audit_trail WHERE action_key = $1 ORDER BY id";
 
-pub(crate) const LIST_ACTIONS: &str = concat!(
-    "SELECT ",
-    action_columns!(),
-    " FROM actions WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR destination = $2) \
-     AND ($3 IS NULL OR claimed_by = $3 OR assignee = $3) AND ($4 IS NULL OR id < $4) \
-     AND ($6 IS NULL OR created_at >= $6) ORDER BY id DESC LIMIT $5"
-);
 
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
+
+pub(crate) const COUNT_REFUSED: &str = "SELECT COUNT(*) FROM refused_submissions";
+
+pub(crate) const COUNT_STALE_CLAIMS: &str =
+    "SELECT COUNT(*) FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1";
+
+/// A LIKE pattern matching `text` anywhere, with LIKE's own wildcards taken literally.
+pub(crate) fn contains_pattern(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
 
 pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 
@@ -641,16 +645,42 @@ macro_rules! impl_store {
                 &self,
                 f: &$crate::store::ListFilter,
             ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
-                let rows = sqlx::query($crate::store::sql::LIST_ACTIONS)
-                    .bind(f.state.map(|s| s.as_str()))
-                    .bind(f.destination.as_deref())
-                    .bind(f.owner.as_deref())
-                    .bind(f.before_id)
-                    .bind(f.limit)
-                    .bind(f.created_since.map(|t| t.timestamp_millis()))
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter().map($crate::store::sql::action_from_row).collect()
+                // Built per filter so that each combination gets a plan that uses its index.
+                let mut q = sqlx::QueryBuilder::<$db>::new(concat!(
+                    "SELECT ",
+                    $crate::store::sql::action_columns!(),
+                    " FROM actions WHERE 1 = 1"
+                ));
+                if let Some(state) = f.state {
+                    q.push(" AND state = ").push_bind(state.as_str());
+                }
+                if let Some(destination) = &f.destination {
+                    q.push(" AND destination = ").push_bind(destination.clone());
+                }
+                if let Some(owner) = &f.owner {
+                    q.push(" AND (claimed_by = ").push_bind(owner.clone());
+                    q.push(" OR assignee = ").push_bind(owner.clone()).push(")");
+                }
+                if let Some(id) = f.before_id {
+                    q.push(" AND id < ").push_bind(id);
+                }
+                if let Some(id) = f.after_id {
+                    q.push(" AND id > ").push_bind(id);
+                }
+                if let Some(since) = f.created_since {
+                    q.push(" AND created_at >= ").push_bind(since.timestamp_millis());
+                }
+                if let Some(text) = &f.key_contains {
+                    q.push(" AND key LIKE ").push_bind($crate::store::sql::contains_pattern(text)).push(" ESCAPE '\\'");
+                }
+                let ascending = f.after_id.is_some();
+                q.push(if ascending { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " }).push_bind(f.limit);
+                let rows = q.build().fetch_all(&self.pool).await?;
+                let mut actions = rows.iter().map($crate::store::sql::action_from_row).collect::<Result<Vec<_>, _>>()?;
+                if ascending {
+                    actions.reverse();
+                }
+                Ok(actions)
             }
 
             async fn list_refused(
@@ -669,6 +699,18 @@ macro_rules! impl_store {
             async fn count_by_state(&self) -> Result<Vec<($crate::domain::State, i64)>, $crate::store::StoreError> {
                 let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE).fetch_all(&self.pool).await?;
                 rows.iter().map($crate::store::sql::state_count_from_row).collect()
+            }
+
+            async fn count_refused(&self) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar($crate::store::sql::COUNT_REFUSED).fetch_one(&self.pool).await?)
+            }
+
+            async fn count_stale_claims(&self) -> Result<i64, $crate::store::StoreError> {
+                let now = $crate::store::Store::now(self).await?;
+                Ok(sqlx::query_scalar($crate::store::sql::COUNT_STALE_CLAIMS)
+                    .bind(now.timestamp_millis())
+                    .fetch_one(&self.pool)
+                    .await?)
             }
 
             async fn expired_claims(

@@ -20,6 +20,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod destination;
 pub mod domain;
 pub mod error;

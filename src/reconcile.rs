@@ -2,7 +2,7 @@
 //! the destination's lookup by external reference.
 
 use crate::destination::Destination;
-use crate::domain::{ActionRecord, ActorKind, LookupVerdict, State, Timestamp};
+use crate::domain::{ActionRecord, ActorKind, State, Timestamp};
 use crate::error::Error;
 use crate::ledger::{Ledger, LookupReport};
 use crate::store::{ListFilter, Store};
@@ -126,29 +126,15 @@ async fn compare<S: Store>(
             _ => {}
         },
         State::Unknown => {
-            let sent = destination.body(action, after.as_ref()).map_err(Error::Invalid)?;
-            let (verdict, id) = match found.records.as_slice() {
-                [] => (LookupVerdict::NotFound, None),
-                [one] if destination.matches(&sent, &one.record) => (LookupVerdict::Found, one.id.clone()),
-                [one] => (LookupVerdict::Mismatch, one.id.clone()),
-                _ => (LookupVerdict::Duplicates, None),
-            };
-            let mut item = finding(FindingKind::Settleable, format!("lookup: {}", verdict.as_str()));
+            let judged = destination.judge(action, after.as_ref(), &found).map_err(Error::Invalid)?;
+            let mut item = finding(FindingKind::Settleable, format!("lookup: {}", judged.verdict.as_str()));
             if let Some(apply) = apply {
                 let lookup = LookupReport {
-                    verdict,
-                    records: i64::try_from(found.records.len()).unwrap_or(i64::MAX),
-                    destination_id: id.clone(),
-                    evidence: crate::domain::Evidence {
-                        status: Some(i64::from(found.response.status)),
-                        destination_id: id,
-                        body: Some(found.response.body.clone()),
-                    },
-                    detail: Some(format!("reconcile --apply: lookup {}", verdict.as_str())),
+                    detail: Some(format!("reconcile --apply: {}", judged.detail.clone().unwrap_or_default())),
+                    ..judged
                 };
-                let settled = ledger
-                    .settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup)
-                    .await?;
+                let settled =
+                    ledger.settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup).await?;
                 item.settled_to = settled.map(|a| a.state);
             }
             report.findings.push(item);

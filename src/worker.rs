@@ -3,7 +3,7 @@
 //! by a lookup or a person; nothing is sent after the idempotency window; an expired claim is
 //! taken over only where a repeat cannot take effect twice.
 
-use crate::destination::{self, Destination, Found, SendOutcome};
+use crate::destination::{self, Destination, SendOutcome};
 use crate::domain::{ActionRecord, ActorKind, Evidence, LookupVerdict, State};
 use crate::error::Error;
 use crate::ledger::{Claim, Ledger, LookupReport, Outcome, Recorded, Recovery, Report};
@@ -270,7 +270,7 @@ async fn settle_one<S: Store>(
 ) -> Result<bool, String> {
     let after = predecessor(shared, action).await.map_err(|e| e.to_string())?;
     let found = destination.lookup(action, after.as_ref()).await?;
-    let report = verdict(destination, action, after.as_ref(), &found)?;
+    let report = destination.judge(action, after.as_ref(), &found)?;
     let settled = shared
         .ledger
         .settle_unknown(&action.key, action.revision, &shared.options.id, ActorKind::Worker, &report)
@@ -289,41 +289,6 @@ async fn settle_one<S: Store>(
         shared.progress(action.key.as_str(), &format!("lookup: {}, now {}", report.verdict.as_str(), settled.state));
     }
     Ok(settled.is_some())
-}
-
-/// What a lookup's records mean for this action.
-fn verdict(
-    destination: &Destination,
-    action: &ActionRecord,
-    after: Option<&ActionRecord>,
-    found: &Found,
-) -> Result<LookupReport, String> {
-    let sent = destination.body(action, after)?;
-    let evidence = Evidence {
-        status: Some(i64::from(found.response.status)),
-        destination_id: None,
-        body: Some(found.response.body.clone()),
-    };
-    let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
-    let (verdict, destination_id, detail) = match found.records.as_slice() {
-        [] => (LookupVerdict::NotFound, None, "the destination has no record for this action".to_owned()),
-        [one] if destination.matches(&sent, &one.record) => {
-            (LookupVerdict::Found, one.id.clone(), format!("found record {}", one.id.as_deref().unwrap_or("?")))
-        }
-        [one] => (
-            LookupVerdict::Mismatch,
-            one.id.clone(),
-            format!("record {} differs from what this action sends", one.id.as_deref().unwrap_or("?")),
-        ),
-        many => (LookupVerdict::Duplicates, None, format!("{} records share this external reference", many.len())),
-    };
-    Ok(LookupReport {
-        verdict,
-        records,
-        destination_id: destination_id.clone(),
-        evidence: Evidence { destination_id, ..evidence },
-        detail: Some(detail),
-    })
 }
 
 async fn predecessor<S: Store>(shared: &Shared<S>, action: &ActionRecord) -> Result<Option<ActionRecord>, Error> {
@@ -478,7 +443,7 @@ async fn resolve_existing(
     }
     match destination.lookup(action, after).await {
         Err(error) => unknown(format!("the external reference exists; lookup failed: {error}"), &conflict),
-        Ok(found) => match verdict(destination, action, after, &found) {
+        Ok(found) => match destination.judge(action, after, &found) {
             Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), .. }) => Report {
                 outcome: Outcome::Completed { destination_id: id.clone() },
                 error: None,

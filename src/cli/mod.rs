@@ -68,12 +68,43 @@ pub enum Command {
     Reject(ManualArgs),
     /// Take over a stale claim (its lease expired) under a new ownership version.
     Takeover(ManualArgs),
+    /// The review console: triage uncertain actions in the terminal.
+    Review(ReviewArgs),
     /// Perform pending actions against the destinations in the configuration file.
     Worker(WorkerArgs),
     /// Compare the ledger with a destination: missing, duplicated and mismatched records.
     Reconcile(ReconcileArgs),
     /// Run a simulated CRM over HTTP, for demos and tests.
     SimCrm(SimCrmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Your name, recorded with every command you run (default: $USER).
+    #[arg(long)]
+    owner: Option<String>,
+    /// Destinations, for lookups, takeover safety and retention windows (default:
+    /// actionledger.toml if it exists).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Run without a terminal: replay the key events in FILE, then print the final screen.
+    #[arg(long, value_name = "FILE")]
+    script: Option<std::path::PathBuf>,
+    /// Screen size for --script, as WIDTHxHEIGHT.
+    #[arg(long, default_value = "100x30", value_parser = parse_size, requires = "script")]
+    size: (u16, u16),
+    /// How often the console refreshes by itself.
+    #[arg(long, default_value = "2s", value_parser = crate::config::duration_text::parse)]
+    refresh: std::time::Duration,
+}
+
+fn parse_size(text: &str) -> Result<(u16, u16), String> {
+    let (w, h) = text.split_once('x').ok_or_else(|| format!("{text:?} is not WIDTHxHEIGHT, e.g. 100x30"))?;
+    let (w, h): (u16, u16) = (w.parse().map_err(|_| format!("{w:?} is not a width"))?, h.parse().map_err(|_| format!("{h:?} is not a height"))?);
+    if w < 40 || h < 12 || w > 1000 || h > 500 {
+        return Err(format!("{text} is out of range: use at least 40x12 and at most 1000x500"));
+    }
+    Ok((w, h))
 }
 
 #[derive(Debug, Args)]
@@ -320,6 +351,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Approve(args) => manual(&ledger, args, ManualCommand::Approve).await,
         Command::Reject(args) => manual(&ledger, args, ManualCommand::Reject).await,
         Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover { protected: false }).await,
+        Command::Review(args) => review(&ledger, args, url).await,
         Command::Worker(args) => worker(ledger.clone(), args).await,
         Command::Reconcile(args) => reconcile(&ledger, args).await,
         Command::SimCrm(_) => unreachable!("sim-crm runs without a ledger"),
@@ -440,6 +472,43 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
+}
+
+async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: &str) -> Result<i32, Error> {
+    let owner = args
+        .owner
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .ok_or_else(|| Error::Invalid("give --owner NAME: commands are recorded under a named person".to_owned()))?;
+    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let config_path = args.config.clone().or_else(|| {
+        let default = std::path::PathBuf::from(crate::config::DEFAULT_CONFIG_FILE);
+        default.exists().then_some(default)
+    });
+    let (default_destination, destinations) = match &config_path {
+        Some(path) => {
+            let (config, destinations) = load_destinations(path)?;
+            (config.worker.default_destination, destinations)
+        }
+        None => (None, std::collections::BTreeMap::new()),
+    };
+    let options = crate::console::ConsoleOptions {
+        owner,
+        ledger_label: redact_url(url),
+        destinations,
+        default_destination,
+        refresh: args.refresh,
+        hint: None,
+    };
+    match args.script {
+        Some(path) => {
+            let script = std::fs::read_to_string(&path)
+                .map_err(|e| Error::Invalid(format!("cannot read the script {}: {e}", path.display())))?;
+            let (width, height) = args.size;
+            print!("{}", crate::console::run_script(ledger, &options, &script, width, height).await?);
+        }
+        None => crate::console::run_terminal(ledger, &options).await?,
+    }
+    Ok(exit::OK)
 }
 
 async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {

@@ -6,7 +6,8 @@ pub mod template;
 use crate::config::{DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::truncate;
-use crate::domain::{ActionRecord, Timestamp};
+use crate::domain::{ActionRecord, Evidence, LookupVerdict, Timestamp};
+use crate::ledger::LookupReport;
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 use std::time::Duration;
@@ -243,6 +244,31 @@ impl Destination {
             .map(|record| FoundRecord { id: pointer_text(&record, &lookup.id_pointer), record })
             .collect();
         Ok(Found { records, response: evidence })
+    }
+
+    /// What a lookup's records mean for this action: one matching record is `found`, none is
+    /// `not_found`, one that differs is a `mismatch`, several are `duplicates`.
+    pub fn judge(&self, action: &ActionRecord, after: Option<&ActionRecord>, found: &Found) -> Result<LookupReport, String> {
+        let sent = self.body(action, after)?;
+        let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
+        let (verdict, destination_id, detail) = match found.records.as_slice() {
+            [] => (LookupVerdict::NotFound, None, "the destination has no record for this action".to_owned()),
+            [one] if self.matches(&sent, &one.record) => {
+                (LookupVerdict::Found, one.id.clone(), format!("found record {}", one.id.as_deref().unwrap_or("?")))
+            }
+            [one] => (
+                LookupVerdict::Mismatch,
+                one.id.clone(),
+                format!("record {} differs from what this action sends", one.id.as_deref().unwrap_or("?")),
+            ),
+            many => (LookupVerdict::Duplicates, None, format!("{} records share this external reference", many.len())),
+        };
+        let evidence = Evidence {
+            status: Some(i64::from(found.response.status)),
+            destination_id: destination_id.clone(),
+            body: Some(found.response.body.clone()),
+        };
+        Ok(LookupReport { verdict, records, destination_id, evidence, detail: Some(detail) })
     }
 
     /// Whether a found record matches what this action sends, on the configured fields.

@@ -117,6 +117,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn advance_clock(&self, by: Duration);
 
     fn close(&self) -> impl Future<Output = ()> + Send;
+
+    /// A signal each time an action changes state, where the database can push one (PostgreSQL's
+    /// LISTEN/NOTIFY); `None` where it cannot, and readers poll.
+    fn listen_for_changes(
+        &self,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// One write transaction. Dropping it without [`LedgerTx::commit`] rolls it back.

@@ -25,7 +25,32 @@ impl_store! {
     now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
     lock_suffix = " FOR UPDATE",
     claim_sql = claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+
+    async fn listen_for_changes(
+        &self,
+    ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(CHANGES_CHANNEL).await?;
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            // The listener reconnects by itself after a lost connection; a change may have been
+            // missed meanwhile, so every wake-up (and every error) is passed on as a change.
+            loop {
+                let woke = listener.recv().await;
+                if sender.send(()).is_err() {
+                    break;
+                }
+                if woke.is_err() {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        });
+        Ok(Some(receiver))
+    }
 }
+
+/// The channel migration 0003 notifies on.
+const CHANGES_CHANNEL: &str = "actionledger_changes";
 
 impl PostgresStore {
     /// Connects to and migrates the ledger at a `postgres://` URL.

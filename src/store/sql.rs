@@ -335,6 +335,7 @@ macro_rules! impl_store {
         now_sql = $now_sql:expr,
         lock_suffix = $lock_suffix:literal,
         claim_sql = $claim_sql:expr,
+        $($extra:item)*
     ) => {
         /// A write transaction on this backend.
         #[derive(Debug)]
@@ -747,6 +748,8 @@ macro_rules! impl_store {
             async fn close(&self) {
                 self.pool.close().await;
             }
+
+            $($extra)*
         }
 
         impl $store {

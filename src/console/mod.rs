@@ -1,0 +1,354 @@
+//! The review console: a full-screen terminal UI over the shared ledger.
+//!
+//! Elm-shaped: [`model::update`] is pure and returns effects; the [`Driver`] performs them off the
+//! UI loop (database, destinations) and feeds the results back as messages; [`view::view`]
+//! draws. The event source is injected, so a script of key events can drive the same loop on a
+//! `TestBackend`, which is what `review --script` and the tests do.
+
+pub mod keys;
+pub mod model;
+pub mod safe_text;
+pub mod view;
+
+use crate::destination::Destination;
+use crate::domain::{ActorKind, ManualCommand, Person, State};
+use crate::error::Error;
+use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
+use crate::store::{ListFilter, Store};
+use model::{Done, Effect, LoadRequest, Model, Msg, Rows, Snapshot, Window};
+use ratatui::Terminal;
+use ratatui::backend::{Backend, TestBackend};
+use ratatui::crossterm::event::Event;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use view::Theme;
+
+/// How the console runs.
+#[derive(Debug, Clone)]
+pub struct ConsoleOptions {
+    pub owner: Person,
+    /// Shown in the header, password already hidden.
+    pub ledger_label: String,
+    /// Destinations from `--config`, for lookups, takeover safety and retention windows.
+    pub destinations: BTreeMap<String, Destination>,
+    pub default_destination: Option<String>,
+    /// How often the console refreshes by itself.
+    pub refresh: Duration,
+    /// A one-line hint shown until the first key.
+    pub hint: Option<String>,
+}
+
+/// Performs effects in background tasks; each sends back exactly one [`Done`].
+struct Driver<S> {
+    ledger: Ledger<S>,
+    destinations: Arc<BTreeMap<String, Destination>>,
+    default_destination: Option<String>,
+    results: mpsc::UnboundedSender<Done>,
+    outstanding: usize,
+}
+
+impl<S: Store> Driver<S> {
+    fn perform(&mut self, effect: Effect) {
+        self.outstanding += 1;
+        let ledger = self.ledger.clone();
+        let destinations = Arc::clone(&self.destinations);
+        let default_destination = self.default_destination.clone();
+        let results = self.results.clone();
+        tokio::spawn(async move {
+            let done = execute(&ledger, &destinations, default_destination.as_deref(), effect).await;
+            let _ = results.send(done);
+        });
+    }
+}
+
+async fn execute<S: Store>(
+    ledger: &Ledger<S>,
+    destinations: &BTreeMap<String, Destination>,
+    default_destination: Option<&str>,
+    effect: Effect,
+) -> Done {
+    let destination_of = |destination: Option<&String>| {
+        destination.map(String::as_str).or(default_destination).and_then(|name| destinations.get(name))
+    };
+    match effect {
+        Effect::Load(request) => {
+            let result = load(ledger, &request).await.map_err(|e| e.to_string());
+            Done::Loaded { request, result }
+        }
+        Effect::LoadDetail { id, key } => {
+            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(|e| e.to_string()) }
+        }
+        Effect::Run(mut request) => {
+            if let ManualCommand::Takeover { protected } = &mut request.command
+                && let Ok(Some(action)) = ledger.store().find(&request.key).await
+                && let (Some(destination), Ok(now)) =
+                    (destination_of(action.destination.as_ref()), ledger.store().now().await)
+            {
+                *protected = destination.protects_against_repeat(action.first_sent_at, now);
+            }
+            Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
+        }
+        Effect::Lookup { key, revision, person, reason } => {
+            let result = async {
+                let action = ledger.store().find(&key).await.map_err(|e| e.to_string())?.ok_or("the action is gone")?;
+                if action.revision != revision {
+                    return Err(format!("{key} changed since you saw it (version {revision}, now {})", action.revision));
+                }
+                let destination = destination_of(action.destination.as_ref()).ok_or_else(|| {
+                    format!(
+                        "no configuration for destination {}: start the console with --config FILE",
+                        action.destination.as_deref().unwrap_or("(none)")
+                    )
+                })?;
+                let after = match &action.after {
+                    Some(k) => ledger.store().find(k).await.map_err(|e| e.to_string())?,
+                    None => None,
+                };
+                let found = destination.lookup(&action, after.as_ref()).await?;
+                let mut report = destination.judge(&action, after.as_ref(), &found)?;
+                let verdict = report.verdict.as_str();
+                if action.state != State::Unknown {
+                    return Ok(format!("looked up {key}: {verdict} ({} records); nothing changed", report.records));
+                }
+                report.detail = Some(format!("{} ({})", reason.as_str(), report.detail.unwrap_or_default()));
+                let settled = ledger
+                    .settle_unknown(&key, revision, person.as_str(), ActorKind::Person, &report)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(match settled {
+                    Some(action) => format!("looked up {key}: {verdict}; now {}", action.state),
+                    None => format!("looked up {key}: {verdict}; it changed meanwhile, nothing applied"),
+                })
+            }
+            .await;
+            Done::Command(result)
+        }
+    }
+}
+
+fn outcome_text(request: &ManualRequest, outcome: &ManualOutcome) -> String {
+    let verb = request.command.verb();
+    let a = &outcome.action;
+    match outcome.transition {
+        Some(t) => format!("{verb} {}: {} -> {} (version {}), by {}", a.key, t.from, t.to, a.revision, request.person.as_str()),
+        None => format!("{verb} {}: stays {} (version {}), by {}", a.key, a.state, a.revision, request.person.as_str()),
+    }
+}
+
+async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Snapshot, Error> {
+    let store = ledger.store();
+    let (before_id, after_id) = match request.window {
+        Window::Newest => (None, None),
+        Window::Oldest => (None, Some(0)),
+        Window::Before(id) => (Some(id), None),
+        Window::After(id) => (None, Some(id)),
+    };
+    let rows = match request.pane.state() {
+        Some(state) => Rows::Actions(
+            ledger
+                .list(&ListFilter {
+                    state: Some(state),
+                    before_id,
+                    after_id,
+                    limit: request.limit,
+                    key_contains: request.filter.clone(),
+                    ..ListFilter::default()
+                })
+                .await?,
+        ),
+        None => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
+    };
+    Ok(Snapshot {
+        counts: ledger.counts().await?,
+        refused: store.count_refused().await?,
+        stale_claims: store.count_stale_claims().await?,
+        now: store.now().await?,
+        rows,
+    })
+}
+
+fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
+    let mut model = Model::new(&options.ledger_label, options.owner.clone(), width, height);
+    model.hint.clone_from(&options.hint);
+    model.retention = options
+        .destinations
+        .iter()
+        .filter_map(|(name, d)| d.config.idempotency.as_ref().map(|i| (name.clone(), i.retention)))
+        .collect();
+    model
+}
+
+fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>, mpsc::UnboundedReceiver<Done>) {
+    let (results, receiver) = mpsc::unbounded_channel();
+    let driver = Driver {
+        ledger: ledger.clone(),
+        destinations: Arc::new(options.destinations.clone()),
+        default_destination: options.default_destination.clone(),
+        results,
+        outstanding: 0,
+    };
+    (driver, receiver)
+}
+
+/// Runs the console on the real terminal until the person quits. The terminal is restored on
+/// quit, on error and on panic.
+pub async fn run_terminal<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> Result<(), Error> {
+    use ratatui::crossterm::{event, execute};
+    let mut terminal = ratatui::init();
+    let _ = execute!(std::io::stdout(), event::EnableBracketedPaste);
+    // ratatui's hook restores the screen; bracketed paste is ours to undo, on panic too.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = execute!(std::io::stdout(), event::DisableBracketedPaste);
+        previous(info);
+    }));
+    let (sender, mut events) = mpsc::channel(64);
+    std::thread::spawn(move || read_terminal_events(&sender));
+    let size = terminal.size().unwrap_or_default();
+    let mut model = new_model(options, size.width, size.height);
+    let result = event_loop(&mut terminal, &mut model, ledger, options, &mut events).await;
+    let _ = execute!(std::io::stdout(), event::DisableBracketedPaste);
+    ratatui::restore();
+    result
+}
+
+/// Forwards terminal events until the console stops listening.
+fn read_terminal_events(sender: &mpsc::Sender<Event>) {
+    use ratatui::crossterm::event;
+    loop {
+        match event::poll(Duration::from_millis(100)) {
+            Ok(true) => match event::read() {
+                Ok(ev) => {
+                    if sender.blocking_send(ev).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            },
+            Ok(false) if sender.is_closed() => return,
+            Ok(false) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn to_msg(event: Event) -> Option<Msg> {
+    match event {
+        Event::Key(key) => Some(Msg::Key(key)),
+        Event::Paste(text) => Some(Msg::Paste(text)),
+        Event::Resize(width, height) => Some(Msg::Resize(width, height)),
+        _ => None,
+    }
+}
+
+/// The console's main loop over any backend and any event source.
+pub async fn event_loop<B: Backend, S: Store>(
+    terminal: &mut Terminal<B>,
+    model: &mut Model,
+    ledger: &Ledger<S>,
+    options: &ConsoleOptions,
+    events: &mut mpsc::Receiver<Event>,
+) -> Result<(), Error>
+where
+    B::Error: std::fmt::Display,
+{
+    let theme = Theme::from_environment();
+    let (mut driver, mut results) = driver(ledger, options);
+    let mut changes = ledger.store().listen_for_changes().await.ok().flatten();
+    let mut ticker = tokio::time::interval(options.refresh);
+    for effect in model.start() {
+        driver.perform(effect);
+    }
+    loop {
+        terminal
+            .draw(|frame| view::view(model, theme, frame))
+            .map_err(|e| Error::Invalid(format!("cannot draw on the terminal: {e}")))?;
+        let msg = tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => match to_msg(event) { Some(msg) => msg, None => continue },
+                None => break,
+            },
+            Some(done) = results.recv() => {
+                driver.outstanding -= 1;
+                Msg::Done(done)
+            }
+            _ = ticker.tick() => Msg::Tick,
+            Some(()) = async { match changes.as_mut() { Some(c) => c.recv().await, None => std::future::pending().await } } => Msg::Changed,
+        };
+        for effect in model::update(model, msg) {
+            driver.perform(effect);
+        }
+        if model.quit {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the console without a terminal: applies each scripted key, waits for the effects it
+/// triggered, and returns the final screen as plain text.
+pub async fn run_script<S: Store>(
+    ledger: &Ledger<S>,
+    options: &ConsoleOptions,
+    script: &str,
+    width: u16,
+    height: u16,
+) -> Result<String, Error> {
+    let mut keys = Vec::new();
+    for (number, line) in script.lines().enumerate() {
+        keys.extend(keys::parse_script_line(line).map_err(|e| Error::Invalid(format!("script line {}: {e}", number + 1)))?);
+    }
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).map_err(|e| Error::Invalid(e.to_string()))?;
+    let mut model = new_model(options, width, height);
+    let (mut driver, mut results) = driver(ledger, options);
+    let effects = model.start();
+    settle(&mut model, &mut driver, &mut results, effects).await?;
+    for key in keys {
+        let effects = model::update(&mut model, Msg::Key(key));
+        settle(&mut model, &mut driver, &mut results, effects).await?;
+        if model.quit {
+            break;
+        }
+    }
+    terminal
+        .draw(|frame| view::view(&model, Theme { color: false }, frame))
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    Ok(screen_text(terminal.backend()))
+}
+
+/// Performs effects and every effect their results trigger, until nothing is outstanding.
+async fn settle<S: Store>(
+    model: &mut Model,
+    driver: &mut Driver<S>,
+    results: &mut mpsc::UnboundedReceiver<Done>,
+    effects: Vec<Effect>,
+) -> Result<(), Error> {
+    for effect in effects {
+        driver.perform(effect);
+    }
+    while driver.outstanding > 0 {
+        let done = tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await
+            .map_err(|_| Error::Invalid("the console waited 60s for the ledger; giving up".to_owned()))?
+            .ok_or_else(|| Error::Invalid("the console's worker tasks stopped".to_owned()))?;
+        driver.outstanding -= 1;
+        for effect in model::update(model, Msg::Done(done)) {
+            driver.perform(effect);
+        }
+    }
+    Ok(())
+}
+
+/// The screen as plain text, one line per row, trailing spaces trimmed.
+pub fn screen_text(backend: &TestBackend) -> String {
+    let buffer = backend.buffer();
+    let mut out = String::new();
+    for y in 0..buffer.area.height {
+        let line: String = (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,777 @@
+//! The console's state and its pure update function: `update(&mut Model, Msg) -> Vec<Effect>`.
+//! Nothing here touches the database, the clock or the terminal; the driver performs effects and
+//! feeds their results back as messages.
+
+use super::keys::{Action, CommandKind, browse_action};
+use super::safe_text::SafeText;
+use crate::domain::manual::{self, ManualCommand};
+use crate::domain::{ActionKey, ActionRecord, Person, Reason, RefusedSubmission, State, Timestamp};
+use crate::ledger::{ActionDetail, ManualRequest};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// The panes, in the order of their number keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Pending,
+    InProgress,
+    Unknown,
+    Conflict,
+    Failed,
+    Held,
+    Refused,
+}
+
+impl Pane {
+    pub const ALL: [Self; 7] =
+        [Self::Pending, Self::InProgress, Self::Unknown, Self::Conflict, Self::Failed, Self::Held, Self::Refused];
+
+    /// The state the pane lists; `None` for refused submissions.
+    pub fn state(self) -> Option<State> {
+        match self {
+            Self::Pending => Some(State::Pending),
+            Self::InProgress => Some(State::InProgress),
+            Self::Unknown => Some(State::Unknown),
+            Self::Conflict => Some(State::Conflict),
+            Self::Failed => Some(State::Failed),
+            Self::Held => Some(State::Held),
+            Self::Refused => None,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in progress",
+            Self::Unknown => "unknown",
+            Self::Conflict => "conflict",
+            Self::Failed => "failed",
+            Self::Held => "held",
+            Self::Refused => "refused",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        Self::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+
+    fn step(self, by: isize) -> Self {
+        let n = Self::ALL.len().cast_signed();
+        Self::ALL[usize::try_from((self.index().cast_signed() + by).rem_euclid(n)).unwrap_or(0)]
+    }
+}
+
+/// Rows of the visible window of a pane.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rows {
+    Actions(Vec<ActionRecord>),
+    Refused(Vec<RefusedSubmission>),
+}
+
+impl Rows {
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Actions(rows) => rows.len(),
+            Self::Refused(rows) => rows.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn ids(&self) -> (Option<i64>, Option<i64>) {
+        match self {
+            Self::Actions(rows) => (rows.first().map(|a| a.id), rows.last().map(|a| a.id)),
+            Self::Refused(rows) => (rows.first().map(|r| r.id), rows.last().map(|r| r.id)),
+        }
+    }
+}
+
+/// Which rows of a pane to fetch: always just one screen of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    Newest,
+    Oldest,
+    /// Rows older than this id.
+    Before(i64),
+    /// Rows newer than this id.
+    After(i64),
+}
+
+/// What to select once rows arrive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    First,
+    Last,
+    Index(usize),
+    Key(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadRequest {
+    pub id: u64,
+    pub pane: Pane,
+    pub window: Window,
+    pub limit: i64,
+    pub filter: Option<String>,
+    pub select: Selection,
+}
+
+/// Work for the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Load(LoadRequest),
+    LoadDetail { id: u64, key: ActionKey },
+    Run(ManualRequest),
+    Lookup { key: ActionKey, revision: i64, person: Person, reason: Reason },
+}
+
+/// One refresh: the counts and the requested window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub counts: Vec<(State, i64)>,
+    pub refused: i64,
+    pub stale_claims: i64,
+    pub now: Timestamp,
+    pub rows: Rows,
+}
+
+/// The result of an effect, fed back to `update`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Done {
+    Loaded { request: LoadRequest, result: Result<Snapshot, String> },
+    DetailLoaded { id: u64, result: Result<Box<ActionDetail>, String> },
+    /// A command finished: what happened, or why it was refused.
+    Command(Result<String, String>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Msg {
+    Key(KeyEvent),
+    Paste(String),
+    Resize(u16, u16),
+    /// Time to refresh.
+    Tick,
+    /// The database announced a change.
+    Changed,
+    Done(Done),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialogStage {
+    DestinationId,
+    Reason,
+    Confirm,
+    Running,
+}
+
+/// A command being prepared: what it will do, then a reason, then a confirmation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dialog {
+    pub command: CommandKind,
+    pub action: ActionRecord,
+    /// What will happen, worded for the person.
+    pub description: Vec<String>,
+    pub stage: DialogStage,
+    pub destination_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    List,
+    Detail,
+    Filter(String),
+    Dialog(Box<Dialog>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusKind {
+    Info,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub kind: StatusKind,
+    pub text: SafeText,
+}
+
+/// Everything the console shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub ledger_label: SafeText,
+    pub owner: Person,
+    pub width: u16,
+    pub height: u16,
+    pub pane: Pane,
+    pub rows: Rows,
+    pub selected: usize,
+    pub at_newest: bool,
+    pub counts: Vec<(State, i64)>,
+    pub refused: i64,
+    pub stale_claims: i64,
+    /// Database time of the last refresh; ages and lease countdowns are measured from it.
+    pub now: Option<Timestamp>,
+    pub filter: Option<String>,
+    pub mode: Mode,
+    pub help: bool,
+    pub detail: Option<Box<ActionDetail>>,
+    pub detail_scroll: u16,
+    pub status: Option<Status>,
+    /// A one-line hint shown until the first key (the demo uses it).
+    pub hint: Option<String>,
+    /// Idempotency retention per destination, from the configuration, to show when a window
+    /// closes.
+    pub retention: std::collections::BTreeMap<String, std::time::Duration>,
+    pub quit: bool,
+    next_request: u64,
+    loading: Option<u64>,
+    detail_request: u64,
+}
+
+/// Rows of a pane that fit a terminal of this height: header, tabs, table borders and header,
+/// status and footer take 8 lines.
+pub fn visible_rows(height: u16) -> usize {
+    usize::from(height.saturating_sub(8)).max(1)
+}
+
+impl Model {
+    pub fn new(ledger_label: &str, owner: Person, width: u16, height: u16) -> Self {
+        Self {
+            ledger_label: SafeText::new(ledger_label),
+            owner,
+            width,
+            height,
+            pane: Pane::Pending,
+            rows: Rows::Actions(Vec::new()),
+            selected: 0,
+            at_newest: true,
+            counts: Vec::new(),
+            refused: 0,
+            stale_claims: 0,
+            now: None,
+            filter: None,
+            mode: Mode::List,
+            help: false,
+            detail: None,
+            detail_scroll: 0,
+            status: None,
+            hint: None,
+            retention: std::collections::BTreeMap::new(),
+            quit: false,
+            next_request: 0,
+            loading: None,
+            detail_request: 0,
+        }
+    }
+
+    /// The first effect: load the first pane.
+    pub fn start(&mut self) -> Vec<Effect> {
+        vec![self.load(Window::Newest, Selection::First)]
+    }
+
+    /// The action the commands apply to: the open detail, or the selected row.
+    pub fn selected_action(&self) -> Option<&ActionRecord> {
+        match (&self.mode, &self.detail) {
+            (Mode::Detail, Some(detail)) => Some(&detail.action),
+            _ => match &self.rows {
+                Rows::Actions(rows) => rows.get(self.selected),
+                Rows::Refused(_) => None,
+            },
+        }
+    }
+
+    fn selected_key(&self) -> Option<String> {
+        match &self.rows {
+            Rows::Actions(rows) => rows.get(self.selected).map(|a| a.key.to_string()),
+            Rows::Refused(rows) => rows.get(self.selected).map(|r| r.id.to_string()),
+        }
+    }
+
+    fn page(&self) -> usize {
+        visible_rows(self.height)
+    }
+
+    fn load(&mut self, window: Window, select: Selection) -> Effect {
+        self.next_request += 1;
+        self.loading = Some(self.next_request);
+        Effect::Load(LoadRequest {
+            id: self.next_request,
+            pane: self.pane,
+            window,
+            limit: i64::try_from(self.page()).unwrap_or(i64::MAX),
+            filter: self.filter.clone(),
+            select,
+        })
+    }
+
+    /// Reloads the window on screen, keeping the selection on the same key.
+    fn refresh(&mut self) -> Vec<Effect> {
+        let window = match (self.at_newest, self.rows.ids().0) {
+            (false, Some(first)) => Window::Before(first + 1),
+            _ => Window::Newest,
+        };
+        let select = self.selected_key().map_or(Selection::First, Selection::Key);
+        let mut effects = vec![self.load(window, select)];
+        if let (Mode::Detail, Some(detail)) = (&self.mode, &self.detail) {
+            let key = detail.action.key.clone();
+            effects.push(self.load_detail(key));
+        }
+        effects
+    }
+
+    fn load_detail(&mut self, key: ActionKey) -> Effect {
+        self.detail_request += 1;
+        Effect::LoadDetail { id: self.detail_request, key }
+    }
+
+    fn info(&mut self, text: impl AsRef<str>) {
+        self.status = Some(Status { kind: StatusKind::Info, text: SafeText::from_ui(text) });
+    }
+
+    fn error(&mut self, text: impl AsRef<str>) {
+        self.status = Some(Status { kind: StatusKind::Error, text: SafeText::from_ui(text) });
+    }
+}
+
+/// Applies one message; returns the work it asks the driver to do.
+pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
+    match msg {
+        Msg::Key(key) if key.kind == KeyEventKind::Press => {
+            model.hint = None;
+            on_key(model, key)
+        }
+        Msg::Key(_) => Vec::new(),
+        Msg::Paste(text) => {
+            // Pasted text only ever lands in a text field, flattened to one line.
+            let clean: String = text.chars().filter(|c| !c.is_control()).collect();
+            if let Some(field) = text_field(model) {
+                field.push_str(&clean);
+            }
+            Vec::new()
+        }
+        Msg::Resize(width, height) => {
+            let grew = height > model.height;
+            model.width = width;
+            model.height = height;
+            if grew { model.refresh() } else { Vec::new() }
+        }
+        Msg::Tick | Msg::Changed => {
+            if model.loading.is_some() || matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Running) {
+                Vec::new()
+            } else {
+                model.refresh()
+            }
+        }
+        Msg::Done(done) => on_done(model, done),
+    }
+}
+
+fn text_field(model: &mut Model) -> Option<&mut String> {
+    match &mut model.mode {
+        Mode::Filter(text) => Some(text),
+        Mode::Dialog(dialog) => match dialog.stage {
+            DialogStage::DestinationId => Some(&mut dialog.destination_id),
+            DialogStage::Reason => Some(&mut dialog.reason),
+            DialogStage::Confirm | DialogStage::Running => None,
+        },
+        Mode::List | Mode::Detail => None,
+    }
+}
+
+fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+        model.quit = true;
+        return Vec::new();
+    }
+    if model.help {
+        if matches!(key.code, KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter) {
+            model.help = false;
+        }
+        return Vec::new();
+    }
+    match &model.mode {
+        Mode::Filter(_) => on_filter_key(model, key),
+        Mode::Dialog(_) => on_dialog_key(model, key),
+        Mode::List | Mode::Detail => match browse_action(key) {
+            Some(action) => on_action(model, action),
+            None => Vec::new(),
+        },
+    }
+}
+
+fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
+    let Mode::Filter(text) = &mut model.mode else { return Vec::new() };
+    match key.code {
+        KeyCode::Char(c) => text.push(c),
+        KeyCode::Backspace => {
+            text.pop();
+        }
+        KeyCode::Esc => model.mode = Mode::List,
+        KeyCode::Enter => {
+            let text = text.trim().to_owned();
+            model.filter = (!text.is_empty()).then_some(text);
+            model.mode = Mode::List;
+            match &model.filter {
+                Some(f) => model.info(format!("showing keys that contain {f:?}; / then Enter on an empty filter clears it")),
+                None => model.info("filter cleared"),
+            }
+            return vec![model.load(Window::Newest, Selection::First)];
+        }
+        _ => {}
+    }
+    Vec::new()
+}
+
+fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
+    let in_detail = model.mode == Mode::Detail;
+    match action {
+        Action::Quit => {
+            model.quit = true;
+            Vec::new()
+        }
+        Action::Help => {
+            model.help = true;
+            Vec::new()
+        }
+        Action::SelectPane(index) => switch_pane(model, Pane::ALL[index.min(Pane::ALL.len() - 1)]),
+        Action::NextPane => switch_pane(model, model.pane.step(1)),
+        Action::PreviousPane => switch_pane(model, model.pane.step(-1)),
+        Action::Down | Action::Up | Action::PageDown | Action::PageUp | Action::Top | Action::Bottom if in_detail => {
+            model.detail_scroll = match action {
+                Action::Down => model.detail_scroll.saturating_add(1),
+                Action::Up => model.detail_scroll.saturating_sub(1),
+                Action::PageDown => model.detail_scroll.saturating_add(model.height / 2),
+                Action::PageUp => model.detail_scroll.saturating_sub(model.height / 2),
+                Action::Top => 0,
+                _ => u16::MAX / 2,
+            };
+            Vec::new()
+        }
+        Action::Down => move_selection(model, 1),
+        Action::Up => move_selection(model, -1),
+        Action::PageDown => match model.rows.ids().1 {
+            Some(last) if model.rows.len() >= model.page() => vec![model.load(Window::Before(last), Selection::Index(model.selected))],
+            _ => {
+                model.selected = model.rows.len().saturating_sub(1);
+                Vec::new()
+            }
+        },
+        Action::PageUp => match model.rows.ids().0 {
+            Some(first) if !model.at_newest => vec![model.load(Window::After(first), Selection::Index(model.selected))],
+            _ => {
+                model.selected = 0;
+                Vec::new()
+            }
+        },
+        Action::Top => vec![model.load(Window::Newest, Selection::First)],
+        Action::Bottom => vec![model.load(Window::Oldest, Selection::Last)],
+        Action::Open => match model.selected_action().map(|a| a.key.clone()) {
+            Some(key) if !in_detail => {
+                model.mode = Mode::Detail;
+                model.detail_scroll = 0;
+                model.detail = None;
+                vec![model.load_detail(key)]
+            }
+            Some(_) => Vec::new(),
+            None => {
+                if model.pane == Pane::Refused {
+                    model.info("a refused submission has no action to open; its problem is shown in the list");
+                }
+                Vec::new()
+            }
+        },
+        Action::Back => {
+            if in_detail {
+                model.mode = Mode::List;
+                model.detail = None;
+            } else if model.filter.take().is_some() {
+                model.info("filter cleared");
+                return vec![model.load(Window::Newest, Selection::First)];
+            }
+            Vec::new()
+        }
+        Action::Filter => {
+            model.mode = Mode::Filter(model.filter.clone().unwrap_or_default());
+            Vec::new()
+        }
+        Action::Command(kind) => open_dialog(model, kind),
+    }
+}
+
+fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
+    model.mode = Mode::List;
+    model.detail = None;
+    if pane == model.pane {
+        return Vec::new();
+    }
+    model.pane = pane;
+    model.selected = 0;
+    model.rows = if pane == Pane::Refused { Rows::Refused(Vec::new()) } else { Rows::Actions(Vec::new()) };
+    model.at_newest = true;
+    vec![model.load(Window::Newest, Selection::First)]
+}
+
+fn move_selection(model: &mut Model, by: isize) -> Vec<Effect> {
+    let len = model.rows.len();
+    let target = model.selected.cast_signed() + by;
+    if target >= 0 && target < len.cast_signed() {
+        model.selected = usize::try_from(target).unwrap_or(0);
+        return Vec::new();
+    }
+    let (first, last) = model.rows.ids();
+    match (by > 0, first, last) {
+        (true, _, Some(last)) if len >= model.page() => vec![model.load(Window::Before(last), Selection::First)],
+        (false, Some(first), _) if !model.at_newest => vec![model.load(Window::After(first), Selection::Last)],
+        _ => Vec::new(),
+    }
+}
+
+/// What a command will do, for the dialog; or why it cannot run.
+fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, String> {
+    let key = &action.key;
+    let now = model.now.unwrap_or(action.updated_at);
+    let same_key = "The original key is kept.".to_owned();
+    let plan = |command: &ManualCommand| manual::plan(action, command, now, true);
+    Ok(match kind {
+        CommandKind::Lookup => vec![
+            format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
+            if action.state == State::Unknown {
+                "Found and matching: completed. Nothing there: back to pending. Different: conflict.".to_owned()
+            } else {
+                format!("It is {}: the lookup only reports what the destination holds.", action.state)
+            },
+        ],
+        CommandKind::Takeover => {
+            plan(&ManualCommand::Takeover { protected: false })?;
+            vec![
+                format!(
+                    "Take over {key} from {} under ownership version {}.",
+                    action.claimed_by.as_deref().unwrap_or("its worker"),
+                    action.ownership_version + 1
+                ),
+                "Nothing sent under the claim: back to pending. Otherwise, unless the destination protects \
+                 against a repeat: held, for you to check."
+                    .to_owned(),
+                same_key,
+            ]
+        }
+        _ => {
+            let Some(command) = manual_command(model, kind, String::new()) else { return Ok(Vec::new()) };
+            let planned = plan(&command)?;
+            let change = if planned.from == planned.to {
+                format!("{key} stays {}.", planned.from)
+            } else {
+                format!("{key}: {} -> {}.", planned.from, planned.to)
+            };
+            let what = match kind {
+                CommandKind::Retry => "Retry it under the same key.".to_owned(),
+                CommandKind::ResolveCompleted => "Record that the destination has it, with the id you give.".to_owned(),
+                CommandKind::ResolveNotWritten => "Record that the destination has no record: it runs again.".to_owned(),
+                CommandKind::Cancel => "Cancel it: it must not happen.".to_owned(),
+                CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
+                CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
+                CommandKind::Assign => format!("Assign it to {}.", model.owner.as_str()),
+                CommandKind::Takeover | CommandKind::Lookup => String::new(),
+            };
+            vec![what, change, same_key]
+        }
+    })
+}
+
+/// The ledger command behind a console command; `None` for a lookup, which is not one.
+fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> Option<ManualCommand> {
+    Some(match kind {
+        CommandKind::Retry => ManualCommand::Retry,
+        CommandKind::ResolveCompleted => ManualCommand::ResolveCompleted { destination_id },
+        CommandKind::ResolveNotWritten => ManualCommand::ResolveNotWritten,
+        CommandKind::Cancel => ManualCommand::Cancel,
+        CommandKind::Approve => ManualCommand::Approve,
+        CommandKind::Reject => ManualCommand::Reject,
+        // The driver sets `protected` from the destination's declared capabilities.
+        CommandKind::Takeover => ManualCommand::Takeover { protected: false },
+        CommandKind::Assign => ManualCommand::Assign { to: model.owner.as_str().to_owned() },
+        CommandKind::Lookup => return None,
+    })
+}
+
+/// The commands that apply to an action now, for the footer.
+pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandKind> {
+    CommandKind::ALL
+        .into_iter()
+        .filter(|kind| *kind == CommandKind::Lookup || describe(model, *kind, action).is_ok())
+        .collect()
+}
+
+fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
+    let Some(action) = model.selected_action().cloned() else {
+        model.error("nothing selected: choose an action first");
+        return Vec::new();
+    };
+    match describe(model, kind, &action) {
+        Err(refusal) => model.error(refusal),
+        Ok(description) => {
+            let stage = if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
+            model.mode = Mode::Dialog(Box::new(Dialog {
+                command: kind,
+                action,
+                description,
+                stage,
+                destination_id: String::new(),
+                reason: String::new(),
+            }));
+        }
+    }
+    Vec::new()
+}
+
+fn close_dialog(model: &mut Model) {
+    model.mode = if model.detail.is_some() { Mode::Detail } else { Mode::List };
+}
+
+fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
+    let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
+    match (dialog.stage, key.code) {
+        (DialogStage::Running, _) => Vec::new(),
+        (_, KeyCode::Esc) | (DialogStage::Confirm, KeyCode::Char('n' | 'N')) => {
+            let verb = dialog.command.label();
+            close_dialog(model);
+            model.info(format!("{verb}: cancelled, nothing changed"));
+            Vec::new()
+        }
+        (DialogStage::DestinationId | DialogStage::Reason, KeyCode::Char(c)) => {
+            let field = if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
+            field.push(c);
+            Vec::new()
+        }
+        (DialogStage::DestinationId | DialogStage::Reason, KeyCode::Backspace) => {
+            let field = if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
+            field.pop();
+            Vec::new()
+        }
+        (DialogStage::DestinationId, KeyCode::Enter) => {
+            match crate::domain::input::Label::parse("destination id", &dialog.destination_id) {
+                Ok(_) => dialog.stage = DialogStage::Reason,
+                Err(problem) => model.error(problem),
+            }
+            Vec::new()
+        }
+        (DialogStage::Reason, KeyCode::Enter) => {
+            match Reason::parse(&dialog.reason) {
+                Ok(_) => dialog.stage = DialogStage::Confirm,
+                Err(problem) => model.error(problem),
+            }
+            Vec::new()
+        }
+        (DialogStage::Confirm, KeyCode::Char('y' | 'Y')) => confirm(model),
+        _ => Vec::new(),
+    }
+}
+
+fn confirm(model: &mut Model) -> Vec<Effect> {
+    let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
+    let Ok(reason) = Reason::parse(&dialog.reason) else { return Vec::new() };
+    dialog.stage = DialogStage::Running;
+    let (kind, action, destination_id) = (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
+    model.info(format!("{} {}: working…", kind.label(), action.key));
+    let Some(command) = manual_command(model, kind, destination_id) else {
+        return vec![Effect::Lookup { key: action.key, revision: action.revision, person: model.owner.clone(), reason }];
+    };
+    vec![Effect::Run(ManualRequest {
+        key: action.key,
+        person: model.owner.clone(),
+        reason,
+        expect_version: Some(action.revision),
+        command,
+    })]
+}
+
+fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
+    match done {
+        Done::Loaded { request, result } => {
+            if model.loading == Some(request.id) {
+                model.loading = None;
+            }
+            if request.id != model.next_request || request.pane != model.pane {
+                return Vec::new();
+            }
+            match result {
+                Err(error) => {
+                    model.error(format!("database: {error} (the console keeps trying)"));
+                    Vec::new()
+                }
+                Ok(snapshot) => apply_snapshot(model, &request, snapshot),
+            }
+        }
+        Done::DetailLoaded { id, result } => {
+            if id == model.detail_request && matches!(model.mode, Mode::Detail | Mode::Dialog(_)) {
+                match result {
+                    Ok(detail) => model.detail = Some(detail),
+                    Err(error) => model.error(format!("database: {error}")),
+                }
+            }
+            Vec::new()
+        }
+        Done::Command(result) => {
+            close_dialog(model);
+            match result {
+                Ok(text) => model.info(text),
+                Err(refusal) => model.error(format!("refused: {refusal}")),
+            }
+            model.refresh()
+        }
+    }
+}
+
+fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) -> Vec<Effect> {
+    let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
+    let previous_key = model.selected_key();
+    model.counts = snapshot.counts;
+    model.refused = snapshot.refused;
+    model.stale_claims = snapshot.stale_claims;
+    model.now = Some(snapshot.now);
+    let short = snapshot.rows.len() < limit;
+    if let Window::After(_) = request.window
+        && short
+    {
+        // Near the top a window newer than the selection is short: show a full first page instead.
+        model.next_request += 1;
+        model.loading = Some(model.next_request);
+        let key = match &snapshot.rows {
+            Rows::Actions(rows) => rows.first().map(|a| a.key.to_string()),
+            Rows::Refused(rows) => rows.first().map(|r| r.id.to_string()),
+        };
+        return vec![Effect::Load(LoadRequest {
+            id: model.next_request,
+            window: Window::Newest,
+            select: key.map_or(Selection::First, Selection::Key),
+            ..request.clone()
+        })];
+    }
+    if snapshot.rows.is_empty() && matches!(request.window, Window::Before(_)) && !model.rows.is_empty() {
+        // Nothing older: stay where we are.
+        model.selected = model.rows.len() - 1;
+        return Vec::new();
+    }
+    model.at_newest = matches!(request.window, Window::Newest) || (matches!(request.window, Window::Oldest) && short);
+    model.rows = snapshot.rows;
+    let len = model.rows.len();
+    model.selected = match &request.select {
+        _ if len == 0 => 0,
+        Selection::First => 0,
+        Selection::Last => len - 1,
+        Selection::Index(i) => (*i).min(len - 1),
+        Selection::Key(key) => {
+            let keys: Vec<String> = match &model.rows {
+                Rows::Actions(rows) => rows.iter().map(|a| a.key.to_string()).collect(),
+                Rows::Refused(rows) => rows.iter().map(|r| r.id.to_string()).collect(),
+            };
+            keys.iter()
+                .position(|k| k == key)
+                .or_else(|| previous_key.and_then(|p| keys.iter().position(|k| *k == p)))
+                .unwrap_or(model.selected.min(len - 1))
+        }
+    };
+    Vec::new()
+}

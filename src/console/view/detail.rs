@@ -1,0 +1,180 @@
+//! The selected action in full: record and source, deliveries, expected payload (approved and
+//! proposed side by side for a conflict), latest attempt, destination evidence, audit trail.
+
+use super::{Theme, fit, short_duration};
+use crate::console::model::Model;
+use crate::console::safe_text::SafeText;
+use crate::ledger::ActionDetail;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+fn time(t: crate::domain::Timestamp) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    let Some(detail) = &model.detail else {
+        frame.render_widget(Paragraph::new("loading…").block(Block::default().borders(Borders::TOP)), area);
+        return;
+    };
+    let lines = lines(model, detail, theme, usize::from(area.width));
+    let title = format!(" {} ", SafeText::new(detail.action.key.as_str()));
+    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
+    let max_scroll = u16::try_from(lines.len()).unwrap_or(u16::MAX).saturating_sub(area.height.saturating_sub(2));
+    frame.render_widget(Paragraph::new(lines).block(block).scroll((model.detail_scroll.min(max_scroll), 0)), area);
+}
+
+fn section<'a>(title: &str, theme: Theme) -> Line<'a> {
+    Line::styled(title.to_owned(), theme.title())
+}
+
+fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+    let a = &detail.action;
+    let now = model.now.unwrap_or(a.updated_at);
+    let safe = |text: &str| SafeText::new(text).to_string();
+    let mut out = vec![
+        Line::from(vec![
+            Span::styled(a.state.as_str().to_owned(), theme.warn()),
+            Span::raw(format!(
+                "  version {}  ownership version {}  attempts {}  destination {}  assigned to {}",
+                a.revision,
+                a.ownership_version,
+                a.attempts,
+                safe(a.destination.as_deref().unwrap_or("-")),
+                safe(a.assignee.as_deref().unwrap_or("nobody"))
+            )),
+        ]),
+        Line::raw(format!(
+            "source {} version {}  created {} ago  updated {} ago{}",
+            safe(a.source.as_deref().unwrap_or("-")),
+            a.source_version.map_or("-".to_owned(), |v| v.to_string()),
+            short_duration(now - a.created_at),
+            short_duration(now - a.updated_at),
+            a.after.as_ref().map(|k| format!("  runs after {}", safe(k.as_str()))).unwrap_or_default()
+        )),
+    ];
+    if let Some(worker) = &a.claimed_by {
+        let lease = a.lease_expires_at.map_or("-".to_owned(), |until| {
+            if until > now { format!("{} left", short_duration(until - now)) } else { format!("STALE for {}", short_duration(now - until)) }
+        });
+        out.push(Line::raw(format!("claimed by {}  lease {lease}", safe(worker))));
+    }
+    if let Some(error) = &a.last_error {
+        out.push(Line::from(vec![Span::styled("last error ", theme.error()), Span::raw(safe(error))]));
+    }
+
+    out.push(Line::raw(""));
+    out.push(section(&format!("deliveries ({})", detail.deliveries.len()), theme));
+    for d in detail.deliveries.iter().rev().take(5) {
+        out.push(Line::raw(format!(
+            "  {}  {:<9} event {}  source {} v{}  payload {}",
+            time(d.received_at),
+            d.outcome.as_str(),
+            safe(d.event_id.as_deref().unwrap_or("-")),
+            safe(d.source.as_deref().unwrap_or("-")),
+            d.source_version.map_or("-".to_owned(), |v| v.to_string()),
+            &d.fingerprint[..12.min(d.fingerprint.len())]
+        )));
+    }
+
+    out.push(Line::raw(""));
+    match &a.proposal {
+        None => {
+            out.push(section(&format!("expected payload ({})", a.payload.fingerprint().short()), theme));
+            out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
+        }
+        Some(proposal) => {
+            out.push(section("payload: approved | proposed (approve with a, reject with d)", theme));
+            let left = SafeText::lines(&a.payload.pretty());
+            let right = SafeText::lines(&proposal.payload.pretty());
+            let half = width.saturating_sub(5) / 2;
+            out.push(Line::raw(format!(
+                "  {:<half$} | {}",
+                format!("approved {}", a.payload.fingerprint().short()),
+                format!("proposed {}", proposal.payload.fingerprint().short())
+            )));
+            for i in 0..left.len().max(right.len()) {
+                let l = left.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
+                let r = right.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
+                let changed = left.get(i) != right.get(i);
+                let line = format!("  {l:<half$} | {r}");
+                out.push(if changed { Line::styled(line, theme.warn()) } else { Line::raw(line) });
+            }
+        }
+    }
+
+    out.push(Line::raw(""));
+    out.push(section("latest attempt", theme));
+    match detail.attempts.last() {
+        None => out.push(Line::raw("  none yet")),
+        Some(at) => {
+            out.push(Line::raw(format!(
+                "  #{} by {} under ownership version {}  started {}  ended {}  outcome {}{}",
+                at.number,
+                safe(&at.worker),
+                at.ownership_version,
+                time(at.started_at),
+                at.ended_at.map_or("-".to_owned(), time),
+                at.outcome.map_or("in flight", |o| o.as_str()),
+                if at.stale { "  STALE: late result, changed nothing" } else { "" }
+            )));
+            if let Some(error) = &at.error {
+                out.push(Line::raw(format!("  error {}", safe(error))));
+            }
+        }
+    }
+
+    out.push(Line::raw(""));
+    out.push(section("destination evidence", theme));
+    out.push(Line::raw(format!(
+        "  destination id {}  idempotency key {}",
+        safe(a.destination_id.as_deref().unwrap_or("-")),
+        safe(a.key.as_str())
+    )));
+    let retention = a.destination.as_ref().and_then(|d| model.retention.get(d));
+    let window = match (a.first_sent_at, retention) {
+        (Some(first), Some(retention)) => {
+            let closes = first + chrono::Duration::from_std(*retention).unwrap_or_default();
+            let when = if closes > now { format!("in {}", short_duration(closes - now)) } else { "CLOSED".to_owned() };
+            format!("  first sent {}  retention window closes {} ({when})", time(first), time(closes))
+        }
+        (Some(first), None) => format!("  first sent {}  (retention unknown: start review with --config)", time(first)),
+        (None, _) => "  not sent yet".to_owned(),
+    };
+    out.push(Line::raw(window));
+    if let Some(at) = detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some()) {
+        out.push(Line::raw(format!(
+            "  response {} {}",
+            at.evidence.status.map_or("-".to_owned(), |s| s.to_string()),
+            fit(&safe(at.evidence.body.as_deref().unwrap_or("")), width.saturating_sub(16))
+        )));
+    }
+    for lookup in detail.lookups.iter().rev().take(3) {
+        out.push(Line::raw(format!(
+            "  lookup {} by {}: {} ({} records) {}",
+            time(lookup.at),
+            safe(&lookup.actor),
+            lookup.verdict.as_str(),
+            lookup.records,
+            safe(lookup.detail.as_deref().unwrap_or(""))
+        )));
+    }
+
+    out.push(Line::raw(""));
+    out.push(section(&format!("audit trail ({})", detail.audit.len()), theme));
+    for e in detail.audit.iter().rev() {
+        out.push(Line::raw(format!(
+            "  {}  {:<20} {} -> {}  by {} {}{}",
+            time(e.at),
+            e.event.as_str(),
+            e.from_state.map_or("(new)", |s| s.as_str()),
+            e.to_state,
+            e.actor_kind.as_str(),
+            safe(&e.actor),
+            e.reason.as_deref().map(|r| format!(": {}", safe(r))).unwrap_or_default()
+        )));
+    }
+    out
+}

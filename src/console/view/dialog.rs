@@ -1,0 +1,42 @@
+//! A command dialog: what will happen to which key, the fields it needs, and the confirmation.
+
+use super::Theme;
+use crate::console::model::{Dialog, DialogStage};
+use crate::console::safe_text::SafeText;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+pub fn draw(dialog: &Dialog, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    let title = format!(" {} {} ", dialog.command.label(), SafeText::new(dialog.action.key.as_str()));
+    let mut lines: Vec<Line<'_>> = dialog.description.iter().map(|d| Line::raw(SafeText::new(d).to_string())).collect();
+    lines.push(Line::raw(format!(
+        "As seen: {}, version {}; refused if it changed since.",
+        dialog.action.state, dialog.action.revision
+    )));
+    lines.push(Line::raw(""));
+    let field = |label: &str, value: &str, active: bool| {
+        let cursor = if active { "_" } else { "" };
+        Line::from(vec![Span::styled(format!("{label}: "), theme.key()), Span::raw(format!("{}{cursor}", SafeText::new(value)))])
+    };
+    if dialog.command == crate::console::keys::CommandKind::ResolveCompleted {
+        lines.push(field("destination id", &dialog.destination_id, dialog.stage == DialogStage::DestinationId));
+    }
+    if dialog.stage != DialogStage::DestinationId {
+        lines.push(field("reason", &dialog.reason, dialog.stage == DialogStage::Reason));
+    }
+    lines.push(Line::raw(""));
+    lines.push(match dialog.stage {
+        DialogStage::DestinationId | DialogStage::Reason => Line::styled("Enter to continue, Esc to cancel", theme.dim()),
+        DialogStage::Confirm => Line::styled("Confirm? y yes, n no", theme.warn()),
+        DialogStage::Running => Line::styled("working…", theme.dim()),
+    });
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(Line::styled(title, theme.title()))),
+        area,
+    );
+}

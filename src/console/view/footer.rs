@@ -1,0 +1,67 @@
+//! The status line (what just happened, or a database error) and the keys that apply now.
+
+use super::Theme;
+use crate::console::keys::command_key;
+use crate::console::model::{DialogStage, Mode, Model, StatusKind, applicable_commands};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn draw_status(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    let line = match (&model.status, &model.hint) {
+        (_, Some(hint)) => Line::styled(hint.clone(), theme.ok()),
+        (Some(status), None) => {
+            let style = if status.kind == StatusKind::Error { theme.error() } else { theme.ok() };
+            Line::styled(status.text.to_string(), style)
+        }
+        (None, None) => Line::styled("ready", theme.dim()),
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// The keys that apply in the current mode, for the selected action's state.
+pub fn hints(model: &Model) -> Vec<(String, String)> {
+    let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    if model.help {
+        return vec![pair("Esc", "close help")];
+    }
+    match &model.mode {
+        Mode::Filter(_) => vec![pair("type", "part of a key"), pair("Enter", "apply"), pair("Esc", "cancel")],
+        Mode::Dialog(dialog) => match dialog.stage {
+            DialogStage::DestinationId => vec![pair("type", "the destination's record id"), pair("Enter", "next"), pair("Esc", "cancel")],
+            DialogStage::Reason => vec![pair("type", "a reason"), pair("Enter", "next"), pair("Esc", "cancel")],
+            DialogStage::Confirm => vec![pair("y", "confirm"), pair("n/Esc", "cancel")],
+            DialogStage::Running => vec![pair("…", "working")],
+        },
+        Mode::List | Mode::Detail => {
+            let mut keys = if model.mode == Mode::Detail {
+                vec![pair("Esc", "back"), pair("j/k", "scroll")]
+            } else {
+                vec![pair("1-7", "pane"), pair("j/k", "move"), pair("Enter", "open")]
+            };
+            if let Some(action) = model.selected_action() {
+                for kind in applicable_commands(model, action) {
+                    keys.push(pair(command_key(kind), kind.label()));
+                }
+            }
+            keys.extend([pair("/", "filter"), pair("?", "help"), pair("q", "quit")]);
+            keys
+        }
+    }
+}
+
+pub fn draw_keys(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    let mut spans = Vec::new();
+    let mut used = 0usize;
+    for (key, label) in hints(model) {
+        let width = key.chars().count() + label.chars().count() + 3;
+        if used + width > usize::from(area.width) {
+            break;
+        }
+        used += width;
+        spans.push(Span::styled(key, theme.key()));
+        spans.push(Span::raw(format!(" {label}  ")));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}

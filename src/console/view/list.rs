@@ -1,0 +1,103 @@
+//! The pane's list: one screen of rows, fetched for the visible window only.
+
+use super::{Theme, fit, short_duration};
+use crate::console::model::{Model, Pane, Rows};
+use crate::console::safe_text::SafeText;
+use crate::domain::ActionRecord;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
+
+pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    let filter = model.filter.as_ref().map(|f| format!(" keys containing {:?}", SafeText::new(f).as_str())).unwrap_or_default();
+    let title = format!(" {} — newest first{filter} ", model.pane.title());
+    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
+    if model.rows.is_empty() {
+        let empty = match (&model.filter, model.now) {
+            (_, None) => "loading…".to_owned(),
+            (Some(_), _) => "no action in this pane matches the filter".to_owned(),
+            (None, _) => format!("nothing {} right now", model.pane.title()),
+        };
+        frame.render_widget(Paragraph::new(empty).block(block), area);
+        return;
+    }
+    let now = model.now.unwrap_or_default();
+    let width = usize::from(area.width);
+    let (header, rows, widths): (Vec<&str>, Vec<Row<'_>>, Vec<Constraint>) = match &model.rows {
+        Rows::Refused(items) => (
+            vec!["AGE", "PROBLEM", "KEY", "SOURCE / MESSAGE"],
+            items
+                .iter()
+                .map(|r| {
+                    Row::new(vec![
+                        Cell::from(short_duration(now - r.received_at)),
+                        Cell::from(r.problem.clone()),
+                        Cell::from(SafeText::new(r.key_excerpt.as_deref().unwrap_or("(none)")).to_string()),
+                        Cell::from(format!(
+                            "{} {}",
+                            SafeText::new(r.source.as_deref().unwrap_or("-")),
+                            SafeText::new(&r.message)
+                        )),
+                    ])
+                })
+                .collect(),
+            vec![Constraint::Length(5), Constraint::Length(22), Constraint::Length(24), Constraint::Min(10)],
+        ),
+        Rows::Actions(items) if model.pane == Pane::InProgress => (
+            vec!["KEY", "LEASE", "OWNER", "VER", "TRY"],
+            items.iter().map(|a| in_progress_row(a, now, theme)).collect(),
+            vec![
+                Constraint::Min(20),
+                Constraint::Length(10),
+                Constraint::Length(16),
+                Constraint::Length(4),
+                Constraint::Length(3),
+            ],
+        ),
+        Rows::Actions(items) => (
+            vec!["KEY", "AGE", "TRY", "DESTINATION", "ASSIGNEE"],
+            items
+                .iter()
+                .map(|a| {
+                    Row::new(vec![
+                        Cell::from(fit(SafeText::new(a.key.as_str()).as_str(), width.saturating_sub(36))),
+                        Cell::from(short_duration(now - a.created_at)),
+                        Cell::from(a.attempts.to_string()),
+                        Cell::from(SafeText::new(a.destination.as_deref().unwrap_or("-")).to_string()),
+                        Cell::from(SafeText::new(a.assignee.as_deref().unwrap_or("-")).to_string()),
+                    ])
+                })
+                .collect(),
+            vec![
+                Constraint::Min(20),
+                Constraint::Length(5),
+                Constraint::Length(3),
+                Constraint::Length(12),
+                Constraint::Length(12),
+            ],
+        ),
+    };
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(theme.dim()))
+        .block(block)
+        .row_highlight_style(theme.selected())
+        .highlight_symbol("> ");
+    let mut state = TableState::default().with_selected(Some(model.selected));
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
+fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme) -> Row<'static> {
+    let (lease, style) = match a.lease_expires_at {
+        Some(until) if until > now => (format!("{} left", short_duration(until - now)), ratatui::style::Style::default()),
+        Some(until) => (format!("STALE {}", short_duration(now - until)), theme.warn()),
+        None => ("-".to_owned(), ratatui::style::Style::default()),
+    };
+    Row::new(vec![
+        Cell::from(SafeText::new(a.key.as_str()).to_string()),
+        Cell::from(lease).style(style),
+        Cell::from(SafeText::new(a.claimed_by.as_deref().unwrap_or("-")).to_string()),
+        Cell::from(a.ownership_version.to_string()),
+        Cell::from(a.attempts.to_string()),
+    ])
+}

@@ -1,0 +1,113 @@
+//! Drawing: `view(&Model, &mut Frame)`. One file per pane; every string drawn is a `SafeText` or
+//! the console's own label.
+
+mod detail;
+mod dialog;
+mod footer;
+mod header;
+mod help;
+mod list;
+
+use super::model::{Mode, Model};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+
+/// Styles, with or without colour (`NO_COLOR`). The selection is always marked with a symbol too,
+/// because some terminals drop reverse video when colour is off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Theme {
+    pub color: bool,
+}
+
+impl Theme {
+    pub fn from_environment() -> Self {
+        Self { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
+    }
+
+    fn fg(self, color: Color) -> Style {
+        if self.color { Style::default().fg(color) } else { Style::default() }
+    }
+
+    pub fn title(self) -> Style {
+        self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn dim(self) -> Style {
+        if self.color { Style::default().fg(Color::DarkGray) } else { Style::default() }
+    }
+
+    pub fn warn(self) -> Style {
+        self.fg(Color::Yellow).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn error(self) -> Style {
+        self.fg(Color::Red).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn ok(self) -> Style {
+        self.fg(Color::Green)
+    }
+
+    pub fn selected(self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+    }
+
+    pub fn key(self) -> Style {
+        self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    }
+}
+
+/// Draws the whole console.
+pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
+    let [header_area, tabs_area, body, status_area, footer_area] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    header::draw(model, theme, frame, header_area);
+    header::draw_tabs(model, theme, frame, tabs_area);
+    match (&model.mode, &model.detail) {
+        (Mode::Detail, _) | (Mode::Dialog(_), Some(_)) => detail::draw(model, theme, frame, body),
+        _ => list::draw(model, theme, frame, body),
+    }
+    footer::draw_status(model, theme, frame, status_area);
+    footer::draw_keys(model, theme, frame, footer_area);
+    if let Mode::Dialog(dialog) = &model.mode {
+        dialog::draw(dialog, theme, frame, centered(frame.area(), 72, 14));
+    }
+    if model.help {
+        help::draw(theme, frame, centered(frame.area(), 78, 24));
+    }
+}
+
+/// A box of at most `width` x `height` in the middle of `area`.
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect { x: area.x + (area.width - width) / 2, y: area.y + (area.height - height) / 2, width, height }
+}
+
+/// A duration as people read it in a narrow column: 42s, 7m, 3h, 2d.
+pub fn short_duration(delta: chrono::TimeDelta) -> String {
+    let seconds = delta.num_seconds().max(0);
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m", seconds / 60),
+        3600..86_400 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+/// Cuts a line to `width` display columns, marking the cut.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}

@@ -32,7 +32,19 @@ impl CommandKind {
         Self::Assign,
     ];
 
-    /// The short name the footer shows.
+    /// The shortest name, for the footer of a narrow terminal.
+    pub fn short_label(self) -> &'static str {
+        match self {
+            Self::ResolveCompleted => "completed",
+            Self::ResolveNotWritten => "not-written",
+            Self::Takeover => "takeover",
+            Self::Lookup => "lookup",
+            Self::Assign => "mine",
+            other => other.label(),
+        }
+    }
+
+    /// The name dialogs and messages use.
     pub fn label(self) -> &'static str {
         match self {
             Self::Retry => "retry",

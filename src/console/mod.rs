@@ -287,8 +287,64 @@ where
     Ok(())
 }
 
-/// Runs the console without a terminal: applies each scripted key, waits for the effects it
-/// triggered, and returns the final screen as plain text.
+/// A console without a terminal, driven key by key: what `review --script` and the tests use.
+/// Each key is applied and every effect it triggered is awaited before the next.
+pub struct ScriptedConsole<S> {
+    model: Model,
+    driver: Driver<S>,
+    results: mpsc::UnboundedReceiver<Done>,
+    terminal: Terminal<TestBackend>,
+}
+
+impl<S> std::fmt::Debug for ScriptedConsole<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedConsole").field("model", &self.model).finish_non_exhaustive()
+    }
+}
+
+impl<S: Store> ScriptedConsole<S> {
+    /// Opens the console at `width` x `height` and waits for its first screen of data.
+    pub async fn start(ledger: &Ledger<S>, options: &ConsoleOptions, width: u16, height: u16) -> Result<Self, Error> {
+        let terminal = Terminal::new(TestBackend::new(width, height)).map_err(|e| Error::Invalid(e.to_string()))?;
+        let mut model = new_model(options, width, height);
+        let (mut driver, mut results) = driver(ledger, options);
+        let effects = model.start();
+        settle(&mut model, &mut driver, &mut results, effects).await?;
+        Ok(Self { model, driver, results, terminal })
+    }
+
+    /// Applies one line of a script: `<Key>` or literal text.
+    pub async fn press(&mut self, line: &str) -> Result<(), Error> {
+        for key in keys::parse_script_line(line).map_err(Error::Invalid)? {
+            self.send(Msg::Key(key)).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies any message (a paste, a refresh) and waits for what it triggered.
+    pub async fn send(&mut self, msg: Msg) -> Result<(), Error> {
+        if self.model.quit {
+            return Ok(());
+        }
+        let effects = model::update(&mut self.model, msg);
+        settle(&mut self.model, &mut self.driver, &mut self.results, effects).await
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The screen as plain text, one line per row.
+    pub fn screen(&mut self) -> Result<String, Error> {
+        let model = &self.model;
+        self.terminal
+            .draw(|frame| view::view(model, Theme { color: false }, frame))
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        Ok(screen_text(self.terminal.backend()))
+    }
+}
+
+/// Runs a whole script and returns the final screen as plain text.
 pub async fn run_script<S: Store>(
     ledger: &Ledger<S>,
     options: &ConsoleOptions,
@@ -296,26 +352,14 @@ pub async fn run_script<S: Store>(
     width: u16,
     height: u16,
 ) -> Result<String, Error> {
-    let mut keys = Vec::new();
     for (number, line) in script.lines().enumerate() {
-        keys.extend(keys::parse_script_line(line).map_err(|e| Error::Invalid(format!("script line {}: {e}", number + 1)))?);
+        keys::parse_script_line(line).map_err(|e| Error::Invalid(format!("script line {}: {e}", number + 1)))?;
     }
-    let mut terminal = Terminal::new(TestBackend::new(width, height)).map_err(|e| Error::Invalid(e.to_string()))?;
-    let mut model = new_model(options, width, height);
-    let (mut driver, mut results) = driver(ledger, options);
-    let effects = model.start();
-    settle(&mut model, &mut driver, &mut results, effects).await?;
-    for key in keys {
-        let effects = model::update(&mut model, Msg::Key(key));
-        settle(&mut model, &mut driver, &mut results, effects).await?;
-        if model.quit {
-            break;
-        }
+    let mut console = ScriptedConsole::start(ledger, options, width, height).await?;
+    for line in script.lines() {
+        console.press(line).await?;
     }
-    terminal
-        .draw(|frame| view::view(&model, Theme { color: false }, frame))
-        .map_err(|e| Error::Invalid(e.to_string()))?;
-    Ok(screen_text(terminal.backend()))
+    console.screen()
 }
 
 /// Performs effects and every effect their results trigger, until nothing is outstanding.

@@ -8,7 +8,7 @@ use crate::ledger::ActionDetail;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 fn time(t: crate::domain::Timestamp) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
@@ -23,7 +23,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let title = format!(" {} ", SafeText::new(detail.action.key.as_str()));
     let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
     let max_scroll = u16::try_from(lines.len()).unwrap_or(u16::MAX).saturating_sub(area.height.saturating_sub(2));
-    frame.render_widget(Paragraph::new(lines).block(block).scroll((model.detail_scroll.min(max_scroll), 0)), area);
+    frame.render_widget(
+        Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll((model.detail_scroll.min(max_scroll), 0)),
+        area,
+    );
 }
 
 fn section<'a>(title: &str, theme: Theme) -> Line<'a> {

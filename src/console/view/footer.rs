@@ -35,17 +35,21 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             DialogStage::Running => vec![pair("…", "working")],
         },
         Mode::List | Mode::Detail => {
-            let mut keys = if model.mode == Mode::Detail {
-                vec![pair("Esc", "back"), pair("j/k", "scroll")]
-            } else {
-                vec![pair("1-7", "pane"), pair("j/k", "move"), pair("Enter", "open")]
-            };
+            // Most useful first: what can be done to the selected action, then help; the rest
+            // as room allows (help lists everything).
+            let mut keys = Vec::new();
             if let Some(action) = model.selected_action() {
                 for kind in applicable_commands(model, action) {
-                    keys.push(pair(command_key(kind), kind.label()));
+                    keys.push(pair(command_key(kind), kind.short_label()));
                 }
             }
-            keys.extend([pair("/", "filter"), pair("?", "help"), pair("q", "quit")]);
+            keys.push(pair("?", "help"));
+            if model.mode == Mode::Detail {
+                keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
+            } else {
+                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-7", "pane"), pair("/", "filter")]);
+            }
+            keys.push(pair("q", "quit"));
             keys
         }
     }

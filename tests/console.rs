@@ -1,0 +1,326 @@
+//! The review console against a real ledger on both stores: the keys a person presses, then what
+//! the screen shows and what the ledger recorded. Plus whole-screen snapshots and hostile text.
+
+mod support;
+
+use actionledger::console::{ConsoleOptions, ScriptedConsole};
+use actionledger::domain::{ActionKey, Event, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::ledger::{ManualRequest, Outcome, Report};
+use actionledger::store::Store;
+use actionledger::Ledger;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::TestDb;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+conformance!(
+    every_command_from_the_keyboard,
+    two_consoles_on_one_action_exactly_one_wins,
+    look_up_now_settles_an_unknown_action,
+    filter_and_navigation_over_many_actions,
+);
+
+fn options(owner: &str) -> ConsoleOptions {
+    ConsoleOptions {
+        owner: Person::parse(owner).unwrap(),
+        ledger_label: "test-ledger".to_owned(),
+        destinations: BTreeMap::new(),
+        default_destination: None,
+        refresh: Duration::from_secs(3600),
+        hint: None,
+    }
+}
+
+fn raw(key: &str, payload: &str) -> RawSubmission {
+    RawSubmission {
+        key: Some(key.to_owned()),
+        payload: payload.as_bytes().to_vec(),
+        destination: Some("crm".to_owned()),
+        source: Some("shop".to_owned()),
+        ..RawSubmission::default()
+    }
+}
+
+/// Puts a fresh action into `state` through the library: the way workers and sources would.
+async fn action_in<S: Store>(ledger: &Ledger<S>, key: &str, state: State) {
+    ledger.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    let finish = |outcome| async move {
+        let claim = ledger.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+        let attempt = ledger.start_attempt(&claim).await.unwrap();
+        let report = Report { outcome, error: Some("HTTP 504".into()), evidence: Evidence::default() };
+        ledger.record_result(&claim, attempt, &report).await.unwrap();
+    };
+    match state {
+        State::Pending => {}
+        State::Failed => finish(Outcome::Failed { permanent: true }).await,
+        State::Unknown => finish(Outcome::Unknown).await,
+        State::Conflict => {
+            ledger.submit(&raw(key, r#"{"qty":2}"#)).await.unwrap();
+        }
+        State::InProgress => {
+            let claim = ledger.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+            ledger.start_attempt(&claim).await.unwrap();
+        }
+        other => panic!("no setup for {other}"),
+    }
+}
+
+async fn record<S: Store>(ledger: &Ledger<S>, key: &str) -> actionledger::ledger::ActionDetail {
+    ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap()
+}
+
+/// Selects `key` in `pane` by filtering on it, then presses the script.
+async fn act<S: Store>(console: &mut ScriptedConsole<S>, pane: &str, key: &str, script: &[&str]) -> String {
+    for line in [pane, "/", key, "<Enter>"].into_iter().chain(script.iter().copied()) {
+        console.press(line).await.unwrap();
+    }
+    console.screen().unwrap()
+}
+
+async fn every_command_from_the_keyboard<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    // (pane key, action key, setup state, keys pressed, expected state, expected event)
+    let cases: [(&str, &str, State, &[&str], State, Event); 8] = [
+        ("5", "acme:c1:retry", State::Failed, &["r", "customer fixed the address", "<Enter>", "y"], State::Pending, Event::Retry),
+        (
+            "3",
+            "acme:c2:resolve",
+            State::Unknown,
+            &["c", "CRM-881", "<Enter>", "found it in the CRM", "<Enter>", "y"],
+            State::Completed,
+            Event::ResolvedCompleted,
+        ),
+        ("3", "acme:c3:notwritten", State::Unknown, &["n", "CRM has no such record", "<Enter>", "y"], State::Pending, Event::ResolvedNotWritten),
+        ("1", "acme:c4:cancel", State::Pending, &["x", "order withdrawn", "<Enter>", "y"], State::Cancelled, Event::Cancelled),
+        ("4", "acme:c5:approve", State::Conflict, &["a", "quantity change confirmed", "<Enter>", "y"], State::Pending, Event::Approved),
+        ("4", "acme:c6:reject", State::Conflict, &["d", "stale form", "<Enter>", "y"], State::Pending, Event::Rejected),
+        ("5", "acme:c7:assign", State::Failed, &["o", "mine to chase", "<Enter>", "y"], State::Failed, Event::Assigned),
+        ("2", "acme:c8:takeover", State::InProgress, &["t", "worker host died", "<Enter>", "y"], State::Held, Event::TakenOver),
+    ];
+    // Claims take the oldest pending action, so pending ones are set up last.
+    let (waiting, claimed): (Vec<_>, Vec<_>) = cases.iter().partition(|case| case.2 == State::Pending);
+    for (_, key, state, _, _, _) in claimed.into_iter().chain(waiting) {
+        action_in(l, key, state).await;
+    }
+    l.store().advance_clock(LEASE * 2);
+    let mut console = ScriptedConsole::start(l, &options("Ana Lima"), 100, 30).await.unwrap();
+    for (pane, key, _, keys, expected, event) in cases {
+        let before = record(l, key).await.action.revision;
+        let screen = act(&mut console, pane, key, keys).await;
+        let detail = record(l, key).await;
+        assert_eq!(detail.action.state, expected, "{key}\n{screen}");
+        assert_eq!(detail.action.revision, before + 1, "{key}: one change, version checked");
+        assert_eq!(detail.action.key.as_str(), key, "the original key is kept");
+        let last = detail.audit.last().unwrap();
+        assert_eq!((last.event, last.actor.as_str()), (event, "Ana Lima"), "{key}");
+        assert!(screen.contains(&format!("by Ana Lima")), "the status line says what happened:\n{screen}");
+        if event == Event::ResolvedCompleted {
+            assert_eq!(detail.action.destination_id.as_deref(), Some("CRM-881"));
+        }
+        if event == Event::Assigned {
+            assert_eq!(detail.action.assignee.as_deref(), Some("Ana Lima"));
+        }
+    }
+    // A command the state does not allow shows why, and changes nothing.
+    action_in(l, "acme:c9:pending", State::Pending).await;
+    let screen = act(&mut console, "1", "acme:c9:pending", &["r"]).await;
+    assert!(screen.contains("cannot retry acme:c9:pending: it is pending"), "{screen}");
+    assert_eq!(record(l, "acme:c9:pending").await.audit.len(), 1);
+}
+
+async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    action_in(l, "acme:contested", State::Unknown).await;
+    let mut ana = ScriptedConsole::start(l, &options("Ana"), 100, 30).await.unwrap();
+    let mut bo = ScriptedConsole::start(l, &options("Bo"), 100, 30).await.unwrap();
+    // Both see the action and prepare a command on what they saw.
+    act(&mut ana, "3", "acme:contested", &["x", "duplicate order", "<Enter>"]).await;
+    act(&mut bo, "3", "acme:contested", &["r", "looks retryable", "<Enter>"]).await;
+    ana.press("y").await.unwrap();
+    bo.press("y").await.unwrap();
+    let bo_screen = bo.screen().unwrap();
+    assert!(bo_screen.contains("refused: cannot retry acme:contested: it changed since you read it"), "{bo_screen}");
+    let detail = record(l, "acme:contested").await;
+    assert_eq!(detail.action.state, State::Cancelled, "Ana's command won");
+    let people: Vec<&str> = detail.audit.iter().filter(|e| e.actor_kind == actionledger::domain::ActorKind::Person).map(|e| e.actor.as_str()).collect();
+    assert_eq!(people, ["Ana"], "exactly one command was applied");
+}
+
+async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let crm = actionledger::sim_crm::SimCrm::start(listener, actionledger::sim_crm::Options::default()).unwrap();
+    let config = actionledger::config::Config::parse(&crm.destination_config("crm")).unwrap();
+    let destination = actionledger::destination::Destination::new("crm", config.destinations["crm"].clone()).unwrap();
+    action_in(l, "acme:lost", State::Unknown).await;
+    // The CRM did write it: the response was what got lost.
+    let action = record(l, "acme:lost").await.action;
+    destination.send(&action, None).await.unwrap();
+    let mut with_config = options("Ana");
+    with_config.destinations.insert("crm".into(), destination);
+    let mut console = ScriptedConsole::start(l, &with_config, 100, 30).await.unwrap();
+    let screen = act(&mut console, "3", "acme:lost", &["<Enter>", "l", "checking the CRM", "<Enter>", "y"]).await;
+    assert!(screen.contains("looked up acme:lost: found; now completed"), "{screen}");
+    let detail = record(l, "acme:lost").await;
+    assert_eq!((detail.action.state, detail.action.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+    assert_eq!(detail.lookups.len(), 1);
+    assert_eq!(detail.audit.last().unwrap().actor, "Ana");
+}
+
+async fn filter_and_navigation_over_many_actions<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 0..60 {
+        l.submit(&raw(&format!("acme:nav:{n:03}"), "{}")).await.unwrap();
+    }
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    let first = console.screen().unwrap();
+    assert!(first.contains("> acme:nav:059"), "newest first:\n{first}");
+    assert!(!first.contains("acme:nav:040"), "only one screen of rows is fetched:\n{first}");
+    console.press("G").await.unwrap();
+    let last = console.screen().unwrap();
+    assert!(last.contains("> acme:nav:000"), "G goes to the oldest:\n{last}");
+    console.press("k").await.unwrap();
+    assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:001");
+    console.press("g").await.unwrap();
+    for _ in 0..20 {
+        console.press("j").await.unwrap();
+    }
+    assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:039", "moved past the first window");
+    console.press("<PageUp>").await.unwrap();
+    console.press("<PageUp>").await.unwrap();
+    assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:059");
+    for line in ["/", "nav:04", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let filtered = console.screen().unwrap();
+    assert!(filtered.contains("acme:nav:049") && filtered.contains("acme:nav:040") && !filtered.contains("acme:nav:050"), "{filtered}");
+    // A refresh after the ledger changed keeps the selection on the same key.
+    console.press("j").await.unwrap();
+    l.submit(&raw("acme:nav:045b", "{}")).await.unwrap();
+    console.send(actionledger::console::model::Msg::Tick).await.unwrap();
+    assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:048");
+}
+
+/// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.
+fn mask(screen: &str) -> String {
+    screen
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .map(|word| {
+                    let chars: Vec<char> = word.chars().collect();
+                    let digits_then_unit = chars.len() > 1
+                        && chars[..chars.len() - 1].iter().all(char::is_ascii_digit)
+                        && matches!(chars[chars.len() - 1], 's' | 'm' | 'h' | 'd');
+                    let clock = chars.len() == 8 && chars[2] == ':' && chars[5] == ':';
+                    let date = chars.len() == 10 && chars[4] == '-' && chars[7] == '-';
+                    if digits_then_unit {
+                        "Ns".to_owned()
+                    } else if clock {
+                        "hh:mm:ss".to_owned()
+                    } else if date {
+                        "YYYY-MM-DD".to_owned()
+                    } else {
+                        word.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whole screens at 80x24 and 120x40, every dialog and the help screen included.
+#[tokio::test]
+async fn screens() {
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    action_in(l, "acme:order:ORD-1042:create-task", State::Conflict).await;
+    action_in(l, "acme:order:ORD-1043:create-task", State::Unknown).await;
+    action_in(l, "acme:order:ORD-1044:create-task", State::Failed).await;
+    action_in(l, "acme:order:ORD-1045:create-task", State::InProgress).await;
+    action_in(l, "acme:order:ORD-1046:create-task", State::Pending).await;
+    l.submit(&RawSubmission { key: Some("acme:contact:jane@example.com".into()), ..raw("x", "{}") }).await.unwrap_err();
+    l.store().advance_clock(LEASE * 2);
+    let scenes: [(&str, &[&str]); 11] = [
+        ("pending", &["1"]),
+        ("in_progress_stale", &["2"]),
+        ("unknown_detail", &["3", "<Enter>"]),
+        ("conflict_detail", &["4", "<Enter>"]),
+        ("refused", &["7"]),
+        ("retry_reason", &["5", "r", "customer called"]),
+        ("resolve_destination_id", &["3", "c", "CRM-1"]),
+        ("resolve_confirm", &["3", "c", "CRM-1", "<Enter>", "verified in the CRM", "<Enter>"]),
+        ("takeover_dialog", &["2", "t"]),
+        ("filter", &["1", "/", "ORD-10"]),
+        ("help", &["?"]),
+    ];
+    for (width, height) in [(80, 24), (120, 40)] {
+        for (name, keys) in scenes {
+            let mut console = ScriptedConsole::start(l, &options("ana"), width, height).await.unwrap();
+            for line in keys {
+                console.press(line).await.unwrap();
+            }
+            insta::assert_snapshot!(format!("{name}_{width}x{height}"), mask(&console.screen().unwrap()));
+        }
+    }
+}
+
+/// Payloads, errors and bodies full of escape sequences are drawn as visible text, and nothing
+/// of them reaches the terminal as a control byte.
+#[tokio::test]
+async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\rCR\u{202e}RTL\u{200b}ZW";
+    let long_line = "y".repeat(1 << 20);
+    let payload = serde_json::json!({ "note": hostile, "long": "z".repeat(200 * 1024) }).to_string();
+    l.submit(&raw("acme:hostile", &payload)).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    let report = Report {
+        outcome: Outcome::Unknown,
+        error: Some(format!("boom {hostile} {long_line}")),
+        evidence: Evidence { status: Some(502), destination_id: None, body: Some(format!("body {hostile}")) },
+    };
+    l.record_result(&claim, attempt, &report).await.unwrap();
+    let reason = Reason::parse("checked").unwrap();
+    let assign = ManualRequest {
+        key: ActionKey::parse("acme:hostile").unwrap(),
+        person: Person::parse("ana").unwrap(),
+        reason,
+        expect_version: None,
+        command: ManualCommand::Assign { to: "ana".into() },
+    };
+    l.manual(&assign).await.unwrap();
+
+    let mut console = ScriptedConsole::start(l, &options("ana"), 120, 40).await.unwrap();
+    for line in ["3", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("\\x1b]0;owned\\x07\\x1b[2J"), "{screen}");
+    assert!(screen.contains("\\u{202e}RTL\\u{200b}ZW"), "{screen}");
+    assert!(screen.chars().all(|c| c == '\n' || !c.is_control()), "no control character on screen");
+
+    // What a real terminal backend writes: only its own escape sequences, none of the payload's.
+    let mut bytes = Vec::new();
+    {
+        use ratatui::backend::CrosstermBackend;
+        let mut terminal = ratatui::Terminal::with_options(
+            CrosstermBackend::new(&mut bytes),
+            ratatui::TerminalOptions { viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, 120, 40)) },
+        )
+        .unwrap();
+        terminal
+            .draw(|frame| actionledger::console::view::view(console.model(), actionledger::console::view::Theme { color: true }, frame))
+            .unwrap();
+    }
+    let written = String::from_utf8_lossy(&bytes);
+    for forbidden in ["\u{1b}]", "\u{7}", "\u{9b}", "\r", "\u{202e}", "\u{200b}", "\u{1b}[2J"] {
+        assert!(!written.contains(forbidden), "{forbidden:?} reached the terminal");
+    }
+    assert!(written.contains("owned"), "the text itself is shown");
+}

@@ -439,11 +439,12 @@ async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualC
     Ok(exit::OK)
 }
 
-fn load_destinations(
-    path: &std::path::Path,
-) -> Result<(crate::config::Config, std::collections::BTreeMap<String, crate::destination::Destination>), Error> {
+type Destinations = std::collections::BTreeMap<String, crate::destination::Destination>;
+
+/// Reads the configuration and builds its destinations; `required` refuses a file without any.
+fn load_destinations(path: &std::path::Path, required: bool) -> Result<(crate::config::Config, Destinations), Error> {
     let config = crate::config::Config::load(path).map_err(Error::Invalid)?;
-    if config.destinations.is_empty() {
+    if required && config.destinations.is_empty() {
         return Err(Error::Invalid(format!(
             "{} configures no destination; add a [destinations.NAME] block (sim-crm --print-config prints one)",
             path.display()
@@ -486,7 +487,7 @@ async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: &str) -> Re
     });
     let (default_destination, destinations) = match &config_path {
         Some(path) => {
-            let (config, destinations) = load_destinations(path)?;
+            let (config, destinations) = load_destinations(path, false)?;
             (config.worker.default_destination, destinations)
         }
         None => (None, std::collections::BTreeMap::new()),
@@ -512,7 +513,7 @@ async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: &str) -> Re
 }
 
 async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
-    let (config, destinations) = load_destinations(&args.config)?;
+    let (config, destinations) = load_destinations(&args.config, true)?;
     let concurrency = args.concurrency.unwrap_or(config.worker.concurrency);
     if !(1..=256).contains(&concurrency) {
         return Err(Error::Invalid(format!("--concurrency is {concurrency}; give 1 to 256")));
@@ -548,7 +549,7 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
 }
 
 async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<i32, Error> {
-    let (config, destinations) = load_destinations(&args.config)?;
+    let (config, destinations) = load_destinations(&args.config, true)?;
     let chosen: Vec<&crate::destination::Destination> = match &args.destination {
         Some(name) => vec![
             destinations

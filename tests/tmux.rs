@@ -1,0 +1,100 @@
+//! The real binary in a real terminal: tmux with a private socket and a fixed 80x24 window,
+//! polling `capture-pane` until the expected text appears.
+
+mod support;
+
+use actionledger::domain::{ActionKey, RawSubmission, State};
+use actionledger::ledger::{Outcome, Report};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("run tmux")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "review"]).stdout).into_owned()
+    }
+
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "waited 20s for {text:?}; the screen is:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "review"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn tmux_available() -> bool {
+    let found = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    assert!(found || !std::env::var("CI").is_ok_and(|v| v == "true"), "tmux is required in CI");
+    if !found {
+        eprintln!("\n!!! SKIPPING the tmux test: tmux is not installed\n");
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
+    if !tmux_available() {
+        return;
+    }
+    let db = support::sqlite().await;
+    let raw = RawSubmission { key: Some("acme:tmux:1".into()), payload: br#"{"n":1}"#.to_vec(), ..Default::default() };
+    db.ledger.submit(&raw).await.unwrap();
+    let claim = db.ledger.claim("worker-1", Duration::from_secs(30), 1).await.unwrap().pop().unwrap();
+    let attempt = db.ledger.start_attempt(&claim).await.unwrap();
+    let failed = Report { outcome: Outcome::Failed { permanent: true }, error: Some("HTTP 422".into()), evidence: Default::default() };
+    db.ledger.record_result(&claim, attempt, &failed).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let command = format!(
+        "{} --db {} review --owner ana; echo CONSOLE-EXITED-$?; sleep 30",
+        env!("CARGO_BIN_EXE_actionledger"),
+        db.url
+    );
+    let cwd = dir.path().to_str().unwrap();
+    let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "80", "-y", "24", "-c", cwd, &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+
+    tmux.wait_for("failed 1");
+    tmux.keys(&["5"]);
+    tmux.wait_for("> acme:tmux:1");
+    tmux.keys(&["r"]);
+    tmux.wait_for("reason:");
+    tmux.keys(&["-l", "fixed in the CRM"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Confirm? y yes");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("retry acme:tmux:1: failed -> pending (version 5), by ana");
+    assert!(!screen.contains("Confirm?"), "the dialog closed:\n{screen}");
+    tmux.keys(&["q"]);
+    let after = tmux.wait_for("CONSOLE-EXITED-0");
+    assert!(!after.contains("actionledger review"), "the alternate screen is gone after quitting:\n{after}");
+
+    use actionledger::store::Store as _;
+    let action = db.ledger.store().find(&ActionKey::parse("acme:tmux:1").unwrap()).await.unwrap().unwrap();
+    assert_eq!(action.state, State::Pending);
+}

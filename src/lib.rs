@@ -21,6 +21,7 @@
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod demo;
 pub mod destination;
 pub mod domain;
 pub mod error;

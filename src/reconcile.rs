@@ -133,8 +133,9 @@ async fn compare<S: Store>(
                     detail: Some(format!("reconcile --apply: {}", judged.detail.clone().unwrap_or_default())),
                     ..judged
                 };
-                let settled =
-                    ledger.settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup).await?;
+                let settled = ledger
+                    .settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup)
+                    .await?;
                 item.settled_to = settled.map(|a| a.state);
             }
             report.findings.push(item);

@@ -3,11 +3,11 @@
 
 mod support;
 
+use actionledger::Ledger;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
 use actionledger::domain::{ActionKey, Event, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
 use actionledger::ledger::{ManualRequest, Outcome, Report};
 use actionledger::store::Store;
-use actionledger::Ledger;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::TestDb;
@@ -82,7 +82,14 @@ async fn every_command_from_the_keyboard<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     // (pane key, action key, setup state, keys pressed, expected state, expected event)
     let cases: [(&str, &str, State, &[&str], State, Event); 8] = [
-        ("5", "acme:c1:retry", State::Failed, &["r", "customer fixed the address", "<Enter>", "y"], State::Pending, Event::Retry),
+        (
+            "5",
+            "acme:c1:retry",
+            State::Failed,
+            &["r", "customer fixed the address", "<Enter>", "y"],
+            State::Pending,
+            Event::Retry,
+        ),
         (
             "3",
             "acme:c2:resolve",
@@ -91,12 +98,40 @@ async fn every_command_from_the_keyboard<S: Store>(db: TestDb<S>) {
             State::Completed,
             Event::ResolvedCompleted,
         ),
-        ("3", "acme:c3:notwritten", State::Unknown, &["n", "CRM has no such record", "<Enter>", "y"], State::Pending, Event::ResolvedNotWritten),
-        ("1", "acme:c4:cancel", State::Pending, &["x", "order withdrawn", "<Enter>", "y"], State::Cancelled, Event::Cancelled),
-        ("4", "acme:c5:approve", State::Conflict, &["a", "quantity change confirmed", "<Enter>", "y"], State::Pending, Event::Approved),
+        (
+            "3",
+            "acme:c3:notwritten",
+            State::Unknown,
+            &["n", "CRM has no such record", "<Enter>", "y"],
+            State::Pending,
+            Event::ResolvedNotWritten,
+        ),
+        (
+            "1",
+            "acme:c4:cancel",
+            State::Pending,
+            &["x", "order withdrawn", "<Enter>", "y"],
+            State::Cancelled,
+            Event::Cancelled,
+        ),
+        (
+            "4",
+            "acme:c5:approve",
+            State::Conflict,
+            &["a", "quantity change confirmed", "<Enter>", "y"],
+            State::Pending,
+            Event::Approved,
+        ),
         ("4", "acme:c6:reject", State::Conflict, &["d", "stale form", "<Enter>", "y"], State::Pending, Event::Rejected),
         ("5", "acme:c7:assign", State::Failed, &["o", "mine to chase", "<Enter>", "y"], State::Failed, Event::Assigned),
-        ("2", "acme:c8:takeover", State::InProgress, &["t", "worker host died", "<Enter>", "y"], State::Held, Event::TakenOver),
+        (
+            "2",
+            "acme:c8:takeover",
+            State::InProgress,
+            &["t", "worker host died", "<Enter>", "y"],
+            State::Held,
+            Event::TakenOver,
+        ),
     ];
     // Claims take the oldest pending action, so pending ones are set up last.
     let (waiting, claimed): (Vec<_>, Vec<_>) = cases.iter().partition(|case| case.2 == State::Pending);
@@ -143,7 +178,12 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
     assert!(bo_screen.contains("refused: cannot retry acme:contested: it changed since you read it"), "{bo_screen}");
     let detail = record(l, "acme:contested").await;
     assert_eq!(detail.action.state, State::Cancelled, "Ana's command won");
-    let people: Vec<&str> = detail.audit.iter().filter(|e| e.actor_kind == actionledger::domain::ActorKind::Person).map(|e| e.actor.as_str()).collect();
+    let people: Vec<&str> = detail
+        .audit
+        .iter()
+        .filter(|e| e.actor_kind == actionledger::domain::ActorKind::Person)
+        .map(|e| e.actor.as_str())
+        .collect();
     assert_eq!(people, ["Ana"], "exactly one command was applied");
 }
 
@@ -194,7 +234,10 @@ async fn filter_and_navigation_over_many_actions<S: Store>(db: TestDb<S>) {
         console.press(line).await.unwrap();
     }
     let filtered = console.screen().unwrap();
-    assert!(filtered.contains("acme:nav:049") && filtered.contains("acme:nav:040") && !filtered.contains("acme:nav:050"), "{filtered}");
+    assert!(
+        filtered.contains("acme:nav:049") && filtered.contains("acme:nav:040") && !filtered.contains("acme:nav:050"),
+        "{filtered}"
+    );
     // A refresh after the ledger changed keeps the selection on the same key.
     console.press("j").await.unwrap();
     l.submit(&raw("acme:nav:045b", "{}")).await.unwrap();
@@ -315,7 +358,13 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
         )
         .unwrap();
         terminal
-            .draw(|frame| actionledger::console::view::view(console.model(), actionledger::console::view::Theme { color: true }, frame))
+            .draw(|frame| {
+                actionledger::console::view::view(
+                    console.model(),
+                    actionledger::console::view::Theme { color: true },
+                    frame,
+                )
+            })
             .unwrap();
     }
     let written = String::from_utf8_lossy(&bytes);

@@ -5,6 +5,7 @@ mod support;
 
 use actionledger::domain::{ActionKey, RawSubmission, State};
 use actionledger::ledger::{Outcome, Report};
+use actionledger::store::Store as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -65,7 +66,11 @@ async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
     db.ledger.submit(&raw).await.unwrap();
     let claim = db.ledger.claim("worker-1", Duration::from_secs(30), 1).await.unwrap().pop().unwrap();
     let attempt = db.ledger.start_attempt(&claim).await.unwrap();
-    let failed = Report { outcome: Outcome::Failed { permanent: true }, error: Some("HTTP 422".into()), evidence: Default::default() };
+    let failed = Report {
+        outcome: Outcome::Failed { permanent: true },
+        error: Some("HTTP 422".into()),
+        evidence: Default::default(),
+    };
     db.ledger.record_result(&claim, attempt, &failed).await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
@@ -94,7 +99,6 @@ async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
     let after = tmux.wait_for("CONSOLE-EXITED-0");
     assert!(!after.contains("actionledger review"), "the alternate screen is gone after quitting:\n{after}");
 
-    use actionledger::store::Store as _;
     let action = db.ledger.store().find(&ActionKey::parse("acme:tmux:1").unwrap()).await.unwrap().unwrap();
     assert_eq!(action.state, State::Pending);
 }

@@ -76,6 +76,21 @@ pub enum Command {
     Reconcile(ReconcileArgs),
     /// Run a simulated CRM over HTTP, for demos and tests.
     SimCrm(SimCrmArgs),
+    /// A self-contained demonstration: ledger, simulated CRM with faults, workers, console.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Run the scenario without the console and print a summary.
+    #[arg(long)]
+    no_ui: bool,
+    /// With --no-ui, print the summary as JSON.
+    #[arg(long, requires = "no_ui")]
+    json: bool,
+    /// Your name in the console (default: $USER, else "demo").
+    #[arg(long)]
+    owner: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -100,7 +115,10 @@ pub struct ReviewArgs {
 
 fn parse_size(text: &str) -> Result<(u16, u16), String> {
     let (w, h) = text.split_once('x').ok_or_else(|| format!("{text:?} is not WIDTHxHEIGHT, e.g. 100x30"))?;
-    let (w, h): (u16, u16) = (w.parse().map_err(|_| format!("{w:?} is not a width"))?, h.parse().map_err(|_| format!("{h:?} is not a height"))?);
+    let (w, h): (u16, u16) = (
+        w.parse().map_err(|_| format!("{w:?} is not a width"))?,
+        h.parse().map_err(|_| format!("{h:?} is not a height"))?,
+    );
     if w < 40 || h < 12 || w > 1000 || h > 500 {
         return Err(format!("{text} is out of range: use at least 40x12 and at most 1000x500"));
     }
@@ -296,14 +314,16 @@ pub fn redact_url(url: &str) -> String {
 
 /// Runs one command line; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32, Error> {
-    if let Command::SimCrm(args) = cli.command {
-        return sim_crm(args).await;
-    }
+    let command = match cli.command {
+        Command::SimCrm(args) => return sim_crm(args).await,
+        Command::Demo(args) => return demo(cli.db, args).await,
+        other => other,
+    };
     let url = resolve_db_url(cli.db);
     if url.starts_with("sqlite:") {
-        execute(Ledger::new(SqliteStore::open(&url).await?), cli.command, &url).await
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        execute(Ledger::new(PostgresStore::open(&url).await?), cli.command, &url).await
+        execute(Ledger::new(SqliteStore::open(&url).await?), command, &url).await
+    } else if is_postgres(&url) {
+        execute(Ledger::new(PostgresStore::open(&url).await?), command, &url).await
     } else {
         Err(Error::Invalid(format!(
             "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",
@@ -354,7 +374,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Review(args) => review(&ledger, args, url).await,
         Command::Worker(args) => worker(ledger.clone(), args).await,
         Command::Reconcile(args) => reconcile(&ledger, args).await,
-        Command::SimCrm(_) => unreachable!("sim-crm runs without a ledger"),
+        Command::SimCrm(_) | Command::Demo(_) => unreachable!("handled before the ledger is opened"),
     };
     ledger.store().close().await;
     result
@@ -578,6 +598,46 @@ async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<
     render::reconciliation(&reports, args.json);
     let disagreements = reports.iter().any(|r| r.findings.iter().any(|f| f.settled_to.is_none()));
     Ok(if disagreements { exit::REFUSED } else { exit::OK })
+}
+
+fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// The demo runs on its own temporary ledger unless `--db` names one.
+async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Error> {
+    let owner = args
+        .owner
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "demo".to_owned());
+    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let temporary =
+        db.is_none().then(|| std::env::temp_dir().join(format!("actionledger-demo-{}", std::process::id())));
+    let url = match (&db, &temporary) {
+        (Some(url), _) => url.clone(),
+        (None, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Invalid(format!("cannot create {}: {e}", dir.display())))?;
+            format!("sqlite://{}", dir.join("demo.db").display())
+        }
+        (None, None) => unreachable!("one of the two is set"),
+    };
+    let ui = !args.no_ui;
+    let summary = if is_postgres(&url) {
+        crate::demo::run(&Ledger::new(PostgresStore::open(&url).await?), &redact_url(&url), owner, ui).await
+    } else {
+        crate::demo::run(&Ledger::new(SqliteStore::open(&url).await?), &redact_url(&url), owner, ui).await
+    };
+    if let Some(dir) = temporary {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let summary = summary?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));
+    } else {
+        render::demo_summary(&summary);
+    }
+    Ok(exit::OK)
 }
 
 async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {

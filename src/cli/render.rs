@@ -379,3 +379,20 @@ pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: 
         }
     }
 }
+
+pub fn demo_summary(summary: &crate::demo::DemoSummary) {
+    let total: i64 = summary.states.values().sum();
+    println!("demo finished: {total} actions recorded, {} submissions refused", summary.refused);
+    let states: Vec<String> = summary.states.iter().map(|(state, n)| format!("{state} {n}")).collect();
+    println!("  ledger: {}", states.join(", "));
+    let faults: Vec<String> = summary.faults_injected.iter().map(|(f, n)| format!("{f} {n}")).collect();
+    println!(
+        "  CRM: {} records, at most {} per external reference, {} idempotent replays, {} duplicates refused",
+        summary.crm_records,
+        summary.crm_max_records_per_external_ref,
+        summary.crm_idempotent_replays,
+        summary.crm_duplicates_refused
+    );
+    println!("  faults injected: {}", if faults.is_empty() { "none".to_owned() } else { faults.join(", ") });
+    println!("  run `actionledger demo` without --no-ui to triage what is left in the console");
+}

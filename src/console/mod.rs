@@ -94,7 +94,10 @@ async fn execute<S: Store>(
             let result = async {
                 let action = ledger.store().find(&key).await.map_err(|e| e.to_string())?.ok_or("the action is gone")?;
                 if action.revision != revision {
-                    return Err(format!("{key} changed since you saw it (version {revision}, now {})", action.revision));
+                    return Err(format!(
+                        "{key} changed since you saw it (version {revision}, now {})",
+                        action.revision
+                    ));
                 }
                 let destination = destination_of(action.destination.as_ref()).ok_or_else(|| {
                     format!(
@@ -132,7 +135,9 @@ fn outcome_text(request: &ManualRequest, outcome: &ManualOutcome) -> String {
     let verb = request.command.verb();
     let a = &outcome.action;
     match outcome.transition {
-        Some(t) => format!("{verb} {}: {} -> {} (version {}), by {}", a.key, t.from, t.to, a.revision, request.person.as_str()),
+        Some(t) => {
+            format!("{verb} {}: {} -> {} (version {}), by {}", a.key, t.from, t.to, a.revision, request.person.as_str())
+        }
         None => format!("{verb} {}: stays {} (version {}), by {}", a.key, a.state, a.revision, request.person.as_str()),
     }
 }
@@ -373,7 +378,7 @@ async fn settle<S: Store>(
         driver.perform(effect);
     }
     while driver.outstanding > 0 {
-        let done = tokio::time::timeout(Duration::from_secs(60), results.recv())
+        let done = tokio::time::timeout(Duration::from_mins(1), results.recv())
             .await
             .map_err(|_| Error::Invalid("the console waited 60s for the ledger; giving up".to_owned()))?
             .ok_or_else(|| Error::Invalid("the console's worker tasks stopped".to_owned()))?;

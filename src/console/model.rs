@@ -139,8 +139,14 @@ pub struct Snapshot {
 /// The result of an effect, fed back to `update`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Done {
-    Loaded { request: LoadRequest, result: Result<Snapshot, String> },
-    DetailLoaded { id: u64, result: Result<Box<ActionDetail>, String> },
+    Loaded {
+        request: LoadRequest,
+        result: Result<Snapshot, String>,
+    },
+    DetailLoaded {
+        id: u64,
+        result: Result<Box<ActionDetail>, String>,
+    },
     /// A command finished: what happened, or why it was refused.
     Command(Result<String, String>),
 }
@@ -414,7 +420,9 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             model.filter = (!text.is_empty()).then_some(text);
             model.mode = Mode::List;
             match &model.filter {
-                Some(f) => model.info(format!("showing keys that contain {f:?}; / then Enter on an empty filter clears it")),
+                Some(f) => {
+                    model.info(format!("showing keys that contain {f:?}; / then Enter on an empty filter clears it"));
+                }
                 None => model.info("filter cleared"),
             }
             return vec![model.load(Window::Newest, Selection::First)];
@@ -452,7 +460,9 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         Action::Down => move_selection(model, 1),
         Action::Up => move_selection(model, -1),
         Action::PageDown => match model.rows.ids().1 {
-            Some(last) if model.rows.len() >= model.page() => vec![model.load(Window::Before(last), Selection::Index(model.selected))],
+            Some(last) if model.rows.len() >= model.page() => {
+                vec![model.load(Window::Before(last), Selection::Index(model.selected))]
+            }
             _ => {
                 model.selected = model.rows.len().saturating_sub(1);
                 Vec::new()
@@ -568,7 +578,9 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
             let what = match kind {
                 CommandKind::Retry => "Retry it under the same key.".to_owned(),
                 CommandKind::ResolveCompleted => "Record that the destination has it, with the id you give.".to_owned(),
-                CommandKind::ResolveNotWritten => "Record that the destination has no record: it runs again.".to_owned(),
+                CommandKind::ResolveNotWritten => {
+                    "Record that the destination has no record: it runs again.".to_owned()
+                }
                 CommandKind::Cancel => "Cancel it: it must not happen.".to_owned(),
                 CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
                 CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
@@ -612,7 +624,8 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     match describe(model, kind, &action) {
         Err(refusal) => model.error(refusal),
         Ok(description) => {
-            let stage = if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
+            let stage =
+                if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
             model.mode = Mode::Dialog(Box::new(Dialog {
                 command: kind,
                 action,
@@ -641,12 +654,14 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             Vec::new()
         }
         (DialogStage::DestinationId | DialogStage::Reason, KeyCode::Char(c)) => {
-            let field = if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
+            let field =
+                if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
             field.push(c);
             Vec::new()
         }
         (DialogStage::DestinationId | DialogStage::Reason, KeyCode::Backspace) => {
-            let field = if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
+            let field =
+                if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
             field.pop();
             Vec::new()
         }
@@ -673,10 +688,16 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
     let Ok(reason) = Reason::parse(&dialog.reason) else { return Vec::new() };
     dialog.stage = DialogStage::Running;
-    let (kind, action, destination_id) = (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
+    let (kind, action, destination_id) =
+        (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     model.info(format!("{} {}: working…", kind.label(), action.key));
     let Some(command) = manual_command(model, kind, destination_id) else {
-        return vec![Effect::Lookup { key: action.key, revision: action.revision, person: model.owner.clone(), reason }];
+        return vec![Effect::Lookup {
+            key: action.key,
+            revision: action.revision,
+            person: model.owner.clone(),
+            reason,
+        }];
     };
     vec![Effect::Run(ManualRequest {
         key: action.key,
@@ -805,7 +826,13 @@ mod tests {
         let mut model = Model::new("sqlite://test.db", Person::parse("ana").unwrap(), 80, 24);
         let _ = update(&mut model, key(KeyCode::Char('5')));
         let Some(Effect::Load(request)) = model.start().pop() else { panic!("a load") };
-        let snapshot = Snapshot { counts: Vec::new(), refused: 0, stale_claims: 0, now: Timestamp::default(), rows: Rows::Actions(rows) };
+        let snapshot = Snapshot {
+            counts: Vec::new(),
+            refused: 0,
+            stale_claims: 0,
+            now: Timestamp::default(),
+            rows: Rows::Actions(rows),
+        };
         update(&mut model, Msg::Done(Done::Loaded { request, result: Ok(snapshot) }));
         model
     }
@@ -885,14 +912,28 @@ mod tests {
 
     #[test]
     fn refresh_keeps_the_selection_on_the_same_key() {
-        let mut model = loaded(vec![action(3, "acme:c", State::Failed), action(2, "acme:b", State::Failed), action(1, "acme:a", State::Failed)]);
+        let mut model = loaded(vec![
+            action(3, "acme:c", State::Failed),
+            action(2, "acme:b", State::Failed),
+            action(1, "acme:a", State::Failed),
+        ]);
         update(&mut model, key(KeyCode::Char('j')));
         assert_eq!(model.selected_action().unwrap().key.as_str(), "acme:b");
         let effects = update(&mut model, Msg::Tick);
         let [Effect::Load(request)] = effects.as_slice() else { panic!("{effects:?}") };
         assert_eq!(request.select, Selection::Key("acme:b".into()));
-        let rows = vec![action(4, "acme:d", State::Failed), action(2, "acme:b", State::Failed), action(1, "acme:a", State::Failed)];
-        let snapshot = Snapshot { counts: Vec::new(), refused: 0, stale_claims: 0, now: Timestamp::default(), rows: Rows::Actions(rows) };
+        let rows = vec![
+            action(4, "acme:d", State::Failed),
+            action(2, "acme:b", State::Failed),
+            action(1, "acme:a", State::Failed),
+        ];
+        let snapshot = Snapshot {
+            counts: Vec::new(),
+            refused: 0,
+            stale_claims: 0,
+            now: Timestamp::default(),
+            rows: Rows::Actions(rows),
+        };
         update(&mut model, Msg::Done(Done::Loaded { request: request.clone(), result: Ok(snapshot) }));
         assert_eq!(model.selected_action().unwrap().key.as_str(), "acme:b");
         assert_eq!(update(&mut model, Msg::Tick).len(), 1);

@@ -248,7 +248,12 @@ impl Destination {
 
     /// What a lookup's records mean for this action: one matching record is `found`, none is
     /// `not_found`, one that differs is a `mismatch`, several are `duplicates`.
-    pub fn judge(&self, action: &ActionRecord, after: Option<&ActionRecord>, found: &Found) -> Result<LookupReport, String> {
+    pub fn judge(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+        found: &Found,
+    ) -> Result<LookupReport, String> {
         let sent = self.body(action, after)?;
         let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
         let (verdict, destination_id, detail) = match found.records.as_slice() {

@@ -118,7 +118,6 @@ pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, sou
 pub(crate) const SELECT_AUDIT: &str = "SELECT id, action_key, at, actor, actor_kind, event, from_state, to_state, \
      ownership_version, revision, reason FROM audit_trail WHERE action_key = $1 ORDER BY id";
 
-
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
 

@@ -36,7 +36,6 @@ fn section<'a>(title: &str, theme: Theme) -> Line<'a> {
 fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
     let a = &detail.action;
     let now = model.now.unwrap_or(a.updated_at);
-    let safe = |text: &str| SafeText::new(text).to_string();
     let mut out = vec![
         Line::from(vec![
             Span::styled(a.state.as_str().to_owned(), theme.warn()),
@@ -60,7 +59,11 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
     ];
     if let Some(worker) = &a.claimed_by {
         let lease = a.lease_expires_at.map_or("-".to_owned(), |until| {
-            if until > now { format!("{} left", short_duration(until - now)) } else { format!("STALE for {}", short_duration(now - until)) }
+            if until > now {
+                format!("{} left", short_duration(until - now))
+            } else {
+                format!("STALE for {}", short_duration(now - until))
+            }
         });
         out.push(Line::raw(format!("claimed by {}  lease {lease}", safe(worker))));
     }
@@ -68,8 +71,20 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
         out.push(Line::from(vec![Span::styled("last error ", theme.error()), Span::raw(safe(error))]));
     }
 
-    out.push(Line::raw(""));
-    out.push(section(&format!("deliveries ({})", detail.deliveries.len()), theme));
+    out.extend(deliveries(detail, theme));
+    out.extend(payloads(detail, theme, width));
+    out.extend(latest_attempt(detail, theme));
+    out.extend(evidence(model, detail, theme, width));
+    out.extend(audit(detail, theme));
+    out
+}
+
+fn safe(text: &str) -> String {
+    SafeText::new(text).to_string()
+}
+
+fn deliveries<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+    let mut out = vec![Line::raw(""), section(&format!("deliveries ({})", detail.deliveries.len()), theme)];
     for d in detail.deliveries.iter().rev().take(5) {
         out.push(Line::raw(format!(
             "  {}  {:<9} event {}  source {} v{}  payload {}",
@@ -81,8 +96,12 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             &d.fingerprint[..12.min(d.fingerprint.len())]
         )));
     }
+    out
+}
 
-    out.push(Line::raw(""));
+fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+    let a = &detail.action;
+    let mut out = vec![Line::raw("")];
     match &a.proposal {
         None => {
             out.push(section(&format!("expected payload ({})", a.payload.fingerprint().short()), theme));
@@ -93,11 +112,8 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             let left = SafeText::lines(&a.payload.pretty());
             let right = SafeText::lines(&proposal.payload.pretty());
             let half = width.saturating_sub(5) / 2;
-            out.push(Line::raw(format!(
-                "  {:<half$} | {}",
-                format!("approved {}", a.payload.fingerprint().short()),
-                format!("proposed {}", proposal.payload.fingerprint().short())
-            )));
+            let approved = format!("approved {}", a.payload.fingerprint().short());
+            out.push(Line::raw(format!("  {approved:<half$} | proposed {}", proposal.payload.fingerprint().short())));
             for i in 0..left.len().max(right.len()) {
                 let l = left.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
                 let r = right.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
@@ -108,8 +124,11 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
         }
     }
 
-    out.push(Line::raw(""));
-    out.push(section("latest attempt", theme));
+    out
+}
+
+fn latest_attempt<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+    let mut out = vec![Line::raw(""), section("latest attempt", theme)];
     match detail.attempts.last() {
         None => out.push(Line::raw("  none yet")),
         Some(at) => {
@@ -129,8 +148,13 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
         }
     }
 
-    out.push(Line::raw(""));
-    out.push(section("destination evidence", theme));
+    out
+}
+
+fn evidence<'a>(model: &Model, detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+    let a = &detail.action;
+    let now = model.now.unwrap_or(a.updated_at);
+    let mut out = vec![Line::raw(""), section("destination evidence", theme)];
     out.push(Line::raw(format!(
         "  destination id {}  idempotency key {}",
         safe(a.destination_id.as_deref().unwrap_or("-")),
@@ -147,7 +171,8 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
         (None, _) => "  not sent yet".to_owned(),
     };
     out.push(Line::raw(window));
-    if let Some(at) = detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some()) {
+    if let Some(at) = detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some())
+    {
         out.push(Line::raw(format!(
             "  response {} {}",
             at.evidence.status.map_or("-".to_owned(), |s| s.to_string()),
@@ -165,8 +190,11 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
         )));
     }
 
-    out.push(Line::raw(""));
-    out.push(section(&format!("audit trail ({})", detail.audit.len()), theme));
+    out
+}
+
+fn audit<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+    let mut out = vec![Line::raw(""), section(&format!("audit trail ({})", detail.audit.len()), theme)];
     for e in detail.audit.iter().rev() {
         out.push(Line::raw(format!(
             "  {}  {:<20} {} -> {}  by {} {}{}",

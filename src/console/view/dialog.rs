@@ -18,7 +18,10 @@ pub fn draw(dialog: &Dialog, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     lines.push(Line::raw(""));
     let field = |label: &str, value: &str, active: bool| {
         let cursor = if active { "_" } else { "" };
-        Line::from(vec![Span::styled(format!("{label}: "), theme.key()), Span::raw(format!("{}{cursor}", SafeText::new(value)))])
+        Line::from(vec![
+            Span::styled(format!("{label}: "), theme.key()),
+            Span::raw(format!("{}{cursor}", SafeText::new(value))),
+        ])
     };
     if dialog.command == crate::console::keys::CommandKind::ResolveCompleted {
         lines.push(field("destination id", &dialog.destination_id, dialog.stage == DialogStage::DestinationId));
@@ -28,7 +31,9 @@ pub fn draw(dialog: &Dialog, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     }
     lines.push(Line::raw(""));
     lines.push(match dialog.stage {
-        DialogStage::DestinationId | DialogStage::Reason => Line::styled("Enter to continue, Esc to cancel", theme.dim()),
+        DialogStage::DestinationId | DialogStage::Reason => {
+            Line::styled("Enter to continue, Esc to cancel", theme.dim())
+        }
         DialogStage::Confirm => Line::styled("Confirm? y yes, n no", theme.warn()),
         DialogStage::Running => Line::styled("working…", theme.dim()),
     });

@@ -29,7 +29,9 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
     match &model.mode {
         Mode::Filter(_) => vec![pair("type", "part of a key"), pair("Enter", "apply"), pair("Esc", "cancel")],
         Mode::Dialog(dialog) => match dialog.stage {
-            DialogStage::DestinationId => vec![pair("type", "the destination's record id"), pair("Enter", "next"), pair("Esc", "cancel")],
+            DialogStage::DestinationId => {
+                vec![pair("type", "the destination's record id"), pair("Enter", "next"), pair("Esc", "cancel")]
+            }
             DialogStage::Reason => vec![pair("type", "a reason"), pair("Enter", "next"), pair("Esc", "cancel")],
             DialogStage::Confirm => vec![pair("y", "confirm"), pair("n/Esc", "cancel")],
             DialogStage::Running => vec![pair("…", "working")],

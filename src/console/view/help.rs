@@ -14,7 +14,8 @@ pub fn draw(theme: Theme, frame: &mut Frame<'_>, area: Rect) {
         .collect();
     frame.render_widget(Clear, area);
     frame.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(Line::styled(" keys (Esc closes) ", theme.title()))),
+        Paragraph::new(lines)
+            .block(Block::default().borders(Borders::ALL).title(Line::styled(" keys (Esc closes) ", theme.title()))),
         area,
     );
 }

@@ -10,7 +10,8 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
 
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
-    let filter = model.filter.as_ref().map(|f| format!(" keys containing {:?}", SafeText::new(f).as_str())).unwrap_or_default();
+    let filter =
+        model.filter.as_ref().map(|f| format!(" keys containing {:?}", SafeText::new(f).as_str())).unwrap_or_default();
     let title = format!(" {} — newest first{filter} ", model.pane.title());
     let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
     if model.rows.is_empty() {
@@ -89,7 +90,9 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
 
 fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme) -> Row<'static> {
     let (lease, style) = match a.lease_expires_at {
-        Some(until) if until > now => (format!("{} left", short_duration(until - now)), ratatui::style::Style::default()),
+        Some(until) if until > now => {
+            (format!("{} left", short_duration(until - now)), ratatui::style::Style::default())
+        }
         Some(until) => (format!("STALE {}", short_duration(now - until)), theme.warn()),
         None => ("-".to_owned(), ratatui::style::Style::default()),
     };

@@ -69,7 +69,7 @@ async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
     let failed = Report {
         outcome: Outcome::Failed { permanent: true },
         error: Some("HTTP 422".into()),
-        evidence: Default::default(),
+        evidence: actionledger::domain::Evidence::default(),
     };
     db.ledger.record_result(&claim, attempt, &failed).await.unwrap();
 

@@ -27,7 +27,7 @@ fn options(owner: &str) -> ConsoleOptions {
         ledger_label: "test-ledger".to_owned(),
         destinations: BTreeMap::new(),
         default_destination: None,
-        refresh: Duration::from_secs(3600),
+        refresh: Duration::from_hours(1),
         hint: None,
     }
 }
@@ -78,10 +78,13 @@ async fn act<S: Store>(console: &mut ScriptedConsole<S>, pane: &str, key: &str, 
     console.screen().unwrap()
 }
 
+/// A pane key, an action key, its state before, the keys pressed, its state after, the event.
+type Case = (&'static str, &'static str, State, &'static [&'static str], State, Event);
+
 async fn every_command_from_the_keyboard<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     // (pane key, action key, setup state, keys pressed, expected state, expected event)
-    let cases: [(&str, &str, State, &[&str], State, Event); 8] = [
+    let cases: [Case; 8] = [
         (
             "5",
             "acme:c1:retry",
@@ -149,7 +152,7 @@ async fn every_command_from_the_keyboard<S: Store>(db: TestDb<S>) {
         assert_eq!(detail.action.key.as_str(), key, "the original key is kept");
         let last = detail.audit.last().unwrap();
         assert_eq!((last.event, last.actor.as_str()), (event, "Ana Lima"), "{key}");
-        assert!(screen.contains(&format!("by Ana Lima")), "the status line says what happened:\n{screen}");
+        assert!(screen.contains("by Ana Lima"), "the status line says what happened:\n{screen}");
         if event == Event::ResolvedCompleted {
             assert_eq!(detail.action.destination_id.as_deref(), Some("CRM-881"));
         }

@@ -366,7 +366,7 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
                     console.model(),
                     actionledger::console::view::Theme { color: true },
                     frame,
-                )
+                );
             })
             .unwrap();
     }

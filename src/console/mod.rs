@@ -15,7 +15,7 @@ use crate::domain::{ActorKind, ManualCommand, Person, State};
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::store::{ListFilter, Store};
-use model::{Done, Effect, LoadRequest, Model, Msg, Rows, Snapshot, Window};
+use model::{Counts, Done, Effect, LoadRequest, Model, Msg, Rows, Snapshot, Window};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
 use ratatui::crossterm::event::Event;
@@ -165,13 +165,16 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
         ),
         None => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
     };
-    Ok(Snapshot {
-        counts: ledger.counts().await?,
-        refused: store.count_refused().await?,
-        stale_claims: store.count_stale_claims().await?,
-        now: store.now().await?,
-        rows,
-    })
+    let counts = if request.with_counts {
+        Some(Counts {
+            by_state: ledger.counts().await?,
+            refused: store.count_refused().await?,
+            stale_claims: store.count_stale_claims().await?,
+        })
+    } else {
+        None
+    };
+    Ok(Snapshot { counts, now: store.now().await?, rows })
 }
 
 fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {

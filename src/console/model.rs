@@ -115,6 +115,9 @@ pub struct LoadRequest {
     pub limit: i64,
     pub filter: Option<String>,
     pub select: Selection,
+    /// Also count actions per state: refreshes do, navigation does not, so moving around a
+    /// large ledger costs one indexed page query.
+    pub with_counts: bool,
 }
 
 /// Work for the driver.
@@ -126,12 +129,18 @@ pub enum Effect {
     Lookup { key: ActionKey, revision: i64, person: Person, reason: Reason },
 }
 
-/// One refresh: the counts and the requested window.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    pub counts: Vec<(State, i64)>,
+/// The header's numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counts {
+    pub by_state: Vec<(State, i64)>,
     pub refused: i64,
     pub stale_claims: i64,
+}
+
+/// One load: the requested window, the database time, and the counts when asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub counts: Option<Counts>,
     pub now: Timestamp,
     pub rows: Rows,
 }
@@ -272,9 +281,13 @@ impl Model {
         }
     }
 
-    /// The first effect: load the first pane.
+    /// The first effect: load the first pane, with the counts.
     pub fn start(&mut self) -> Vec<Effect> {
-        vec![self.load(Window::Newest, Selection::First)]
+        let mut load = self.load(Window::Newest, Selection::First);
+        if let Effect::Load(request) = &mut load {
+            request.with_counts = true;
+        }
+        vec![load]
     }
 
     /// The action the commands apply to: the open detail, or the selected row.
@@ -309,6 +322,7 @@ impl Model {
             limit: i64::try_from(self.page()).unwrap_or(i64::MAX),
             filter: self.filter.clone(),
             select,
+            with_counts: false,
         })
     }
 
@@ -319,7 +333,11 @@ impl Model {
             _ => Window::Newest,
         };
         let select = self.selected_key().map_or(Selection::First, Selection::Key);
-        let mut effects = vec![self.load(window, select)];
+        let mut load = self.load(window, select);
+        if let Effect::Load(request) = &mut load {
+            request.with_counts = true;
+        }
+        let mut effects = vec![load];
         if let (Mode::Detail, Some(detail)) = (&self.mode, &self.detail) {
             let key = detail.action.key.clone();
             effects.push(self.load_detail(key));
@@ -748,9 +766,11 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
 fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) -> Vec<Effect> {
     let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
     let previous_key = model.selected_key();
-    model.counts = snapshot.counts;
-    model.refused = snapshot.refused;
-    model.stale_claims = snapshot.stale_claims;
+    if let Some(counts) = snapshot.counts {
+        model.counts = counts.by_state;
+        model.refused = counts.refused;
+        model.stale_claims = counts.stale_claims;
+    }
     model.now = Some(snapshot.now);
     let short = snapshot.rows.len() < limit;
     if let Window::After(_) = request.window
@@ -827,9 +847,7 @@ mod tests {
         let _ = update(&mut model, key(KeyCode::Char('5')));
         let Some(Effect::Load(request)) = model.start().pop() else { panic!("a load") };
         let snapshot = Snapshot {
-            counts: Vec::new(),
-            refused: 0,
-            stale_claims: 0,
+            counts: None,
             now: Timestamp::default(),
             rows: Rows::Actions(rows),
         };
@@ -928,9 +946,7 @@ mod tests {
             action(1, "acme:a", State::Failed),
         ];
         let snapshot = Snapshot {
-            counts: Vec::new(),
-            refused: 0,
-            stale_claims: 0,
+            counts: None,
             now: Timestamp::default(),
             rows: Rows::Actions(rows),
         };

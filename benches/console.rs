@@ -1,0 +1,179 @@
+//! Console benchmark: a ledger of 1,000,000 actions on SQLite and PostgreSQL; time to first
+//! frame, time per navigation key and per pane switch (median and p99), and the console's memory
+//! against a ledger a hundred times smaller, measured in the same run.
+//!
+//! `cargo bench --bench console` (add `-- --actions 100000` for a quicker run, `--store sqlite`
+//! or `--store postgres` for one store). Figures go to standard output.
+
+#[path = "../tests/support/pg.rs"]
+mod pg;
+
+use actionledger::Ledger;
+use actionledger::console::{ConsoleOptions, ScriptedConsole};
+use actionledger::domain::Person;
+use actionledger::store::{PostgresStore, SqliteStore, Store};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Loads `n` actions in bulk, spread over the states like a busy ledger: almost all completed,
+/// a few in each review pane, some claims stale. Only transitions the schema allows are used.
+const SQLITE_LOAD: [&str; 7] = [
+    "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $1) \
+     INSERT INTO actions (key, state, payload, fingerprint, destination, ownership_version, revision, attempts, \
+     attempts_in_round, created_at, updated_at) \
+     SELECT 'bench:order:' || n, 'pending', '{\"n\":' || n || '}', 'f' || n, 'crm', 0, 1, 0, 0, $2 + n, $2 + n FROM seq",
+    "UPDATE actions SET state = 'in_progress', claimed_by = 'bench-worker', ownership_version = 1, \
+     lease_expires_at = CASE WHEN id % 200 = 5 THEN $2 ELSE $2 + 100000000000 END WHERE id % 100 <> 0",
+    "UPDATE actions SET state = 'completed', claimed_by = NULL, lease_expires_at = NULL, destination_id = 'R-' || id \
+     WHERE state = 'in_progress' AND id % 100 > 5",
+    "UPDATE actions SET state = 'unknown', claimed_by = NULL, lease_expires_at = NULL WHERE state = 'in_progress' AND id % 100 IN (1, 2)",
+    "UPDATE actions SET state = 'failed', claimed_by = NULL, lease_expires_at = NULL WHERE state = 'in_progress' AND id % 100 = 3",
+    "UPDATE actions SET state = 'held', claimed_by = NULL, lease_expires_at = NULL WHERE state = 'in_progress' AND id % 100 = 4",
+    "UPDATE actions SET state = 'conflict', proposed_payload = '{}', proposed_fingerprint = 'p', resume_state = 'pending' \
+     WHERE state = 'pending' AND id % 200 = 0",
+];
+
+fn postgres_load() -> Vec<String> {
+    SQLITE_LOAD
+        .iter()
+        .map(|sql| {
+            sql.replace(
+                "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $1)",
+                "WITH seq(n) AS (SELECT generate_series(1, $1::bigint))",
+            )
+            .replace("'bench:order:' || n", "'bench:order:' || n::text")
+            .replace("'{\"n\":' || n || '}'", "'{\"n\":' || n::text || '}'")
+            .replace("'f' || n", "'f' || n::text")
+            .replace("'R-' || id", "'R-' || id::text")
+        })
+        .collect()
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> f64 {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[index].as_secs_f64() * 1000.0
+}
+
+struct Figures {
+    first_frame_ms: f64,
+    navigation: Vec<Duration>,
+    pane_switch: Vec<Duration>,
+    console_rss_growth_kib: u64,
+}
+
+async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
+    let options = ConsoleOptions {
+        owner: Person::parse("bench").unwrap(),
+        ledger_label: "bench".to_owned(),
+        destinations: BTreeMap::new(),
+        default_destination: None,
+        refresh: Duration::from_secs(3600),
+        hint: None,
+    };
+    let before = rss_kib();
+    let started = Instant::now();
+    let mut console = ScriptedConsole::start(ledger, &options, 80, 24).await.unwrap();
+    console.screen().unwrap();
+    let first_frame_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let mut navigation = Vec::new();
+    for key in ["2"].iter().chain(["j"; 300].iter()).chain(["<PageDown>"; 50].iter()).chain(["k"; 100].iter()) {
+        let t = Instant::now();
+        console.press(key).await.unwrap();
+        console.screen().unwrap();
+        navigation.push(t.elapsed());
+    }
+    navigation.remove(0);
+    let mut pane_switch = Vec::new();
+    for round in 0..20 {
+        for pane in ["1", "2", "3", "4", "5", "6", "7"] {
+            let t = Instant::now();
+            console.press(pane).await.unwrap();
+            console.screen().unwrap();
+            if round > 0 {
+                pane_switch.push(t.elapsed());
+            }
+        }
+    }
+    let console_rss_growth_kib = rss_kib().saturating_sub(before);
+    Figures { first_frame_ms, navigation, pane_switch, console_rss_growth_kib }
+}
+
+fn report(store: &str, actions: u64, load_s: f64, mut f: Figures) {
+    println!(
+        "{store:<10} {actions:>9} actions (loaded in {load_s:.1}s): first frame {:.1} ms | navigation p50 {:.2} ms p99 {:.2} ms | \
+         pane switch p50 {:.2} ms p99 {:.2} ms | console RSS growth {} KiB",
+        f.first_frame_ms,
+        percentile(&mut f.navigation, 0.5),
+        percentile(&mut f.navigation, 0.99),
+        percentile(&mut f.pane_switch, 0.5),
+        percentile(&mut f.pane_switch, 0.99),
+        f.console_rss_growth_kib
+    );
+}
+
+async fn sqlite(actions: u64) {
+    let dir = std::env::temp_dir().join(format!("actionledger-bench-console-{}-{actions}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("bench.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    let now = store.now().await.unwrap().timestamp_millis() - i64::try_from(actions).unwrap();
+    let t = Instant::now();
+    let mut tx = store.pool().begin().await.unwrap();
+    for sql in SQLITE_LOAD {
+        sqlx::query(sql).bind(i64::try_from(actions).unwrap()).bind(now).execute(&mut *tx).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    sqlx::query("ANALYZE").execute(store.pool()).await.unwrap();
+    let load_s = t.elapsed().as_secs_f64();
+    let figures = measure(&Ledger::new(store.clone())).await;
+    report("sqlite", actions, load_s, figures);
+    store.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn postgres(actions: u64) {
+    let Some(url) = pg::fresh_database().await else {
+        println!("postgres: skipped (no PostgreSQL here)");
+        return;
+    };
+    let store = PostgresStore::open(&url).await.unwrap();
+    let now = store.now().await.unwrap().timestamp_millis() - i64::try_from(actions).unwrap();
+    let t = Instant::now();
+    let mut tx = store.pool().begin().await.unwrap();
+    for sql in postgres_load() {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::try_from(actions).unwrap()).bind(now).execute(&mut *tx).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    sqlx::query("ANALYZE").execute(store.pool()).await.unwrap();
+    let load_s = t.elapsed().as_secs_f64();
+    let figures = measure(&Ledger::new(store.clone())).await;
+    report("postgres", actions, load_s, figures);
+    store.close().await;
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let actions: u64 = value("--actions").map_or(1_000_000, |v| v.parse().expect("--actions takes a number"));
+    let store = value("--store").unwrap_or_else(|| "both".to_owned());
+    println!("console benchmark: 80x24, one page of rows per query; targets: first frame < 200 ms, navigation p99 < 16 ms, pane switch p99 < 50 ms");
+    for size in [actions / 100, actions] {
+        if store == "both" || store == "sqlite" {
+            sqlite(size).await;
+        }
+        if store == "both" || store == "postgres" {
+            postgres(size).await;
+        }
+    }
+}

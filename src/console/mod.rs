@@ -344,11 +344,15 @@ impl<S: Store> ScriptedConsole<S> {
 
     /// The screen as plain text, one line per row.
     pub fn screen(&mut self) -> Result<String, Error> {
-        let model = &self.model;
-        self.terminal
-            .draw(|frame| view::view(model, Theme { color: false }, frame))
-            .map_err(|e| Error::Invalid(e.to_string()))?;
+        self.render(Theme { color: false })?;
         Ok(screen_text(self.terminal.backend()))
+    }
+
+    /// Draws the screen and returns its cells, with styles.
+    pub fn render(&mut self, theme: Theme) -> Result<ratatui::buffer::Buffer, Error> {
+        let model = &self.model;
+        self.terminal.draw(|frame| view::view(model, theme, frame)).map_err(|e| Error::Invalid(e.to_string()))?;
+        Ok(self.terminal.backend().buffer().clone())
     }
 }
 

@@ -846,11 +846,7 @@ mod tests {
         let mut model = Model::new("sqlite://test.db", Person::parse("ana").unwrap(), 80, 24);
         let _ = update(&mut model, key(KeyCode::Char('5')));
         let Some(Effect::Load(request)) = model.start().pop() else { panic!("a load") };
-        let snapshot = Snapshot {
-            counts: None,
-            now: Timestamp::default(),
-            rows: Rows::Actions(rows),
-        };
+        let snapshot = Snapshot { counts: None, now: Timestamp::default(), rows: Rows::Actions(rows) };
         update(&mut model, Msg::Done(Done::Loaded { request, result: Ok(snapshot) }));
         model
     }
@@ -945,11 +941,7 @@ mod tests {
             action(2, "acme:b", State::Failed),
             action(1, "acme:a", State::Failed),
         ];
-        let snapshot = Snapshot {
-            counts: None,
-            now: Timestamp::default(),
-            rows: Rows::Actions(rows),
-        };
+        let snapshot = Snapshot { counts: None, now: Timestamp::default(), rows: Rows::Actions(rows) };
         update(&mut model, Msg::Done(Done::Loaded { request: request.clone(), result: Ok(snapshot) }));
         assert_eq!(model.selected_action().unwrap().key.as_str(), "acme:b");
         assert_eq!(update(&mut model, Msg::Tick).len(), 1);

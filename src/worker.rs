@@ -163,20 +163,23 @@ pub async fn run<S: Store>(
     Ok(summary)
 }
 
-/// For a draining worker: is a backoff about to end, or an uncertain outcome about to become
-/// settleable, so that waiting a little finishes the work?
+/// For a draining worker: is a retry waiting out its backoff, or an uncertain outcome about to
+/// become settleable, so that waiting finishes the work?
 async fn work_due_soon<S: Store>(
     shared: &Shared<S>,
     lookup_after: &HashMap<String, tokio::time::Instant>,
 ) -> Result<bool, Error> {
+    // A retry of ours waiting out its backoff is work still to do, however long the wait. One
+    // that came due a while ago and is still not claimable waits on something else (a
+    // predecessor), which draining cannot finish.
     let store = shared.ledger.store();
-    let now = store.now().await?;
-    if let Some(next) = store.next_not_before().await? {
-        let longest_backoff =
-            shared.options.destinations.values().map(|d| d.config.backoff_max).max().unwrap_or_default();
-        if next > now && (next - now).to_std().unwrap_or_default() <= longest_backoff {
-            return Ok(true);
-        }
+    let due_soon_after = store.now().await? - chrono::Duration::seconds(1);
+    let ours = |destination: &Option<String>| match destination {
+        Some(name) => shared.options.destinations.contains_key(name),
+        None => shared.options.default_destination.is_some(),
+    };
+    if store.pending_backoffs().await?.iter().any(|(destination, until)| ours(destination) && *until > due_soon_after) {
+        return Ok(true);
     }
     let unknown = shared
         .ledger

@@ -10,7 +10,7 @@ use actionledger::ledger::{ManualRequest, Outcome, Report};
 use actionledger::store::Store;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use support::TestDb;
+use support::{TestDb, order as raw};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -29,16 +29,6 @@ fn options(owner: &str) -> ConsoleOptions {
         default_destination: None,
         refresh: Duration::from_hours(1),
         hint: None,
-    }
-}
-
-fn raw(key: &str, payload: &str) -> RawSubmission {
-    RawSubmission {
-        key: Some(key.to_owned()),
-        payload: payload.as_bytes().to_vec(),
-        destination: Some("crm".to_owned()),
-        source: Some("shop".to_owned()),
-        ..RawSubmission::default()
     }
 }
 

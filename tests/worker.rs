@@ -14,7 +14,7 @@ use actionledger::worker::{self, Summary, WorkerOptions};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt as _;
 use std::time::Duration;
-use support::TestDb;
+use support::{TestDb, order};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -75,16 +75,6 @@ async fn drain<S: Store>(ledger: &Ledger<S>, options: WorkerOptions) -> Summary 
         .await
         .expect("the worker drained in time")
         .expect("the worker ran")
-}
-
-fn order(key: &str, payload: &str) -> RawSubmission {
-    RawSubmission {
-        key: Some(key.to_owned()),
-        payload: payload.as_bytes().to_vec(),
-        destination: Some("crm".to_owned()),
-        source: Some("shop".to_owned()),
-        ..RawSubmission::default()
-    }
 }
 
 async fn state<S: Store>(ledger: &Ledger<S>, key: &str) -> actionledger::domain::ActionRecord {

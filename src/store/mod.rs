@@ -107,8 +107,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_stale_claims(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.
     fn expired_claims(&self, limit: i64) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
-    /// The earliest time a pending action waiting out a backoff becomes claimable.
-    fn next_not_before(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+    /// For each destination with pending actions waiting out a backoff, when the last of those
+    /// waits ends.
+    fn pending_backoffs(&self) -> impl Future<Output = Result<Vec<(Option<String>, Timestamp)>, StoreError>> + Send;
     /// The (from, to) state pairs the database itself will accept.
     fn enforced_state_pairs(&self) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
 

@@ -140,8 +140,8 @@ pub(crate) const EXPIRED_CLAIMS: &str = concat!(
     " FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2"
 );
 
-pub(crate) const NEXT_NOT_BEFORE: &str =
-    "SELECT MIN(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL";
+pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) AS until FROM actions \
+     WHERE state = 'pending' AND not_before IS NOT NULL GROUP BY destination";
 
 pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
 
@@ -726,10 +726,16 @@ macro_rules! impl_store {
                 rows.iter().map($crate::store::sql::action_from_row).collect()
             }
 
-            async fn next_not_before(&self) -> Result<Option<$crate::domain::Timestamp>, $crate::store::StoreError> {
-                let ms: Option<i64> =
-                    sqlx::query_scalar($crate::store::sql::NEXT_NOT_BEFORE).fetch_one(&self.pool).await?;
-                Ok(ms.map($crate::domain::record::from_millis))
+            async fn pending_backoffs(
+                &self,
+            ) -> Result<Vec<(Option<String>, $crate::domain::Timestamp)>, $crate::store::StoreError> {
+                let rows = sqlx::query($crate::store::sql::PENDING_BACKOFFS).fetch_all(&self.pool).await?;
+                rows.iter()
+                    .map(|row| {
+                        use $crate::store::sql::Columns as _;
+                        Ok((row.opt_text("destination")?, $crate::domain::record::from_millis(row.int("until")?)))
+                    })
+                    .collect()
             }
 
             async fn enforced_state_pairs(

@@ -8,6 +8,17 @@ pub mod pg;
 use actionledger::Ledger;
 use actionledger::store::{PostgresStore, SqliteStore};
 
+/// A submission from the shop for the `crm` destination.
+pub fn order(key: &str, payload: &str) -> actionledger::domain::RawSubmission {
+    actionledger::domain::RawSubmission {
+        key: Some(key.to_owned()),
+        payload: payload.as_bytes().to_vec(),
+        destination: Some("crm".to_owned()),
+        source: Some("shop".to_owned()),
+        ..actionledger::domain::RawSubmission::default()
+    }
+}
+
 /// Keeps a test database alive for as long as the test holds it.
 pub struct TestDb<S> {
     pub ledger: Ledger<S>,

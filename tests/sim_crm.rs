@@ -109,7 +109,12 @@ async fn sigterm_stops_a_worker_cleanly_with_no_claim_left() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Stop it part way: once the first action is done.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while db.ledger.counts().await.unwrap().iter().all(|(s, n)| *s != actionledger::domain::State::Completed || *n == 0) {
+        assert!(std::time::Instant::now() < deadline, "the worker completed nothing in 30s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(out.status.code(), Some(0), "a clean exit");

@@ -5,9 +5,6 @@
 //! `cargo bench --bench console` (add `-- --actions 100000` for a quicker run, `--store sqlite`
 //! or `--store postgres` for one store). Figures go to standard output.
 
-#[path = "../tests/support/pg.rs"]
-mod pg;
-
 use actionledger::Ledger;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
 use actionledger::domain::Person;
@@ -143,9 +140,12 @@ async fn sqlite(actions: u64) {
 }
 
 async fn postgres(actions: u64) {
-    let Some(url) = pg::fresh_database().await else {
-        println!("postgres: skipped (no PostgreSQL here)");
-        return;
+    let url = match actionledger::throwaway_pg::fresh_database().await {
+        Ok(url) => url,
+        Err(why) => {
+            println!("postgres: skipped ({why})");
+            return;
+        }
     };
     let store = PostgresStore::open(&url).await.unwrap();
     let now = store.now().await.unwrap().timestamp_millis() - i64::try_from(actions).unwrap();

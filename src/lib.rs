@@ -13,6 +13,16 @@
 //!   write rows, conditionally and inside short transactions; they decide nothing.
 //! - [`ledger`]: every operation (submit, claim, heartbeat, attempts and results, recovery of
 //!   expired claims, manual commands, queries), written once over any store.
+//! - [`config`], [`destination`]: destinations declared in `actionledger.toml`, with the
+//!   capabilities (idempotency keys, lookup, fencing) that decide recovery; templates; the HTTP
+//!   client and how each outcome is classified.
+//! - [`worker`]: claims, performs, retries, settles uncertain outcomes by lookup, recovers expired
+//!   claims. [`reconcile`] compares the ledger with a destination.
+//! - [`console`]: the review console (Elm-shaped: pure update, effects performed by a driver,
+//!   views one file per pane) and its scripted mode.
+//! - [`sim_crm`]: a simulated CRM that counts its real effects, for demos and tests; [`demo`] puts
+//!   everything together; [`faults`] is the crash switch the crash tests use;
+//!   [`throwaway_pg`] starts a private PostgreSQL for tests and benchmarks.
 //! - [`cli`]: the `actionledger` command line.
 //! - [`error`]: the error type and the exit code of each kind of error.
 //!
@@ -30,6 +40,7 @@ pub mod ledger;
 pub mod reconcile;
 pub mod sim_crm;
 pub mod store;
+pub mod throwaway_pg;
 pub mod worker;
 
 pub use error::Error;

@@ -1,22 +1,12 @@
-//! A throwaway PostgreSQL cluster for tests, started once per test process with the machine's
-//! `initdb` and `pg_ctl` on a free loopback port, and removed by a watchdog when the process ends.
+//! PostgreSQL for tests: a fresh database on the throwaway server, or a loud skip outside CI.
 
-use sqlx::Connection as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub use actionledger::throwaway_pg::URL_VARIABLE;
 
-/// Set this to use an existing server instead; its role needs CREATEDB.
-pub const URL_VARIABLE: &str = "ACTIONLEDGER_TEST_PG_URL";
-
-static ADMIN_URL: OnceLock<Result<String, String>> = OnceLock::new();
-static NEXT_DATABASE: AtomicUsize = AtomicUsize::new(0);
-
-/// Creates an empty database and returns its URL; `None` if PostgreSQL is unavailable here.
+/// Creates an empty database and returns its URL; `None` (after a loud message) if PostgreSQL is
+/// unavailable here. With `CI=true` a missing PostgreSQL fails the test instead.
 pub async fn fresh_database() -> Option<String> {
-    let admin = match admin_url() {
-        Ok(url) => url,
+    match actionledger::throwaway_pg::fresh_database().await {
+        Ok(url) => Some(url),
         Err(why) => {
             assert!(
                 !std::env::var("CI").is_ok_and(|v| v == "true"),
@@ -25,161 +15,7 @@ pub async fn fresh_database() -> Option<String> {
             eprintln!(
                 "\n!!! SKIPPING a PostgreSQL test: {why}\n!!! Install PostgreSQL (initdb, pg_ctl) or set {URL_VARIABLE}.\n"
             );
-            return None;
+            None
         }
-    };
-    let name = format!("al_{}_{}", std::process::id(), NEXT_DATABASE.fetch_add(1, Ordering::SeqCst));
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to the test server");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .expect("create a test database");
-    conn.close().await.ok();
-    Some(with_database(&admin, &name))
-}
-
-/// The URL of the test server's maintenance database, starting the cluster on first use.
-pub fn admin_url() -> Result<String, String> {
-    ADMIN_URL
-        .get_or_init(|| match std::env::var(URL_VARIABLE) {
-            Ok(url) if !url.trim().is_empty() => Ok(url),
-            _ => start_cluster(),
-        })
-        .clone()
-}
-
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let server = match base[scheme_end..].find('/') {
-        Some(slash) => &base[..scheme_end + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{server}/{name}?{q}"),
-        None => format!("{server}/{name}"),
-    }
-}
-
-fn start_cluster() -> Result<String, String> {
-    let bindir = pg_bindir().ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
-    let root = Path::new("/tmp").join(format!("actionledger-test-pg-{}", std::process::id()));
-    std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
-    let as_postgres = running_as_root();
-    if as_postgres {
-        let status = Command::new("chown")
-            .args(["-R", "postgres:postgres"])
-            .arg(&root)
-            .status()
-            .map_err(|e| format!("chown: {e}"))?;
-        if !status.success() {
-            return Err("cannot hand the test cluster's directory to the postgres user".to_owned());
-        }
-    }
-    let data = root.join("data");
-    let port = free_port()?;
-    run(
-        as_postgres,
-        &bindir.join("initdb"),
-        &[
-            "-D".as_ref(),
-            data.as_os_str(),
-            "--auth=trust".as_ref(),
-            "--username=postgres".as_ref(),
-            "--encoding=UTF8".as_ref(),
-            "--no-sync".as_ref(),
-        ],
-    )?;
-    let options = format!(
-        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off \
-         -c synchronous_commit=off -c full_page_writes=off",
-        root.display()
-    );
-    run(
-        as_postgres,
-        &bindir.join("pg_ctl"),
-        &[
-            "-D".as_ref(),
-            data.as_os_str(),
-            "-o".as_ref(),
-            options.as_ref(),
-            "-l".as_ref(),
-            root.join("server.log").as_os_str(),
-            "-w".as_ref(),
-            "start".as_ref(),
-        ],
-    )?;
-    spawn_watchdog(as_postgres, &bindir, &root, &data);
-    Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
-}
-
-fn pg_bindir() -> Option<PathBuf> {
-    let from_pg_config = Command::new("pg_config")
-        .arg("--bindir")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let mut candidates: Vec<PathBuf> = from_pg_config.into_iter().collect();
-    if let Ok(entries) = std::fs::read_dir("/usr/lib/postgresql") {
-        let mut versions: Vec<PathBuf> = entries.flatten().map(|e| e.path().join("bin")).collect();
-        versions.sort();
-        candidates.extend(versions.into_iter().rev());
-    }
-    candidates.into_iter().find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-}
-
-fn running_as_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
-}
-
-/// Runs a server binary, as the postgres user when the tests run as root (initdb refuses root).
-fn run(as_postgres: bool, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
-    let mut command = if as_postgres {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
-        c
-    } else {
-        Command::new(program)
-    };
-    let output = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} failed: {}{}",
-            program.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
-}
-
-/// Stops the cluster and removes its files once this test process has exited.
-fn spawn_watchdog(as_postgres: bool, bindir: &Path, root: &Path, data: &Path) {
-    let stop = format!("{} -D {} stop -m immediate", bindir.join("pg_ctl").display(), data.display());
-    let stop = if as_postgres { format!("runuser -u postgres -- {stop}") } else { stop };
-    let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
-        pid = std::process::id(),
-        root = root.display()
-    );
-    let spawned = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    if let Err(e) = spawned {
-        eprintln!("warning: no watchdog for the test cluster at {}: {e}", root.display());
     }
 }

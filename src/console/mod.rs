@@ -1,6 +1,6 @@
 //! The review console: a full-screen terminal UI over the shared ledger.
 //!
-//! Elm-shaped: [`model::update`] is pure and returns effects; the [`Driver`] performs them off the
+//! Elm-shaped: [`model::update`] is pure and returns effects; a driver performs them off the
 //! UI loop (database, destinations) and feeds the results back as messages; [`view::view`]
 //! draws. The event source is injected, so a script of key events can drive the same loop on a
 //! `TestBackend`, which is what `review --script` and the tests do.

@@ -111,7 +111,8 @@ async fn sigterm_stops_a_worker_cleanly_with_no_claim_left() {
         .unwrap();
     // Stop it part way: once the first action is done.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while db.ledger.counts().await.unwrap().iter().all(|(s, n)| *s != actionledger::domain::State::Completed || *n == 0) {
+    while db.ledger.counts().await.unwrap().iter().all(|(s, n)| *s != actionledger::domain::State::Completed || *n == 0)
+    {
         assert!(std::time::Instant::now() < deadline, "the worker completed nothing in 30s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

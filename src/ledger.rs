@@ -300,28 +300,30 @@ impl<S: Store> Ledger<S> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
-            let mut action = lock_current(&mut tx, claim).await?;
-            action.attempts += 1;
-            action.attempts_in_round += 1;
-            action.first_sent_at.get_or_insert(now);
-            action.updated_at = now;
-            write_action(&mut tx, &mut action).await?;
-            let attempt = Attempt {
-                id: 0,
-                key: action.key.clone(),
-                number: action.attempts,
-                worker: claim.worker.clone(),
-                ownership_version: claim.ownership_version(),
-                started_at: now,
-                ended_at: None,
-                outcome: None,
-                error: None,
-                evidence: Evidence::default(),
-                stale: false,
-            };
-            let id = tx.insert_attempt(&attempt).await?;
+            let started = start_attempt_in(&mut tx, claim, now).await?;
             tx.commit().await?;
-            Ok(StartedAttempt { id, number: attempt.number })
+            Ok(started)
+        })
+        .await
+    }
+
+    /// Batched [`Ledger::start_attempt`]: one transaction (one durable commit) for many claims,
+    /// each still checked against its own ownership version. A fenced claim gets its own error;
+    /// the others start.
+    pub async fn start_attempts(&self, claims: &[Claim]) -> Result<Vec<Result<StartedAttempt, Error>>, Error> {
+        let order = lock_order(claims.iter().map(Claim::key));
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let mut started: Vec<Option<Result<StartedAttempt, Error>>> = claims.iter().map(|_| None).collect();
+            for &index in &order {
+                started[index] = Some(match start_attempt_in(&mut tx, &claims[index], now).await {
+                    Err(fenced @ Error::Fenced { .. }) => Err(fenced),
+                    other => Ok(other?),
+                });
+            }
+            tx.commit().await?;
+            Ok(started.into_iter().map(|s| s.expect("every claim visited")).collect())
         })
         .await
     }
@@ -345,56 +347,28 @@ impl<S: Store> Ledger<S> {
     ) -> Result<Recorded, Error> {
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let mut action = tx.lock_action(claim.key()).await?.ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
-        let (attempt_outcome, event, target) = match &report.outcome {
-            Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
-            Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
-            Outcome::Failed { permanent: true } => (AttemptOutcome::FailedPermanent, Event::Failed, State::Failed),
-            Outcome::Failed { permanent: false } => (AttemptOutcome::FailedBeforeWrite, Event::Failed, State::Failed),
-            Outcome::Unknown => (AttemptOutcome::Unknown, Event::OutcomeUnknown, State::Unknown),
-        };
-        let current = is_current(&action, claim);
-        let mut evidence = report.evidence.clone();
-        evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
-        let finished = Attempt {
-            id: attempt.id,
-            key: action.key.clone(),
-            number: attempt.number,
-            worker: claim.worker.clone(),
-            ownership_version: claim.ownership_version(),
-            started_at: now,
-            ended_at: Some(now),
-            outcome: Some(attempt_outcome),
-            error: report.error.clone(),
-            evidence,
-            stale: !current,
-        };
-        tx.finish_attempt(&finished).await?;
-
-        if !current {
-            let late_id = match &report.outcome {
-                Outcome::Completed { destination_id } => Some(destination_id.as_str()),
-                _ => report.evidence.destination_id.as_deref(),
-            };
-            let recorded = record_late_result(&mut tx, action, claim, attempt_outcome, late_id, now).await?;
-            tx.commit().await?;
-            return Ok(Recorded::Stale(recorded));
-        }
-
-        let transition = action.transition(event, target, now)?;
-        match &report.outcome {
-            Outcome::Completed { destination_id } => {
-                action.destination_id = Some(destination_id.clone());
-            }
-            Outcome::RetryLater { after } => action.not_before = Some(now + *after),
-            Outcome::Failed { .. } | Outcome::Unknown => {}
-        }
-        action.last_error.clone_from(&report.error);
-        write_action(&mut tx, &mut action).await?;
-        tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, report.error.clone(), now))
-            .await?;
+        let recorded = record_result_in(&mut tx, claim, attempt, report, now).await?;
         tx.commit().await?;
-        Ok(Recorded::Applied(action))
+        Ok(recorded)
+    }
+
+    /// Batched [`Ledger::record_result`]: the results of many attempts in one transaction (a group
+    /// commit), each applied only if its own claim is still current. Until it commits nothing is
+    /// recorded, and the claims are recovered like any others whose lease expires.
+    pub async fn record_results(&self, results: &[(Claim, StartedAttempt, Report)]) -> Result<Vec<Recorded>, Error> {
+        let order = lock_order(results.iter().map(|(claim, _, _)| claim.key()));
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let mut recorded: Vec<Option<Recorded>> = results.iter().map(|_| None).collect();
+            for &index in &order {
+                let (claim, attempt, report) = &results[index];
+                recorded[index] = Some(record_result_in(&mut tx, claim, *attempt, report, now).await?);
+            }
+            tx.commit().await?;
+            Ok(recorded.into_iter().map(|r| r.expect("every result visited")).collect())
+        })
+        .await
     }
 
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
@@ -605,6 +579,99 @@ impl From<crate::domain::TransitionRefused> for Error {
     fn from(refused: crate::domain::TransitionRefused) -> Self {
         Self::Refused(refused.to_string())
     }
+}
+
+/// Records that an attempt is about to be sent, inside a transaction; see
+/// [`Ledger::start_attempt`].
+async fn start_attempt_in<T: LedgerTx>(tx: &mut T, claim: &Claim, now: Timestamp) -> Result<StartedAttempt, Error> {
+    let mut action = lock_current(tx, claim).await?;
+    action.attempts += 1;
+    action.attempts_in_round += 1;
+    action.first_sent_at.get_or_insert(now);
+    action.updated_at = now;
+    write_action(tx, &mut action).await?;
+    let attempt = Attempt {
+        id: 0,
+        key: action.key.clone(),
+        number: action.attempts,
+        worker: claim.worker.clone(),
+        ownership_version: claim.ownership_version(),
+        started_at: now,
+        ended_at: None,
+        outcome: None,
+        error: None,
+        evidence: Evidence::default(),
+        stale: false,
+    };
+    let id = tx.insert_attempt(&attempt).await?;
+    Ok(StartedAttempt { id, number: attempt.number })
+}
+
+/// Records one attempt's result inside a transaction; see [`Ledger::record_result`].
+async fn record_result_in<T: LedgerTx>(
+    tx: &mut T,
+    claim: &Claim,
+    attempt: StartedAttempt,
+    report: &Report,
+    now: Timestamp,
+) -> Result<Recorded, Error> {
+    let mut action = tx.lock_action(claim.key()).await?.ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
+    let (attempt_outcome, event, target) = match &report.outcome {
+        Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
+        Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
+        Outcome::Failed { permanent: true } => (AttemptOutcome::FailedPermanent, Event::Failed, State::Failed),
+        Outcome::Failed { permanent: false } => (AttemptOutcome::FailedBeforeWrite, Event::Failed, State::Failed),
+        Outcome::Unknown => (AttemptOutcome::Unknown, Event::OutcomeUnknown, State::Unknown),
+    };
+    let current = is_current(&action, claim);
+    let mut evidence = report.evidence.clone();
+    evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+    let finished = Attempt {
+        id: attempt.id,
+        key: action.key.clone(),
+        number: attempt.number,
+        worker: claim.worker.clone(),
+        ownership_version: claim.ownership_version(),
+        started_at: now,
+        ended_at: Some(now),
+        outcome: Some(attempt_outcome),
+        error: report.error.clone(),
+        evidence,
+        stale: !current,
+    };
+    tx.finish_attempt(&finished).await?;
+
+    if !current {
+        let late_id = match &report.outcome {
+            Outcome::Completed { destination_id } => Some(destination_id.as_str()),
+            _ => report.evidence.destination_id.as_deref(),
+        };
+        let recorded = record_late_result(tx, action, claim, attempt_outcome, late_id, now).await?;
+        return Ok(Recorded::Stale(recorded));
+    }
+
+    let transition = action.transition(event, target, now)?;
+    match &report.outcome {
+        Outcome::Completed { destination_id } => {
+            action.destination_id = Some(destination_id.clone());
+        }
+        Outcome::RetryLater { after } => action.not_before = Some(now + *after),
+        Outcome::Failed { .. } | Outcome::Unknown => {}
+    }
+    action.last_error.clone_from(&report.error);
+    write_action(tx, &mut action).await?;
+    tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, report.error.clone(), now))
+        .await?;
+    Ok(Recorded::Applied(action))
+}
+
+/// Visits rows in key order, so that concurrent batches lock in the same order and cannot
+/// deadlock each other.
+fn lock_order<'a>(keys: impl Iterator<Item = &'a ActionKey>) -> Vec<usize> {
+    let keys: Vec<&ActionKey> = keys.collect();
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&i| keys[i]);
+    order
 }
 
 /// A result from an obsolete owner changes nothing but the state: to `conflict` for review, unless

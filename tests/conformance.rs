@@ -35,6 +35,8 @@ conformance!(
     the_database_enforces_the_same_transition_table,
     list_filters_and_keyset_pagination,
     the_audit_trail_names_every_actor,
+    batched_attempts_and_results_keep_each_fencing_check,
+    assigning_changes_only_the_assignee,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -583,4 +585,58 @@ async fn the_audit_trail_names_every_actor<S: Store>(db: TestDb<S>) {
     assert!(trail[3].reason.as_deref().unwrap().contains("CRM-5"));
     let revisions: Vec<i64> = trail.iter().map(|e| e.revision).collect();
     assert!(revisions.windows(2).all(|w| w[0] < w[1]), "each entry records the version it produced: {revisions:?}");
+}
+
+async fn batched_attempts_and_results_keep_each_fencing_check<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 0..5 {
+        l.submit(&raw(&format!("batch:{n}"), "{}")).await.unwrap();
+    }
+    let claims = l.claim("batcher", LEASE, 5).await.unwrap();
+    assert_eq!(claims.len(), 5, "one statement claims the batch");
+    // One claim is lost to a takeover before the batch starts its attempts.
+    l.store().advance_clock(LEASE * 2);
+    let lost = claims[2].clone();
+    assert!(matches!(l.recover_expired(lost.key(), 1, "rescuer", LEASE, true).await.unwrap(), Recovery::Claimed(_)));
+    let started = l.start_attempts(&claims).await.unwrap();
+    assert!(matches!(started[2], Err(Error::Fenced { .. })), "{:?}", started[2]);
+    let results: Vec<_> = claims
+        .iter()
+        .zip(&started)
+        .filter_map(|(claim, attempt)| {
+            attempt.as_ref().ok().map(|a| {
+                (claim.clone(), *a, report(Outcome::Completed { destination_id: format!("D-{}", claim.key()) }))
+            })
+        })
+        .collect();
+    assert_eq!(results.len(), 4);
+    let recorded = l.record_results(&results).await.unwrap();
+    assert!(recorded.iter().all(|r| matches!(r, Recorded::Applied(a) if a.state == State::Completed)));
+    assert_eq!(state_of(l, "batch:2").await, State::InProgress, "the taken-over claim is untouched");
+    // A stale member of a batch is refused on its own and kept as evidence.
+    let late =
+        vec![(lost.clone(), actionledger::ledger::StartedAttempt { id: 0, number: 1 }, report(Outcome::Unknown))];
+    let recorded = l.record_results(&late).await.unwrap();
+    assert!(matches!(&recorded[0], Recorded::Stale(a) if a.state == State::Conflict));
+}
+
+async fn assigning_changes_only_the_assignee<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    action_in(l, "mine", State::Unknown).await;
+    let before = l.store().find(&key("mine")).await.unwrap().unwrap();
+    let outcome = l.manual(&person_request("mine", ManualCommand::Assign { to: "Ana Lima".into() })).await.unwrap();
+    assert_eq!(outcome.transition, None);
+    assert_eq!(outcome.action.state, State::Unknown);
+    assert_eq!(outcome.action.assignee.as_deref(), Some("Ana Lima"));
+    assert_eq!(outcome.action.revision, before.revision + 1);
+    let entry = l.detail(&key("mine")).await.unwrap().audit.pop().unwrap();
+    assert_eq!(
+        (entry.event, entry.from_state, entry.to_state),
+        (Event::Assigned, Some(State::Unknown), State::Unknown)
+    );
+    action_in(l, "done", State::Completed).await;
+    assert!(matches!(
+        l.manual(&person_request("done", ManualCommand::Assign { to: "x".into() })).await,
+        Err(Error::Refused(_))
+    ));
 }

@@ -23,11 +23,13 @@
 //! - [`sim_crm`]: a simulated CRM that counts its real effects, for demos and tests; [`demo`] puts
 //!   everything together; [`faults`] is the crash switch the crash tests use;
 //!   [`throwaway_pg`] starts a private PostgreSQL for tests and benchmarks.
+//! - [`bench`]: throughput against the raw-SQL limit, measured in the same run.
 //! - [`cli`]: the `actionledger` command line.
 //! - [`error`]: the error type and the exit code of each kind of error.
 //!
 //! Leases and every recorded time come from the database's clock, never a worker's.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod console;

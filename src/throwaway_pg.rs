@@ -13,6 +13,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const URL_VARIABLE: &str = "ACTIONLEDGER_TEST_PG_URL";
 
 static ADMIN_URL: OnceLock<Result<String, String>> = OnceLock::new();
+static DURABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the server this process starts commit durably (`fsync`, `synchronous_commit=on`), as
+/// benchmarks need; tests leave it off for speed. Call before the first database is made.
+pub fn commit_durably() {
+    DURABLE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
 static NEXT_DATABASE: AtomicUsize = AtomicUsize::new(0);
 
 /// Creates an empty database on the throwaway server (started on first use, or the server at
@@ -81,11 +88,13 @@ fn start_cluster() -> Result<String, String> {
             "--no-sync".as_ref(),
         ],
     )?;
-    let options = format!(
-        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off \
-         -c synchronous_commit=off -c full_page_writes=off",
-        root.display()
-    );
+    let durability = if DURABLE.load(std::sync::atomic::Ordering::SeqCst) {
+        "-c fsync=on -c synchronous_commit=on"
+    } else {
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    };
+    let options =
+        format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 {durability}", root.display());
     run(
         as_postgres,
         &bindir.join("pg_ctl"),

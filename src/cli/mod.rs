@@ -78,6 +78,18 @@ pub enum Command {
     SimCrm(SimCrmArgs),
     /// A self-contained demonstration: ledger, simulated CRM with faults, workers, console.
     Demo(DemoArgs),
+    /// Ledger throughput against the raw-SQL limit, measured in the same run.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A smaller run that finishes within a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Print the cases as one JSON document.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -317,6 +329,7 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     let command = match cli.command {
         Command::SimCrm(args) => return sim_crm(args).await,
         Command::Demo(args) => return demo(cli.db, args).await,
+        Command::Bench(args) => return bench(cli.db, args).await,
         other => other,
     };
     let url = resolve_db_url(cli.db);
@@ -374,7 +387,9 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Review(args) => review(&ledger, args, url).await,
         Command::Worker(args) => worker(ledger.clone(), args).await,
         Command::Reconcile(args) => reconcile(&ledger, args).await,
-        Command::SimCrm(_) | Command::Demo(_) => unreachable!("handled before the ledger is opened"),
+        Command::SimCrm(_) | Command::Demo(_) | Command::Bench(_) => {
+            unreachable!("handled before the ledger is opened")
+        }
     };
     ledger.store().close().await;
     result
@@ -598,6 +613,82 @@ async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<
     render::reconciliation(&reports, args.json);
     let disagreements = reports.iter().any(|r| r.findings.iter().any(|f| f.settled_to.is_none()));
     Ok(if disagreements { exit::REFUSED } else { exit::OK })
+}
+
+/// Without `--db`: two SQLite files (FULL and NORMAL durability) and a throwaway PostgreSQL. With
+/// it: a fresh file beside the SQLite file named, or a fresh schema in the PostgreSQL database
+/// named; everything created is removed afterwards.
+async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Error> {
+    use crate::bench::{Sizes, Target};
+    let sizes = if args.quick { Sizes::quick() } else { Sizes::full() };
+    let scratch = std::env::temp_dir().join(format!("actionledger-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| Error::Invalid(format!("cannot create {}: {e}", scratch.display())))?;
+    let mut schema = None;
+    let targets: Vec<Target> = match db {
+        None => {
+            let mut targets = vec![
+                Target::Sqlite { synchronous: crate::store::SqliteSynchronous::Full, path: scratch.join("full.db") },
+                Target::Sqlite {
+                    synchronous: crate::store::SqliteSynchronous::Normal,
+                    path: scratch.join("normal.db"),
+                },
+            ];
+            crate::throwaway_pg::commit_durably();
+            match crate::throwaway_pg::fresh_database().await {
+                Ok(url) => targets.push(Target::Postgres { url }),
+                Err(why) => eprintln!("PostgreSQL skipped: {why}"),
+            }
+            targets
+        }
+        Some(url) if is_postgres(&url) => {
+            let name = format!("actionledger_bench_{}", std::process::id());
+            let pool =
+                sqlx::PgPool::connect(&url).await.map_err(|e| Error::Invalid(format!("{}: {e}", redact_url(&url))))?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+                .execute(&pool)
+                .await
+                .map_err(crate::store::StoreError::from)?;
+            let separator = if url.contains('?') { '&' } else { '?' };
+            schema = Some((pool, name.clone()));
+            vec![Target::Postgres { url: format!("{url}{separator}options=-c%20search_path%3D{name}") }]
+        }
+        Some(url) => {
+            let given = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+            let dir = std::path::Path::new(given)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            vec![Target::Sqlite {
+                synchronous: crate::store::SqliteSynchronous::Full,
+                path: dir.join(format!("actionledger-bench-{}.db", std::process::id())),
+            }]
+        }
+    };
+    if !args.json {
+        println!(
+            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
+            if args.quick { " --quick" } else { "" },
+            sizes.lifecycles
+        );
+    }
+    let mut cases = Vec::new();
+    let mut result = Ok(());
+    for target in &targets {
+        result = crate::bench::run_target(target, sizes, &mut cases, !args.json).await;
+        if result.is_err() {
+            break;
+        }
+    }
+    if let Some((pool, name)) = schema {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {name} CASCADE"))).execute(&pool).await;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    result?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&cases).expect("cases serialize"));
+    }
+    Ok(exit::OK)
 }
 
 fn is_postgres(url: &str) -> bool {

@@ -1,0 +1,452 @@
+//! `actionledger bench`: the ledger's throughput against the raw-SQL limit, measured in the same
+//! run on the same database, because the limit (the durable commit) moves with the disk.
+//!
+//! Cases, per store: the raw lifecycle (insert pending, claim with a version increment,
+//! version-checked complete: three hand-written statements) and the library's (submit, claim,
+//! start attempt, record result, with deliveries and audit entries) with 1, 4 and 16 workers; the
+//! library in batched mode (claims, attempts and results for many actions per commit); a duplicate
+//! storm; and a recovery sweep of expired claims.
+
+use crate::domain::{Evidence, RawSubmission};
+use crate::error::Error;
+use crate::ledger::{Ledger, Outcome, Recovery, Report};
+use crate::store::{PostgresStore, SqliteStore, SqliteSynchronous, Store};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One measured case.
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    pub name: String,
+    pub store: String,
+    pub workers: usize,
+    pub actions_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Throughput over the raw per-action baseline with the same store and worker count (for
+    /// batched mode and the storm: 16 workers).
+    pub ratio_to_raw: Option<f64>,
+    pub actions: usize,
+}
+
+/// How big the run is.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    pub lifecycles: usize,
+    pub storm_keys: usize,
+    pub sweep_claims: usize,
+    pub batch: usize,
+}
+
+impl Sizes {
+    pub fn full() -> Self {
+        Self { lifecycles: 3000, storm_keys: 10_000, sweep_claims: 100_000, batch: 32 }
+    }
+
+    /// Finishes within a minute, for a smoke check.
+    pub fn quick() -> Self {
+        Self { lifecycles: 300, storm_keys: 500, sweep_claims: 2000, batch: 32 }
+    }
+}
+
+const LEASE: Duration = Duration::from_mins(5);
+const WORKER_COUNTS: [usize; 3] = [1, 4, 16];
+
+fn percentile_ms(samples: &mut [Duration], percent: usize) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    samples.sort_unstable();
+    let index = ((samples.len() - 1) * percent).div_ceil(100);
+    samples[index].as_secs_f64() * 1000.0
+}
+
+fn case(name: &str, store: &str, workers: usize, elapsed: Duration, mut latencies: Vec<Duration>) -> Case {
+    let actions = latencies.len();
+    Case {
+        name: name.to_owned(),
+        store: store.to_owned(),
+        workers,
+        actions_per_sec: f64::from(u32::try_from(actions).unwrap_or(u32::MAX))
+            / elapsed.as_secs_f64().max(f64::EPSILON),
+        p50_ms: percentile_ms(&mut latencies, 50),
+        p99_ms: percentile_ms(&mut latencies, 99),
+        ratio_to_raw: None,
+        actions,
+    }
+}
+
+/// Runs `per_worker` jobs on each of `workers` tasks; returns the wall time and every latency.
+async fn concurrently<F, Fut>(workers: usize, per_worker: usize, job: F) -> Result<(Duration, Vec<Duration>), Error>
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<usize, Error>> + Send,
+{
+    let job = Arc::new(job);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..workers {
+        let job = Arc::clone(&job);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per_worker);
+            let mut done = 0;
+            while done < per_worker {
+                let t = Instant::now();
+                let n = job(worker, done).await?;
+                let each = t.elapsed();
+                latencies.extend(std::iter::repeat_n(each, n));
+                done += n.max(1);
+            }
+            Ok::<_, Error>(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.map_err(|e| Error::Invalid(e.to_string()))??);
+    }
+    Ok((started.elapsed(), all))
+}
+
+/// The raw baseline: the same table, three autocommitted statements per action, no library code.
+macro_rules! raw_lifecycle {
+    ($name:ident, $pool:ty) => {
+        async fn $name(pool: $pool, prefix: String, workers: usize, per_worker: usize) -> Result<(Duration, Vec<Duration>), Error> {
+            concurrently(workers, per_worker, move |worker, n| {
+                let pool = pool.clone();
+                let key = format!("{prefix}:{worker}:{n}");
+                async move {
+                    let now = chrono::Utc::now().timestamp_millis();
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO actions (key, state, payload, fingerprint, ownership_version, revision, attempts, \
+                         attempts_in_round, created_at, updated_at) VALUES ($1, 'pending', '{}', 'f', 0, 1, 0, 0, $2, $2) \
+                         RETURNING id",
+                    )
+                    .bind(&key)
+                    .bind(now)
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(crate::store::StoreError::from)?;
+                    let version: i64 = sqlx::query_scalar(
+                        "UPDATE actions SET state = 'in_progress', claimed_by = 'raw', ownership_version = ownership_version + 1, \
+                         lease_expires_at = $2, updated_at = $2 WHERE id = $1 AND state = 'pending' RETURNING ownership_version",
+                    )
+                    .bind(id)
+                    .bind(now + 300_000)
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(crate::store::StoreError::from)?;
+                    let done = sqlx::query(
+                        "UPDATE actions SET state = 'completed', claimed_by = NULL, lease_expires_at = NULL, \
+                         destination_id = 'D', updated_at = $3 WHERE id = $1 AND ownership_version = $2 AND state = 'in_progress'",
+                    )
+                    .bind(id)
+                    .bind(version)
+                    .bind(now)
+                    .execute(&pool)
+                    .await
+                    .map_err(crate::store::StoreError::from)?;
+                    Ok(usize::try_from(done.rows_affected()).unwrap_or(0))
+                }
+            })
+            .await
+        }
+    };
+}
+
+raw_lifecycle!(raw_sqlite, sqlx::SqlitePool);
+raw_lifecycle!(raw_postgres, sqlx::PgPool);
+
+fn submission(key: String) -> RawSubmission {
+    RawSubmission { key: Some(key), payload: br#"{"order":"bench"}"#.to_vec(), ..RawSubmission::default() }
+}
+
+fn completed() -> Report {
+    Report {
+        outcome: Outcome::Completed { destination_id: "D".to_owned() },
+        error: None,
+        evidence: Evidence::default(),
+    }
+}
+
+/// The library's lifecycle, one action at a time per worker.
+async fn library_lifecycle<S: Store>(
+    ledger: &Ledger<S>,
+    prefix: &str,
+    workers: usize,
+    per_worker: usize,
+) -> Result<(Duration, Vec<Duration>), Error> {
+    let (ledger, prefix) = (ledger.clone(), prefix.to_owned());
+    concurrently(workers, per_worker, move |worker, n| {
+        let ledger = ledger.clone();
+        let key = format!("{prefix}:{worker}:{n}");
+        let name = format!("bench-{worker}");
+        async move {
+            ledger.submit(&submission(key)).await?;
+            let Some(claim) = ledger.claim(&name, LEASE, 1).await?.pop() else { return Ok(0) };
+            let attempt = ledger.start_attempt(&claim).await?;
+            ledger.record_result(&claim, attempt, &completed()).await?;
+            Ok(1)
+        }
+    })
+    .await
+}
+
+/// Batched mode: each worker submits a batch, claims it in one statement, starts the attempts in
+/// one commit and records the results in one group commit.
+async fn library_batched<S: Store>(
+    ledger: &Ledger<S>,
+    prefix: &str,
+    workers: usize,
+    per_worker: usize,
+    batch: usize,
+) -> Result<(Duration, Vec<Duration>), Error> {
+    let (ledger, prefix) = (ledger.clone(), prefix.to_owned());
+    concurrently(workers, per_worker, move |worker, n| {
+        let ledger = ledger.clone();
+        let prefix = prefix.clone();
+        let name = format!("bench-{worker}");
+        async move {
+            for i in 0..batch {
+                ledger.submit(&submission(format!("{prefix}:{worker}:{n}:{i}"))).await?;
+            }
+            let claims = ledger.claim(&name, LEASE, i64::try_from(batch).unwrap_or(i64::MAX)).await?;
+            let started = ledger.start_attempts(&claims).await?;
+            let results: Vec<_> = claims
+                .into_iter()
+                .zip(started)
+                .filter_map(|(claim, attempt)| attempt.ok().map(|a| (claim, a, completed())))
+                .collect();
+            Ok(ledger.record_results(&results).await?.len())
+        }
+    })
+    .await
+}
+
+/// Every key delivered 8 times by 16 concurrent submitters; checks one action per key.
+async fn duplicate_storm<S: Store>(
+    ledger: &Ledger<S>,
+    prefix: &str,
+    keys: usize,
+) -> Result<(Duration, Vec<Duration>), Error> {
+    const SUBMITTERS: usize = 16;
+    let per_submitter = keys * 8 / SUBMITTERS;
+    let (ledger_c, prefix_c) = (ledger.clone(), prefix.to_owned());
+    let measured = concurrently(SUBMITTERS, per_submitter, move |submitter, n| {
+        let ledger = ledger_c.clone();
+        let key = format!("{prefix_c}:{}", (n + (submitter % 2) * (keys / 2)) % keys);
+        async move {
+            ledger.submit(&submission(key)).await?;
+            Ok(1)
+        }
+    })
+    .await?;
+    let filter = crate::store::ListFilter {
+        key_contains: Some(format!("{prefix}:")),
+        limit: i64::try_from(keys * 2).unwrap_or(i64::MAX),
+        ..Default::default()
+    };
+    let actions = ledger.list(&filter).await?.len();
+    if actions != keys {
+        return Err(Error::Invalid(format!("duplicate storm: {actions} actions for {keys} keys")));
+    }
+    Ok(measured)
+}
+
+/// Expired claims, found and taken over by 16 workers; checks that every one was settled once.
+async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(Duration, Vec<Duration>), Error> {
+    let expired = ledger.store().expired_claims(i64::try_from(claims).unwrap_or(i64::MAX)).await?;
+    if expired.len() != claims {
+        return Err(Error::Invalid(format!("recovery sweep: found {} expired claims, made {claims}", expired.len())));
+    }
+    let expired = Arc::new(expired);
+    let workers = 16;
+    let per_worker = claims.div_ceil(workers);
+    let ledger = ledger.clone();
+    let settled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&settled);
+    let measured = concurrently(workers, per_worker, move |worker, n| {
+        let (ledger, expired, counter) = (ledger.clone(), Arc::clone(&expired), Arc::clone(&counter));
+        async move {
+            let Some(action) = expired.get(worker * per_worker + n) else { return Ok(1) };
+            let recovery =
+                ledger.recover_expired(&action.key, action.ownership_version, "sweeper", LEASE, true).await?;
+            if matches!(recovery, Recovery::Claimed(_) | Recovery::Held(_)) {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(1)
+        }
+    })
+    .await?;
+    let settled = settled.load(std::sync::atomic::Ordering::Relaxed);
+    if settled != claims {
+        return Err(Error::Invalid(format!("recovery sweep: settled {settled} of {claims}")));
+    }
+    Ok((measured.0, measured.1.into_iter().take(claims).collect()))
+}
+
+/// Makes `n` claims whose leases have expired, in bulk, through legal transitions only.
+const EXPIRED_CLAIMS_SQL: [&str; 2] = [
+    "INSERT INTO actions (key, state, payload, fingerprint, ownership_version, revision, attempts, attempts_in_round, \
+     created_at, updated_at) SELECT 'sweep:' || CAST(n AS TEXT), 'pending', '{}', 'f', 0, 1, 0, 0, $2, $2 FROM SEQ",
+    "UPDATE actions SET state = 'in_progress', claimed_by = 'dead-worker', ownership_version = 1, lease_expires_at = $2 \
+     WHERE key LIKE 'sweep:%' AND state = 'pending' AND $1 > 0",
+];
+
+fn expired_claims_sql(postgres: bool) -> [String; 2] {
+    let series = if postgres {
+        "generate_series(1, $1::bigint) AS n"
+    } else {
+        "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < $1) SELECT n FROM s)"
+    };
+    [EXPIRED_CLAIMS_SQL[0].replace("SEQ", series), EXPIRED_CLAIMS_SQL[1].to_owned()]
+}
+
+/// Where a run measures.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Sqlite { synchronous: SqliteSynchronous, path: std::path::PathBuf },
+    Postgres { url: String },
+}
+
+impl Target {
+    fn label(&self) -> String {
+        match self {
+            Self::Sqlite { synchronous: SqliteSynchronous::Full, .. } => "sqlite-full".to_owned(),
+            Self::Sqlite { .. } => "sqlite-normal".to_owned(),
+            Self::Postgres { .. } => "postgres".to_owned(),
+        }
+    }
+}
+
+/// Runs every case on one target, appending to `cases` as it goes (and printing each line).
+pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, print: bool) -> Result<(), Error> {
+    match target {
+        Target::Sqlite { synchronous, path } => {
+            let url = format!("sqlite://{}", path.display());
+            let store = SqliteStore::open_with(&url, *synchronous).await?;
+            let pool = store.pool().clone();
+            let result = run_cases(
+                &Ledger::new(store.clone()),
+                &target.label(),
+                sizes,
+                cases,
+                print,
+                false,
+                |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
+                |sql: String, n: i64, now: i64| {
+                    let pool = pool.clone();
+                    async move {
+                        sqlx::query(sqlx::AssertSqlSafe(sql))
+                            .bind(n)
+                            .bind(now)
+                            .execute(&pool)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| Error::from(crate::store::StoreError::from(e)))
+                    }
+                },
+            )
+            .await;
+            store.close().await;
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            result
+        }
+        Target::Postgres { url } => {
+            let store = PostgresStore::open_with(url, 20).await?;
+            let pool = store.pool().clone();
+            let result = run_cases(
+                &Ledger::new(store.clone()),
+                &target.label(),
+                sizes,
+                cases,
+                print,
+                true,
+                |prefix, workers, per| raw_postgres(pool.clone(), prefix, workers, per),
+                |sql: String, n: i64, now: i64| {
+                    let pool = pool.clone();
+                    async move {
+                        sqlx::query(sqlx::AssertSqlSafe(sql))
+                            .bind(n)
+                            .bind(now)
+                            .execute(&pool)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| Error::from(crate::store::StoreError::from(e)))
+                    }
+                },
+            )
+            .await;
+            store.close().await;
+            result
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments, reason = "the two raw closures are the only backend-specific parts")]
+async fn run_cases<S, R, RF, X, XF>(
+    ledger: &Ledger<S>,
+    store: &str,
+    sizes: Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+    postgres: bool,
+    raw: R,
+    execute: X,
+) -> Result<(), Error>
+where
+    S: Store,
+    R: Fn(String, usize, usize) -> RF,
+    RF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
+    X: Fn(String, i64, i64) -> XF,
+    XF: std::future::Future<Output = Result<(), Error>>,
+{
+    let push = |mut c: Case, raw_rate: Option<f64>, cases: &mut Vec<Case>| {
+        c.ratio_to_raw = raw_rate.map(|r| c.actions_per_sec / r);
+        if print {
+            println!("{}", line(&c));
+        }
+        cases.push(c);
+    };
+    let mut raw16 = None;
+    for workers in WORKER_COUNTS {
+        let per = sizes.lifecycles.div_ceil(workers);
+        let (elapsed, latencies) = raw(format!("raw{workers}"), workers, per).await?;
+        let raw_case = case("raw lifecycle", store, workers, elapsed, latencies);
+        let raw_rate = raw_case.actions_per_sec;
+        if workers == 16 {
+            raw16 = Some(raw_rate);
+        }
+        push(raw_case, None, cases);
+        let (elapsed, latencies) = library_lifecycle(ledger, &format!("lib{workers}"), workers, per).await?;
+        push(case("library lifecycle", store, workers, elapsed, latencies), Some(raw_rate), cases);
+    }
+    let per = sizes.lifecycles.div_ceil(16).div_ceil(sizes.batch) * sizes.batch;
+    let (elapsed, latencies) = library_batched(ledger, "batch", 16, per, sizes.batch).await?;
+    push(case(&format!("library batched ({} per commit)", sizes.batch), store, 16, elapsed, latencies), raw16, cases);
+    let (elapsed, latencies) = duplicate_storm(ledger, "storm", sizes.storm_keys).await?;
+    push(case("duplicate storm (8 deliveries per key)", store, 16, elapsed, latencies), raw16, cases);
+    let now = ledger.store().now().await?.timestamp_millis() - 1000;
+    for sql in expired_claims_sql(postgres) {
+        execute(sql, i64::try_from(sizes.sweep_claims).unwrap_or(i64::MAX), now).await?;
+    }
+    let (elapsed, latencies) = recovery_sweep(ledger, sizes.sweep_claims).await?;
+    push(case("recovery sweep (expired claims)", store, 16, elapsed, latencies), raw16, cases);
+    Ok(())
+}
+
+/// One line of the human-readable table.
+pub fn line(c: &Case) -> String {
+    format!(
+        "{:<14} {:<40} {:>3} workers {:>9.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}",
+        c.store,
+        c.name,
+        c.workers,
+        c.actions_per_sec,
+        c.p50_ms,
+        c.p99_ms,
+        c.ratio_to_raw.map_or("(baseline)".to_owned(), |r| format!("{r:.2}x raw"))
+    )
+}

@@ -192,8 +192,8 @@ async fn library_lifecycle<S: Store>(
     .await
 }
 
-/// Batched mode: each worker submits a batch, claims it in one statement, starts the attempts in
-/// one commit and records the results in one group commit.
+/// Batched mode: each worker submits a page of events in one commit, claims a batch in one
+/// statement, starts the attempts in one commit and records the results in one group commit.
 async fn library_batched<S: Store>(
     ledger: &Ledger<S>,
     prefix: &str,
@@ -207,9 +207,9 @@ async fn library_batched<S: Store>(
         let prefix = prefix.clone();
         let name = format!("bench-{worker}");
         async move {
-            for i in 0..batch {
-                ledger.submit(&submission(format!("{prefix}:{worker}:{n}:{i}"))).await?;
-            }
+            let page: Vec<RawSubmission> =
+                (0..batch).map(|i| submission(format!("{prefix}:{worker}:{n}:{i}"))).collect();
+            ledger.submit_many(&page).await?;
             let claims = ledger.claim(&name, LEASE, i64::try_from(batch).unwrap_or(i64::MAX)).await?;
             let started = ledger.start_attempts(&claims).await?;
             let results: Vec<_> = claims

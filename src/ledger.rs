@@ -4,6 +4,7 @@
 //! pure domain rules, write it back conditionally on the revision read, append to the audit
 //! trail, commit. Workers, the CLI and the review console all go through these calls.
 
+use crate::domain::SubmissionRefused;
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
     LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason, RefusedSubmission, State, Submission,
@@ -163,29 +164,40 @@ impl<S: Store> Ledger<S> {
         retry_transient(|| self.submit_once(&submission)).await
     }
 
-    async fn record_refusal(
-        &self,
-        raw: &RawSubmission,
-        refusal: &crate::domain::SubmissionRefused,
-    ) -> Result<(), Error> {
-        let label =
-            |value: &Option<String>| value.as_deref().map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)));
+    async fn record_refusal(&self, raw: &RawSubmission, refusal: &SubmissionRefused) -> Result<(), Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let now = tx.now().await?;
-            tx.insert_refusal(&RefusedSubmission {
-                id: 0,
-                received_at: now,
-                key_excerpt: raw.key_excerpt(refusal),
-                problem: refusal.problem.to_owned(),
-                message: refusal.message.clone(),
-                event_id: label(&raw.event_id),
-                source: label(&raw.source),
-                destination: label(&raw.destination),
-            })
-            .await?;
+            tx.insert_refusal(&refused_submission(raw, refusal, now)).await?;
             tx.commit().await?;
             Ok(())
+        })
+        .await
+    }
+
+    /// Records many submissions in one transaction (one durable commit), for sources that deliver
+    /// events in pages. Each gets its own outcome; an invalid one is recorded as refused and
+    /// returned as its own error, without stopping the others.
+    pub async fn submit_many(&self, raws: &[RawSubmission]) -> Result<Vec<Result<SubmitReport, Error>>, Error> {
+        let validated: Vec<Result<Submission, SubmissionRefused>> = raws.iter().map(Submission::validate).collect();
+        let keys: Vec<Option<&ActionKey>> = validated.iter().map(|v| v.as_ref().ok().map(|s| &s.key)).collect();
+        let mut order: Vec<usize> = (0..raws.len()).collect();
+        order.sort_by_key(|&i| keys[i]);
+        retry_transient(|| async {
+            let mut tx = self.store.begin().await?;
+            let now = tx.now().await?;
+            let mut reports: Vec<Option<Result<SubmitReport, Error>>> = raws.iter().map(|_| None).collect();
+            for &index in &order {
+                reports[index] = Some(match &validated[index] {
+                    Ok(submission) => Ok(submit_in(&mut tx, submission, now).await?),
+                    Err(refusal) => {
+                        tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
+                        Err(Error::SubmissionRefused(refusal.clone()))
+                    }
+                });
+            }
+            tx.commit().await?;
+            Ok(reports.into_iter().map(|r| r.expect("every submission visited")).collect())
         })
         .await
     }
@@ -193,60 +205,9 @@ impl<S: Store> Ledger<S> {
     async fn submit_once(&self, submission: &Submission) -> Result<SubmitReport, Error> {
         let mut tx = self.store.begin().await?;
         let now = tx.now().await?;
-        let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
-        let delivery = |outcome| Delivery {
-            id: 0,
-            key: submission.key.clone(),
-            event_id: submission.event_id.clone(),
-            source: submission.source.clone(),
-            source_version: submission.source_version,
-            fingerprint: submission.payload.fingerprint().as_str().to_owned(),
-            outcome,
-            received_at: now,
-        };
-
-        if let Some(created) = tx.insert_action_if_absent(&ActionRecord::new_pending(submission, now)).await? {
-            tx.insert_delivery(&delivery(SubmitOutcome::Created)).await?;
-            let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
-            tx.append_audit(&audit_entry(&created, creation, &actor, ActorKind::Source, None, now)).await?;
-            tx.commit().await?;
-            return Ok(SubmitReport { outcome: SubmitOutcome::Created, action: created });
-        }
-
-        // The key exists: the fingerprint is compared on this path too, never only on insert.
-        let mut action =
-            tx.lock_action(&submission.key).await?.ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
-        let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
-        let fingerprint = submission.payload.fingerprint();
-        let outcome = match (submission.source_version, recorded_version) {
-            (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
-            _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
-            _ => SubmitOutcome::Conflict,
-        };
-        let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
-        if outcome == SubmitOutcome::Conflict && !already_proposed {
-            action.proposal =
-                Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
-            let from = action.state;
-            let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
-                action.transition(Event::PayloadChanged, State::Conflict, now)?
-            } else {
-                // In progress, unknown or final: the proposal waits beside the approved payload
-                // without disturbing the claim or the outcome being settled.
-                action.updated_at = now;
-                Transition { event: Event::PayloadChanged, from, to: from }
-            };
-            write_action(&mut tx, &mut action).await?;
-            let reason = format!(
-                "proposed payload {} differs from approved {}",
-                fingerprint.short(),
-                action.payload.fingerprint().short()
-            );
-            tx.append_audit(&audit_entry(&action, transition, &actor, ActorKind::Source, Some(reason), now)).await?;
-        }
-        tx.insert_delivery(&delivery(outcome)).await?;
+        let report = submit_in(&mut tx, submission, now).await?;
         tx.commit().await?;
-        Ok(SubmitReport { outcome, action })
+        Ok(report)
     }
 
     /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
@@ -578,6 +539,77 @@ impl<S: Store> Ledger<S> {
 impl From<crate::domain::TransitionRefused> for Error {
     fn from(refused: crate::domain::TransitionRefused) -> Self {
         Self::Refused(refused.to_string())
+    }
+}
+
+/// Records one validated submission inside a transaction; see [`Ledger::submit`].
+async fn submit_in<T: LedgerTx>(tx: &mut T, submission: &Submission, now: Timestamp) -> Result<SubmitReport, Error> {
+    let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
+    let delivery = |outcome| Delivery {
+        id: 0,
+        key: submission.key.clone(),
+        event_id: submission.event_id.clone(),
+        source: submission.source.clone(),
+        source_version: submission.source_version,
+        fingerprint: submission.payload.fingerprint().as_str().to_owned(),
+        outcome,
+        received_at: now,
+    };
+
+    if let Some(created) = tx.insert_action_if_absent(&ActionRecord::new_pending(submission, now)).await? {
+        tx.insert_delivery(&delivery(SubmitOutcome::Created)).await?;
+        let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+        tx.append_audit(&audit_entry(&created, creation, &actor, ActorKind::Source, None, now)).await?;
+        return Ok(SubmitReport { outcome: SubmitOutcome::Created, action: created });
+    }
+
+    // The key exists: the fingerprint is compared on this path too, never only on insert.
+    let mut action =
+        tx.lock_action(&submission.key).await?.ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
+    let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
+    let fingerprint = submission.payload.fingerprint();
+    let outcome = match (submission.source_version, recorded_version) {
+        (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
+        _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
+        _ => SubmitOutcome::Conflict,
+    };
+    let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+    if outcome == SubmitOutcome::Conflict && !already_proposed {
+        action.proposal =
+            Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
+        let from = action.state;
+        let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
+            action.transition(Event::PayloadChanged, State::Conflict, now)?
+        } else {
+            // In progress, unknown or final: the proposal waits beside the approved payload
+            // without disturbing the claim or the outcome being settled.
+            action.updated_at = now;
+            Transition { event: Event::PayloadChanged, from, to: from }
+        };
+        write_action(tx, &mut action).await?;
+        let reason = format!(
+            "proposed payload {} differs from approved {}",
+            fingerprint.short(),
+            action.payload.fingerprint().short()
+        );
+        tx.append_audit(&audit_entry(&action, transition, &actor, ActorKind::Source, Some(reason), now)).await?;
+    }
+    tx.insert_delivery(&delivery(outcome)).await?;
+    Ok(SubmitReport { outcome, action })
+}
+
+fn refused_submission(raw: &RawSubmission, refusal: &SubmissionRefused, now: Timestamp) -> RefusedSubmission {
+    let label =
+        |value: &Option<String>| value.as_deref().map(|v| crate::domain::text::escape_untrusted(&truncate(v, 255)));
+    RefusedSubmission {
+        id: 0,
+        received_at: now,
+        key_excerpt: raw.key_excerpt(refusal),
+        problem: refusal.problem.to_owned(),
+        message: refusal.message.clone(),
+        event_id: label(&raw.event_id),
+        source: label(&raw.source),
+        destination: label(&raw.destination),
     }
 }
 

@@ -37,6 +37,7 @@ conformance!(
     the_audit_trail_names_every_actor,
     batched_attempts_and_results_keep_each_fencing_check,
     assigning_changes_only_the_assignee,
+    a_page_of_submissions_is_one_commit_with_an_outcome_each,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -639,4 +640,38 @@ async fn assigning_changes_only_the_assignee<S: Store>(db: TestDb<S>) {
         l.manual(&person_request("done", ManualCommand::Assign { to: "x".into() })).await,
         Err(Error::Refused(_))
     ));
+}
+
+async fn a_page_of_submissions_is_one_commit_with_an_outcome_each<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    l.submit(&raw("page:old", r#"{"a":1}"#)).await.unwrap();
+    let page = vec![
+        raw("page:1", "{}"),
+        raw("page:1", "{}"),
+        raw("page:old", r#"{"a":2}"#),
+        raw("bad key", "{}"),
+        raw("page:2", "{}"),
+    ];
+    let outcomes = l.submit_many(&page).await.unwrap();
+    let summary: Vec<Result<SubmitOutcome, &str>> = outcomes
+        .iter()
+        .map(|o| match o {
+            Ok(report) => Ok(report.outcome),
+            Err(Error::SubmissionRefused(refusal)) => Err(refusal.problem),
+            Err(other) => panic!("{other}"),
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            Ok(SubmitOutcome::Created),
+            Ok(SubmitOutcome::Duplicate),
+            Ok(SubmitOutcome::Conflict),
+            Err("key_whitespace"),
+            Ok(SubmitOutcome::Created)
+        ]
+    );
+    assert_eq!(l.list_refused(None, 10).await.unwrap().len(), 1);
+    assert_eq!(state_of(l, "page:old").await, State::Conflict);
+    assert_eq!(l.detail(&key("page:1")).await.unwrap().deliveries.len(), 2);
 }

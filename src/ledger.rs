@@ -616,16 +616,16 @@ fn refused_submission(raw: &RawSubmission, refusal: &SubmissionRefused, now: Tim
 /// Records that an attempt is about to be sent, inside a transaction; see
 /// [`Ledger::start_attempt`].
 async fn start_attempt_in<T: LedgerTx>(tx: &mut T, claim: &Claim, now: Timestamp) -> Result<StartedAttempt, Error> {
-    let mut action = lock_current(tx, claim).await?;
-    action.attempts += 1;
-    action.attempts_in_round += 1;
-    action.first_sent_at.get_or_insert(now);
-    action.updated_at = now;
-    write_action(tx, &mut action).await?;
+    // One conditional statement, no read first: the ownership version and state in its WHERE
+    // clause are the fencing check.
+    let Some(number) = tx.count_attempt(claim.key(), claim.ownership_version(), now).await? else {
+        let current = tx.lock_action(claim.key()).await?;
+        return Err(fenced(claim, current.as_ref()));
+    };
     let attempt = Attempt {
         id: 0,
-        key: action.key.clone(),
-        number: action.attempts,
+        key: claim.key().clone(),
+        number,
         worker: claim.worker.clone(),
         ownership_version: claim.ownership_version(),
         started_at: now,

@@ -159,6 +159,15 @@ pub trait LedgerTx: Send {
         ownership_version: i64,
         until: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// Counts an attempt under a claim that is still current, in one conditional statement, and
+    /// sets the first send time if unset. Returns the attempt's number; `None` if the claim is no
+    /// longer current.
+    fn count_attempt(
+        &mut self,
+        key: &ActionKey,
+        ownership_version: i64,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
     fn attempt_started_under(
         &mut self,
         key: &ActionKey,

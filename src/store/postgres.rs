@@ -22,7 +22,7 @@ impl_store! {
     tx = PostgresTx,
     database = sqlx::Postgres,
     begin_sql = "BEGIN",
-    now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    now_sql = Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
     lock_suffix = " FOR UPDATE",
     claim_sql = claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
 

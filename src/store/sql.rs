@@ -77,6 +77,10 @@ pub(crate) const UPDATE_ACTION: &str = "UPDATE actions SET state = $2, payload =
 pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
      WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
 
+pub(crate) const COUNT_ATTEMPT: &str = "UPDATE actions SET attempts = attempts + 1, \
+     attempts_in_round = attempts_in_round + 1, first_sent_at = COALESCE(first_sent_at, $3), updated_at = $3, \
+     revision = revision + 1 WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress' RETURNING attempts";
+
 pub(crate) const ATTEMPT_STARTED_UNDER: &str =
     "SELECT COUNT(*) FROM attempts WHERE action_key = $1 AND ownership_version = $2";
 
@@ -324,7 +328,8 @@ macro_rules! impl_columns {
 pub(crate) use impl_columns;
 
 /// The store implementation, written once. Each backend supplies its store and transaction
-/// types and the statements that differ: reading the clock, locking a read row, and claiming.
+/// types and the statements that differ: reading the clock (`None`: the database runs in this
+/// process, so its clock is this host's), locking a read row, and claiming.
 macro_rules! impl_store {
     (
         store = $store:ty,
@@ -345,7 +350,10 @@ macro_rules! impl_store {
 
         impl $crate::store::LedgerTx for $tx {
             async fn now(&mut self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
-                let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&mut *self.tx).await?;
+                let ms: i64 = match $now_sql {
+                    Some(sql) => sqlx::query_scalar(sql).fetch_one(&mut *self.tx).await?,
+                    None => chrono::Utc::now().timestamp_millis(),
+                };
                 Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms))
             }
 
@@ -450,6 +458,20 @@ macro_rules! impl_store {
                     .execute(&mut *self.tx)
                     .await?;
                 Ok(result.rows_affected() == 1)
+            }
+
+            async fn count_attempt(
+                &mut self,
+                key: &$crate::domain::ActionKey,
+                ownership_version: i64,
+                now: $crate::domain::Timestamp,
+            ) -> Result<Option<i64>, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar($crate::store::sql::COUNT_ATTEMPT)
+                    .bind(key.as_str())
+                    .bind(ownership_version)
+                    .bind(now.timestamp_millis())
+                    .fetch_optional(&mut *self.tx)
+                    .await?)
             }
 
             async fn attempt_started_under(
@@ -590,7 +612,10 @@ macro_rules! impl_store {
             }
 
             async fn now(&self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {
-                let ms: i64 = sqlx::query_scalar($now_sql).fetch_one(&self.pool).await?;
+                let ms: i64 = match $now_sql {
+                    Some(sql) => sqlx::query_scalar(sql).fetch_one(&self.pool).await?,
+                    None => chrono::Utc::now().timestamp_millis(),
+                };
                 Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms()))
             }
 

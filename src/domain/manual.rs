@@ -53,10 +53,10 @@ impl ManualCommand {
         }
     }
 
-    /// Commands that settle the current payload's outcome: they wait until a proposed payload
-    /// has been approved or rejected.
-    fn needs_decided_payload(&self) -> bool {
-        matches!(self, Self::Retry | Self::ResolveCompleted { .. } | Self::ResolveNotWritten)
+    /// Commands that would send the approved payload again: never while another payload is
+    /// proposed, whatever the state, or the old payload would run past the decision.
+    fn sends_again(&self) -> bool {
+        matches!(self, Self::Retry | Self::ResolveNotWritten)
     }
 }
 
@@ -80,8 +80,9 @@ pub fn plan(
     sent_under_claim: bool,
 ) -> Result<ManualPlan, String> {
     let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
-    let proposal_waits = action.proposal.is_some() && from == State::Conflict;
-    if proposal_waits && command.needs_decided_payload() {
+    let proposal_waits = action.proposal.is_some() && (from == State::Conflict || command.sends_again());
+    let settles_payload = command.sends_again() || matches!(command, ManualCommand::ResolveCompleted { .. });
+    if proposal_waits && settles_payload {
         return Err(format!(
             "cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first"
         ));

@@ -167,10 +167,13 @@ impl<S: Store> Ledger<S> {
     async fn record_refusal(&self, raw: &RawSubmission, refusal: &SubmissionRefused) -> Result<(), Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            tx.insert_refusal(&refused_submission(raw, refusal, now)).await?;
-            tx.commit().await?;
-            Ok(())
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                tx.insert_refusal(&refused_submission(raw, refusal, now)).await?;
+                Ok(())
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -185,29 +188,35 @@ impl<S: Store> Ledger<S> {
         order.sort_by_key(|&i| keys[i]);
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let mut reports: Vec<Option<Result<SubmitReport, Error>>> = raws.iter().map(|_| None).collect();
-            for &index in &order {
-                reports[index] = Some(match &validated[index] {
-                    Ok(submission) => Ok(submit_in(&mut tx, submission, now).await?),
-                    Err(refusal) => {
-                        tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
-                        Err(Error::SubmissionRefused(refusal.clone()))
-                    }
-                });
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let mut reports: Vec<Option<Result<SubmitReport, Error>>> = raws.iter().map(|_| None).collect();
+                for &index in &order {
+                    reports[index] = Some(match &validated[index] {
+                        Ok(submission) => Ok(submit_in(&mut tx, submission, now).await?),
+                        Err(refusal) => {
+                            tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
+                            Err(Error::SubmissionRefused(refusal.clone()))
+                        }
+                    });
+                }
+                Ok(reports.into_iter().map(|r| r.expect("every submission visited")).collect())
             }
-            tx.commit().await?;
-            Ok(reports.into_iter().map(|r| r.expect("every submission visited")).collect())
+            .await;
+            finish(tx, result).await
         })
         .await
     }
 
     async fn submit_once(&self, submission: &Submission) -> Result<SubmitReport, Error> {
         let mut tx = self.store.begin().await?;
-        let now = tx.now().await?;
-        let report = submit_in(&mut tx, submission, now).await?;
-        tx.commit().await?;
-        Ok(report)
+        let result: Result<_, Error> = async {
+            let now = tx.now().await?;
+            let report = submit_in(&mut tx, submission, now).await?;
+            Ok(report)
+        }
+        .await;
+        finish(tx, result).await
     }
 
     /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
@@ -227,14 +236,19 @@ impl<S: Store> Ledger<S> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let claimed = tx.claim_pending(worker, now, now + lease, limit, scope).await?;
-            let claimed_transition = Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
-            for action in &claimed {
-                tx.append_audit(&audit_entry(action, claimed_transition, worker, ActorKind::Worker, None, now)).await?;
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let claimed = tx.claim_pending(worker, now, now + lease, limit, scope).await?;
+                let claimed_transition =
+                    Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
+                for action in &claimed {
+                    tx.append_audit(&audit_entry(action, claimed_transition, worker, ActorKind::Worker, None, now))
+                        .await?;
+                }
+                Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
             }
-            tx.commit().await?;
-            Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -243,14 +257,17 @@ impl<S: Store> Ledger<S> {
     pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let until = tx.now().await? + lease;
-            if !tx.renew_lease(claim.key(), claim.ownership_version(), until).await? {
-                let current = tx.lock_action(claim.key()).await?;
-                return Err(fenced(claim, current.as_ref()));
+            let result: Result<_, Error> = async {
+                let until = tx.now().await? + lease;
+                if !tx.renew_lease(claim.key(), claim.ownership_version(), until).await? {
+                    let current = tx.lock_action(claim.key()).await?;
+                    return Err(fenced(claim, current.as_ref()));
+                }
+                crate::faults::crash_point(crate::faults::DURING_HEARTBEAT);
+                Ok(until)
             }
-            crate::faults::crash_point(crate::faults::DURING_HEARTBEAT);
-            tx.commit().await?;
-            Ok(until)
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -260,10 +277,13 @@ impl<S: Store> Ledger<S> {
     pub async fn start_attempt(&self, claim: &Claim) -> Result<StartedAttempt, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let started = start_attempt_in(&mut tx, claim, now).await?;
-            tx.commit().await?;
-            Ok(started)
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let started = start_attempt_in(&mut tx, claim, now).await?;
+                Ok(started)
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -275,16 +295,19 @@ impl<S: Store> Ledger<S> {
         let order = lock_order(claims.iter().map(Claim::key));
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let mut started: Vec<Option<Result<StartedAttempt, Error>>> = claims.iter().map(|_| None).collect();
-            for &index in &order {
-                started[index] = Some(match start_attempt_in(&mut tx, &claims[index], now).await {
-                    Err(fenced @ Error::Fenced { .. }) => Err(fenced),
-                    other => Ok(other?),
-                });
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let mut started: Vec<Option<Result<StartedAttempt, Error>>> = claims.iter().map(|_| None).collect();
+                for &index in &order {
+                    started[index] = Some(match start_attempt_in(&mut tx, &claims[index], now).await {
+                        Err(fenced @ Error::Fenced { .. }) => Err(fenced),
+                        other => Ok(other?),
+                    });
+                }
+                Ok(started.into_iter().map(|s| s.expect("every claim visited")).collect())
             }
-            tx.commit().await?;
-            Ok(started.into_iter().map(|s| s.expect("every claim visited")).collect())
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -307,10 +330,13 @@ impl<S: Store> Ledger<S> {
         report: &Report,
     ) -> Result<Recorded, Error> {
         let mut tx = self.store.begin().await?;
-        let now = tx.now().await?;
-        let recorded = record_result_in(&mut tx, claim, attempt, report, now).await?;
-        tx.commit().await?;
-        Ok(recorded)
+        let result: Result<_, Error> = async {
+            let now = tx.now().await?;
+            let recorded = record_result_in(&mut tx, claim, attempt, report, now).await?;
+            Ok(recorded)
+        }
+        .await;
+        finish(tx, result).await
     }
 
     /// Batched [`Ledger::record_result`]: the results of many attempts in one transaction (a group
@@ -320,14 +346,17 @@ impl<S: Store> Ledger<S> {
         let order = lock_order(results.iter().map(|(claim, _, _)| claim.key()));
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let mut recorded: Vec<Option<Recorded>> = results.iter().map(|_| None).collect();
-            for &index in &order {
-                let (claim, attempt, report) = &results[index];
-                recorded[index] = Some(record_result_in(&mut tx, claim, *attempt, report, now).await?);
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let mut recorded: Vec<Option<Recorded>> = results.iter().map(|_| None).collect();
+                for &index in &order {
+                    let (claim, attempt, report) = &results[index];
+                    recorded[index] = Some(record_result_in(&mut tx, claim, *attempt, report, now).await?);
+                }
+                Ok(recorded.into_iter().map(|r| r.expect("every result visited")).collect())
             }
-            tx.commit().await?;
-            Ok(recorded.into_iter().map(|r| r.expect("every result visited")).collect())
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -345,18 +374,21 @@ impl<S: Store> Ledger<S> {
     async fn give_back(&self, claim: &Claim, event: Event, target: State, reason: &str) -> Result<ActionRecord, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let mut action = lock_current(&mut tx, claim).await?;
-            let transition = action.transition(event, target, now)?;
-            if event == Event::Held {
-                action.last_error = Some(reason.to_owned());
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let mut action = lock_current(&mut tx, claim).await?;
+                let transition = action.transition(event, target, now)?;
+                if event == Event::Held {
+                    action.last_error = Some(reason.to_owned());
+                }
+                write_action(&mut tx, &mut action).await?;
+                let entry =
+                    audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
+                tx.append_audit(&entry).await?;
+                Ok(action)
             }
-            write_action(&mut tx, &mut action).await?;
-            let entry =
-                audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
-            tx.append_audit(&entry).await?;
-            tx.commit().await?;
-            Ok(action)
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -374,45 +406,48 @@ impl<S: Store> Ledger<S> {
     ) -> Result<Recovery, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let Some(mut action) = tx.lock_action(key).await? else {
-                return Err(Error::NotFound(key.to_string()));
-            };
-            if action.state != State::InProgress || action.ownership_version != seen_ownership_version {
-                return Ok(Recovery::Changed);
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let Some(mut action) = tx.lock_action(key).await? else {
+                    return Err(Error::NotFound(key.to_string()));
+                };
+                if action.state != State::InProgress || action.ownership_version != seen_ownership_version {
+                    return Ok(Recovery::Changed);
+                }
+                if action.lease_is_live(now) {
+                    return Ok(Recovery::NotExpired);
+                }
+                let previous = action.claimed_by.clone().unwrap_or_default();
+                let sent = tx.attempt_started_under(key, action.ownership_version).await?;
+                let recovery = if !sent || protected {
+                    let transition = action.transition(Event::ClaimRecovered, State::InProgress, now)?;
+                    action.ownership_version += 1;
+                    action.claimed_by = Some(worker.to_owned());
+                    action.lease_expires_at = Some(now + lease);
+                    action.updated_at = now;
+                    write_action(&mut tx, &mut action).await?;
+                    let why =
+                        if sent { "the destination protects against a second effect" } else { "nothing was sent under it" };
+                    let reason = format!("lease of {previous} expired; taken over because {why}");
+                    tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
+                        .await?;
+                    Recovery::Claimed(Claim { action, worker: worker.to_owned() })
+                } else {
+                    let transition = action.transition(Event::LeaseExpired, State::Held, now)?;
+                    let reason = format!(
+                        "lease of {previous} expired after a request may have been sent, and the destination cannot tell \
+                         a repeat: taking over is unsafe; check the destination, then resolve"
+                    );
+                    action.last_error = Some(reason.clone());
+                    write_action(&mut tx, &mut action).await?;
+                    tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
+                        .await?;
+                    Recovery::Held(action)
+                };
+                Ok(recovery)
             }
-            if action.lease_is_live(now) {
-                return Ok(Recovery::NotExpired);
-            }
-            let previous = action.claimed_by.clone().unwrap_or_default();
-            let sent = tx.attempt_started_under(key, action.ownership_version).await?;
-            let recovery = if !sent || protected {
-                let transition = action.transition(Event::ClaimRecovered, State::InProgress, now)?;
-                action.ownership_version += 1;
-                action.claimed_by = Some(worker.to_owned());
-                action.lease_expires_at = Some(now + lease);
-                action.updated_at = now;
-                write_action(&mut tx, &mut action).await?;
-                let why =
-                    if sent { "the destination protects against a second effect" } else { "nothing was sent under it" };
-                let reason = format!("lease of {previous} expired; taken over because {why}");
-                tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
-                    .await?;
-                Recovery::Claimed(Claim { action, worker: worker.to_owned() })
-            } else {
-                let transition = action.transition(Event::LeaseExpired, State::Held, now)?;
-                let reason = format!(
-                    "lease of {previous} expired after a request may have been sent, and the destination cannot tell \
-                     a repeat: taking over is unsafe; check the destination, then resolve"
-                );
-                action.last_error = Some(reason.clone());
-                write_action(&mut tx, &mut action).await?;
-                tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
-                    .await?;
-                Recovery::Held(action)
-            };
-            tx.commit().await?;
-            Ok(recovery)
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -430,41 +465,45 @@ impl<S: Store> Ledger<S> {
     ) -> Result<Option<ActionRecord>, Error> {
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
-            let now = tx.now().await?;
-            let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
-            if action.state != State::Unknown || action.revision != seen_revision {
-                return Ok(None);
+            let result: Result<_, Error> = async {
+                let now = tx.now().await?;
+                let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+                if action.state != State::Unknown || action.revision != seen_revision {
+                    return Ok(None);
+                }
+                let (event, target) = match report.verdict {
+                    LookupVerdict::Found => (Event::LookupFound, State::Completed),
+                    LookupVerdict::NotFound => (Event::LookupNotFound, State::Pending),
+                    LookupVerdict::Mismatch | LookupVerdict::Duplicates => (Event::LookupMismatch, State::Conflict),
+                };
+                let transition = action.transition(event, target, now)?;
+                if report.verdict == LookupVerdict::Found {
+                    action.destination_id.clone_from(&report.destination_id);
+                }
+                if report.verdict == LookupVerdict::NotFound {
+                    action.attempts_in_round = 0;
+                }
+                write_action(&mut tx, &mut action).await?;
+                let mut evidence = report.evidence.clone();
+                evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+                tx.insert_lookup(&LookupRecord {
+                    id: 0,
+                    key: action.key.clone(),
+                    at: now,
+                    actor: actor.to_owned(),
+                    verdict: report.verdict,
+                    records: report.records,
+                    destination_id: report.destination_id.clone(),
+                    evidence,
+                    detail: report.detail.clone(),
+                })
+                .await?;
+                tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now))
+                    .await?;
+                Ok(Some(action))
             }
-            let (event, target) = match report.verdict {
-                LookupVerdict::Found => (Event::LookupFound, State::Completed),
-                LookupVerdict::NotFound => (Event::LookupNotFound, State::Pending),
-                LookupVerdict::Mismatch | LookupVerdict::Duplicates => (Event::LookupMismatch, State::Conflict),
-            };
-            let transition = action.transition(event, target, now)?;
-            if report.verdict == LookupVerdict::Found {
-                action.destination_id.clone_from(&report.destination_id);
-            }
-            if report.verdict == LookupVerdict::NotFound {
-                action.attempts_in_round = 0;
-            }
-            write_action(&mut tx, &mut action).await?;
-            let mut evidence = report.evidence.clone();
-            evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
-            tx.insert_lookup(&LookupRecord {
-                id: 0,
-                key: action.key.clone(),
-                at: now,
-                actor: actor.to_owned(),
-                verdict: report.verdict,
-                records: report.records,
-                destination_id: report.destination_id.clone(),
-                evidence,
-                detail: report.detail.clone(),
-            })
-            .await?;
-            tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now)).await?;
-            tx.commit().await?;
-            Ok(Some(action))
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -477,36 +516,39 @@ impl<S: Store> Ledger<S> {
     async fn manual_once(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
         let ManualRequest { key, person, reason, expect_version, command } = request;
         let mut tx = self.store.begin().await?;
-        let now = tx.now().await?;
-        let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
-        if let Some(expected) = *expect_version
-            && action.revision != expected
-        {
-            return Err(Error::Refused(format!(
-                "cannot {} {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
-                 and {}); read it again with `actionledger show {key}`",
-                command.verb(),
-                action.revision,
-                action.state
-            )));
-        }
-        let sent_under_claim = matches!(command, ManualCommand::Takeover { .. })
-            && action.state == State::InProgress
-            && tx.attempt_started_under(key, action.ownership_version).await?;
-        let plan = manual::plan(&action, command, now, sent_under_claim).map_err(Error::Refused)?;
-        let transition = manual::apply(&mut action, command, plan, now)?;
-        write_action(&mut tx, &mut action).await?;
-        let detail = match command {
-            ManualCommand::ResolveCompleted { destination_id } => {
-                format!("{} (destination id {destination_id})", reason.as_str())
+        let result: Result<_, Error> = async {
+            let now = tx.now().await?;
+            let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+            if let Some(expected) = *expect_version
+                && action.revision != expected
+            {
+                return Err(Error::Refused(format!(
+                    "cannot {} {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
+                     and {}); read it again with `actionledger show {key}`",
+                    command.verb(),
+                    action.revision,
+                    action.state
+                )));
             }
-            _ => reason.as_str().to_owned(),
-        };
-        let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
-        let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
-        tx.append_audit(&entry).await?;
-        tx.commit().await?;
-        Ok(ManualOutcome { action, transition })
+            let sent_under_claim = matches!(command, ManualCommand::Takeover { .. })
+                && action.state == State::InProgress
+                && tx.attempt_started_under(key, action.ownership_version).await?;
+            let plan = manual::plan(&action, command, now, sent_under_claim).map_err(Error::Refused)?;
+            let transition = manual::apply(&mut action, command, plan, now)?;
+            write_action(&mut tx, &mut action).await?;
+            let detail = match command {
+                ManualCommand::ResolveCompleted { destination_id } => {
+                    format!("{} (destination id {destination_id})", reason.as_str())
+                }
+                _ => reason.as_str().to_owned(),
+            };
+            let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
+            let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
+            tx.append_audit(&entry).await?;
+            Ok(ManualOutcome { action, transition })
+        }
+        .await;
+        finish(tx, result).await
     }
 
     /// One action with its deliveries, attempts and audit trail.
@@ -768,6 +810,21 @@ async fn lock_current<T: LedgerTx>(tx: &mut T, claim: &Claim) -> Result<ActionRe
     match action {
         Some(action) if is_current(&action, claim) => Ok(action),
         other => Err(fenced(claim, other.as_ref())),
+    }
+}
+
+/// Ends a transaction: commits what succeeded; rolls back, and waits for it, on any error or
+/// refusal, so that no row lock outlives the call in a pooled connection.
+async fn finish<T: LedgerTx, R>(tx: T, result: Result<R, Error>) -> Result<R, Error> {
+    match result {
+        Ok(value) => {
+            tx.commit().await?;
+            Ok(value)
+        }
+        Err(error) => {
+            let _ = tx.rollback().await;
+            Err(error)
+        }
     }
 }
 

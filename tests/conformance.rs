@@ -38,6 +38,8 @@ conformance!(
     batched_attempts_and_results_keep_each_fencing_check,
     assigning_changes_only_the_assignee,
     a_page_of_submissions_is_one_commit_with_an_outcome_each,
+    regression_a_refused_command_leaves_no_row_locked,
+    regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -674,4 +676,33 @@ async fn a_page_of_submissions_is_one_commit_with_an_outcome_each<S: Store>(db: 
     assert_eq!(l.list_refused(None, 10).await.unwrap().len(), 1);
     assert_eq!(state_of(l, "page:old").await, State::Conflict);
     assert_eq!(l.detail(&key("page:1")).await.unwrap().deliveries.len(), 2);
+}
+
+/// Found by the model-based test on PostgreSQL: a command refused after its row was read
+/// `FOR UPDATE` left the lock in an idle pooled connection, so claims skipped the action.
+async fn regression_a_refused_command_leaves_no_row_locked<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    l.submit(&raw("locked", "{}")).await.unwrap();
+    for _ in 0..20 {
+        assert!(l.manual(&person_request("locked", ManualCommand::Retry)).await.is_err());
+        assert!(l.recover_expired(&key("locked"), 0, "w", LEASE, true).await.is_ok());
+    }
+    let claims = l.claim("w", LEASE, 1).await.unwrap();
+    assert_eq!(claims.len(), 1, "the action is claimable: nothing holds its row");
+}
+
+/// Found by the model-based test: a takeover back to pending while a changed payload awaited a
+/// decision left a pending action that no worker could claim and no one could approve.
+async fn regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    l.submit(&raw("proposed", r#"{"p":1}"#)).await.unwrap();
+    claim_one(l, "w").await;
+    l.store().advance_clock(LEASE * 2);
+    l.submit(&raw("proposed", r#"{"p":0}"#)).await.unwrap();
+    let outcome = l.manual(&person_request("proposed", ManualCommand::Takeover { protected: false })).await.unwrap();
+    assert_eq!(outcome.action.state, State::Conflict);
+    assert_eq!(outcome.action.resume_state, Some(State::Pending));
+    let approved = l.manual(&person_request("proposed", ManualCommand::Approve)).await.unwrap();
+    assert_eq!(approved.action.state, State::Pending);
+    assert_eq!(claim_one(l, "w").await.action.payload.canonical(), r#"{"p":0}"#);
 }

@@ -3,7 +3,7 @@
 
 use super::key::ActionKey;
 use super::payload::Payload;
-use super::state::{self, DIVERTED_WHILE_PROPOSED, Event, State, TransitionRefused};
+use super::state::{self, Event, State, TransitionRefused};
 use chrono::{DateTime, Utc};
 
 /// One point in time. Every time the ledger records comes from the database's clock.
@@ -97,14 +97,13 @@ impl ActionRecord {
     }
 
     /// Applies `event` towards `to` if the transition table allows it. While a proposed payload
-    /// awaits a decision, automatic results that would make the action runnable again go to
+    /// awaits a decision, a transition that would make the action runnable again goes to
     /// `conflict` instead, remembering where to resume.
     pub fn transition(&mut self, event: Event, to: State, now: Timestamp) -> Result<Transition, TransitionRefused> {
         let from = self.state;
-        let automatic = matches!(event, Event::Failed | Event::RetryScheduled | Event::Held | Event::Released);
-        let diverted = automatic && self.proposal.is_some() && DIVERTED_WHILE_PROPOSED.contains(&to);
+        state::check(event, from, to)?;
+        let diverted = self.proposal.is_some() && state::diverts_while_proposed(event, to);
         let target = if diverted { State::Conflict } else { to };
-        state::check(event, from, target)?;
         self.resume_state = match (target, event) {
             (State::Conflict, _) if diverted => Some(to),
             (State::Conflict, Event::PayloadChanged) if from != State::Conflict => Some(from),

@@ -205,8 +205,8 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::TakenOver, InProgress, Held),
 ];
 
-/// Automatic results that would make an action claimable or retryable again go to `conflict`
-/// instead while a proposed payload awaits a decision, so the old payload is never sent past it.
+/// Transitions that would make an action claimable or retryable again go to `conflict` instead
+/// while a proposed payload awaits a decision, so the old payload is never sent past it.
 pub const DIVERTED_WHILE_PROPOSED: &[State] = &[Pending, Failed, Held];
 
 /// A transition that the table does not allow.
@@ -220,15 +220,13 @@ pub struct TransitionRefused {
 
 /// Checks one transition against the table.
 pub fn check(event: Event, from: State, to: State) -> Result<(), TransitionRefused> {
-    if TRANSITIONS.contains(&(event, from, to)) || (from, to) == (InProgress, Conflict) && is_divertible(event, to) {
-        Ok(())
-    } else {
-        Err(TransitionRefused { event, from, to })
-    }
+    if TRANSITIONS.contains(&(event, from, to)) { Ok(()) } else { Err(TransitionRefused { event, from, to }) }
 }
 
-fn is_divertible(event: Event, to: State) -> bool {
-    to == Conflict && matches!(event, E::Failed | E::RetryScheduled | E::Held | E::Released)
+/// Whether a transition to `to` waits in `conflict` while a proposed payload awaits a decision:
+/// every way back to work does, except the decision itself.
+pub fn diverts_while_proposed(event: Event, to: State) -> bool {
+    DIVERTED_WHILE_PROPOSED.contains(&to) && !matches!(event, E::Approved | E::Rejected)
 }
 
 /// The states from which an event may start, in table order without repeats.
@@ -244,8 +242,13 @@ pub fn allowed_from(event: Event) -> Vec<State> {
 
 /// Every (from, to) pair a store may write: the table plus diverted results.
 pub fn allowed_state_pairs() -> Vec<(State, State)> {
-    let mut pairs: Vec<(State, State)> = TRANSITIONS.iter().map(|&(_, from, to)| (from, to)).collect();
-    pairs.push((InProgress, Conflict));
+    let mut pairs: Vec<(State, State)> = TRANSITIONS
+        .iter()
+        .flat_map(|&(event, from, to)| {
+            let diverted = diverts_while_proposed(event, to).then_some((from, Conflict));
+            std::iter::once((from, to)).chain(diverted)
+        })
+        .collect();
     pairs.retain(|(from, to)| from != to);
     pairs.sort();
     pairs.dedup();
@@ -288,10 +291,12 @@ mod tests {
     }
 
     #[test]
-    fn diverted_results_are_allowed_only_into_conflict() {
-        assert!(check(E::Failed, InProgress, Conflict).is_ok());
-        assert!(check(E::Completed, InProgress, Conflict).is_err());
-        assert!(check(E::Failed, Pending, Conflict).is_err());
+    fn only_ways_back_to_work_divert() {
+        assert!(diverts_while_proposed(E::Failed, Failed));
+        assert!(diverts_while_proposed(E::TakenOver, Pending));
+        assert!(!diverts_while_proposed(E::Completed, Completed));
+        assert!(!diverts_while_proposed(E::Rejected, Pending));
+        assert!(allowed_state_pairs().contains(&(InProgress, Conflict)));
     }
 
     #[test]

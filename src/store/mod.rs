@@ -181,4 +181,5 @@ pub trait LedgerTx: Send {
     fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn rollback(self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

@@ -601,6 +601,11 @@ macro_rules! impl_store {
                 self.tx.commit().await?;
                 Ok(())
             }
+
+            async fn rollback(self) -> Result<(), $crate::store::StoreError> {
+                self.tx.rollback().await?;
+                Ok(())
+            }
         }
 
         impl $crate::store::Store for $store {

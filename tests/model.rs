@@ -1,0 +1,397 @@
+//! Model-based test: random sequences of submissions, claims, attempts, results, heartbeats,
+//! lease expiry (by moving the database clock), recoveries and manual commands, run against each
+//! store and against a small reference model of the rules written from SPEC.md, compared after
+//! every step. Shrinking reduces any disagreement to a short sequence.
+//!
+//! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
+
+mod support;
+
+use actionledger::Ledger;
+use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::error::Error;
+use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
+use actionledger::store::{ClaimScope, Store};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_mins(1);
+const KEYS: u8 = 4;
+const WORKERS: u8 = 3;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit { key: u8, payload: u8 },
+    Claim { worker: u8 },
+    Start { worker: u8 },
+    Finish { worker: u8, outcome: u8 },
+    Heartbeat { worker: u8 },
+    Expire,
+    Recover { key: u8, protected: bool },
+    Manual { key: u8, command: u8 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..KEYS, 0..3u8).prop_map(|(key, payload)| Op::Submit { key, payload }),
+        3 => (0..WORKERS).prop_map(|worker| Op::Claim { worker }),
+        2 => (0..WORKERS).prop_map(|worker| Op::Start { worker }),
+        3 => (0..WORKERS, 0..4u8).prop_map(|(worker, outcome)| Op::Finish { worker, outcome }),
+        1 => (0..WORKERS).prop_map(|worker| Op::Heartbeat { worker }),
+        1 => Just(Op::Expire),
+        1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
+        3 => (0..KEYS, 0..7u8).prop_map(|(key, command)| Op::Manual { key, command }),
+    ]
+}
+
+/// The reference model of one action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Modeled {
+    state: State,
+    ownership_version: i64,
+    approved: u8,
+    proposed: Option<u8>,
+    /// Where a payload conflict returns when its proposal is rejected.
+    resume: Option<State>,
+    /// An attempt was started under the current claim.
+    sent: bool,
+    lease_expired: bool,
+    destination_id: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    actions: BTreeMap<u8, Modeled>,
+    /// Creation order: claims take the oldest pending action.
+    order: Vec<u8>,
+}
+
+/// What the model expects of an automatic result that would make the action runnable again
+/// while a payload is proposed: it waits in conflict instead.
+fn settle(action: &mut Modeled, target: State) {
+    if action.proposed.is_some() && matches!(target, State::Pending | State::Failed | State::Held) {
+        action.state = State::Conflict;
+        action.resume = Some(target);
+    } else {
+        action.state = target;
+        action.resume = None;
+    }
+}
+
+impl Model {
+    fn submit(&mut self, key: u8, payload: u8) {
+        match self.actions.get_mut(&key) {
+            None => {
+                self.order.push(key);
+                self.actions.insert(
+                    key,
+                    Modeled {
+                        state: State::Pending,
+                        ownership_version: 0,
+                        approved: payload,
+                        proposed: None,
+                        resume: None,
+                        sent: false,
+                        lease_expired: false,
+                        destination_id: None,
+                    },
+                );
+            }
+            Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
+            Some(a) => {
+                a.proposed = Some(payload);
+                if matches!(a.state, State::Pending | State::Failed | State::Held) {
+                    a.resume = Some(a.state);
+                    a.state = State::Conflict;
+                }
+            }
+        }
+    }
+
+    fn claim(&mut self) -> Option<(u8, i64)> {
+        let key = *self.order.iter().find(|k| self.actions[k].state == State::Pending)?;
+        let a = self.actions.get_mut(&key)?;
+        a.state = State::InProgress;
+        a.ownership_version += 1;
+        a.sent = false;
+        a.lease_expired = false;
+        Some((key, a.ownership_version))
+    }
+
+    fn current(&self, key: u8, version: i64) -> bool {
+        self.actions.get(&key).is_some_and(|a| a.state == State::InProgress && a.ownership_version == version)
+    }
+
+    fn finish(&mut self, key: u8, version: i64, outcome: u8) {
+        let current = self.current(key, version);
+        let a = self.actions.get_mut(&key).expect("claimed actions exist");
+        if current {
+            a.lease_expired = false;
+            match outcome {
+                0 => {
+                    a.state = State::Completed;
+                    a.resume = None;
+                    a.destination_id = Some(format!("D-{version}"));
+                }
+                1 => settle(a, State::Failed),
+                2 => settle(a, State::Pending),
+                _ => {
+                    a.state = State::Unknown;
+                    a.resume = None;
+                }
+            }
+            return;
+        }
+        // A late result: review, unless final or already in review. A completed action goes to
+        // review only when the late result names another record.
+        let contradicts =
+            a.state == State::Completed && outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}"));
+        if contradicts || !(matches!(a.state, State::Completed | State::Cancelled | State::Conflict)) {
+            a.state = State::Conflict;
+        }
+    }
+
+    fn recover(&mut self, key: u8, protected: bool) {
+        let Some(a) = self.actions.get_mut(&key) else { return };
+        if a.state != State::InProgress || !a.lease_expired {
+            return;
+        }
+        if !a.sent || protected {
+            a.ownership_version += 1;
+            a.sent = false;
+            a.lease_expired = false;
+        } else {
+            settle(a, State::Held);
+        }
+    }
+
+    /// Returns whether the command is allowed.
+    fn manual(&mut self, key: u8, command: u8) -> bool {
+        let Some(a) = self.actions.get_mut(&key) else { return false };
+        let s = a.state;
+        let proposal = a.proposed.is_some();
+        let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
+        match command {
+            // retry
+            0 if review && !proposal => a.state = State::Pending,
+            // resolve as completed
+            1 if review && !(proposal && s == State::Conflict) => {
+                a.state = State::Completed;
+                a.destination_id = Some("manual".to_owned());
+            }
+            // resolve as not written
+            2 if matches!(s, State::Unknown | State::Held | State::Conflict) && !proposal => a.state = State::Pending,
+            // cancel
+            3 if matches!(s, State::Pending | State::Failed | State::Unknown | State::Held | State::Conflict) => {
+                a.state = State::Cancelled;
+                a.proposed = None;
+            }
+            // approve
+            4 if proposal && s == State::Conflict => {
+                a.approved = a.proposed.take().expect("checked");
+                a.state = State::Pending;
+            }
+            // reject
+            5 if proposal => {
+                a.proposed = None;
+                if s == State::Conflict {
+                    a.state = a.resume.unwrap_or(State::Conflict);
+                }
+            }
+            // take over (the destination is not known to protect)
+            6 if s == State::InProgress && a.lease_expired => {
+                a.ownership_version += 1;
+                a.lease_expired = false;
+                settle(a, if a.sent { State::Held } else { State::Pending });
+                return true;
+            }
+            _ => return false,
+        }
+        if a.state != State::Conflict {
+            a.resume = None;
+        }
+        true
+    }
+}
+
+fn manual_command(n: u8) -> ManualCommand {
+    match n {
+        0 => ManualCommand::Retry,
+        1 => ManualCommand::ResolveCompleted { destination_id: "manual".into() },
+        2 => ManualCommand::ResolveNotWritten,
+        3 => ManualCommand::Cancel,
+        4 => ManualCommand::Approve,
+        5 => ManualCommand::Reject,
+        _ => ManualCommand::Takeover { protected: false },
+    }
+}
+
+fn outcome(n: u8, version: i64) -> Report {
+    let outcome = match n {
+        0 => Outcome::Completed { destination_id: format!("D-{version}") },
+        1 => Outcome::Failed { permanent: true },
+        2 => Outcome::RetryLater { after: Duration::ZERO },
+        _ => Outcome::Unknown,
+    };
+    Report { outcome, error: None, evidence: Evidence::default() }
+}
+
+static CASE: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs one sequence against the store and the model; returns the first disagreement.
+#[allow(clippy::too_many_lines, reason = "one arm per operation, side by side with the model")]
+async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String> {
+    let case = CASE.fetch_add(1, Ordering::SeqCst);
+    let destination = format!("m{case}");
+    let scope = ClaimScope { destinations: Some(vec![destination.clone()]), include_unassigned: false };
+    let key = |k: u8| ActionKey::parse(&format!("model:{case}:{k}")).unwrap();
+    let mut model = Model::default();
+    // Each worker's claims, newest last, with the attempt started under each.
+    let mut claims: BTreeMap<u8, Vec<(u8, Claim, Option<StartedAttempt>)>> = BTreeMap::new();
+    for (step, op) in ops.iter().enumerate() {
+        match op {
+            Op::Submit { key: k, payload } => {
+                let raw = RawSubmission {
+                    key: Some(key(*k).to_string()),
+                    payload: format!(r#"{{"p":{payload}}}"#).into_bytes(),
+                    destination: Some(destination.clone()),
+                    ..RawSubmission::default()
+                };
+                ledger.submit(&raw).await.map_err(|e| format!("step {step}: submit: {e}"))?;
+                model.submit(*k, *payload);
+            }
+            Op::Claim { worker } => {
+                let got =
+                    ledger.claim_scoped(&format!("w{worker}"), LEASE, 1, &scope).await.map_err(|e| e.to_string())?;
+                let expected = model.claim();
+                let got_key = got.first().map(|c| (c.key().clone(), c.ownership_version()));
+                if got_key != expected.map(|(k, v)| (key(k), v)) {
+                    return Err(format!("step {step}: claim got {got_key:?}, model expected {expected:?}"));
+                }
+                if let (Some(claim), Some((k, _))) = (got.into_iter().next(), expected) {
+                    claims.entry(*worker).or_default().push((k, claim, None));
+                }
+            }
+            Op::Start { worker } => {
+                let Some((k, claim, started)) = claims.get_mut(worker).and_then(|c| c.last_mut()) else { continue };
+                let result = ledger.start_attempt(claim).await;
+                let current = model.current(*k, claim.ownership_version());
+                match result {
+                    Ok(attempt) if current => {
+                        *started = Some(attempt);
+                        model.actions.get_mut(k).expect("claimed").sent = true;
+                    }
+                    Err(Error::Fenced { .. }) if !current => {}
+                    other => return Err(format!("step {step}: start attempt: {other:?}, model current {current}")),
+                }
+            }
+            Op::Finish { worker, outcome: n } => {
+                let Some((k, claim, started)) = claims.get_mut(worker).and_then(Vec::pop) else { continue };
+                let attempt = started.unwrap_or(StartedAttempt { id: 0, number: 0 });
+                ledger
+                    .record_result(&claim, attempt, &outcome(*n, claim.ownership_version()))
+                    .await
+                    .map_err(|e| format!("step {step}: record result: {e}"))?;
+                model.finish(k, claim.ownership_version(), *n);
+            }
+            Op::Heartbeat { worker } => {
+                let Some((k, claim, _)) = claims.get(worker).and_then(|c| c.last()) else { continue };
+                let renewed = ledger.heartbeat(claim, LEASE).await.is_ok();
+                let current = model.current(*k, claim.ownership_version());
+                if renewed != current {
+                    return Err(format!("step {step}: heartbeat renewed {renewed}, model current {current}"));
+                }
+                if current {
+                    model.actions.get_mut(k).expect("claimed").lease_expired = false;
+                }
+            }
+            Op::Expire => {
+                ledger.store().advance_clock(LEASE * 2);
+                for a in model.actions.values_mut().filter(|a| a.state == State::InProgress) {
+                    a.lease_expired = true;
+                }
+            }
+            Op::Recover { key: k, protected } => {
+                let Some(version) = model.actions.get(k).map(|a| a.ownership_version) else { continue };
+                ledger
+                    .recover_expired(&key(*k), version, "rescuer", LEASE, *protected)
+                    .await
+                    .map_err(|e| format!("step {step}: recover: {e}"))?;
+                model.recover(*k, *protected);
+            }
+            Op::Manual { key: k, command } => {
+                if !model.actions.contains_key(k) {
+                    continue;
+                }
+                let request = ManualRequest {
+                    key: key(*k),
+                    person: Person::parse("model").unwrap(),
+                    reason: Reason::parse("model-based test").unwrap(),
+                    expect_version: None,
+                    command: manual_command(*command),
+                };
+                let allowed = model.manual(*k, *command);
+                match ledger.manual(&request).await {
+                    Ok(_) if allowed => {}
+                    Err(Error::Refused(_)) if !allowed => {}
+                    other => {
+                        return Err(format!(
+                            "step {step}: {:?}: ledger {other:?}, model allowed {allowed}",
+                            request.command
+                        ));
+                    }
+                }
+            }
+        }
+        for (k, expected) in &model.actions {
+            let actual = ledger.store().find(&key(*k)).await.map_err(|e| e.to_string())?.ok_or("action missing")?;
+            let approved = format!(r#"{{"p":{}}}"#, expected.approved);
+            let seen = (
+                actual.state,
+                actual.ownership_version,
+                actual.payload.canonical() == approved,
+                actual.proposal.is_some(),
+            );
+            let wanted = (expected.state, expected.ownership_version, true, expected.proposed.is_some());
+            if seen != wanted {
+                return Err(format!(
+                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal) {seen:?}, model {wanted:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("ACTIONLEDGER_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+fn check<S: Store>(runtime: &tokio::runtime::Runtime, ledger: &Ledger<S>) {
+    let config = ProptestConfig {
+        cases: cases(),
+        max_shrink_iters: 2000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(ops in proptest::collection::vec(op(), 1..50))| {
+        let result = runtime.block_on(run_case(ledger, &ops));
+        prop_assert!(result.is_ok(), "{}", result.unwrap_err());
+    });
+}
+
+#[test]
+fn sqlite_agrees_with_the_model() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let db = runtime.block_on(support::sqlite());
+    check(&runtime, &db.ledger);
+}
+
+#[test]
+fn postgres_agrees_with_the_model() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = runtime.block_on(support::postgres()) else { return };
+    check(&runtime, &db.ledger);
+}

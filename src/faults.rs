@@ -14,9 +14,11 @@ pub const BEFORE_SEND: &str = "before_send";
 pub const AFTER_RESPONSE: &str = "after_response";
 /// Inside a lease renewal, before it commits.
 pub const DURING_HEARTBEAT: &str = "during_heartbeat";
+/// Inside the transaction that records a result, after its writes and before it commits.
+pub const DURING_RECORD: &str = "during_record";
 
 /// Every crash point, for tests and `--help` texts.
-pub const ALL: [&str; 4] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT];
+pub const ALL: [&str; 5] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT, DURING_RECORD];
 
 fn armed() -> Option<&'static str> {
     static ARMED: OnceLock<Option<String>> = OnceLock::new();

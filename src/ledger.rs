@@ -336,6 +336,7 @@ impl<S: Store> Ledger<S> {
             Ok(recorded)
         }
         .await;
+        crate::faults::crash_point(crate::faults::DURING_RECORD);
         finish(tx, result).await
     }
 

@@ -80,7 +80,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     assert_eq!(status.signal(), Some(9), "{point}: the worker died by SIGKILL");
 
     // Recovery: the leases run out (the database clock moves), and a new worker drains.
-    db.ledger.store().advance_clock(Duration::from_secs(600));
+    db.ledger.store().advance_clock(Duration::from_mins(10));
     let parsed = Config::parse(&config_text).unwrap();
     let mut destinations = std::collections::BTreeMap::new();
     let mut settings = parsed.destinations[&destination].clone();
@@ -100,12 +100,12 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
         default_destination: None,
         progress: false,
     };
-    tokio::time::timeout(Duration::from_secs(60), worker::run(db.ledger.clone(), options, std::future::pending()))
+    tokio::time::timeout(Duration::from_mins(1), worker::run(db.ledger.clone(), options, std::future::pending()))
         .await
         .expect("recovery finished")
         .unwrap();
 
-    let mut states = Vec::new();
+    let mut ended = Vec::new();
     for key in &keys {
         let action = db.ledger.store().find(&ActionKey::parse(key).unwrap()).await.unwrap();
         let action = action.unwrap_or_else(|| panic!("{point}: {key} was lost"));
@@ -120,12 +120,12 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
             assert_eq!(records.len(), 1, "{point}: {key} completed without a record");
             assert_eq!(records[0]["id"].as_str(), action.destination_id.as_deref());
         }
-        states.push(action.state.as_str());
+        ended.push(action.state.as_str());
     }
-    let stats = crm.stats();
+    let effects = crm.stats();
     format!(
-        "{point} run {run}: {} records, {} idempotent replays, states {states:?}",
-        stats.records, stats.idempotent_replays
+        "{point} run {run}: {} records, {} idempotent replays, states {ended:?}",
+        effects.records, effects.idempotent_replays
     )
 }
 

@@ -94,11 +94,11 @@ async fn a_paused_worker_is_fenced_when_it_resumes<S: Store>(db: TestDb<S>) {
         assert!(late[0].outcome.is_some(), "run {run}: with what it learned, as evidence");
         let versions: Vec<i64> = detail.audit.iter().map(|e| e.ownership_version).collect();
         assert!(versions.windows(2).all(|w| w[0] <= w[1]), "run {run}: {versions:?}");
-        let stats = crm.stats();
-        assert_eq!(stats.max_records_per_external_ref, 1, "run {run}: one record");
+        let effects = crm.stats();
+        assert_eq!(effects.max_records_per_external_ref, 1, "run {run}: one record");
         println!(
             "pause run {run}: records {}, idempotent replays {}, stale writes refused {}",
-            stats.records, stats.idempotent_replays, stats.stale_writes_refused
+            effects.records, effects.idempotent_replays, effects.stale_writes_refused
         );
     }
 }

@@ -60,6 +60,15 @@ impl PostgresStore {
 
     /// Like [`PostgresStore::open`] with a chosen pool size.
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        // One direct connection first: a wrong address or password fails at once, where the
+        // pool would keep retrying until its acquire timeout.
+        let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| {
+            StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", crate::cli::redact_url(url)))
+        })?;
+        let first = sqlx::ConnectOptions::connect(&options)
+            .await
+            .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
+        sqlx::Connection::close(first).await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))

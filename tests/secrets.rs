@@ -1,0 +1,55 @@
+//! Destination credentials and database passwords never reach the ledger, the logs or `--json`
+//! output: a planted secret is searched for everywhere the tool writes.
+
+mod support;
+
+use actionledger::sim_crm::{Options, SimCrm};
+use std::process::Command;
+
+const SECRET: &str = "planted-secret-7f3a9c";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_secret_appears_nowhere() {
+    let db = support::sqlite().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let crm = SimCrm::start(listener, Options::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("actionledger.toml");
+    let block = crm.destination_config("crm");
+    std::fs::write(
+        &config,
+        format!("{block}headers = {{ Authorization = {{ env = \"CRM_TOKEN\", prefix = \"Bearer \" }} }}\n"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .args(["--db", &db.url])
+            .args(args)
+            .env("CRM_TOKEN", SECRET)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    let mut written = String::new();
+    written += &run(&["submit", "--key", "acme:s:1", "--payload", r#"{"a":1}"#, "--destination", "crm"]);
+    written += &run(&["worker", "--drain", "--json", "--config", config.to_str().unwrap()]);
+    written += &run(&["show", "acme:s:1", "--json"]);
+    written += &run(&["list", "--json"]);
+    written += &run(&["reconcile", "--json", "--config", config.to_str().unwrap()]);
+    assert!(written.contains("completed"), "the action was performed with the credential:\n{written}");
+    assert!(!written.contains(SECRET), "the secret was printed:\n{written}");
+    // The ledger file and its WAL, byte for byte.
+    let path = db.url.trim_start_matches("sqlite://");
+    for file in [path.to_owned(), format!("{path}-wal")] {
+        if let Ok(bytes) = std::fs::read(&file) {
+            assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "the secret is in {file}");
+        }
+    }
+    // A database password in a URL is hidden wherever the URL is shown.
+    let with_password = format!("postgres://ledger:{SECRET}@127.0.0.1:1/nowhere");
+    let out = Command::new(env!("CARGO_BIN_EXE_actionledger")).args(["--db", &with_password, "list"]).output().unwrap();
+    let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success());
+    assert!(!shown.contains(SECRET), "the password was printed: {shown}");
+}

@@ -17,6 +17,8 @@ use tokio::task::JoinSet;
 
 /// Unknown actions looked at per sweep.
 const SETTLE_BATCH: i64 = 50;
+/// How long a worker keeps trying while the database fails before it gives up.
+const DATABASE_PATIENCE: Duration = Duration::from_mins(2);
 /// How long to wait before looking up the same unknown action again after a failed lookup.
 const LOOKUP_RETRY: Duration = Duration::from_secs(5);
 
@@ -125,30 +127,35 @@ pub async fn run<S: Store>(
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut lookup_after: HashMap<String, tokio::time::Instant> = HashMap::new();
     tokio::pin!(shutdown);
+    let mut failing_since: Option<tokio::time::Instant> = None;
     loop {
         while tasks.try_join_next().is_some() {}
-        let free = shared.options.concurrency.saturating_sub(tasks.len());
-        let mut busy = false;
-        if free > 0 {
-            busy |= recover_expired(&shared, &mut tasks, free).await?;
-        }
-        busy |= settle_unknowns(&shared, &mut lookup_after).await? > 0;
-        let free = shared.options.concurrency.saturating_sub(tasks.len());
-        if free > 0 {
-            let limit = i64::try_from(free).unwrap_or(i64::MAX);
-            let claims = shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, &scope).await?;
-            busy |= !claims.is_empty();
-            for claim in claims {
-                shared.count(|s| s.claimed += 1);
-                crate::faults::crash_point(crate::faults::AFTER_CLAIM);
-                let shared = Arc::clone(&shared);
-                tasks.spawn(async move { perform(&shared, claim).await });
+        // A lost connection or a restarting database is waited out: claims in flight expire and
+        // are recovered by the rules, so nothing is repeated blindly.
+        let busy = match round(&shared, &scope, &mut tasks, &mut lookup_after).await {
+            Ok(busy) => {
+                failing_since = None;
+                busy
             }
-        }
-        if shared.options.drain && !busy && tasks.is_empty() && !work_due_soon(&shared, &lookup_after).await? {
+            Err(error) => {
+                let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                shared.count(|s| s.errors += 1);
+                if since.elapsed() > DATABASE_PATIENCE {
+                    return Err(error);
+                }
+                eprintln!("worker {}: {error}; trying again", shared.options.id);
+                true
+            }
+        };
+        if failing_since.is_none()
+            && shared.options.drain
+            && !busy
+            && tasks.is_empty()
+            && !work_due_soon(&shared, &lookup_after).await.unwrap_or(true)
+        {
             break;
         }
-        let pause = if busy { Duration::ZERO } else { shared.options.poll_interval };
+        let pause = if busy && failing_since.is_none() { Duration::ZERO } else { shared.options.poll_interval };
         tokio::select! {
             () = &mut shutdown => {
                 let _ = stop.send(true);
@@ -161,6 +168,35 @@ pub async fn run<S: Store>(
     while tasks.join_next().await.is_some() {}
     let summary = shared.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     Ok(summary)
+}
+
+/// One round of the main loop: recover expired claims, settle what lookups can, claim what there
+/// is room for. Returns whether there was work.
+async fn round<S: Store>(
+    shared: &Arc<Shared<S>>,
+    scope: &ClaimScope,
+    tasks: &mut JoinSet<()>,
+    lookup_after: &mut HashMap<String, tokio::time::Instant>,
+) -> Result<bool, Error> {
+    let mut busy = false;
+    let free = shared.options.concurrency.saturating_sub(tasks.len());
+    if free > 0 {
+        busy |= recover_expired(shared, tasks, free).await?;
+    }
+    busy |= settle_unknowns(shared, lookup_after).await? > 0;
+    let free = shared.options.concurrency.saturating_sub(tasks.len());
+    if free > 0 && !shared.stopping() {
+        let limit = i64::try_from(free).unwrap_or(i64::MAX);
+        let claims = shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, scope).await?;
+        busy |= !claims.is_empty();
+        for claim in claims {
+            shared.count(|s| s.claimed += 1);
+            crate::faults::crash_point(crate::faults::AFTER_CLAIM);
+            let shared = Arc::clone(shared);
+            tasks.spawn(async move { perform(&shared, claim).await });
+        }
+    }
+    Ok(busy)
 }
 
 /// For a draining worker: is a retry waiting out its backoff, or an uncertain outcome about to
@@ -310,7 +346,8 @@ async fn perform<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) {
             let every = shared.options.lease / 3;
             loop {
                 tokio::time::sleep(every).await;
-                if shared.ledger.heartbeat(&claim, shared.options.lease).await.is_err() {
+                // Fenced: the claim is gone, stop. Any other error: the next beat may get through.
+                if let Err(Error::Fenced { .. }) = shared.ledger.heartbeat(&claim, shared.options.lease).await {
                     break;
                 }
             }

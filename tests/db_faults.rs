@@ -1,0 +1,200 @@
+//! Database faults: PostgreSQL connections terminated by the server while workers and a console
+//! run; SQLite with many contending writers, and worker processes killed mid-write. No lost or
+//! duplicated transition, the worker and console carry on, SQLite's integrity check passes.
+
+mod support;
+
+use actionledger::Ledger;
+use actionledger::config::Config;
+use actionledger::console::{ConsoleOptions, ScriptedConsole, model::Msg};
+use actionledger::destination::Destination;
+use actionledger::domain::{Person, State};
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::store::{ListFilter, Store};
+use actionledger::worker::{self, WorkerOptions};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use support::order;
+
+async fn crm(delay_ms: u64) -> SimCrm {
+    let faults = FaultPlan { script: Default::default(), rates: vec![(Fault::Delay(delay_ms), 1.0)] };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    SimCrm::start(listener, Options { faults, ..Options::default() }).unwrap()
+}
+
+fn worker_options(id: &str, crm: &SimCrm, drain: bool) -> WorkerOptions {
+    let mut config = Config::parse(&crm.destination_config("crm")).unwrap().destinations["crm"].clone();
+    config.backoff_base = Duration::from_millis(10);
+    config.backoff_max = Duration::from_millis(50);
+    config.max_attempts = 50;
+    if let Some(lookup) = config.lookup.as_mut() {
+        lookup.settle = Duration::from_millis(20);
+    }
+    WorkerOptions {
+        id: id.to_owned(),
+        concurrency: 4,
+        lease: Duration::from_secs(2),
+        poll_interval: Duration::from_millis(20),
+        drain,
+        destinations: BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]),
+        default_destination: None,
+        progress: false,
+    }
+}
+
+/// Every key has one action, in a settled state, and the CRM one record at most.
+async fn check_settled<S: Store>(ledger: &Ledger<S>, crm: &SimCrm, keys: usize) {
+    let actions = ledger.list(&ListFilter { limit: 10_000, ..ListFilter::default() }).await.unwrap();
+    assert_eq!(actions.len(), keys, "one action per key");
+    for action in &actions {
+        assert!(
+            matches!(action.state, State::Completed | State::Unknown | State::Held),
+            "{} ended {}",
+            action.key,
+            action.state
+        );
+        let records = crm.records_for(action.key.as_str());
+        assert!(records.len() <= 1, "{} has {} records", action.key, records.len());
+        if action.state == State::Completed {
+            assert_eq!(records.len(), 1, "{}", action.key);
+        }
+    }
+    assert_eq!(crm.stats().max_records_per_external_ref, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_connections_terminated_while_workers_and_a_console_run() {
+    use sqlx::Connection as _;
+    let Some(db) = support::postgres().await else { return };
+    let crm = crm(20).await;
+    const KEYS: usize = 120;
+    for n in 0..KEYS {
+        db.ledger.submit(&order(&format!("term:{n}"), r#"{"n":1}"#)).await.unwrap();
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let ledger = db.ledger.clone();
+            let options = worker_options(&format!("w{w}"), &crm, false);
+            let mut stopped = stopped.clone();
+            tokio::spawn(async move {
+                worker::run(ledger, options, async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await
+            })
+        })
+        .collect();
+    let options = ConsoleOptions {
+        owner: Person::parse("ops").unwrap(),
+        ledger_label: "pg".into(),
+        destinations: BTreeMap::new(),
+        default_destination: None,
+        refresh: Duration::from_hours(1),
+        hint: None,
+    };
+    let mut console = ScriptedConsole::start(&db.ledger, &options, 100, 30).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut terminated = 0i64;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        terminated += i64::try_from(killed.iter().filter(|k| **k).count()).unwrap();
+        console.send(Msg::Tick).await.unwrap();
+        console.screen().unwrap();
+    }
+    assert!(terminated > 0, "connections were really terminated");
+    // The workers carry on; claims cut off mid-way expire and are recovered.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let counts = db.ledger.counts().await.unwrap();
+        let open =
+            counts.iter().filter(|(s, _)| matches!(s, State::Pending | State::InProgress)).map(|(_, n)| n).sum::<i64>();
+        if open == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "work did not finish after the terminations: {counts:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = stop.send(true);
+    for w in workers {
+        w.await.unwrap().unwrap();
+    }
+    check_settled(&db.ledger, &crm, KEYS).await;
+    console.send(Msg::Tick).await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(screen.contains(&format!("all actions {KEYS}")), "the console recovered:\n{screen}");
+    println!("terminated {terminated} backends; CRM {:?}", crm.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_with_many_contending_writers_loses_nothing() {
+    let db = support::sqlite().await;
+    let tasks: Vec<_> = (0..32)
+        .map(|t| {
+            let ledger = db.ledger.clone();
+            tokio::spawn(async move {
+                for n in 0..40 {
+                    ledger.submit(&order(&format!("busy:{}", (t * 7 + n) % 300), "{}")).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let actions = db.ledger.list(&ListFilter { limit: 1000, ..ListFilter::default() }).await.unwrap();
+    let deliveries: usize = {
+        let mut total = 0;
+        for a in &actions {
+            total += db.ledger.store().deliveries(&a.key).await.unwrap().len();
+        }
+        total
+    };
+    assert_eq!(deliveries, 32 * 40, "every delivery recorded under contention");
+    let keys: std::collections::HashSet<_> = (0..32).flat_map(|t| (0..40).map(move |n| (t * 7 + n) % 300)).collect();
+    assert_eq!(actions.len(), keys.len(), "one action per key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_survives_workers_killed_mid_write() {
+    let db = support::sqlite().await;
+    let crm = crm(5).await;
+    const KEYS: usize = 60;
+    for n in 0..KEYS {
+        db.ledger.submit(&order(&format!("kill:{n}"), r#"{"n":1}"#)).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("actionledger.toml");
+    std::fs::write(&config, crm.destination_config("crm")).unwrap();
+    for round in 0..5u64 {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .args(["--db", &db.url, "worker", "--concurrency", "4", "--lease", "1s", "--config"])
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150 + 70 * round)).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let check: String =
+            sqlx::query_scalar("PRAGMA integrity_check").fetch_one(db.ledger.store().pool()).await.unwrap();
+        assert_eq!(check, "ok", "round {round}");
+    }
+    db.ledger.store().advance_clock(Duration::from_mins(10));
+    let summary = tokio::time::timeout(
+        Duration::from_mins(1),
+        worker::run(db.ledger.clone(), worker_options("rescuer", &crm, true), std::future::pending()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    println!("after 5 kills: {summary:?}; CRM {:?}", crm.stats());
+    check_settled(&db.ledger, &crm, KEYS).await;
+}

@@ -19,6 +19,25 @@ use crate::domain::{
 use std::future::Future;
 use std::time::Duration;
 
+/// The statements on the hot paths of workers and consoles, by name, in the dialect of the
+/// store: each must be served by an index (`tests/plans.rs` checks with EXPLAIN).
+pub fn hot_statements(postgres: bool) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("find an action by key", sql::SELECT_ACTION),
+        ("claim", if postgres { postgres::CLAIM } else { sqlite::CLAIM }),
+        ("count an attempt", sql::COUNT_ATTEMPT),
+        ("renew a lease", sql::RENEW_LEASE),
+        ("write an action back", sql::UPDATE_ACTION),
+        ("expired claims", sql::EXPIRED_CLAIMS),
+        ("stale claim count", sql::COUNT_STALE_CLAIMS),
+        ("attempt started under a claim", sql::ATTEMPT_STARTED_UNDER),
+        ("deliveries of an action", sql::SELECT_DELIVERIES),
+        ("attempts of an action", sql::SELECT_ATTEMPTS),
+        ("audit trail of an action", sql::SELECT_AUDIT),
+        ("a page of a pane", sql::PANE_PAGE),
+    ]
+}
+
 /// Errors from the database layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

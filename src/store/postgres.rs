@@ -15,6 +15,10 @@ pub struct PostgresStore {
     clock_offset: Arc<AtomicI64>,
 }
 
+/// The claim statement of this dialect.
+pub(crate) const CLAIM: &str =
+    claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))");
+
 impl_columns!(PgRow);
 
 impl_store! {
@@ -24,7 +28,7 @@ impl_store! {
     begin_sql = "BEGIN",
     now_sql = Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
     lock_suffix = " FOR UPDATE",
-    claim_sql = claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+    claim_sql = CLAIM,
 
     async fn listen_for_changes(
         &self,

@@ -39,7 +39,7 @@ macro_rules! claim_sql {
         concat!(
             "WITH picked AS MATERIALIZED (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
             "AND (a.not_before IS NULL OR a.not_before <= $2) AND a.proposed_payload IS NULL ",
-            "AND ($5 IS NULL OR a.destination IN ",
+            "AND (CAST($5 AS TEXT) IS NULL OR a.destination IN ",
             $in_list,
             " OR (a.destination IS NULL AND $6)) ",
             "AND (a.after_key IS NULL OR EXISTS ",
@@ -146,6 +146,13 @@ pub(crate) const EXPIRED_CLAIMS: &str = concat!(
 
 pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) AS until FROM actions \
      WHERE state = 'pending' AND not_before IS NOT NULL GROUP BY destination";
+
+/// The console's page query for one pane, as `list` builds it for a state filter.
+pub(crate) const PANE_PAGE: &str = concat!(
+    "SELECT ",
+    action_columns!(),
+    " FROM actions WHERE 1 = 1 AND state = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
+);
 
 pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
 

@@ -19,6 +19,9 @@ pub struct SqliteStore {
     clock_offset: Arc<AtomicI64>,
 }
 
+/// The claim statement of this dialect.
+pub(crate) const CLAIM: &str = claim_sql!("", "(SELECT value FROM json_each($5))");
+
 impl_columns!(SqliteRow);
 
 impl_store! {
@@ -30,7 +33,7 @@ impl_store! {
     // asking it would be one more statement per transaction for the same answer.
     now_sql = None::<&'static str>,
     lock_suffix = "",
-    claim_sql = claim_sql!("", "(SELECT value FROM json_each($5))"),
+    claim_sql = CLAIM,
 }
 
 impl SqliteStore {

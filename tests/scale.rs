@@ -57,7 +57,7 @@ async fn round<S: Store>(db: &TestDb<S>, workers: usize) {
             let options = WorkerOptions {
                 id: format!("{destination}-w{w}"),
                 concurrency: 4,
-                lease: Duration::from_secs(60),
+                lease: Duration::from_mins(1),
                 poll_interval: Duration::from_millis(20),
                 drain: true,
                 destinations: destinations.clone(),
@@ -85,7 +85,7 @@ async fn round<S: Store>(db: &TestDb<S>, workers: usize) {
         "scale: {keys} keys x {DELIVERIES} deliveries by {SUBMITTERS} submitters in {:.1}s, performed by {workers} workers in {:.1}s: \
          {} actions, {} CRM records, max {} per key",
         submitted.as_secs_f64(),
-        (started.elapsed() - submitted).as_secs_f64(),
+        started.elapsed().saturating_sub(submitted).as_secs_f64(),
         actions.len(),
         stats.records,
         stats.max_records_per_external_ref

@@ -1,7 +1,8 @@
 //! Model-based test: random sequences of submissions, claims, attempts, results, heartbeats,
 //! lease expiry (by moving the database clock), recoveries and manual commands, run against each
 //! store and against a small reference model of the rules written from SPEC.md, compared after
-//! every step. Shrinking reduces any disagreement to a short sequence.
+//! every step. Attempts and results go through the single and the batched APIs at random.
+//! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
 
@@ -23,22 +24,43 @@ const WORKERS: u8 = 3;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Submit { key: u8, payload: u8 },
-    Claim { worker: u8 },
-    Start { worker: u8 },
-    Finish { worker: u8, outcome: u8 },
-    Heartbeat { worker: u8 },
+    Submit {
+        key: u8,
+        payload: u8,
+    },
+    Claim {
+        worker: u8,
+    },
+    /// `batched`: through the batch API (one commit for many claims) with a batch of one.
+    Start {
+        worker: u8,
+        batched: bool,
+    },
+    Finish {
+        worker: u8,
+        outcome: u8,
+        batched: bool,
+    },
+    Heartbeat {
+        worker: u8,
+    },
     Expire,
-    Recover { key: u8, protected: bool },
-    Manual { key: u8, command: u8 },
+    Recover {
+        key: u8,
+        protected: bool,
+    },
+    Manual {
+        key: u8,
+        command: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..KEYS, 0..3u8).prop_map(|(key, payload)| Op::Submit { key, payload }),
         3 => (0..WORKERS).prop_map(|worker| Op::Claim { worker }),
-        2 => (0..WORKERS).prop_map(|worker| Op::Start { worker }),
-        3 => (0..WORKERS, 0..4u8).prop_map(|(worker, outcome)| Op::Finish { worker, outcome }),
+        2 => (0..WORKERS, any::<bool>()).prop_map(|(worker, batched)| Op::Start { worker, batched }),
+        3 => (0..WORKERS, 0..4u8, any::<bool>()).prop_map(|(worker, outcome, batched)| Op::Finish { worker, outcome, batched }),
         1 => (0..WORKERS).prop_map(|worker| Op::Heartbeat { worker }),
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
@@ -274,9 +296,16 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     claims.entry(*worker).or_default().push((k, claim, None));
                 }
             }
-            Op::Start { worker } => {
+            Op::Start { worker, batched } => {
                 let Some((k, claim, started)) = claims.get_mut(worker).and_then(|c| c.last_mut()) else { continue };
-                let result = ledger.start_attempt(claim).await;
+                let result = if *batched {
+                    match ledger.start_attempts(std::slice::from_ref(claim)).await {
+                        Ok(mut results) => results.pop().expect("one result per claim"),
+                        Err(error) => Err(error),
+                    }
+                } else {
+                    ledger.start_attempt(claim).await
+                };
                 let current = model.current(*k, claim.ownership_version());
                 match result {
                     Ok(attempt) if current => {
@@ -287,13 +316,16 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     other => return Err(format!("step {step}: start attempt: {other:?}, model current {current}")),
                 }
             }
-            Op::Finish { worker, outcome: n } => {
+            Op::Finish { worker, outcome: n, batched } => {
                 let Some((k, claim, started)) = claims.get_mut(worker).and_then(Vec::pop) else { continue };
                 let attempt = started.unwrap_or(StartedAttempt { id: 0, number: 0 });
-                ledger
-                    .record_result(&claim, attempt, &outcome(*n, claim.ownership_version()))
-                    .await
-                    .map_err(|e| format!("step {step}: record result: {e}"))?;
+                let report = outcome(*n, claim.ownership_version());
+                let recorded = if *batched {
+                    ledger.record_results(&[(claim.clone(), attempt, report)]).await.map(|_| ())
+                } else {
+                    ledger.record_result(&claim, attempt, &report).await.map(|_| ())
+                };
+                recorded.map_err(|e| format!("step {step}: record result: {e}"))?;
                 model.finish(k, claim.ownership_version(), *n);
             }
             Op::Heartbeat { worker } => {

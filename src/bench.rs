@@ -108,9 +108,20 @@ where
     Ok((started.elapsed(), all))
 }
 
-/// The raw baseline: the same table, three autocommitted statements per action, no library code.
-macro_rules! raw_lifecycle {
-    ($name:ident, $pool:ty) => {
+/// The raw baseline (the same table, three autocommitted statements per action, no library
+/// code), and a bulk statement with two arguments, for one backend's pool.
+macro_rules! raw_sql {
+    ($name:ident, $bulk:ident, $pool:ty) => {
+        async fn $bulk(pool: $pool, sql: String, n: i64, now: i64) -> Result<(), Error> {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(n)
+                .bind(now)
+                .execute(&pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| Error::from(crate::store::StoreError::from(e)))
+        }
+
         async fn $name(pool: $pool, prefix: String, workers: usize, per_worker: usize) -> Result<(Duration, Vec<Duration>), Error> {
             concurrently(workers, per_worker, move |worker, n| {
                 let pool = pool.clone();
@@ -154,8 +165,8 @@ macro_rules! raw_lifecycle {
     };
 }
 
-raw_lifecycle!(raw_sqlite, sqlx::SqlitePool);
-raw_lifecycle!(raw_postgres, sqlx::PgPool);
+raw_sql!(raw_sqlite, bulk_sqlite, sqlx::SqlitePool);
+raw_sql!(raw_postgres, bulk_postgres, sqlx::PgPool);
 
 fn submission(key: String) -> RawSubmission {
     RawSubmission { key: Some(key), payload: br#"{"order":"bench"}"#.to_vec(), ..RawSubmission::default() }
@@ -334,18 +345,7 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                 print,
                 false,
                 |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
-                |sql: String, n: i64, now: i64| {
-                    let pool = pool.clone();
-                    async move {
-                        sqlx::query(sqlx::AssertSqlSafe(sql))
-                            .bind(n)
-                            .bind(now)
-                            .execute(&pool)
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| Error::from(crate::store::StoreError::from(e)))
-                    }
-                },
+                |sql, n, now| bulk_sqlite(pool.clone(), sql, n, now),
             )
             .await;
             store.close().await;
@@ -365,18 +365,7 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                 print,
                 true,
                 |prefix, workers, per| raw_postgres(pool.clone(), prefix, workers, per),
-                |sql: String, n: i64, now: i64| {
-                    let pool = pool.clone();
-                    async move {
-                        sqlx::query(sqlx::AssertSqlSafe(sql))
-                            .bind(n)
-                            .bind(now)
-                            .execute(&pool)
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| Error::from(crate::store::StoreError::from(e)))
-                    }
-                },
+                |sql, n, now| bulk_postgres(pool.clone(), sql, n, now),
             )
             .await;
             store.close().await;

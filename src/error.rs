@@ -37,11 +37,17 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
+            Self::Store(e) if e.is_not_permitted() => exit::REFUSED,
             Self::Store(_) => exit::ERROR,
             Self::Invalid(_) => exit::USAGE,
             Self::SubmissionRefused(_) | Self::Refused(_) | Self::Fenced { .. } => exit::REFUSED,
             Self::NotFound(_) => exit::NOT_FOUND,
         }
+    }
+
+    /// The database refused the session's role; waiting or retrying will not change that.
+    pub fn is_not_permitted(&self) -> bool {
+        matches!(self, Self::Store(e) if e.is_not_permitted())
     }
 
     pub(crate) fn is_transient(&self) -> bool {

@@ -140,7 +140,7 @@ pub async fn run<S: Store>(
             Err(error) => {
                 let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
                 shared.count(|s| s.errors += 1);
-                if since.elapsed() > DATABASE_PATIENCE {
+                if since.elapsed() > DATABASE_PATIENCE || error.is_not_permitted() {
                     return Err(error);
                 }
                 eprintln!("worker {}: {error}; trying again", shared.options.id);

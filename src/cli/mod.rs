@@ -349,6 +349,9 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
     let result = match command {
         Command::Migrate => {
             println!("ledger schema is up to date at {}", redact_url(url));
+            if let Some(access) = ledger.store().access_report().await? {
+                println!("access: {access}");
+            }
             Ok(exit::OK)
         }
         Command::Submit(args) => submit(&ledger, args).await,

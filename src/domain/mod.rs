@@ -16,4 +16,4 @@ pub use record::{
     ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord, LookupVerdict,
     Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
-pub use state::{Event, State, TransitionRefused};
+pub use state::{Event, State, StatePair, TransitionRefused};

@@ -146,6 +146,28 @@ impl Event {
     }
 }
 
+impl Event {
+    /// Whether only a named person's command makes this event.
+    pub fn is_manual(self) -> bool {
+        matches!(
+            self,
+            Self::Retry
+                | Self::ResolvedCompleted
+                | Self::ResolvedNotWritten
+                | Self::Cancelled
+                | Self::Approved
+                | Self::Rejected
+                | Self::TakenOver
+                | Self::Assigned
+        )
+    }
+
+    /// Whether a person may make this event: the manual commands, and a lookup a person asked for.
+    pub fn is_made_by_people(self) -> bool {
+        self.is_manual() || matches!(self, Self::LookupFound | Self::LookupNotFound | Self::LookupMismatch)
+    }
+}
+
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -242,16 +264,38 @@ pub fn allowed_from(event: Event) -> Vec<State> {
 
 /// Every (from, to) pair a store may write: the table plus diverted results.
 pub fn allowed_state_pairs() -> Vec<(State, State)> {
-    let mut pairs: Vec<(State, State)> = TRANSITIONS
-        .iter()
-        .flat_map(|&(event, from, to)| {
-            let diverted = diverts_while_proposed(event, to).then_some((from, Conflict));
-            std::iter::once((from, to)).chain(diverted)
-        })
-        .collect();
-    pairs.retain(|(from, to)| from != to);
+    state_pairs_by_maker().into_iter().map(|pair| (pair.from, pair.to)).collect()
+}
+
+/// A change of state a store may write, and who may make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StatePair {
+    pub from: State,
+    pub to: State,
+    /// Automatic work (workers and sources) makes it.
+    pub by_automation: bool,
+    /// A person's command makes it.
+    pub by_people: bool,
+}
+
+/// Every (from, to) pair a store may write, with who may write it: the database's privileges
+/// on PostgreSQL follow this (migration 0004 lists the same pairs).
+pub fn state_pairs_by_maker() -> Vec<StatePair> {
+    let mut pairs: Vec<StatePair> = Vec::new();
+    let changes = TRANSITIONS.iter().flat_map(|&(event, from, to)| {
+        let diverted = diverts_while_proposed(event, to).then_some((event, from, Conflict));
+        std::iter::once((event, from, to)).chain(diverted)
+    });
+    for (event, from, to) in changes.filter(|&(_, from, to)| from != to) {
+        let index = pairs.iter().position(|p| p.from == from && p.to == to).unwrap_or_else(|| {
+            pairs.push(StatePair { from, to, by_automation: false, by_people: false });
+            pairs.len() - 1
+        });
+        let pair = &mut pairs[index];
+        pair.by_automation |= !event.is_manual();
+        pair.by_people |= event.is_made_by_people();
+    }
     pairs.sort();
-    pairs.dedup();
     pairs
 }
 

@@ -42,7 +42,10 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, &'static str)> {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+    /// The session's role lacks the privilege (SQLSTATE 42501); its message names what.
+    #[error("refused by the database: {0}")]
+    NotPermitted(String),
     #[error("could not migrate the ledger schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("cannot open the ledger database: {0}")]
@@ -51,9 +54,26 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("42501") => {
+                Self::NotPermitted(db.message().to_owned())
+            }
+            _ => Self::Database(error),
+        }
+    }
+}
+
 impl StoreError {
     /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
     /// PostgreSQL, a busy or locked database on SQLite.
+    /// The database refused for lack of privilege: the session's role may not do this, and
+    /// trying again will not help.
+    pub fn is_not_permitted(&self) -> bool {
+        matches!(self, Self::NotPermitted(_))
+    }
+
     pub fn is_transient(&self) -> bool {
         let Self::Database(sqlx::Error::Database(db)) = self else {
             return false;
@@ -137,6 +157,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn advance_clock(&self, by: Duration);
 
     fn close(&self) -> impl Future<Output = ()> + Send;
+
+    /// Who may do what in this ledger, where the database manages roles (PostgreSQL); `None`
+    /// where it does not.
+    fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        async { Ok(None) }
+    }
 
     /// A signal each time an action changes state, where the database can push one (PostgreSQL's
     /// LISTEN/NOTIFY); `None` where it cannot, and readers poll.

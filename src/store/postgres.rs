@@ -30,6 +30,10 @@ impl_store! {
     lock_suffix = " FOR UPDATE",
     claim_sql = CLAIM,
 
+    async fn access_report(&self) -> Result<Option<String>, StoreError> {
+        describe_access(&self.pool).await.map(Some)
+    }
+
     async fn listen_for_changes(
         &self,
     ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError> {
@@ -52,6 +56,58 @@ impl_store! {
         Ok(Some(receiver))
     }
 }
+
+/// Whether every migration this build knows has been applied, unchanged.
+async fn schema_is_current(pool: &sqlx::PgPool, migrator: &sqlx::migrate::Migrator) -> Result<bool, StoreError> {
+    let recorded: bool =
+        sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(pool).await?;
+    if !recorded {
+        return Ok(false);
+    }
+    let applied: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations WHERE success").fetch_all(pool).await?;
+    Ok(migrator
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .all(|m| applied.iter().any(|(version, checksum)| *version == m.version && *checksum == *m.checksum)))
+}
+
+/// Describes the roles of migration 0004 as they stand, and what this session may do.
+async fn describe_access(pool: &sqlx::PgPool) -> Result<String, StoreError> {
+    let (session, owner): (String, String) = sqlx::query_as(
+        "SELECT current_user::text, pg_get_userbyid(relowner)::text FROM pg_class WHERE oid = 'actions'::regclass",
+    )
+    .fetch_one(pool)
+    .await?;
+    let present: Vec<String> =
+        sqlx::query_scalar("SELECT rolname::text FROM pg_roles WHERE rolname LIKE 'actionledger\\_%' ORDER BY rolname")
+            .fetch_all(pool)
+            .await?;
+    let missing: Vec<&str> = ROLES.iter().copied().filter(|role| !present.iter().any(|p| p == role)).collect();
+    if !missing.is_empty() {
+        return Ok(format!(
+            "not role-managed: the roles {} do not exist, so table privileges alone decide who may do what; \
+             create them (NOLOGIN) as a role with CREATEROLE, then run `SELECT actionledger_grant_roles();` \
+             as {owner}",
+            missing.join(", ")
+        ));
+    }
+    let (may_work, may_review): (bool, bool) =
+        sqlx::query_as("SELECT actionledger_session_may('worker'), actionledger_session_may('reviewer')")
+            .fetch_one(pool)
+            .await?;
+    let duties = match (may_work, may_review) {
+        (true, true) => "may do everything (schema owner)",
+        (true, false) => "may do a worker's work",
+        (false, true) => "may run people's commands",
+        (false, false) => "may read only",
+    };
+    Ok(format!("tables owned by {owner}; roles {} in place; {session} {duties}", ROLES.join(", ")))
+}
+
+/// The roles migration 0004 creates.
+pub const ROLES: [&str; 4] =
+    ["actionledger_owner", "actionledger_reviewer", "actionledger_viewer", "actionledger_worker"];
 
 /// The channel migration 0003 notifies on.
 const CHANGES_CHANNEL: &str = "actionledger_changes";
@@ -79,7 +135,25 @@ impl PostgresStore {
             .connect(url)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
-        sqlx::migrate!("migrations/postgres").run(&pool).await?;
+        let migrator = sqlx::migrate!("migrations/postgres");
+        // Only a member of actionledger_owner may migrate; workers, reviewers and viewers open a
+        // current schema without touching it.
+        if !schema_is_current(&pool, &migrator).await? {
+            migrator.run(&pool).await.map_err(|error| match &error {
+                sqlx::migrate::MigrateError::Execute(sqlx::Error::Database(db))
+                | sqlx::migrate::MigrateError::ExecuteMigration(sqlx::Error::Database(db), _)
+                    if db.code().as_deref() == Some("42501") =>
+                {
+                    StoreError::Open(format!(
+                        "the ledger schema at {} needs migrating and this role may not do it ({}); run \
+                         `actionledger migrate` as the schema owner (a member of actionledger_owner)",
+                        crate::cli::redact_url(url),
+                        db.message()
+                    ))
+                }
+                _ => StoreError::Migrate(error),
+            })?;
+        }
         Ok(Self { pool, clock_offset: Arc::default() })
     }
 

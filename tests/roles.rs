@@ -1,0 +1,376 @@
+//! Least privilege on PostgreSQL: each role of migration 0004, connected as a login member of it,
+//! does its own work and is refused everything else by the database itself. SQLite has no roles;
+//! its file is private to its owner (tests/storage.rs).
+
+mod support;
+
+use actionledger::Ledger;
+use actionledger::domain::state::{self, StatePair};
+use actionledger::domain::{ActionKey, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::error::Error;
+use actionledger::ledger::{Claim, ManualRequest, Outcome, Report};
+use actionledger::store::{PostgresStore, Store};
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A fresh ledger migrated by the test server's superuser, and the name of its database.
+async fn ledger() -> Option<(Ledger<PostgresStore>, String)> {
+    let url = support::pg::fresh_database().await?;
+    let ledger = Ledger::new(PostgresStore::open(&url).await.expect("migrate as the superuser"));
+    Some((ledger, url))
+}
+
+fn database_name(url: &str) -> &str {
+    let path = url.split('?').next().unwrap_or(url);
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The same server and database, connecting as `role` with `password`.
+fn url_as(url: &str, role: &str, password: &str) -> String {
+    let scheme_end = url.find("://").expect("a URL") + 3;
+    let rest = &url[scheme_end..];
+    let host_start = rest.find('/').map_or(rest.len(), |slash| rest[..slash].rfind('@').map_or(0, |at| at + 1));
+    format!("{}{role}:{password}@{}", &url[..scheme_end], &rest[host_start..])
+}
+
+/// Makes a login role (unique to this test database) that is a member of `group`, and opens the
+/// ledger as it.
+async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
+    let login = format!("{}_{}", database_name(url), group.trim_start_matches("actionledger_"));
+    exec(admin, &format!("CREATE ROLE {login} LOGIN PASSWORD 'secret-{login}' IN ROLE {group}")).await.unwrap();
+    let store = PostgresStore::open_with(&url_as(url, &login, &format!("secret-{login}")), 4)
+        .await
+        .unwrap_or_else(|e| panic!("{login} opens the current schema without migrating it: {e}"));
+    Ledger::new(store)
+}
+
+async fn exec(ledger: &Ledger<PostgresStore>, sql: &str) -> Result<u64, sqlx::Error> {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(ledger.store().pool()).await.map(|r| r.rows_affected())
+}
+
+/// Asserts the database refused `sql` for lack of privilege (SQLSTATE 42501).
+async fn refused(ledger: &Ledger<PostgresStore>, sql: &str) {
+    match exec(ledger, sql).await {
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42501") => {}
+        other => panic!("{sql} must be refused for lack of privilege, got {other:?}"),
+    }
+}
+
+/// Asserts a ledger operation was refused for lack of privilege, with a message naming why.
+fn not_permitted<T: std::fmt::Debug>(result: Result<T, Error>, what: &str, says: &str) {
+    match result {
+        Err(error) if error.is_not_permitted() => {
+            let message = error.to_string();
+            assert!(message.contains(says), "{what}: the refusal should say {says:?}: {message}");
+        }
+        other => panic!("{what} must be refused for lack of privilege, got {other:?}"),
+    }
+}
+
+fn key(text: &str) -> ActionKey {
+    ActionKey::parse(text).unwrap()
+}
+
+fn raw(key: &str, payload: &str) -> RawSubmission {
+    RawSubmission {
+        key: Some(key.to_owned()),
+        payload: payload.as_bytes().to_vec(),
+        source: Some("shop".into()),
+        ..RawSubmission::default()
+    }
+}
+
+fn request(k: &str, command: ManualCommand) -> ManualRequest {
+    ManualRequest {
+        key: key(k),
+        person: Person::parse("Ana Lima").unwrap(),
+        reason: Reason::parse("checked the CRM by hand").unwrap(),
+        expect_version: None,
+        command,
+    }
+}
+
+fn report(outcome: Outcome) -> Report {
+    Report { outcome, error: None, evidence: actionledger::domain::Evidence::default() }
+}
+
+async fn claim_one(ledger: &Ledger<PostgresStore>, worker: &str) -> Claim {
+    let mut claims = ledger.claim(worker, LEASE, 1).await.unwrap();
+    assert_eq!(claims.len(), 1, "one action should be claimable");
+    claims.pop().unwrap()
+}
+
+async fn state_of(ledger: &Ledger<PostgresStore>, k: &str) -> State {
+    ledger.store().find(&key(k)).await.unwrap().unwrap().state
+}
+
+/// Brings `k` to `unknown` through the superuser's ledger.
+async fn unknown_action(admin: &Ledger<PostgresStore>, k: &str) {
+    admin.submit(&raw(k, "{}")).await.unwrap();
+    let claim = claim_one(admin, "setup").await;
+    let attempt = admin.start_attempt(&claim).await.unwrap();
+    admin.record_result(&claim, attempt, &report(Outcome::Unknown)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_database_knows_who_may_make_each_change_of_state() {
+    let Some((admin, _url)) = ledger().await else { return };
+    let rows: Vec<(String, String, bool, bool)> =
+        sqlx::query_as("SELECT from_state, to_state, by_automation, by_people FROM state_transitions")
+            .fetch_all(admin.store().pool())
+            .await
+            .unwrap();
+    let mut enforced: Vec<StatePair> = rows
+        .into_iter()
+        .map(|(from, to, by_automation, by_people)| StatePair {
+            from: from.parse().unwrap(),
+            to: to.parse().unwrap(),
+            by_automation,
+            by_people,
+        })
+        .collect();
+    enforced.sort();
+    assert_eq!(enforced, state::state_pairs_by_maker(), "migration 0004 and src/domain/state.rs must agree");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_does_its_work_and_nothing_else() {
+    let Some((admin, url)) = ledger().await else { return };
+    let worker = open_as(&admin, &url, "actionledger_worker").await;
+
+    worker.submit(&raw("order:1", r#"{"qty":1}"#)).await.expect("a worker submits");
+    let claim = claim_one(&worker, "w1").await;
+    worker.heartbeat(&claim, LEASE).await.expect("a worker renews its lease");
+    let attempt = worker.start_attempt(&claim).await.expect("a worker records an attempt");
+    worker.record_result(&claim, attempt, &report(Outcome::Unknown)).await.expect("a worker records a result");
+    assert_eq!(state_of(&worker, "order:1").await, State::Unknown);
+
+    for command in [
+        ManualCommand::Retry,
+        ManualCommand::ResolveCompleted { destination_id: "CRM-1".into() },
+        ManualCommand::ResolveNotWritten,
+        ManualCommand::Cancel,
+    ] {
+        let what = command.verb();
+        not_permitted(worker.manual(&request("order:1", command)).await, what, "only a person's command");
+    }
+    not_permitted(
+        worker.manual(&request("order:1", ManualCommand::Assign { to: "Ana Lima".into() })).await,
+        "assign",
+        "only a person's command",
+    );
+    assert_eq!(state_of(&admin, "order:1").await, State::Unknown, "nothing changed");
+
+    // A changed payload waits as a proposal; only a person decides it.
+    worker.submit(&raw("order:2", r#"{"qty":1}"#)).await.unwrap();
+    worker.submit(&raw("order:2", r#"{"qty":2}"#)).await.expect("a worker records a proposal");
+    assert_eq!(state_of(&worker, "order:2").await, State::Conflict);
+    not_permitted(worker.manual(&request("order:2", ManualCommand::Approve)).await, "approve", "only a person");
+    refused(&worker, "UPDATE actions SET proposed_payload = NULL, proposed_fingerprint = NULL WHERE key = 'order:2'")
+        .await;
+    refused(&worker, "UPDATE actions SET state = 'pending' WHERE key = 'order:2'").await;
+    refused(&worker, "UPDATE actions SET payload = '{}' WHERE key = 'order:1'").await;
+
+    // The audit trail: appended to in its own name only, never changed.
+    refused(&worker, "UPDATE audit_trail SET reason = 'rewritten'").await;
+    refused(&worker, "DELETE FROM audit_trail").await;
+    refused(&worker, "TRUNCATE audit_trail").await;
+    refused(
+        &worker,
+        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
+         VALUES ('order:1', 0, 'Ana Lima', 'person', 'resolved_completed', 'completed', 1, 9)",
+    )
+    .await;
+    refused(&worker, "DELETE FROM actions").await;
+    refused(&worker, "DELETE FROM attempts").await;
+    refused(&worker, "CREATE TABLE sneaky (id int)").await;
+    refused(&worker, "DROP TABLE refused_submissions").await;
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_trail WHERE actor_kind = 'person'")
+        .fetch_one(admin.store().pool())
+        .await
+        .unwrap();
+    assert_eq!(entries, 0, "no entry in a person's name");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reviewer_changes_only_what_commands_change() {
+    let Some((admin, url)) = ledger().await else { return };
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+
+    unknown_action(&admin, "a:retry").await;
+    unknown_action(&admin, "a:resolve").await;
+    reviewer.manual(&request("a:retry", ManualCommand::Retry)).await.expect("a reviewer retries");
+    reviewer
+        .manual(&request("a:resolve", ManualCommand::ResolveCompleted { destination_id: "CRM-7".into() }))
+        .await
+        .expect("a reviewer resolves");
+    admin.submit(&raw("a:approve", r#"{"qty":1}"#)).await.unwrap();
+    admin.submit(&raw("a:approve", r#"{"qty":2}"#)).await.unwrap();
+    reviewer.manual(&request("a:approve", ManualCommand::Approve)).await.expect("a reviewer approves");
+    admin.submit(&raw("a:reject", r#"{"qty":1}"#)).await.unwrap();
+    admin.submit(&raw("a:reject", r#"{"qty":2}"#)).await.unwrap();
+    reviewer.manual(&request("a:reject", ManualCommand::Reject)).await.expect("a reviewer rejects");
+    reviewer
+        .manual(&request("a:reject", ManualCommand::Assign { to: "Ana Lima".into() }))
+        .await
+        .expect("a reviewer assigns");
+    reviewer.manual(&request("a:reject", ManualCommand::Cancel)).await.expect("a reviewer cancels");
+    let stale = claim_one(&admin, "gone-worker").await;
+    admin.store().advance_clock(Duration::from_mins(1));
+    reviewer.store().advance_clock(Duration::from_mins(1));
+    reviewer
+        .manual(&request(stale.key().as_str(), ManualCommand::Takeover { protected: true }))
+        .await
+        .expect("a reviewer takes over a stale claim");
+    assert_eq!(state_of(&admin, "a:retry").await, State::Pending);
+    assert_eq!(state_of(&admin, "a:resolve").await, State::Completed);
+    assert_eq!(state_of(&admin, "a:reject").await, State::Cancelled);
+
+    // Not a worker, not a source.
+    not_permitted(reviewer.submit(&raw("a:new", "{}")).await, "submit", "permission denied");
+    not_permitted(reviewer.claim("r", LEASE, 10).await, "claim", "only a worker does that");
+    let claim = claim_one(&admin, "w1").await;
+    not_permitted(reviewer.start_attempt(&claim).await, "start an attempt", "except by taking it over");
+    refused(&reviewer, &format!("UPDATE actions SET lease_expires_at = 0 WHERE key = '{}'", claim.key())).await;
+    refused(&reviewer, "UPDATE audit_trail SET reason = 'rewritten'").await;
+    refused(&reviewer, "DELETE FROM audit_trail").await;
+    refused(
+        &reviewer,
+        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
+         VALUES ('a:retry', 0, 'w1', 'worker', 'completed', 'completed', 1, 9)",
+    )
+    .await;
+    refused(&reviewer, "UPDATE attempts SET outcome = 'succeeded'").await;
+    refused(&reviewer, "DELETE FROM actions").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_viewer_reads_and_changes_nothing() {
+    let Some((admin, url)) = ledger().await else { return };
+    let viewer = open_as(&admin, &url, "actionledger_viewer").await;
+    unknown_action(&admin, "v:1").await;
+    admin.submit(&raw("v:2", "{}")).await.unwrap();
+
+    let detail = viewer.detail(&key("v:1")).await.expect("a viewer reads an action");
+    assert_eq!(detail.audit.len(), 3, "and its audit trail");
+    assert_eq!(
+        viewer.list(&actionledger::store::ListFilter { limit: 10, ..Default::default() }).await.unwrap().len(),
+        2
+    );
+    assert!(!viewer.counts().await.unwrap().is_empty());
+
+    not_permitted(viewer.submit(&raw("v:3", "{}")).await, "submit", "permission denied");
+    not_permitted(viewer.claim("v", LEASE, 10).await, "claim", "permission denied");
+    not_permitted(viewer.manual(&request("v:1", ManualCommand::Retry)).await, "retry", "permission denied");
+    refused(&viewer, "UPDATE actions SET assignee = 'me'").await;
+    refused(
+        &viewer,
+        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
+         VALUES ('v:1', 0, 'me', 'person', 'assigned', 'unknown', 1, 9)",
+    )
+    .await;
+    refused(&viewer, "INSERT INTO refused_submissions (received_at, problem, message) VALUES (0, 'x', 'y')").await;
+    assert_eq!(state_of(&admin, "v:1").await, State::Unknown);
+    assert!(admin.store().find(&key("v:3")).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_owner_role_owns_the_schema_and_each_session_is_told_its_duties() {
+    let Some((admin, url)) = ledger().await else { return };
+    let owners: Vec<(String, String)> = sqlx::query_as(
+        "SELECT relname::text, pg_get_userbyid(relowner)::text FROM pg_class \
+         WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r' ORDER BY relname",
+    )
+    .fetch_all(admin.store().pool())
+    .await
+    .unwrap();
+    assert_eq!(owners.len(), 8, "{owners:?}");
+    assert!(owners.iter().all(|(_, owner)| owner == "actionledger_owner"), "{owners:?}");
+
+    let owner = open_as(&admin, &url, "actionledger_owner").await;
+    let said = owner.store().access_report().await.unwrap().unwrap();
+    assert!(said.contains("tables owned by actionledger_owner") && said.ends_with("may do everything (schema owner)"));
+    owner.submit(&raw("o:1", "{}")).await.expect("the owner may do a worker's work");
+    owner.manual(&request("o:1", ManualCommand::Cancel)).await.expect("and a person's");
+    for (group, duties) in [
+        ("actionledger_worker", "may do a worker's work"),
+        ("actionledger_reviewer", "may run people's commands"),
+        ("actionledger_viewer", "may read only"),
+    ] {
+        let ledger = open_as(&admin, &url, group).await;
+        let said = ledger.store().access_report().await.unwrap().unwrap();
+        assert!(said.ends_with(duties), "{group}: {said}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_schema_owner_without_createrole_migrates_and_keeps_the_tables() {
+    let Some((admin, url)) = ledger().await else { return };
+    let name = format!("{}_own", database_name(&url));
+    exec(&admin, &format!("CREATE ROLE {name} LOGIN PASSWORD 'pw' NOCREATEROLE NOSUPERUSER")).await.unwrap();
+    exec(&admin, &format!("CREATE DATABASE {name} OWNER {name}")).await.unwrap();
+    let own_url = url_as(&url.replace(database_name(&url), &name), &name, "pw");
+    let ledger = Ledger::new(PostgresStore::open(&own_url).await.expect("the database owner migrates"));
+    let said = ledger.store().access_report().await.unwrap().unwrap();
+    assert!(said.starts_with(&format!("tables owned by {name}")), "{said}");
+    ledger.submit(&raw("s:1", "{}")).await.unwrap();
+    ledger.manual(&request("s:1", ManualCommand::Cancel)).await.expect("the table owner may do everything");
+
+    // The roles are granted in this database too: a worker may work, and no more.
+    let worker = open_as(&admin, &own_url, "actionledger_worker").await;
+    worker.submit(&raw("s:2", "{}")).await.unwrap();
+    claim_one(&worker, "w").await;
+    worker.submit(&raw("s:3", "{}")).await.unwrap();
+    not_permitted(worker.manual(&request("s:3", ManualCommand::Cancel)).await, "cancel", "only a person's command");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_owner_migrates_and_others_say_so() {
+    let Some((admin, url)) = ledger().await else { return };
+    let worker = open_as(&admin, &url, "actionledger_worker").await;
+    worker.store().close().await;
+    // As if this build brought a migration the database has not had yet.
+    exec(&admin, "DELETE FROM _sqlx_migrations WHERE version = 4").await.unwrap();
+    let login = format!("{}_worker", database_name(&url));
+    let error = PostgresStore::open(&url_as(&url, &login, &format!("secret-{login}"))).await.unwrap_err().to_string();
+    assert!(
+        error.contains("needs migrating and this role may not do it")
+            && error.contains("as the schema owner (a member of actionledger_owner)"),
+        "{error}"
+    );
+    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(admin.store().pool())
+        .await
+        .unwrap();
+    assert_eq!(versions, [1, 2, 3], "the worker changed nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_ledgers_migrate_at_once_in_one_cluster() {
+    let mut urls = Vec::new();
+    for _ in 0..8 {
+        let Some(url) = support::pg::fresh_database().await else { return };
+        urls.push(url);
+    }
+    let opened = futures_join_all(urls.iter().cloned().map(|url| async move { PostgresStore::open(&url).await })).await;
+    for (url, store) in urls.iter().zip(opened) {
+        let store = store.unwrap_or_else(|e| panic!("{}: {e}", database_name(url)));
+        let said = store.access_report().await.unwrap().unwrap();
+        assert!(said.contains("roles actionledger_owner"), "{said}");
+    }
+}
+
+/// Runs futures concurrently on this runtime and collects their results in order.
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut results = Vec::new();
+    for handle in handles {
+        results.push(handle.await.expect("task"));
+    }
+    results
+}

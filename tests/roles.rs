@@ -34,14 +34,20 @@ fn url_as(url: &str, role: &str, password: &str) -> String {
     format!("{}{role}:{password}@{}", &url[..scheme_end], &rest[host_start..])
 }
 
-/// Makes a login role (unique to this test database) that is a member of `group`, and opens the
-/// ledger as it.
-async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
+/// Makes a login role (unique to this test database) that is a member of `group`; returns its
+/// URL for the database at `url`.
+async fn login_in(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> String {
     let login = format!("{}_{}", database_name(url), group.trim_start_matches("actionledger_"));
     exec(admin, &format!("CREATE ROLE {login} LOGIN PASSWORD 'secret-{login}' IN ROLE {group}")).await.unwrap();
-    let store = PostgresStore::open_with(&url_as(url, &login, &format!("secret-{login}")), 4)
+    url_as(url, &login, &format!("secret-{login}"))
+}
+
+/// Opens the ledger at `url` as a new login member of `group`.
+async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
+    let login_url = login_in(admin, url, group).await;
+    let store = PostgresStore::open_with(&login_url, 4)
         .await
-        .unwrap_or_else(|e| panic!("{login} opens the current schema without migrating it: {e}"));
+        .unwrap_or_else(|e| panic!("a member of {group} opens the current schema without migrating it: {e}"));
     Ledger::new(store)
 }
 
@@ -328,12 +334,10 @@ async fn a_schema_owner_without_createrole_migrates_and_keeps_the_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn only_the_owner_migrates_and_others_say_so() {
     let Some((admin, url)) = ledger().await else { return };
-    let worker = open_as(&admin, &url, "actionledger_worker").await;
-    worker.store().close().await;
+    let worker_url = login_in(&admin, &url, "actionledger_worker").await;
     // As if this build brought a migration the database has not had yet.
     exec(&admin, "DELETE FROM _sqlx_migrations WHERE version = 4").await.unwrap();
-    let login = format!("{}_worker", database_name(&url));
-    let error = PostgresStore::open(&url_as(&url, &login, &format!("secret-{login}"))).await.unwrap_err().to_string();
+    let error = PostgresStore::open(&worker_url).await.unwrap_err().to_string();
     assert!(
         error.contains("needs migrating and this role may not do it")
             && error.contains("as the schema owner (a member of actionledger_owner)"),
@@ -373,4 +377,36 @@ where
         results.push(handle.await.expect("task"));
     }
     results
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_command_line_names_what_a_role_may_not_do() {
+    let Some((admin, url)) = ledger().await else { return };
+    let worker_url = login_in(&admin, &url, "actionledger_worker").await;
+    let owner_url = login_in(&admin, &url, "actionledger_owner").await;
+    unknown_action(&admin, "cli:1").await;
+    let run = |url: &str, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .env_remove("ACTIONLEDGER_DB")
+            .env_remove("DATABASE_URL")
+            .args(["--db", url])
+            .args(args)
+            .output()
+            .expect("run actionledger")
+    };
+    let name = database_name(&url);
+    let refused = run(&worker_url, &["cancel", "cli:1", "--owner", "Ana Lima", "--reason", "not needed"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("refused by the database: actionledger: role {name}_worker may not")), "{said}");
+    assert!(!said.contains("secret-"), "no password in messages: {said}");
+    assert_eq!(state_of(&admin, "cli:1").await, State::Unknown);
+
+    let migrated = run(&owner_url, &["migrate"]);
+    let said = String::from_utf8_lossy(&migrated.stdout);
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    assert!(
+        said.contains("access: tables owned by actionledger_owner;") && said.contains("may do everything"),
+        "{said}"
+    );
 }

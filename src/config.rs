@@ -21,14 +21,20 @@ pub struct Config {
     pub destinations: BTreeMap<String, DestinationConfig>,
 }
 
+/// The largest batch a worker takes: its results share one commit, and a slow request holds
+/// the others' results back until it ends.
+pub const MAX_BATCH: usize = 1000;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSettings {
     /// How long a claim lasts without a heartbeat.
     #[serde(with = "duration_text")]
     pub lease: Duration,
-    /// Actions performed at once by one worker process.
+    /// Requests (or batches) in flight at once in one worker process.
     pub concurrency: usize,
+    /// Actions claimed, started and recorded together (1: one at a time).
+    pub batch: usize,
     /// How often an idle worker looks for work.
     #[serde(with = "duration_text")]
     pub poll_interval: Duration,
@@ -41,6 +47,7 @@ impl Default for WorkerSettings {
         Self {
             lease: Duration::from_secs(30),
             concurrency: 4,
+            batch: 1,
             poll_interval: Duration::from_millis(250),
             default_destination: None,
         }
@@ -196,6 +203,9 @@ impl Config {
         if self.worker.concurrency == 0 || self.worker.concurrency > 256 {
             return Err(format!("worker.concurrency is {}; give 1 to 256", self.worker.concurrency));
         }
+        if self.worker.batch == 0 || self.worker.batch > MAX_BATCH {
+            return Err(format!("worker.batch is {}; give 1 to {MAX_BATCH}", self.worker.batch));
+        }
         if self.worker.lease < Duration::from_secs(1) {
             return Err("worker.lease must be at least 1s".to_owned());
         }
@@ -324,6 +334,7 @@ mod tests {
         let bad = [
             (EXAMPLE.replace("24h", "soon"), "not a duration"),
             (EXAMPLE.replace("concurrency = 8", "concurrency = 0"), "concurrency"),
+            (EXAMPLE.replace("concurrency = 8", "batch = 0"), "worker.batch is 0"),
             (EXAMPLE.replace("base_url =", "base_uri ="), "unknown field"),
             (
                 EXAMPLE.replace("X-Team = { value = \"ops\" }", "Auth = { env = \"AL_TEST_UNSET_VAR\" }"),

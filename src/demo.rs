@@ -192,6 +192,7 @@ fn worker_options(id: &str, destinations: &BTreeMap<String, Destination>, drain:
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 3,
+        batch: 1,
         lease: DEMO_LEASE,
         poll_interval: Duration::from_millis(200),
         drain,

@@ -357,6 +357,7 @@ impl<S: Store> Ledger<S> {
                 Ok(recorded.into_iter().map(|r| r.expect("every result visited")).collect())
             }
             .await;
+            crate::faults::crash_point(crate::faults::DURING_RECORD);
             finish(tx, result).await
         })
         .await

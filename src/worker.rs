@@ -26,7 +26,11 @@ const LOOKUP_RETRY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
     pub id: String,
+    /// Requests (or, with `batch` above one, batches) in flight at once.
     pub concurrency: usize,
+    /// Actions claimed, started and recorded together: one commit starts the batch's attempts
+    /// and one group commit records its results. One is the per-action mode.
+    pub batch: usize,
     pub lease: Duration,
     pub poll_interval: Duration,
     /// Exit once nothing is claimable (and no backoff or settle is due soon).
@@ -186,14 +190,19 @@ async fn round<S: Store>(
     busy |= settle_unknowns(shared, lookup_after).await? > 0;
     let free = shared.options.concurrency.saturating_sub(tasks.len());
     if free > 0 && !shared.stopping() {
-        let limit = i64::try_from(free).unwrap_or(i64::MAX);
-        let claims = shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, scope).await?;
+        let batch = shared.options.batch.max(1);
+        let limit = i64::try_from(free * batch).unwrap_or(i64::MAX);
+        let mut claims = shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, scope).await?;
         busy |= !claims.is_empty();
-        for claim in claims {
+        for _ in &claims {
             shared.count(|s| s.claimed += 1);
             crate::faults::crash_point(crate::faults::AFTER_CLAIM);
+        }
+        while !claims.is_empty() {
+            let rest = claims.split_off(batch.min(claims.len()));
             let shared = Arc::clone(shared);
-            tasks.spawn(async move { perform(&shared, claim).await });
+            tasks.spawn(async move { perform(&shared, claims).await });
+            claims = rest;
         }
     }
     Ok(busy)
@@ -256,7 +265,7 @@ async fn recover_expired<S: Store>(
                 shared.count(|s| s.recovered += 1);
                 shared.progress(claim.key().as_str(), "expired claim taken over");
                 let shared = Arc::clone(shared);
-                tasks.spawn(async move { perform(&shared, claim).await });
+                tasks.spawn(async move { perform(&shared, vec![claim]).await });
             }
             Recovery::Held(action) => {
                 any = true;
@@ -337,41 +346,105 @@ async fn predecessor<S: Store>(shared: &Shared<S>, action: &ActionRecord) -> Res
     }
 }
 
-/// Performs one claimed action, keeping its lease alive while a request is in flight.
-async fn perform<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) {
-    let heartbeat = {
-        let shared = Arc::clone(shared);
-        let claim = claim.clone();
-        tokio::spawn(async move {
-            let every = shared.options.lease / 3;
-            loop {
-                tokio::time::sleep(every).await;
-                // Fenced: the claim is gone, stop. Any other error: the next beat may get through.
-                if let Err(Error::Fenced { .. }) = shared.ledger.heartbeat(&claim, shared.options.lease).await {
-                    break;
-                }
-            }
-        })
-    };
-    let result = perform_claim(shared, &claim).await;
+/// Performs claimed actions together, keeping their leases alive while requests are in flight:
+/// their attempts start in one commit, their requests go out at once, and their results are
+/// recorded in one group commit. A batch of one is the per-action mode.
+async fn perform<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) {
+    let heartbeat = keep_leases(shared, claims.clone());
+    let keys: Vec<String> = claims.iter().map(|c| c.key().to_string()).collect();
+    let result = perform_batch(shared, claims).await;
     heartbeat.abort();
     if let Err(error) = result {
         shared.count(|s| s.errors += 1);
-        shared.progress(claim.key().as_str(), &format!("error: {error}"));
+        shared.progress(&keys.join(", "), &format!("error: {error}"));
     }
 }
 
-async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Result<(), Error> {
+/// Renews the leases of a batch every third of a lease until each is fenced or the batch ends.
+fn keep_leases<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) -> tokio::task::JoinHandle<()> {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let every = shared.options.lease / 3;
+        let mut live = claims;
+        while !live.is_empty() {
+            tokio::time::sleep(every).await;
+            let mut still_ours = Vec::with_capacity(live.len());
+            for claim in live {
+                // Fenced: the claim is gone, stop. Any other error: the next beat may get through.
+                if !matches!(shared.ledger.heartbeat(&claim, shared.options.lease).await, Err(Error::Fenced { .. })) {
+                    still_ours.push(claim);
+                }
+            }
+            live = still_ours;
+        }
+    })
+}
+
+/// A claim ready to be sent, with the action it waits on (for `{{after.*}}` in templates).
+struct Ready {
+    claim: Claim,
+    after: Option<ActionRecord>,
+}
+
+async fn perform_batch<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) -> Result<(), Error> {
+    let mut ready = Vec::with_capacity(claims.len());
+    for claim in claims {
+        if let Some(item) = prepare(shared, claim).await? {
+            ready.push(item);
+        }
+    }
+    if ready.is_empty() {
+        return Ok(());
+    }
+    let batch: Vec<Claim> = ready.iter().map(|r| r.claim.clone()).collect();
+    let started = shared.ledger.start_attempts(&batch).await?;
+    let mut exchanges = JoinSet::new();
+    for (item, attempt) in ready.into_iter().zip(started) {
+        match attempt {
+            Ok(attempt) => {
+                let shared = Arc::clone(shared);
+                exchanges.spawn(async move {
+                    let report = exchange(&shared, &item).await;
+                    (item.claim, attempt, report)
+                });
+            }
+            Err(error) => {
+                shared.count(|s| s.errors += 1);
+                shared.progress(item.claim.key().as_str(), &format!("not sent: {error}"));
+            }
+        }
+    }
+    let mut results = Vec::with_capacity(exchanges.len());
+    while let Some(joined) = exchanges.join_next().await {
+        // A request task that panicked leaves its claim to expire and be recovered by rule 5.
+        if let Ok(result) = joined {
+            results.push(result);
+        }
+    }
+    let recorded = shared.ledger.record_results(&results).await?;
+    let mut uncertain = Vec::new();
+    for ((claim, _, report), recorded) in results.iter().zip(recorded) {
+        if let Some(action) = after_recorded(shared, claim, report, recorded) {
+            uncertain.push(action);
+        }
+    }
+    settle_after_send(shared, uncertain).await;
+    Ok(())
+}
+
+/// Settles what must not be sent: a claim with no destination configured here, a shutdown
+/// before sending, an idempotency window that has closed. `None` when handled.
+async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Option<Ready>, Error> {
     let ledger = &shared.ledger;
     let key = claim.key().as_str();
     let Some(destination) = shared.destination_of(&claim.action) else {
-        ledger.release(claim, "this worker has no configuration for the action's destination").await?;
-        return Ok(());
+        ledger.release(&claim, "this worker has no configuration for the action's destination").await?;
+        return Ok(None);
     };
     if shared.stopping() {
-        ledger.release(claim, "worker shutting down before sending").await?;
+        ledger.release(&claim, "worker shutting down before sending").await?;
         shared.count(|s| s.released += 1);
-        return Ok(());
+        return Ok(None);
     }
     let now = ledger.store().now().await?;
     let first_sent = claim.action.first_sent_at;
@@ -379,7 +452,7 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
         let closed = destination.window_closes(first_sent).map(|t| t.to_rfc3339()).unwrap_or_default();
         ledger
             .hold(
-                claim,
+                &claim,
                 &format!(
                     "the idempotency window of {} closed at {closed}; not sent again automatically",
                     destination.name
@@ -388,15 +461,27 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
             .await?;
         shared.count(|s| s.held += 1);
         shared.progress(key, "held: idempotency window passed");
-        return Ok(());
+        return Ok(None);
     }
     let after = predecessor(shared, &claim.action).await?;
-    let attempt = ledger.start_attempt(claim).await?;
+    Ok(Some(Ready { claim, after }))
+}
 
+/// Sends one started attempt (or looks first, where a repeat is not protected) and says what
+/// the ledger should record.
+async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
+    let Ready { claim, after } = item;
+    let Some(destination) = shared.destination_of(&claim.action) else {
+        return Report {
+            outcome: Outcome::Failed { permanent: true },
+            error: Some("this worker has no configuration for the action's destination".to_owned()),
+            evidence: Evidence::default(),
+        };
+    };
     // Something may have been sent before and no idempotency key protects a repeat (the window
-    // was checked above): look first.
+    // was checked when the batch was prepared): look first.
     let key_protects = destination.config.idempotency.is_some();
-    let outcome = if first_sent.is_some() && !key_protects && destination.config.lookup.is_some() {
+    let looked = if claim.action.first_sent_at.is_some() && !key_protects && destination.config.lookup.is_some() {
         match destination.lookup(&claim.action, after.as_ref()).await {
             Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists { response: found.response }),
             Ok(_) => None,
@@ -405,7 +490,7 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
     } else {
         None
     };
-    let outcome = match outcome {
+    let outcome = match looked {
         Some(outcome) => outcome,
         None => match destination.send(&claim.action, after.as_ref()).await {
             Ok(outcome) => outcome,
@@ -415,18 +500,28 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
             },
         },
     };
-    let report = match outcome {
+    match outcome {
         SendOutcome::AlreadyExists { response } => {
             resolve_existing(destination, &claim.action, after.as_ref(), response).await
         }
         other => to_report(destination, &claim.action, other),
-    };
-    let recorded = ledger.record_result(claim, attempt, &report).await?;
+    }
+}
+
+/// Counts and reports one recorded result; returns the action if its outcome is uncertain and a
+/// lookup may settle it.
+fn after_recorded<S: Store>(
+    shared: &Shared<S>,
+    claim: &Claim,
+    report: &Report,
+    recorded: Recorded,
+) -> Option<ActionRecord> {
+    let key = claim.key().as_str();
     let action = match recorded {
         Recorded::Stale(action) => {
             shared.count(|s| s.stale_results += 1);
             shared.progress(key, &format!("late result refused; the action is {}", action.state));
-            return Ok(());
+            return None;
         }
         Recorded::Applied(action) => action,
     };
@@ -445,16 +540,25 @@ async fn perform_claim<S: Store>(shared: &Arc<Shared<S>>, claim: &Claim) -> Resu
         _ => action.state.to_string(),
     };
     shared.progress(key, &detail);
-    if action.state == State::Unknown
-        && let Some(lookup) = &destination.config.lookup
-    {
-        // Give a request still in flight at the destination time to land before concluding.
-        tokio::time::sleep(lookup.settle).await;
+    let has_lookup = shared.destination_of(&action).is_some_and(|d| d.config.lookup.is_some());
+    (action.state == State::Unknown && has_lookup).then_some(action)
+}
+
+/// Looks up uncertain outcomes once their settle delay has passed, giving a request still in
+/// flight at the destination time to land before concluding.
+async fn settle_after_send<S: Store>(shared: &Shared<S>, uncertain: Vec<ActionRecord>) {
+    let settle = uncertain
+        .iter()
+        .filter_map(|action| shared.destination_of(action)?.config.lookup.as_ref().map(|l| l.settle))
+        .max();
+    let Some(settle) = settle else { return };
+    tokio::time::sleep(settle).await;
+    for action in uncertain {
+        let Some(destination) = shared.destination_of(&action) else { continue };
         if let Err(error) = settle_one(shared, destination, &action).await {
-            shared.progress(key, &format!("lookup failed, a later sweep will try again: {error}"));
+            shared.progress(action.key.as_str(), &format!("lookup failed, a later sweep will try again: {error}"));
         }
     }
-    Ok(())
 }
 
 /// The destination says the external reference exists (409): a lookup tells whether it is this

@@ -1,7 +1,9 @@
 //! Crash points: a worker process killed with SIGKILL at each point of an action's life, then
 //! recovery. Repeated runs per point, on both stores, counting records in the simulated CRM: no
 //! action lost, no second effect, every ambiguous case `unknown` or `held`, and nothing left
-//! claimed once recovery ran. `ACTIONLEDGER_CRASH_RUNS` sets the runs per point (default 3).
+//! claimed once recovery ran. Odd runs use batched mode (the whole batch claimed, started and
+//! recorded together), even runs one action at a time. `ACTIONLEDGER_CRASH_RUNS` sets the runs
+//! per point (default 4).
 
 mod support;
 
@@ -25,10 +27,11 @@ const POINTS: [&str; 6] =
     ["after_claim", "before_send", "in_flight", "after_response", "during_record", "during_heartbeat"];
 
 fn runs() -> usize {
-    std::env::var("ACTIONLEDGER_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
+    std::env::var("ACTIONLEDGER_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }
 
 async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String {
+    let batch = if run % 2 == 1 { ACTIONS } else { 1 };
     // Requests are slow where the worker must be caught with one in flight or renewing a lease.
     let slow = matches!(point, "in_flight" | "during_heartbeat");
     let faults =
@@ -55,6 +58,8 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
             "--drain",
             "--concurrency",
             "1",
+            "--batch",
+            &batch.to_string(),
             "--lease",
             "1s",
             "--worker-id",
@@ -93,6 +98,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     let options = WorkerOptions {
         id: "rescuer".into(),
         concurrency: 2,
+        batch,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(10),
         drain: true,
@@ -124,7 +130,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     }
     let effects = crm.stats();
     format!(
-        "{point} run {run}: {} records, {} idempotent replays, states {ended:?}",
+        "{point} run {run} (batch {batch}): {} records, {} idempotent replays, states {ended:?}",
         effects.records, effects.idempotent_replays
     )
 }

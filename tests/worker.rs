@@ -61,6 +61,7 @@ fn options(id: &str, destinations: BTreeMap<String, Destination>) -> WorkerOptio
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 4,
+        batch: 1,
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,
@@ -414,16 +415,28 @@ async fn reconcile_reports_and_settles<S: Store>(db: TestDb<S>) {
 /// CRM record per key, and every action completed or visibly unknown or held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn load_sqlite() {
-    load(support::sqlite().await).await;
+    load(support::sqlite().await, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn load_postgres() {
     let Some(db) = support::postgres().await else { return };
-    load(db).await;
+    load(db, 1).await;
 }
 
-async fn load<S: Store>(db: TestDb<S>) {
+/// The same load in batched mode: batches of 16 claimed, started and recorded together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn load_batched_sqlite() {
+    load(support::sqlite().await, 16).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn load_batched_postgres() {
+    let Some(db) = support::postgres().await else { return };
+    load(db, 16).await;
+}
+
+async fn load<S: Store>(db: TestDb<S>, batch: usize) {
     const ACTIONS: usize = 1000;
     let plan =
         FaultPlan { script: VecDeque::new(), rates: vec![(Fault::DropAfterCommit, 0.3), (Fault::Unavailable, 0.1)] };
@@ -434,7 +447,8 @@ async fn load<S: Store>(db: TestDb<S>) {
     let workers: Vec<_> = (0..4)
         .map(|w| {
             let ledger = db.ledger.clone();
-            let opts = options(&format!("load-{w}"), destinations(&crm, "max_attempts = 20\n"));
+            let mut opts = options(&format!("load-{w}"), destinations(&crm, "max_attempts = 20\n"));
+            opts.batch = batch;
             tokio::spawn(async move { drain(&ledger, opts).await })
         })
         .collect();
@@ -450,7 +464,7 @@ async fn load<S: Store>(db: TestDb<S>) {
     let stats = crm.stats();
     let store = std::any::type_name::<S>().rsplit("::").next().unwrap_or_default();
     println!(
-        "load ({store}): {ACTIONS} actions, CRM records {}, max records per key {}, idempotent replays {}, faults {:?}, \
+        "load ({store}, batch {batch}): {ACTIONS} actions, CRM records {}, max records per key {}, idempotent replays {}, faults {:?}, \
          completed {}, unknown {}, held {}, settled by lookup {}, retries {}",
         stats.records,
         stats.max_records_per_external_ref,

@@ -142,9 +142,13 @@ pub struct WorkerArgs {
     /// The configuration file with the destinations.
     #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
     config: std::path::PathBuf,
-    /// Actions performed at once (default: worker.concurrency in the file, else 4).
+    /// Requests (or batches) in flight at once (default: worker.concurrency in the file, else 4).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Actions claimed, started and recorded together, each batch's results in one group commit
+    /// (default: worker.batch in the file, else 1).
+    #[arg(long)]
+    batch: Option<usize>,
     /// Lease length, e.g. 30s (default: worker.lease in the file).
     #[arg(long, value_parser = crate::config::duration_text::parse)]
     lease: Option<std::time::Duration>,
@@ -556,6 +560,10 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
     if !(1..=256).contains(&concurrency) {
         return Err(Error::Invalid(format!("--concurrency is {concurrency}; give 1 to 256")));
     }
+    let batch = args.batch.unwrap_or(config.worker.batch);
+    if !(1..=crate::config::MAX_BATCH).contains(&batch) {
+        return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));
+    }
     let id = match args.worker_id {
         Some(id) => Label::parse("worker id", &id).map_err(Error::Invalid)?.0,
         None => crate::worker::default_worker_id(),
@@ -563,6 +571,7 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
     let options = crate::worker::WorkerOptions {
         id,
         concurrency,
+        batch,
         lease: args.lease.unwrap_or(config.worker.lease),
         poll_interval: config.worker.poll_interval,
         drain: args.drain,
@@ -570,11 +579,14 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
         default_destination: config.worker.default_destination.clone(),
         progress: true,
     };
+    let at_once = match options.batch {
+        1 => format!("{} at once", options.concurrency),
+        batch => format!("{} batches of up to {batch} at once", options.concurrency),
+    };
     eprintln!(
-        "worker {} performing actions for {} ({} at once){}",
+        "worker {} performing actions for {} ({at_once}){}",
         options.id,
         options.destinations.keys().cloned().collect::<Vec<_>>().join(", "),
-        options.concurrency,
         if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
     );
     let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;

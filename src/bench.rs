@@ -7,6 +7,10 @@
 //! library in batched mode (claims, attempts and results for many actions per commit); a duplicate
 //! storm; and a recovery sweep of expired claims.
 
+mod memory;
+
+pub use memory::{MemoryRun, worker_memory};
+
 use crate::domain::{Evidence, RawSubmission};
 use crate::error::Error;
 use crate::ledger::{Ledger, Outcome, Recovery, Report};

@@ -90,6 +90,13 @@ pub struct BenchArgs {
     /// Print the cases as one JSON document.
     #[arg(long)]
     json: bool,
+    /// Instead of the throughput cases: run a worker process over this many actions against the
+    /// simulated CRM and sample its resident memory.
+    #[arg(long, value_name = "ACTIONS")]
+    worker_memory: Option<usize>,
+    /// With --worker-memory: the worker's batch size.
+    #[arg(long, default_value_t = 64, requires = "worker_memory")]
+    batch: usize,
 }
 
 #[derive(Debug, Args)]
@@ -639,6 +646,24 @@ async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Error> {
     let scratch = std::env::temp_dir().join(format!("actionledger-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)
         .map_err(|e| Error::Invalid(format!("cannot create {}: {e}", scratch.display())))?;
+    if let Some(actions) = args.worker_memory {
+        if actions == 0 || !(1..=crate::config::MAX_BATCH).contains(&args.batch) {
+            return Err(Error::Invalid(format!(
+                "--worker-memory needs at least 1 action and --batch 1 to {}",
+                crate::config::MAX_BATCH
+            )));
+        }
+        if db.is_some() {
+            return Err(Error::Invalid("--worker-memory makes its own SQLite ledger; leave out --db".to_owned()));
+        }
+        let run = crate::bench::worker_memory(&scratch, actions, args.batch, !args.json).await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        let run = run?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&run).expect("runs serialize"));
+        }
+        return Ok(if run.flat { exit::OK } else { exit::ERROR });
+    }
     let mut schema = None;
     let targets: Vec<Target> = match db {
         None => {

@@ -1,0 +1,43 @@
+//! The benchmark command runs end to end and reports in the documented shape (its figures are
+//! read by people, never asserted here: speed is not a test's business).
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
+
+fn run(args: &[&str]) -> serde_json::Value {
+    let output = Command::new(BIN).env_remove("ACTIONLEDGER_DB").args(args).output().expect("run actionledger");
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON document")
+}
+
+#[test]
+fn quick_bench_reports_every_case_with_its_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("bench.db").display());
+    let cases = run(&["--db", &db, "bench", "--quick", "--json"]);
+    let cases = cases.as_array().expect("a list of cases");
+    let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for expected in ["raw lifecycle", "library lifecycle", "duplicate storm", "recovery sweep"] {
+        assert!(names.iter().any(|n| n.starts_with(expected)), "{expected} missing from {names:?}");
+    }
+    assert!(names.iter().any(|n| n.starts_with("library batched")), "{names:?}");
+    for case in cases {
+        for field in ["name", "store", "workers", "actions_per_sec", "p50_ms", "p99_ms", "ratio_to_raw"] {
+            assert!(case.get(field).is_some(), "{field} missing from {case}");
+        }
+        assert!(case["actions_per_sec"].as_f64().unwrap() > 0.0, "{case}");
+        let is_baseline = case["name"] == "raw lifecycle";
+        assert_eq!(case["ratio_to_raw"].is_null(), is_baseline, "{case}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the benchmark removes what it made: {left:?}");
+}
+
+#[test]
+fn worker_memory_run_performs_every_action_once() {
+    let run = run(&["bench", "--worker-memory", "400", "--batch", "16", "--json"]);
+    assert_eq!(run["crm_records"], 400, "{run}");
+    assert_eq!(run["max_records_per_key"], 1, "{run}");
+    assert!(!run["samples"].as_array().unwrap().is_empty(), "{run}");
+}

@@ -45,12 +45,12 @@ pub struct Sizes {
 
 impl Sizes {
     pub fn full() -> Self {
-        Self { lifecycles: 3000, storm_keys: 10_000, sweep_claims: 100_000, batch: 32 }
+        Self { lifecycles: 3000, storm_keys: 10_000, sweep_claims: 100_000, batch: 64 }
     }
 
     /// Finishes within a minute, for a smoke check.
     pub fn quick() -> Self {
-        Self { lifecycles: 300, storm_keys: 500, sweep_claims: 2000, batch: 32 }
+        Self { lifecycles: 300, storm_keys: 500, sweep_claims: 2000, batch: 64 }
     }
 }
 

@@ -6,14 +6,13 @@ mod support;
 use actionledger::Ledger;
 use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
-    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, Person, RawSubmission, Reason, State,
-    SubmitOutcome,
+    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, State, SubmitOutcome,
 };
 use actionledger::error::Error;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
 use actionledger::store::{ListFilter, Store};
 use std::time::Duration;
-use support::TestDb;
+use support::{TestDb, person_request};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -52,16 +51,6 @@ fn raw(key: &str, payload: &str) -> RawSubmission {
 
 fn versioned(key: &str, payload: &str, version: i64) -> RawSubmission {
     RawSubmission { source_version: Some(version), source: Some("shop".into()), ..raw(key, payload) }
-}
-
-fn person_request(k: &str, command: ManualCommand) -> ManualRequest {
-    ManualRequest {
-        key: key(k),
-        person: Person::parse("Ana Lima").unwrap(),
-        reason: Reason::parse("checked the CRM by hand").unwrap(),
-        expect_version: None,
-        command,
-    }
 }
 
 fn report(outcome: Outcome) -> Report {

@@ -6,11 +6,12 @@ mod support;
 
 use actionledger::Ledger;
 use actionledger::domain::state::{self, StatePair};
-use actionledger::domain::{ActionKey, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State};
 use actionledger::error::Error;
-use actionledger::ledger::{Claim, ManualRequest, Outcome, Report};
+use actionledger::ledger::{Claim, Outcome, Report};
 use actionledger::store::{PostgresStore, Store};
 use std::time::Duration;
+use support::person_request;
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -87,14 +88,12 @@ fn raw(key: &str, payload: &str) -> RawSubmission {
     }
 }
 
-fn request(k: &str, command: ManualCommand) -> ManualRequest {
-    ManualRequest {
-        key: key(k),
-        person: Person::parse("Ana Lima").unwrap(),
-        reason: Reason::parse("checked the CRM by hand").unwrap(),
-        expect_version: None,
-        command,
-    }
+/// An audit entry written by hand, as a role might try to forge one.
+fn audit_entry(key: &str, actor: &str, actor_kind: &str, event: &str) -> String {
+    format!(
+        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
+         VALUES ('{key}', 0, '{actor}', '{actor_kind}', '{event}', 'completed', 1, 9)"
+    )
 }
 
 fn report(outcome: Outcome) -> Report {
@@ -159,10 +158,10 @@ async fn a_worker_does_its_work_and_nothing_else() {
         ManualCommand::Cancel,
     ] {
         let what = command.verb();
-        not_permitted(worker.manual(&request("order:1", command)).await, what, "only a person's command");
+        not_permitted(worker.manual(&person_request("order:1", command)).await, what, "only a person's command");
     }
     not_permitted(
-        worker.manual(&request("order:1", ManualCommand::Assign { to: "Ana Lima".into() })).await,
+        worker.manual(&person_request("order:1", ManualCommand::Assign { to: "Ana Lima".into() })).await,
         "assign",
         "only a person's command",
     );
@@ -172,7 +171,7 @@ async fn a_worker_does_its_work_and_nothing_else() {
     worker.submit(&raw("order:2", r#"{"qty":1}"#)).await.unwrap();
     worker.submit(&raw("order:2", r#"{"qty":2}"#)).await.expect("a worker records a proposal");
     assert_eq!(state_of(&worker, "order:2").await, State::Conflict);
-    not_permitted(worker.manual(&request("order:2", ManualCommand::Approve)).await, "approve", "only a person");
+    not_permitted(worker.manual(&person_request("order:2", ManualCommand::Approve)).await, "approve", "only a person");
     refused(&worker, "UPDATE actions SET proposed_payload = NULL, proposed_fingerprint = NULL WHERE key = 'order:2'")
         .await;
     refused(&worker, "UPDATE actions SET state = 'pending' WHERE key = 'order:2'").await;
@@ -182,12 +181,7 @@ async fn a_worker_does_its_work_and_nothing_else() {
     refused(&worker, "UPDATE audit_trail SET reason = 'rewritten'").await;
     refused(&worker, "DELETE FROM audit_trail").await;
     refused(&worker, "TRUNCATE audit_trail").await;
-    refused(
-        &worker,
-        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
-         VALUES ('order:1', 0, 'Ana Lima', 'person', 'resolved_completed', 'completed', 1, 9)",
-    )
-    .await;
+    refused(&worker, &audit_entry("order:1", "Ana Lima", "person", "resolved_completed")).await;
     refused(&worker, "DELETE FROM actions").await;
     refused(&worker, "DELETE FROM attempts").await;
     refused(&worker, "CREATE TABLE sneaky (id int)").await;
@@ -206,27 +200,27 @@ async fn a_reviewer_changes_only_what_commands_change() {
 
     unknown_action(&admin, "a:retry").await;
     unknown_action(&admin, "a:resolve").await;
-    reviewer.manual(&request("a:retry", ManualCommand::Retry)).await.expect("a reviewer retries");
+    reviewer.manual(&person_request("a:retry", ManualCommand::Retry)).await.expect("a reviewer retries");
     reviewer
-        .manual(&request("a:resolve", ManualCommand::ResolveCompleted { destination_id: "CRM-7".into() }))
+        .manual(&person_request("a:resolve", ManualCommand::ResolveCompleted { destination_id: "CRM-7".into() }))
         .await
         .expect("a reviewer resolves");
     admin.submit(&raw("a:approve", r#"{"qty":1}"#)).await.unwrap();
     admin.submit(&raw("a:approve", r#"{"qty":2}"#)).await.unwrap();
-    reviewer.manual(&request("a:approve", ManualCommand::Approve)).await.expect("a reviewer approves");
+    reviewer.manual(&person_request("a:approve", ManualCommand::Approve)).await.expect("a reviewer approves");
     admin.submit(&raw("a:reject", r#"{"qty":1}"#)).await.unwrap();
     admin.submit(&raw("a:reject", r#"{"qty":2}"#)).await.unwrap();
-    reviewer.manual(&request("a:reject", ManualCommand::Reject)).await.expect("a reviewer rejects");
+    reviewer.manual(&person_request("a:reject", ManualCommand::Reject)).await.expect("a reviewer rejects");
     reviewer
-        .manual(&request("a:reject", ManualCommand::Assign { to: "Ana Lima".into() }))
+        .manual(&person_request("a:reject", ManualCommand::Assign { to: "Ana Lima".into() }))
         .await
         .expect("a reviewer assigns");
-    reviewer.manual(&request("a:reject", ManualCommand::Cancel)).await.expect("a reviewer cancels");
+    reviewer.manual(&person_request("a:reject", ManualCommand::Cancel)).await.expect("a reviewer cancels");
     let stale = claim_one(&admin, "gone-worker").await;
     admin.store().advance_clock(Duration::from_mins(1));
     reviewer.store().advance_clock(Duration::from_mins(1));
     reviewer
-        .manual(&request(stale.key().as_str(), ManualCommand::Takeover { protected: true }))
+        .manual(&person_request(stale.key().as_str(), ManualCommand::Takeover { protected: true }))
         .await
         .expect("a reviewer takes over a stale claim");
     assert_eq!(state_of(&admin, "a:retry").await, State::Pending);
@@ -241,12 +235,7 @@ async fn a_reviewer_changes_only_what_commands_change() {
     refused(&reviewer, &format!("UPDATE actions SET lease_expires_at = 0 WHERE key = '{}'", claim.key())).await;
     refused(&reviewer, "UPDATE audit_trail SET reason = 'rewritten'").await;
     refused(&reviewer, "DELETE FROM audit_trail").await;
-    refused(
-        &reviewer,
-        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
-         VALUES ('a:retry', 0, 'w1', 'worker', 'completed', 'completed', 1, 9)",
-    )
-    .await;
+    refused(&reviewer, &audit_entry("a:retry", "w1", "worker", "completed")).await;
     refused(&reviewer, "UPDATE attempts SET outcome = 'succeeded'").await;
     refused(&reviewer, "DELETE FROM actions").await;
 }
@@ -268,14 +257,9 @@ async fn a_viewer_reads_and_changes_nothing() {
 
     not_permitted(viewer.submit(&raw("v:3", "{}")).await, "submit", "permission denied");
     not_permitted(viewer.claim("v", LEASE, 10).await, "claim", "permission denied");
-    not_permitted(viewer.manual(&request("v:1", ManualCommand::Retry)).await, "retry", "permission denied");
+    not_permitted(viewer.manual(&person_request("v:1", ManualCommand::Retry)).await, "retry", "permission denied");
     refused(&viewer, "UPDATE actions SET assignee = 'me'").await;
-    refused(
-        &viewer,
-        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
-         VALUES ('v:1', 0, 'me', 'person', 'assigned', 'unknown', 1, 9)",
-    )
-    .await;
+    refused(&viewer, &audit_entry("v:1", "me", "person", "assigned")).await;
     refused(&viewer, "INSERT INTO refused_submissions (received_at, problem, message) VALUES (0, 'x', 'y')").await;
     assert_eq!(state_of(&admin, "v:1").await, State::Unknown);
     assert!(admin.store().find(&key("v:3")).await.unwrap().is_none());
@@ -298,7 +282,7 @@ async fn the_owner_role_owns_the_schema_and_each_session_is_told_its_duties() {
     let said = owner.store().access_report().await.unwrap().unwrap();
     assert!(said.contains("tables owned by actionledger_owner") && said.ends_with("may do everything (schema owner)"));
     owner.submit(&raw("o:1", "{}")).await.expect("the owner may do a worker's work");
-    owner.manual(&request("o:1", ManualCommand::Cancel)).await.expect("and a person's");
+    owner.manual(&person_request("o:1", ManualCommand::Cancel)).await.expect("and a person's");
     for (group, duties) in [
         ("actionledger_worker", "may do a worker's work"),
         ("actionledger_reviewer", "may run people's commands"),
@@ -321,14 +305,18 @@ async fn a_schema_owner_without_createrole_migrates_and_keeps_the_tables() {
     let said = ledger.store().access_report().await.unwrap().unwrap();
     assert!(said.starts_with(&format!("tables owned by {name}")), "{said}");
     ledger.submit(&raw("s:1", "{}")).await.unwrap();
-    ledger.manual(&request("s:1", ManualCommand::Cancel)).await.expect("the table owner may do everything");
+    ledger.manual(&person_request("s:1", ManualCommand::Cancel)).await.expect("the table owner may do everything");
 
     // The roles are granted in this database too: a worker may work, and no more.
     let worker = open_as(&admin, &own_url, "actionledger_worker").await;
     worker.submit(&raw("s:2", "{}")).await.unwrap();
     claim_one(&worker, "w").await;
     worker.submit(&raw("s:3", "{}")).await.unwrap();
-    not_permitted(worker.manual(&request("s:3", ManualCommand::Cancel)).await, "cancel", "only a person's command");
+    not_permitted(
+        worker.manual(&person_request("s:3", ManualCommand::Cancel)).await,
+        "cancel",
+        "only a person's command",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

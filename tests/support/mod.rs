@@ -19,6 +19,17 @@ pub fn order(key: &str, payload: &str) -> actionledger::domain::RawSubmission {
     }
 }
 
+/// A command by Ana Lima, who checked the CRM by hand, on the action with key `key`.
+pub fn person_request(key: &str, command: actionledger::domain::ManualCommand) -> actionledger::ledger::ManualRequest {
+    actionledger::ledger::ManualRequest {
+        key: actionledger::domain::ActionKey::parse(key).expect("a valid key"),
+        person: actionledger::domain::Person::parse("Ana Lima").expect("a valid name"),
+        reason: actionledger::domain::Reason::parse("checked the CRM by hand").expect("a valid reason"),
+        expect_version: None,
+        command,
+    }
+}
+
 /// Keeps a test database alive for as long as the test holds it.
 pub struct TestDb<S> {
     pub ledger: Ledger<S>,

@@ -10,6 +10,8 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
         Just(serde_json::Value::Null),
         any::<bool>().prop_map(serde_json::Value::Bool),
         any::<i64>().prop_map(serde_json::Value::from),
+        // Finite floats of every magnitude: the shortest form of each must read back as itself.
+        any::<f64>().prop_filter("JSON has no NaN or infinity", |f| f.is_finite()).prop_map(serde_json::Value::from),
         "\\PC{0,12}".prop_map(serde_json::Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
@@ -82,4 +84,32 @@ fn seed_corpus() {
         r#"{"a":2}"#,
         "the last duplicate wins, as serde does"
     );
+}
+
+/// Found by the `payload` fuzz target: without serde_json's exact float parsing, `4e-30` read as
+/// the neighbouring double and its canonical form (`3.9999999999999996e-30`) named a different
+/// number, so the canonical text of a canonical text differed and so did its fingerprint.
+#[test]
+fn regression_a_float_canonicalizes_to_itself() {
+    for text in ["4e-30", "0.1", "1e308", "-2.5e-7", "3.141592653589793", "5e-324", "[1.7976931348623157e308]"] {
+        let payload = Payload::parse(text.as_bytes()).unwrap();
+        let again = Payload::parse(payload.canonical().as_bytes()).unwrap();
+        assert_eq!(again.canonical(), payload.canonical(), "{text}");
+        assert_eq!(again.fingerprint(), payload.fingerprint(), "{text}");
+        let expected: serde_json::Value = text.parse::<serde_json::Value>().unwrap();
+        assert_eq!(payload.canonical(), expected.to_string(), "{text} keeps its value");
+    }
+    assert_eq!(Payload::parse(b"4e-30").unwrap().canonical(), "4e-30");
+}
+
+/// Found by the fuzz targets: fillers, variation selectors and the line and paragraph separators
+/// render as nothing or break a line, so keys refuse them and the sanitizer escapes them.
+#[test]
+fn regression_fillers_variation_selectors_and_separators_are_invisible() {
+    for ch in ['\u{034f}', '\u{3164}', '\u{fe0f}', '\u{1bca0}', '\u{1d173}', '\u{13430}', '\u{e0100}', '\u{2028}'] {
+        let key = format!("acme:order{ch}:1");
+        assert!(ActionKey::parse(&key).is_err(), "{ch:?} accepted in a key");
+        let shown = escape_untrusted(&format!("a{ch}b"));
+        assert!(!shown.contains(ch), "{ch:?} passed the sanitizer: {shown:?}");
+    }
 }

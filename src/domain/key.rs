@@ -72,17 +72,25 @@ impl std::str::FromStr for ActionKey {
     }
 }
 
-/// Unicode format characters (category Cf) that render as nothing or reorder text: a key holding
-/// one would look identical to a different key on screen.
+/// Characters that render as nothing, reorder text or break a line: Unicode format characters
+/// (category Cf), fillers, variation selectors and the line and paragraph separators. A key
+/// holding one would look identical to a different key on screen.
 pub(crate) fn is_invisible_format(ch: char) -> bool {
     matches!(ch,
-        '\u{00AD}' | '\u{061C}' | '\u{180E}'
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
         | '\u{200B}'..='\u{200F}'
-        | '\u{202A}'..='\u{202E}'
+        | '\u{2028}'..='\u{202E}'
         | '\u{2060}'..='\u{206F}'
+        | '\u{3164}'
+        | '\u{FE00}'..='\u{FE0F}'
         | '\u{FEFF}'
+        | '\u{FFA0}'
         | '\u{FFF9}'..='\u{FFFB}'
-        | '\u{E0000}'..='\u{E007F}')
+        | '\u{13430}'..='\u{1343F}'
+        | '\u{1BCA0}'..='\u{1BCA3}'
+        | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E007F}'
+        | '\u{E0100}'..='\u{E01EF}')
 }
 
 /// Finds `local@domain.tld`, also when the `@` is percent-encoded, as automations often do.

@@ -372,10 +372,70 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                 |sql, n, now| bulk_postgres(pool.clone(), sql, n, now),
             )
             .await;
+            let result = match result {
+                Ok(()) => notification_cost(&Ledger::new(store.clone()), sizes, cases, print).await,
+                failed => failed,
+            };
             store.close().await;
             result
         }
     }
+}
+
+/// The triggers of migration 0003 that NOTIFY review consoles of changes.
+const NOTIFY_TRIGGERS: [(&str, &str); 3] = [
+    ("actions", "actions_notify_insert"),
+    ("actions", "actions_notify_change"),
+    ("refused_submissions", "refused_notify"),
+];
+
+/// What change notifications cost on PostgreSQL: the library lifecycle with 16 workers with the
+/// notify triggers on and off, alternating twice so that a slow moment of the disk (autovacuum
+/// after the sweep, say) does not land on one side only; each against the raw baseline.
+async fn notification_cost(
+    ledger: &Ledger<PostgresStore>,
+    sizes: Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+) -> Result<(), Error> {
+    let raw16 = cases
+        .iter()
+        .rev()
+        .find(|c| c.store == "postgres" && c.name == "raw lifecycle" && c.workers == 16)
+        .map(|c| c.actions_per_sec);
+    let per = sizes.lifecycles.div_ceil(16);
+    let mut measured = Vec::new();
+    for (round, notify) in [(1, true), (1, false), (2, true), (2, false)] {
+        if !notify {
+            set_notifications(ledger.store().pool(), false).await?;
+        }
+        let run = library_lifecycle(ledger, &format!("notify-{round}-{notify}"), 16, per).await;
+        if !notify {
+            set_notifications(ledger.store().pool(), true).await?;
+        }
+        let (elapsed, latencies) = run?;
+        let name = format!("library lifecycle, notifications {}, round {round}", if notify { "on" } else { "off" });
+        measured.push(case(&name, "postgres", 16, elapsed, latencies));
+    }
+    for mut c in measured {
+        c.ratio_to_raw = raw16.map(|r| c.actions_per_sec / r);
+        if print {
+            println!("{}", line(&c));
+        }
+        cases.push(c);
+    }
+    Ok(())
+}
+
+async fn set_notifications(pool: &sqlx::PgPool, on: bool) -> Result<(), Error> {
+    for (table, trigger) in NOTIFY_TRIGGERS {
+        let switch = if on { "ENABLE" } else { "DISABLE" };
+        sqlx::query(sqlx::AssertSqlSafe(format!("ALTER TABLE {table} {switch} TRIGGER {trigger}")))
+            .execute(pool)
+            .await
+            .map_err(crate::store::StoreError::from)?;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments, reason = "the two raw closures are the only backend-specific parts")]
@@ -433,7 +493,7 @@ where
 /// One line of the human-readable table.
 pub fn line(c: &Case) -> String {
     format!(
-        "{:<14} {:<40} {:>3} workers {:>9.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}",
+        "{:<14} {:<48} {:>3} workers {:>9.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}",
         c.store,
         c.name,
         c.workers,

@@ -223,6 +223,8 @@ pub trait LedgerTx: Send {
     fn insert_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<i64, StoreError>> + Send;
     fn finish_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn insert_lookup(&mut self, lookup: &LookupRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Appends an audit entry. Entries are written together, in the order given, as the
+    /// transaction commits: one statement for a whole batch.
     fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;

@@ -108,9 +108,11 @@ pub(crate) const INSERT_LOOKUP: &str = "INSERT INTO lookups \
 pub(crate) const SELECT_LOOKUPS: &str = "SELECT id, action_key, at, actor, verdict, records, destination_id, \
      response_status, response_body, detail FROM lookups WHERE action_key = $1 ORDER BY id";
 
-pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_trail \
-     (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, revision, reason) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+pub(crate) const APPEND_AUDIT_ROWS: &str = "INSERT INTO audit_trail \
+     (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, revision, reason) ";
+
+/// Ten values per row: well within SQLite's 32,766 and PostgreSQL's 65,535 bound parameters.
+pub(crate) const AUDIT_ROWS_PER_STATEMENT: usize = 500;
 
 pub(crate) const INSERT_REFUSAL: &str = "INSERT INTO refused_submissions \
      (received_at, key_excerpt, problem, message, event_id, source, destination) \
@@ -353,6 +355,32 @@ macro_rules! impl_store {
         pub struct $tx {
             tx: sqlx::Transaction<'static, $db>,
             clock_offset_ms: i64,
+            /// Audit entries waiting for the commit; nothing in a transaction reads them back.
+            audit: Vec<$crate::domain::AuditEntry>,
+        }
+
+        impl $tx {
+            /// Writes the waiting audit entries, many rows per statement.
+            async fn write_audit(&mut self) -> Result<(), $crate::store::StoreError> {
+                for chunk in self.audit.chunks($crate::store::sql::AUDIT_ROWS_PER_STATEMENT) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new($crate::store::sql::APPEND_AUDIT_ROWS);
+                    q.push_values(chunk, |mut row, e| {
+                        row.push_bind(e.key.as_str())
+                            .push_bind(e.at.timestamp_millis())
+                            .push_bind(e.actor.as_str())
+                            .push_bind(e.actor_kind.as_str())
+                            .push_bind(e.event.as_str())
+                            .push_bind(e.from_state.map(|s| s.as_str()))
+                            .push_bind(e.to_state.as_str())
+                            .push_bind(e.ownership_version)
+                            .push_bind(e.revision)
+                            .push_bind(e.reason.as_deref());
+                    });
+                    q.build().execute(&mut *self.tx).await?;
+                }
+                self.audit.clear();
+                Ok(())
+            }
         }
 
         impl $crate::store::LedgerTx for $tx {
@@ -571,19 +599,7 @@ macro_rules! impl_store {
             }
 
             async fn append_audit(&mut self, e: &$crate::domain::AuditEntry) -> Result<(), $crate::store::StoreError> {
-                sqlx::query($crate::store::sql::APPEND_AUDIT)
-                    .bind(e.key.as_str())
-                    .bind(e.at.timestamp_millis())
-                    .bind(e.actor.as_str())
-                    .bind(e.actor_kind.as_str())
-                    .bind(e.event.as_str())
-                    .bind(e.from_state.map(|s| s.as_str()))
-                    .bind(e.to_state.as_str())
-                    .bind(e.ownership_version)
-                    .bind(e.revision)
-                    .bind(e.reason.as_deref())
-                    .execute(&mut *self.tx)
-                    .await?;
+                self.audit.push(e.clone());
                 Ok(())
             }
 
@@ -604,7 +620,8 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn commit(self) -> Result<(), $crate::store::StoreError> {
+            async fn commit(mut self) -> Result<(), $crate::store::StoreError> {
+                self.write_audit().await?;
                 self.tx.commit().await?;
                 Ok(())
             }
@@ -620,7 +637,7 @@ macro_rules! impl_store {
 
             async fn begin(&self) -> Result<$tx, $crate::store::StoreError> {
                 let tx = self.pool.begin_with($begin_sql).await?;
-                Ok($tx { tx, clock_offset_ms: self.clock_offset_ms() })
+                Ok($tx { tx, clock_offset_ms: self.clock_offset_ms(), audit: Vec::new() })
             }
 
             async fn now(&self) -> Result<$crate::domain::Timestamp, $crate::store::StoreError> {

@@ -401,29 +401,37 @@ fn cases() -> u32 {
     std::env::var("ACTIONLEDGER_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
 }
 
-fn check<S: Store>(runtime: &tokio::runtime::Runtime, ledger: &Ledger<S>) {
+fn check<S: Store>(runtime: &tokio::runtime::Runtime, ledger: &Ledger<S>, store: &str) {
     let config = ProptestConfig {
         cases: cases(),
         max_shrink_iters: 2000,
         failure_persistence: None,
         ..ProptestConfig::default()
     };
-    proptest!(config, |(ops in proptest::collection::vec(op(), 1..50))| {
+    let (cases_run, steps_run) = (std::cell::Cell::new(0_usize), std::cell::Cell::new(0_usize));
+    proptest!(config, |(ops in proptest::collection::vec(op(), 1..=50))| {
+        cases_run.set(cases_run.get() + 1);
+        steps_run.set(steps_run.get() + ops.len());
         let result = runtime.block_on(run_case(ledger, &ops));
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     });
+    println!(
+        "model ({store}): {} cases of 1 to 50 steps, {} steps in all, the store and the model agreed after each",
+        cases_run.get(),
+        steps_run.get()
+    );
 }
 
 #[test]
 fn sqlite_agrees_with_the_model() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let db = runtime.block_on(support::sqlite());
-    check(&runtime, &db.ledger);
+    check(&runtime, &db.ledger, "sqlite");
 }
 
 #[test]
 fn postgres_agrees_with_the_model() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let Some(db) = runtime.block_on(support::postgres()) else { return };
-    check(&runtime, &db.ledger);
+    check(&runtime, &db.ledger, "postgres");
 }

@@ -12,6 +12,7 @@ use crate::domain::{
 };
 use crate::error::Error;
 use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -190,10 +191,12 @@ impl<S: Store> Ledger<S> {
             let mut tx = self.store.begin().await?;
             let result: Result<_, Error> = async {
                 let now = tx.now().await?;
+                let valid: Vec<&Submission> = order.iter().filter_map(|&i| validated[i].as_ref().ok()).collect();
+                let mut recorded = submit_in(&mut tx, &valid, now).await?.into_iter();
                 let mut reports: Vec<Option<Result<SubmitReport, Error>>> = raws.iter().map(|_| None).collect();
                 for &index in &order {
                     reports[index] = Some(match &validated[index] {
-                        Ok(submission) => Ok(submit_in(&mut tx, submission, now).await?),
+                        Ok(_) => Ok(recorded.next().expect("one report per valid submission")),
                         Err(refusal) => {
                             tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
                             Err(Error::SubmissionRefused(refusal.clone()))
@@ -212,8 +215,7 @@ impl<S: Store> Ledger<S> {
         let mut tx = self.store.begin().await?;
         let result: Result<_, Error> = async {
             let now = tx.now().await?;
-            let report = submit_in(&mut tx, submission, now).await?;
-            Ok(report)
+            Ok(submit_in(&mut tx, &[submission], now).await?.pop().expect("one report per submission"))
         }
         .await;
         finish(tx, result).await
@@ -275,36 +277,19 @@ impl<S: Store> Ledger<S> {
     /// Records that an attempt is about to be sent, under a claim that is still current. From
     /// here on the destination may act, so the idempotency window counts from the first one.
     pub async fn start_attempt(&self, claim: &Claim) -> Result<StartedAttempt, Error> {
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
-                let started = start_attempt_in(&mut tx, claim, now).await?;
-                Ok(started)
-            }
-            .await;
-            finish(tx, result).await
-        })
-        .await
+        self.start_attempts(std::slice::from_ref(claim)).await?.pop().expect("one start per claim")
     }
 
-    /// Batched [`Ledger::start_attempt`]: one transaction (one durable commit) for many claims,
-    /// each still checked against its own ownership version. A fenced claim gets its own error;
-    /// the others start.
+    /// Batched [`Ledger::start_attempt`]: one transaction (one durable commit) and two statements
+    /// for many claims, each still checked against its own ownership version. A fenced claim gets
+    /// its own error; the others start.
     pub async fn start_attempts(&self, claims: &[Claim]) -> Result<Vec<Result<StartedAttempt, Error>>, Error> {
-        let order = lock_order(claims.iter().map(Claim::key));
+        refuse_repeated_keys(claims.iter().map(Claim::key))?;
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let result: Result<_, Error> = async {
                 let now = tx.now().await?;
-                let mut started: Vec<Option<Result<StartedAttempt, Error>>> = claims.iter().map(|_| None).collect();
-                for &index in &order {
-                    started[index] = Some(match start_attempt_in(&mut tx, &claims[index], now).await {
-                        Err(fenced @ Error::Fenced { .. }) => Err(fenced),
-                        other => Ok(other?),
-                    });
-                }
-                Ok(started.into_iter().map(|s| s.expect("every claim visited")).collect())
+                start_attempts_in(&mut tx, claims, now).await
             }
             .await;
             finish(tx, result).await
@@ -320,41 +305,25 @@ impl<S: Store> Ledger<S> {
         attempt: StartedAttempt,
         report: &Report,
     ) -> Result<Recorded, Error> {
-        retry_transient(|| self.record_result_once(claim, attempt, report)).await
-    }
-
-    async fn record_result_once(
-        &self,
-        claim: &Claim,
-        attempt: StartedAttempt,
-        report: &Report,
-    ) -> Result<Recorded, Error> {
-        let mut tx = self.store.begin().await?;
-        let result: Result<_, Error> = async {
-            let now = tx.now().await?;
-            let recorded = record_result_in(&mut tx, claim, attempt, report, now).await?;
-            Ok(recorded)
-        }
-        .await;
-        crate::faults::crash_point(crate::faults::DURING_RECORD);
-        finish(tx, result).await
+        let mut recorded = self.record_results_of(&[(claim, attempt, report)]).await?;
+        Ok(recorded.pop().expect("one record per result"))
     }
 
     /// Batched [`Ledger::record_result`]: the results of many attempts in one transaction (a group
     /// commit), each applied only if its own claim is still current. Until it commits nothing is
     /// recorded, and the claims are recovered like any others whose lease expires.
     pub async fn record_results(&self, results: &[(Claim, StartedAttempt, Report)]) -> Result<Vec<Recorded>, Error> {
-        let order = lock_order(results.iter().map(|(claim, _, _)| claim.key()));
+        let results: Vec<(&Claim, StartedAttempt, &Report)> = results.iter().map(|(c, a, r)| (c, *a, r)).collect();
+        self.record_results_of(&results).await
+    }
+
+    async fn record_results_of(&self, results: &[(&Claim, StartedAttempt, &Report)]) -> Result<Vec<Recorded>, Error> {
+        refuse_repeated_keys(results.iter().map(|(claim, _, _)| claim.key()))?;
         retry_transient(|| async {
             let mut tx = self.store.begin().await?;
             let result: Result<_, Error> = async {
                 let now = tx.now().await?;
-                let mut recorded: Vec<Option<Recorded>> = results.iter().map(|_| None).collect();
-                for &index in &order {
-                    let (claim, attempt, report) = &results[index];
-                    recorded[index] = Some(record_result_in(&mut tx, claim, *attempt, report, now).await?);
-                }
-                Ok(recorded.into_iter().map(|r| r.expect("every result visited")).collect())
+                record_results_in(&mut tx, results, now).await
             }
             .await;
             crate::faults::crash_point(crate::faults::DURING_RECORD);
@@ -586,28 +555,54 @@ impl From<crate::domain::TransitionRefused> for Error {
     }
 }
 
-/// Records one validated submission inside a transaction; see [`Ledger::submit`].
-async fn submit_in<T: LedgerTx>(tx: &mut T, submission: &Submission, now: Timestamp) -> Result<SubmitReport, Error> {
-    let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
-    let delivery = |outcome| Delivery {
-        id: 0,
-        key: submission.key.clone(),
-        event_id: submission.event_id.clone(),
-        source: submission.source.clone(),
-        source_version: submission.source_version,
-        fingerprint: submission.payload.fingerprint().as_str().to_owned(),
-        outcome,
-        received_at: now,
-    };
-
-    if let Some(created) = tx.insert_action_if_absent(&ActionRecord::new_pending(submission, now)).await? {
-        tx.insert_delivery(&delivery(SubmitOutcome::Created)).await?;
-        let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
-        tx.append_audit(&audit_entry(&created, creation, &actor, ActorKind::Source, None, now)).await?;
-        return Ok(SubmitReport { outcome: SubmitOutcome::Created, action: created });
+/// Records validated submissions inside a transaction, in the order given; see
+/// [`Ledger::submit`]. New keys are inserted in one statement, and every delivery is written in
+/// one more, in this order.
+async fn submit_in<T: LedgerTx>(
+    tx: &mut T,
+    submissions: &[&Submission],
+    now: Timestamp,
+) -> Result<Vec<SubmitReport>, Error> {
+    let mut seen = HashSet::new();
+    let fresh: Vec<ActionRecord> =
+        submissions.iter().filter(|s| seen.insert(&s.key)).map(|s| ActionRecord::new_pending(s, now)).collect();
+    let mut created: HashMap<ActionKey, ActionRecord> =
+        tx.insert_actions_if_absent(&fresh).await?.into_iter().map(|a| (a.key.clone(), a)).collect();
+    let mut reports = Vec::with_capacity(submissions.len());
+    let mut deliveries = Vec::with_capacity(submissions.len());
+    for &submission in submissions {
+        let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
+        let report = if let Some(action) = created.remove(&submission.key) {
+            let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+            tx.append_audit(&audit_entry(&action, creation, &actor, ActorKind::Source, None, now)).await?;
+            SubmitReport { outcome: SubmitOutcome::Created, action }
+        } else {
+            submit_existing(tx, submission, &actor, now).await?
+        };
+        deliveries.push(Delivery {
+            id: 0,
+            key: submission.key.clone(),
+            event_id: submission.event_id.clone(),
+            source: submission.source.clone(),
+            source_version: submission.source_version,
+            fingerprint: submission.payload.fingerprint().as_str().to_owned(),
+            outcome: report.outcome,
+            received_at: now,
+        });
+        reports.push(report);
     }
+    tx.insert_deliveries(&deliveries).await?;
+    Ok(reports)
+}
 
-    // The key exists: the fingerprint is compared on this path too, never only on insert.
+/// One more delivery of a key that exists: the fingerprint is compared on this path too, never
+/// only on insert.
+async fn submit_existing<T: LedgerTx>(
+    tx: &mut T,
+    submission: &Submission,
+    actor: &str,
+    now: Timestamp,
+) -> Result<SubmitReport, Error> {
     let mut action =
         tx.lock_action(&submission.key).await?.ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
     let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
@@ -636,9 +631,8 @@ async fn submit_in<T: LedgerTx>(tx: &mut T, submission: &Submission, now: Timest
             fingerprint.short(),
             action.payload.fingerprint().short()
         );
-        tx.append_audit(&audit_entry(&action, transition, &actor, ActorKind::Source, Some(reason), now)).await?;
+        tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
     }
-    tx.insert_delivery(&delivery(outcome)).await?;
     Ok(SubmitReport { outcome, action })
 }
 
@@ -657,41 +651,95 @@ fn refused_submission(raw: &RawSubmission, refusal: &SubmissionRefused, now: Tim
     }
 }
 
-/// Records that an attempt is about to be sent, inside a transaction; see
-/// [`Ledger::start_attempt`].
-async fn start_attempt_in<T: LedgerTx>(tx: &mut T, claim: &Claim, now: Timestamp) -> Result<StartedAttempt, Error> {
+/// Records that attempts are about to be sent, inside a transaction; see
+/// [`Ledger::start_attempts`]. The claims' keys are distinct.
+async fn start_attempts_in<T: LedgerTx>(
+    tx: &mut T,
+    claims: &[Claim],
+    now: Timestamp,
+) -> Result<Vec<Result<StartedAttempt, Error>>, Error> {
     // One conditional statement, no read first: the ownership version and state in its WHERE
     // clause are the fencing check.
-    let Some(number) = tx.count_attempt(claim.key(), claim.ownership_version(), now).await? else {
-        let current = tx.lock_action(claim.key()).await?;
-        return Err(fenced(claim, current.as_ref()));
-    };
-    let attempt = Attempt {
-        id: 0,
-        key: claim.key().clone(),
-        number,
-        worker: claim.worker.clone(),
-        ownership_version: claim.ownership_version(),
-        started_at: now,
-        ended_at: None,
-        outcome: None,
-        error: None,
-        evidence: Evidence::default(),
-        stale: false,
-    };
-    let id = tx.insert_attempt(&attempt).await?;
-    Ok(StartedAttempt { id, number: attempt.number })
+    let current: Vec<(&ActionKey, i64)> = claims.iter().map(|c| (c.key(), c.ownership_version())).collect();
+    let numbers: HashMap<ActionKey, i64> = tx.count_attempts(&current, now).await?.into_iter().collect();
+    let attempts: Vec<Attempt> = claims
+        .iter()
+        .filter_map(|claim| {
+            numbers.get(claim.key()).map(|&number| Attempt {
+                id: 0,
+                key: claim.key().clone(),
+                number,
+                worker: claim.worker.clone(),
+                ownership_version: claim.ownership_version(),
+                started_at: now,
+                ended_at: None,
+                outcome: None,
+                error: None,
+                evidence: Evidence::default(),
+                stale: false,
+            })
+        })
+        .collect();
+    let ids: HashMap<ActionKey, i64> = tx.insert_attempts(&attempts).await?.into_iter().collect();
+    let mut started = Vec::with_capacity(claims.len());
+    for claim in claims {
+        started.push(match (numbers.get(claim.key()), ids.get(claim.key())) {
+            (Some(&number), Some(&id)) => Ok(StartedAttempt { id, number }),
+            _ => Err(fenced(claim, tx.lock_action(claim.key()).await?.as_ref())),
+        });
+    }
+    Ok(started)
 }
 
-/// Records one attempt's result inside a transaction; see [`Ledger::record_result`].
-async fn record_result_in<T: LedgerTx>(
+/// Records the results of attempts inside a transaction; see [`Ledger::record_results`]. The
+/// claims' keys are distinct. Reads every action in one locked statement, then writes the
+/// attempts and the actions a statement each.
+async fn record_results_in<T: LedgerTx>(
     tx: &mut T,
+    results: &[(&Claim, StartedAttempt, &Report)],
+    now: Timestamp,
+) -> Result<Vec<Recorded>, Error> {
+    let keys: Vec<&ActionKey> = results.iter().map(|(claim, _, _)| claim.key()).collect();
+    let mut locked: HashMap<ActionKey, ActionRecord> =
+        tx.lock_actions(&keys).await?.into_iter().map(|a| (a.key.clone(), a)).collect();
+    let mut finished = Vec::with_capacity(results.len());
+    let mut decided = Vec::with_capacity(results.len());
+    for &(claim, attempt, report) in results {
+        let action = locked.remove(claim.key()).ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
+        let (attempt, decision) = decide_result(action, claim, attempt, report, now)?;
+        finished.push(attempt);
+        decided.push(decision);
+    }
+    tx.finish_attempts(&finished).await?;
+    let mut actions: Vec<ActionRecord> = decided.iter().map(|d| d.action.clone()).collect();
+    write_actions(tx, &mut actions).await?;
+    let mut recorded = Vec::with_capacity(results.len());
+    for ((action, decision), &(claim, _, _)) in actions.into_iter().zip(decided).zip(results) {
+        let entry = audit_entry(&action, decision.transition, &claim.worker, ActorKind::Worker, decision.reason, now);
+        tx.append_audit(&entry).await?;
+        recorded.push(if decision.stale { Recorded::Stale(action) } else { Recorded::Applied(action) });
+    }
+    Ok(recorded)
+}
+
+/// What one result does to its action, decided before anything is written.
+struct ResultDecision {
+    action: ActionRecord,
+    transition: Transition,
+    reason: Option<String>,
+    /// The claim had passed to a newer ownership version.
+    stale: bool,
+}
+
+/// Decides what one result does, from the action as locked: the attempt as it ended, and the
+/// action as it is to be written.
+fn decide_result(
+    mut action: ActionRecord,
     claim: &Claim,
     attempt: StartedAttempt,
     report: &Report,
     now: Timestamp,
-) -> Result<Recorded, Error> {
-    let mut action = tx.lock_action(claim.key()).await?.ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
+) -> Result<(Attempt, ResultDecision), Error> {
     let (attempt_outcome, event, target) = match &report.outcome {
         Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
         Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
@@ -715,15 +763,13 @@ async fn record_result_in<T: LedgerTx>(
         evidence,
         stale: !current,
     };
-    tx.finish_attempt(&finished).await?;
 
     if !current {
         let late_id = match &report.outcome {
             Outcome::Completed { destination_id } => Some(destination_id.as_str()),
             _ => report.evidence.destination_id.as_deref(),
         };
-        let recorded = record_late_result(tx, action, claim, attempt_outcome, late_id, now).await?;
-        return Ok(Recorded::Stale(recorded));
+        return Ok((finished, decide_late_result(action, claim, attempt_outcome, late_id, now)?));
     }
 
     let transition = action.transition(event, target, now)?;
@@ -735,33 +781,21 @@ async fn record_result_in<T: LedgerTx>(
         Outcome::Failed { .. } | Outcome::Unknown => {}
     }
     action.last_error.clone_from(&report.error);
-    write_action(tx, &mut action).await?;
-    tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, report.error.clone(), now))
-        .await?;
-    Ok(Recorded::Applied(action))
-}
-
-/// Visits rows in key order, so that concurrent batches lock in the same order and cannot
-/// deadlock each other.
-fn lock_order<'a>(keys: impl Iterator<Item = &'a ActionKey>) -> Vec<usize> {
-    let keys: Vec<&ActionKey> = keys.collect();
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_by_key(|&i| keys[i]);
-    order
+    let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false };
+    Ok((finished, decision))
 }
 
 /// A result from an obsolete owner changes nothing but the state: to `conflict` for review, unless
 /// the action is already in conflict or final. A completed action goes to review only when the
 /// late result names another destination record, which means a second effect. The attempt itself
 /// is kept as evidence.
-async fn record_late_result<T: LedgerTx>(
-    tx: &mut T,
+fn decide_late_result(
     mut action: ActionRecord,
     claim: &Claim,
     outcome: AttemptOutcome,
     late_destination_id: Option<&str>,
     now: Timestamp,
-) -> Result<ActionRecord, Error> {
+) -> Result<ResultDecision, Error> {
     let note = format!(
         "late result ({}) from {} under ownership version {}; the action is at {} ({})",
         outcome.as_str(),
@@ -789,9 +823,7 @@ async fn record_late_result<T: LedgerTx>(
     };
     action.last_error = Some(note.clone());
     action.updated_at = now;
-    write_action(tx, &mut action).await?;
-    tx.append_audit(&audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(note), now)).await?;
-    Ok(action)
+    Ok(ResultDecision { action, transition, reason: Some(note), stale: true })
 }
 
 fn is_current(action: &ActionRecord, claim: &Claim) -> bool {
@@ -832,13 +864,35 @@ async fn finish<T: LedgerTx, R>(tx: T, result: Result<R, Error>) -> Result<R, Er
 
 /// Writes the action back, conditional on the revision it was read at.
 async fn write_action<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(), Error> {
-    if !tx.update_action(action).await? {
+    write_actions(tx, std::slice::from_mut(action)).await
+}
+
+/// Writes actions back in one statement, each conditional on the revision it was read at; all
+/// or none.
+async fn write_actions<T: LedgerTx>(tx: &mut T, actions: &mut [ActionRecord]) -> Result<(), Error> {
+    let written = tx.update_actions(&actions.iter().collect::<Vec<_>>()).await?;
+    if written != actions.len() as u64 {
+        let keys: Vec<&str> = actions.iter().map(|a| a.key.as_str()).collect();
         return Err(Error::Refused(format!(
             "{} changed while this change was being written; read it again",
-            action.key
+            keys.join(", ")
         )));
     }
-    action.revision += 1;
+    for action in actions {
+        action.revision += 1;
+    }
+    Ok(())
+}
+
+/// Refuses a batch that names one key twice: one worker never holds two claims on one key, and
+/// a batch is written as one set of rows.
+fn refuse_repeated_keys<'a>(keys: impl Iterator<Item = &'a ActionKey>) -> Result<(), Error> {
+    let mut seen = HashSet::new();
+    for key in keys {
+        if !seen.insert(key) {
+            return Err(Error::Refused(format!("{key} appears twice in one batch")));
+        }
+    }
     Ok(())
 }
 

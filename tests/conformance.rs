@@ -35,6 +35,7 @@ conformance!(
     list_filters_and_keyset_pagination,
     the_audit_trail_names_every_actor,
     batched_attempts_and_results_keep_each_fencing_check,
+    one_batch_applies_current_results_and_keeps_late_ones,
     assigning_changes_only_the_assignee,
     a_page_of_submissions_is_one_commit_with_an_outcome_each,
     regression_a_refused_command_leaves_no_row_locked,
@@ -612,6 +613,60 @@ async fn batched_attempts_and_results_keep_each_fencing_check<S: Store>(db: Test
     assert!(matches!(&recorded[0], Recorded::Stale(a) if a.state == State::Conflict));
 }
 
+async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 0..4 {
+        l.submit(&raw(&format!("mixed:{n}"), "{}")).await.unwrap();
+    }
+    let claims = l.claim("batcher", LEASE, 4).await.unwrap();
+    let started: Vec<_> = l.start_attempts(&claims).await.unwrap().into_iter().map(Result::unwrap).collect();
+    assert!(started.iter().all(|a| a.number == 1), "{started:?}");
+    // The batch stalls past its lease, and one claim is taken over before its results land.
+    l.store().advance_clock(LEASE * 2);
+    let lost = &claims[1];
+    let takeover = l.recover_expired(lost.key(), lost.ownership_version(), "rescuer", LEASE, true).await.unwrap();
+    assert!(matches!(takeover, Recovery::Claimed(_)), "{takeover:?}");
+    let results: Vec<_> = claims
+        .iter()
+        .zip(&started)
+        .map(|(claim, attempt)| {
+            (claim.clone(), *attempt, report(Outcome::Completed { destination_id: format!("D-{}", claim.key()) }))
+        })
+        .collect();
+
+    let repeated = vec![results[0].clone(), results[0].clone()];
+    assert!(matches!(l.record_results(&repeated).await, Err(Error::Refused(_))), "a key twice in one batch");
+    assert_eq!(state_of(l, "mixed:0").await, State::InProgress, "the refused batch wrote nothing");
+
+    let recorded = l.record_results(&results).await.unwrap();
+    for (n, recorded) in recorded.iter().enumerate() {
+        let detail = l.detail(&key(&format!("mixed:{n}"))).await.unwrap();
+        let attempt = &detail.attempts[0];
+        let last = detail.audit.last().unwrap();
+        let action = match recorded {
+            Recorded::Stale(action) => {
+                assert_eq!(n, 1, "only the taken-over claim is late");
+                assert_eq!(action.state, State::Conflict);
+                assert!(attempt.stale, "the late attempt is kept as evidence");
+                assert_eq!(last.event, Event::LateResult);
+                action
+            }
+            Recorded::Applied(action) => {
+                assert_eq!(
+                    (action.state, action.destination_id.clone()),
+                    (State::Completed, Some(format!("D-mixed:{n}")))
+                );
+                assert!(!attempt.stale);
+                assert_eq!(last.event, Event::Completed);
+                action
+            }
+        };
+        assert_eq!(&detail.action, action, "what the batch returned is what it wrote");
+        assert_eq!((attempt.outcome, attempt.ended_at.is_some()), (Some(AttemptOutcome::Succeeded), true));
+        assert_eq!(last.revision, action.revision, "the audit entry names the revision written");
+    }
+}
+
 async fn assigning_changes_only_the_assignee<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     action_in(l, "mine", State::Unknown).await;
@@ -664,7 +719,19 @@ async fn a_page_of_submissions_is_one_commit_with_an_outcome_each<S: Store>(db: 
     );
     assert_eq!(l.list_refused(None, 10).await.unwrap().len(), 1);
     assert_eq!(state_of(l, "page:old").await, State::Conflict);
-    assert_eq!(l.detail(&key("page:1")).await.unwrap().deliveries.len(), 2);
+    let outcomes_of = |detail: actionledger::ledger::ActionDetail| -> Vec<SubmitOutcome> {
+        detail.deliveries.iter().map(|d| d.outcome).collect()
+    };
+    assert_eq!(
+        outcomes_of(l.detail(&key("page:1")).await.unwrap()),
+        [SubmitOutcome::Created, SubmitOutcome::Duplicate],
+        "deliveries are kept in the order they were recorded"
+    );
+    assert_eq!(
+        outcomes_of(l.detail(&key("page:old")).await.unwrap()),
+        [SubmitOutcome::Created, SubmitOutcome::Conflict]
+    );
+    assert_eq!(outcomes_of(l.detail(&key("page:2")).await.unwrap()), [SubmitOutcome::Created]);
 }
 
 /// Found by the model-based test on PostgreSQL: a command refused after its row was read

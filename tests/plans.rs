@@ -6,6 +6,9 @@ mod support;
 
 use actionledger::store::hot_statements;
 
+/// Names the hot statements give their own rows: CTEs and VALUES lists.
+const OWN_ROWS: [&str; 4] = ["picked", "changed", "finished", "3 CONSTANT ROWS"];
+
 #[tokio::test]
 async fn sqlite_hot_statements_use_indexes() {
     let db = support::sqlite().await;
@@ -14,10 +17,14 @@ async fn sqlite_hot_statements_use_indexes() {
         let plan: Vec<(i64, i64, i64, String)> =
             sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}"))).fetch_all(pool).await.unwrap();
         let details: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+        // Scans of a statement's own rows (its VALUES lists, CTEs and JSON arrays) are expected;
+        // a scan of anything else without an index is not.
         let full_scans: Vec<&&str> = details
             .iter()
             .filter(|d| {
-                d.starts_with("SCAN ") && !d.contains("USING") && !d.contains("json_each") && **d != "SCAN picked"
+                let Some(scanned) = d.strip_prefix("SCAN ") else { return false };
+                let own_rows = OWN_ROWS.iter().any(|own| scanned.starts_with(own));
+                !own_rows && !scanned.contains("USING") && !scanned.contains("json_each")
             })
             .collect();
         assert!(full_scans.is_empty(), "{name} scans a whole table: {details:?}");

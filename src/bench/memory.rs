@@ -127,7 +127,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, actions: usize, print: bool) -> Resu
     Ok(())
 }
 
-/// Samples the worker's memory four times a second until it exits; keeps one sample per tenth
+/// Samples the worker's memory ten times a second until it exits; keeps one sample per tenth
 /// of the actions done, and the last one.
 async fn sample_until_exit(
     child: &mut tokio::process::Child,
@@ -144,7 +144,7 @@ async fn sample_until_exit(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
-            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
         let Some(rss_kib) = resident_kib(pid) else { continue };
         let sample = Sample { done: crm.stats().records, rss_kib, elapsed_s: started.elapsed().as_secs_f64() };

@@ -21,20 +21,24 @@ use std::time::Duration;
 
 /// The statements on the hot paths of workers and consoles, by name, in the dialect of the
 /// store: each must be served by an index (`tests/plans.rs` checks with EXPLAIN).
-pub fn hot_statements(postgres: bool) -> Vec<(&'static str, &'static str)> {
+/// Statements written for many rows are given for a batch of three.
+pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
+    let lock_suffix = if postgres { postgres::LOCK_SUFFIX } else { sqlite::LOCK_SUFFIX };
     vec![
-        ("find an action by key", sql::SELECT_ACTION),
-        ("claim", if postgres { postgres::CLAIM } else { sqlite::CLAIM }),
-        ("count an attempt", sql::COUNT_ATTEMPT),
-        ("renew a lease", sql::RENEW_LEASE),
-        ("write an action back", sql::UPDATE_ACTION),
-        ("expired claims", sql::EXPIRED_CLAIMS),
-        ("stale claim count", sql::COUNT_STALE_CLAIMS),
-        ("attempt started under a claim", sql::ATTEMPT_STARTED_UNDER),
-        ("deliveries of an action", sql::SELECT_DELIVERIES),
-        ("attempts of an action", sql::SELECT_ATTEMPTS),
-        ("audit trail of an action", sql::SELECT_AUDIT),
-        ("a page of a pane", sql::PANE_PAGE),
+        ("find an action by key", sql::SELECT_ACTION.to_owned()),
+        ("lock actions by key", sql::lock_actions_sql(3, lock_suffix)),
+        ("claim", (if postgres { postgres::CLAIM } else { sqlite::CLAIM }).to_owned()),
+        ("count attempts", sql::count_attempts_sql(3)),
+        ("renew a lease", sql::RENEW_LEASE.to_owned()),
+        ("write actions back", sql::update_actions_sql(3)),
+        ("finish attempts", sql::finish_attempts_sql(3)),
+        ("expired claims", sql::EXPIRED_CLAIMS.to_owned()),
+        ("stale claim count", sql::COUNT_STALE_CLAIMS.to_owned()),
+        ("attempt started under a claim", sql::ATTEMPT_STARTED_UNDER.to_owned()),
+        ("deliveries of an action", sql::SELECT_DELIVERIES.to_owned()),
+        ("attempts of an action", sql::SELECT_ATTEMPTS.to_owned()),
+        ("audit trail of an action", sql::SELECT_AUDIT.to_owned()),
+        ("a page of a pane", sql::PANE_PAGE.to_owned()),
     ]
 }
 
@@ -176,17 +180,27 @@ pub trait Store: Clone + Send + Sync + 'static {
 /// One write transaction. Dropping it without [`LedgerTx::commit`] rolls it back.
 pub trait LedgerTx: Send {
     fn now(&mut self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
-    /// Reads one action and holds it against concurrent change until the transaction ends.
-    fn lock_action(&mut self, key: &ActionKey)
-    -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
-    /// Inserts a new pending action unless the key exists; returns it if it was inserted.
-    fn insert_action_if_absent(
+    /// Reads actions and holds them against concurrent change until the transaction ends; those
+    /// that exist, in key order (the order rows are locked in, so that batches cannot deadlock).
+    fn lock_actions(
         &mut self,
-        action: &ActionRecord,
-    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send;
-    /// Writes every mutable field of `action` if its revision is still `action.revision`, and
-    /// advances the revision. Returns false (and writes nothing) if it changed meanwhile.
-    fn update_action(&mut self, action: &ActionRecord) -> impl Future<Output = Result<bool, StoreError>> + Send;
+        keys: &[&ActionKey],
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// [`LedgerTx::lock_actions`] for one key.
+    fn lock_action(
+        &mut self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send {
+        async move { Ok(self.lock_actions(&[key]).await?.pop()) }
+    }
+    /// Inserts new pending actions, skipping keys that exist; returns those inserted.
+    fn insert_actions_if_absent(
+        &mut self,
+        actions: &[ActionRecord],
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// Writes every mutable field of each action whose revision is still `action.revision`, and
+    /// advances its revision. Returns how many were written: one that changed meanwhile is not.
+    fn update_actions(&mut self, actions: &[&ActionRecord]) -> impl Future<Output = Result<u64, StoreError>> + Send;
     /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
     /// workers are claiming at the same moment.
     fn claim_pending(
@@ -204,24 +218,28 @@ pub trait LedgerTx: Send {
         ownership_version: i64,
         until: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-    /// Counts an attempt under a claim that is still current, in one conditional statement, and
-    /// sets the first send time if unset. Returns the attempt's number; `None` if the claim is no
-    /// longer current.
-    fn count_attempt(
+    /// Counts an attempt under each claim (key and ownership version) that is still current, in
+    /// one conditional statement, and sets the first send time where unset. Returns the key and
+    /// attempt number of each claim counted; a claim missing from the answer is no longer current.
+    fn count_attempts(
         &mut self,
-        key: &ActionKey,
-        ownership_version: i64,
+        claims: &[(&ActionKey, i64)],
         now: Timestamp,
-    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<(ActionKey, i64)>, StoreError>> + Send;
     fn attempt_started_under(
         &mut self,
         key: &ActionKey,
         ownership_version: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
     fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
-    fn insert_delivery(&mut self, delivery: &Delivery) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn insert_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<i64, StoreError>> + Send;
-    fn finish_attempt(&mut self, attempt: &Attempt) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Inserts attempts; returns each new attempt's id with its action's key.
+    fn insert_attempts(
+        &mut self,
+        attempts: &[Attempt],
+    ) -> impl Future<Output = Result<Vec<(ActionKey, i64)>, StoreError>> + Send;
+    /// Records how attempts ended; one that already ended is left as it was.
+    fn finish_attempts(&mut self, attempts: &[Attempt]) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn insert_lookup(&mut self, lookup: &LookupRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Appends an audit entry. Entries are written together, in the order given, as the
     /// transaction commits: one statement for a whole batch.

@@ -15,6 +15,9 @@ pub struct PostgresStore {
     clock_offset: Arc<AtomicI64>,
 }
 
+/// Rows read for a change are locked against concurrent writers until the transaction ends.
+pub(crate) const LOCK_SUFFIX: &str = " FOR UPDATE";
+
 /// The claim statement of this dialect.
 pub(crate) const CLAIM: &str =
     claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))");
@@ -27,7 +30,7 @@ impl_store! {
     database = sqlx::Postgres,
     begin_sql = "BEGIN",
     now_sql = Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
-    lock_suffix = " FOR UPDATE",
+    lock_suffix = LOCK_SUFFIX,
     claim_sql = CLAIM,
 
     async fn access_report(&self) -> Result<Option<String>, StoreError> {

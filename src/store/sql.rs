@@ -58,28 +58,222 @@ pub(crate) use claim_sql;
 
 pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
 
-pub(crate) const INSERT_ACTION: &str = concat!(
-    "INSERT INTO actions (key, state, payload, fingerprint, source, source_version, destination, after_key, \
-     ownership_version, revision, attempts, attempts_in_round, created_at, updated_at) \
-     VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, 0, 1, 0, 0, $8, $8) \
-     ON CONFLICT (key) DO NOTHING RETURNING ",
-    action_columns!()
-);
+/// The statements that write many rows at once. A batch of one uses them too, so that each
+/// write has one statement shape whatever the batch size.
+///
+/// Each value is cast to its column's type: PostgreSQL cannot infer the type of a parameter in a
+/// `VALUES` list that is joined rather than inserted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cell {
+    /// A bound parameter of this SQL type.
+    Bind(&'static str),
+    /// A constant written into the statement.
+    Constant(&'static str),
+}
 
-pub(crate) const UPDATE_ACTION: &str = "UPDATE actions SET state = $2, payload = $3, fingerprint = $4, \
-     proposed_payload = $5, proposed_fingerprint = $6, proposed_source_version = $7, resume_state = $8, \
-     source = $9, source_version = $10, destination = $11, after_key = $12, claimed_by = $13, \
-     ownership_version = $14, lease_expires_at = $15, not_before = $16, attempts = $17, \
-     attempts_in_round = $18, assignee = $19, destination_id = $20, first_sent_at = $21, last_error = $22, \
-     updated_at = $23, revision = revision + 1 \
-     WHERE id = $1 AND revision = $24";
+use Cell::{Bind, Constant};
+
+/// At most this many bound parameters in one statement: below SQLite's 32,766 and PostgreSQL's
+/// 65,535.
+pub(crate) const MAX_BINDS_PER_STATEMENT: usize = 30_000;
+
+/// How many rows of `row` fit in one statement.
+pub(crate) fn rows_per_statement(row: &[Cell]) -> usize {
+    let binds = row.iter().filter(|c| matches!(c, Bind(_))).count().max(1);
+    (MAX_BINDS_PER_STATEMENT / binds).max(1)
+}
+
+/// `rows` parenthesised rows shaped like `row`, with parameters numbered from `$first`.
+pub(crate) fn value_rows(first: usize, rows: usize, row: &[Cell]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut n = first;
+    for r in 0..rows {
+        out.push_str(if r == 0 { "(" } else { ", (" });
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            match cell {
+                Bind(ty) => {
+                    let _ = write!(out, "CAST(${n} AS {ty})");
+                    n += 1;
+                }
+                Constant(text) => out.push_str(text),
+            }
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// `$first, ..., $(first + count - 1)`.
+fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Reads actions by key in key order, so that concurrent batches lock rows in one order.
+pub(crate) fn lock_actions_sql(keys: usize, lock_suffix: &str) -> String {
+    format!(
+        "SELECT {} FROM actions WHERE key IN ({}) ORDER BY key{lock_suffix}",
+        action_columns!(),
+        placeholders(1, keys)
+    )
+}
+
+pub(crate) const NEW_ACTION_ROW: &[Cell] = &[
+    Bind("TEXT"),
+    Constant("'pending'"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Constant("0"),
+    Constant("1"),
+    Constant("0"),
+    Constant("0"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+];
+
+/// Inserts new pending actions, skipping keys that exist; returns the rows inserted.
+pub(crate) fn insert_actions_sql(rows: usize) -> String {
+    format!(
+        "INSERT INTO actions (key, state, payload, fingerprint, source, source_version, destination, after_key, \
+         ownership_version, revision, attempts, attempts_in_round, created_at, updated_at) VALUES {} \
+         ON CONFLICT (key) DO NOTHING RETURNING {}",
+        value_rows(1, rows, NEW_ACTION_ROW),
+        action_columns!()
+    )
+}
+
+pub(crate) const CHANGED_ACTION_ROW: &[Cell] = &[
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+];
+
+/// Writes back every mutable field of many actions, each only if its revision is still the one
+/// read, and advances their revisions.
+pub(crate) fn update_actions_sql(rows: usize) -> String {
+    format!(
+        "WITH changed (id, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
+         proposed_source_version, resume_state, source, source_version, destination, after_key, claimed_by, \
+         ownership_version, lease_expires_at, not_before, attempts, attempts_in_round, assignee, destination_id, \
+         first_sent_at, last_error, updated_at, revision) AS (VALUES {}) \
+         UPDATE actions SET state = changed.state, payload = changed.payload, fingerprint = changed.fingerprint, \
+         proposed_payload = changed.proposed_payload, proposed_fingerprint = changed.proposed_fingerprint, \
+         proposed_source_version = changed.proposed_source_version, resume_state = changed.resume_state, \
+         source = changed.source, source_version = changed.source_version, destination = changed.destination, \
+         after_key = changed.after_key, claimed_by = changed.claimed_by, \
+         ownership_version = changed.ownership_version, lease_expires_at = changed.lease_expires_at, \
+         not_before = changed.not_before, attempts = changed.attempts, \
+         attempts_in_round = changed.attempts_in_round, assignee = changed.assignee, \
+         destination_id = changed.destination_id, first_sent_at = changed.first_sent_at, \
+         last_error = changed.last_error, updated_at = changed.updated_at, revision = actions.revision + 1 \
+         FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
+        value_rows(1, rows, CHANGED_ACTION_ROW)
+    )
+}
+
+/// Counts an attempt under each claim that is still current (`$1` is the time), in one
+/// conditional statement whose WHERE clause is the fencing check; returns the key and attempt
+/// number of each claim counted.
+pub(crate) fn count_attempts_sql(claims: usize) -> String {
+    let current = (0..claims)
+        .map(|i| format!("(key = ${} AND ownership_version = ${})", 2 + 2 * i, 3 + 2 * i))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    format!(
+        "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
+         first_sent_at = COALESCE(first_sent_at, $1), updated_at = $1, revision = revision + 1 \
+         WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts"
+    )
+}
+
+pub(crate) const DELIVERY_ROW: &[Cell] =
+    &[Bind("TEXT"), Bind("TEXT"), Bind("TEXT"), Bind("BIGINT"), Bind("TEXT"), Bind("TEXT"), Bind("BIGINT")];
+
+pub(crate) fn insert_deliveries_sql(rows: usize) -> String {
+    format!(
+        "INSERT INTO deliveries (action_key, event_id, source, source_version, fingerprint, outcome, received_at) \
+         VALUES {}",
+        value_rows(1, rows, DELIVERY_ROW)
+    )
+}
+
+pub(crate) const ATTEMPT_ROW: &[Cell] = &[
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BOOLEAN"),
+];
+
+/// Inserts attempts; returns each new id with its action's key.
+pub(crate) fn insert_attempts_sql(rows: usize) -> String {
+    format!(
+        "INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
+         response_status, destination_id, response_body, stale) VALUES {} RETURNING id, action_key",
+        value_rows(1, rows, ATTEMPT_ROW)
+    )
+}
+
+pub(crate) const FINISHED_ATTEMPT_ROW: &[Cell] = &[
+    Bind("BIGINT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BIGINT"),
+    Bind("TEXT"),
+    Bind("TEXT"),
+    Bind("BOOLEAN"),
+];
+
+/// Records the end of many attempts; an attempt that already ended is left as it was.
+pub(crate) fn finish_attempts_sql(rows: usize) -> String {
+    format!(
+        "WITH finished (id, ended_at, outcome, error, response_status, destination_id, response_body, stale) AS \
+         (VALUES {}) UPDATE attempts SET ended_at = finished.ended_at, outcome = finished.outcome, \
+         error = finished.error, response_status = finished.response_status, \
+         destination_id = finished.destination_id, response_body = finished.response_body, stale = finished.stale \
+         FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL",
+        value_rows(1, rows, FINISHED_ATTEMPT_ROW)
+    )
+}
 
 pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
      WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
-
-pub(crate) const COUNT_ATTEMPT: &str = "UPDATE actions SET attempts = attempts + 1, \
-     attempts_in_round = attempts_in_round + 1, first_sent_at = COALESCE(first_sent_at, $3), updated_at = $3, \
-     revision = revision + 1 WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress' RETURNING attempts";
 
 pub(crate) const ATTEMPT_STARTED_UNDER: &str =
     "SELECT COUNT(*) FROM attempts WHERE action_key = $1 AND ownership_version = $2";
@@ -88,18 +282,6 @@ pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), "
 
 pub(crate) const SELECT_ATTEMPTS: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
-
-pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO deliveries \
-     (action_key, event_id, source, source_version, fingerprint, outcome, received_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
-
-pub(crate) const INSERT_ATTEMPT: &str = "INSERT INTO attempts \
-     (action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, response_status, \
-      destination_id, response_body, stale) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id";
-
-pub(crate) const FINISH_ATTEMPT: &str = "UPDATE attempts SET ended_at = $2, outcome = $3, error = $4, \
-     response_status = $5, destination_id = $6, response_body = $7, stale = $8 WHERE id = $1 AND ended_at IS NULL";
 
 pub(crate) const INSERT_LOOKUP: &str = "INSERT INTO lookups \
      (action_key, at, actor, verdict, records, destination_id, response_status, response_body, detail) \
@@ -175,7 +357,7 @@ fn state(text: &str) -> Result<State, StoreError> {
     text.parse().map_err(|_| corrupt("state", text))
 }
 
-fn key(text: &str) -> Result<ActionKey, StoreError> {
+pub(crate) fn key(text: &str) -> Result<ActionKey, StoreError> {
     ActionKey::parse(text).map_err(|_| corrupt("action key", text))
 }
 
@@ -346,7 +528,7 @@ macro_rules! impl_store {
         database = $db:ty,
         begin_sql = $begin_sql:literal,
         now_sql = $now_sql:expr,
-        lock_suffix = $lock_suffix:literal,
+        lock_suffix = $lock_suffix:expr,
         claim_sql = $claim_sql:expr,
         $($extra:item)*
     ) => {
@@ -392,71 +574,93 @@ macro_rules! impl_store {
                 Ok($crate::domain::record::from_millis(ms + self.clock_offset_ms))
             }
 
-            async fn lock_action(
+            async fn lock_actions(
                 &mut self,
-                key: &$crate::domain::ActionKey,
-            ) -> Result<Option<$crate::domain::ActionRecord>, $crate::store::StoreError> {
-                let sql = concat!(
-                    "SELECT ",
-                    $crate::store::sql::action_columns!(),
-                    " FROM actions WHERE key = $1",
-                    $lock_suffix
-                );
-                let row = sqlx::query(sql).bind(key.as_str()).fetch_optional(&mut *self.tx).await?;
-                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+                keys: &[&$crate::domain::ActionKey],
+            ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let mut keys = keys.to_vec();
+                keys.sort();
+                keys.dedup();
+                let mut actions = Vec::with_capacity(keys.len());
+                for chunk in keys.chunks($crate::store::sql::MAX_BINDS_PER_STATEMENT) {
+                    let sql = $crate::store::sql::lock_actions_sql(chunk.len(), $lock_suffix);
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for key in chunk {
+                        q = q.bind(key.as_str());
+                    }
+                    for row in q.fetch_all(&mut *self.tx).await? {
+                        actions.push($crate::store::sql::action_from_row(&row)?);
+                    }
+                }
+                Ok(actions)
             }
 
-            async fn insert_action_if_absent(
+            async fn insert_actions_if_absent(
                 &mut self,
-                action: &$crate::domain::ActionRecord,
-            ) -> Result<Option<$crate::domain::ActionRecord>, $crate::store::StoreError> {
-                let row = sqlx::query($crate::store::sql::INSERT_ACTION)
-                    .bind(action.key.as_str())
-                    .bind(action.payload.canonical())
-                    .bind(action.payload.fingerprint().as_str())
-                    .bind(action.source.as_deref())
-                    .bind(action.source_version)
-                    .bind(action.destination.as_deref())
-                    .bind(action.after.as_ref().map(|a| a.as_str()))
-                    .bind(action.created_at.timestamp_millis())
-                    .fetch_optional(&mut *self.tx)
-                    .await?;
-                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+                new: &[$crate::domain::ActionRecord],
+            ) -> Result<Vec<$crate::domain::ActionRecord>, $crate::store::StoreError> {
+                let mut inserted = Vec::with_capacity(new.len());
+                let rows = $crate::store::sql::rows_per_statement($crate::store::sql::NEW_ACTION_ROW);
+                for chunk in new.chunks(rows) {
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sql::insert_actions_sql(chunk.len())));
+                    for a in chunk {
+                        q = q
+                            .bind(a.key.as_str())
+                            .bind(a.payload.canonical())
+                            .bind(a.payload.fingerprint().as_str())
+                            .bind(a.source.as_deref())
+                            .bind(a.source_version)
+                            .bind(a.destination.as_deref())
+                            .bind(a.after.as_ref().map(|k| k.as_str()))
+                            .bind(a.created_at.timestamp_millis())
+                            .bind(a.created_at.timestamp_millis());
+                    }
+                    for row in q.fetch_all(&mut *self.tx).await? {
+                        inserted.push($crate::store::sql::action_from_row(&row)?);
+                    }
+                }
+                Ok(inserted)
             }
 
-            async fn update_action(
+            async fn update_actions(
                 &mut self,
-                a: &$crate::domain::ActionRecord,
-            ) -> Result<bool, $crate::store::StoreError> {
+                changed: &[&$crate::domain::ActionRecord],
+            ) -> Result<u64, $crate::store::StoreError> {
                 let ms = |t: Option<$crate::domain::Timestamp>| t.map(|t| t.timestamp_millis());
-                let result = sqlx::query($crate::store::sql::UPDATE_ACTION)
-                    .bind(a.id)
-                    .bind(a.state.as_str())
-                    .bind(a.payload.canonical())
-                    .bind(a.payload.fingerprint().as_str())
-                    .bind(a.proposal.as_ref().map(|p| p.payload.canonical()))
-                    .bind(a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()))
-                    .bind(a.proposal.as_ref().and_then(|p| p.source_version))
-                    .bind(a.resume_state.map(|s| s.as_str()))
-                    .bind(a.source.as_deref())
-                    .bind(a.source_version)
-                    .bind(a.destination.as_deref())
-                    .bind(a.after.as_ref().map(|k| k.as_str()))
-                    .bind(a.claimed_by.as_deref())
-                    .bind(a.ownership_version)
-                    .bind(ms(a.lease_expires_at))
-                    .bind(ms(a.not_before))
-                    .bind(a.attempts)
-                    .bind(a.attempts_in_round)
-                    .bind(a.assignee.as_deref())
-                    .bind(a.destination_id.as_deref())
-                    .bind(ms(a.first_sent_at))
-                    .bind(a.last_error.as_deref())
-                    .bind(a.updated_at.timestamp_millis())
-                    .bind(a.revision)
-                    .execute(&mut *self.tx)
-                    .await?;
-                Ok(result.rows_affected() == 1)
+                let mut written = 0;
+                let rows = $crate::store::sql::rows_per_statement($crate::store::sql::CHANGED_ACTION_ROW);
+                for chunk in changed.chunks(rows) {
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sql::update_actions_sql(chunk.len())));
+                    for a in chunk {
+                        q = q
+                            .bind(a.id)
+                            .bind(a.state.as_str())
+                            .bind(a.payload.canonical())
+                            .bind(a.payload.fingerprint().as_str())
+                            .bind(a.proposal.as_ref().map(|p| p.payload.canonical()))
+                            .bind(a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()))
+                            .bind(a.proposal.as_ref().and_then(|p| p.source_version))
+                            .bind(a.resume_state.map(|s| s.as_str()))
+                            .bind(a.source.as_deref())
+                            .bind(a.source_version)
+                            .bind(a.destination.as_deref())
+                            .bind(a.after.as_ref().map(|k| k.as_str()))
+                            .bind(a.claimed_by.as_deref())
+                            .bind(a.ownership_version)
+                            .bind(ms(a.lease_expires_at))
+                            .bind(ms(a.not_before))
+                            .bind(a.attempts)
+                            .bind(a.attempts_in_round)
+                            .bind(a.assignee.as_deref())
+                            .bind(a.destination_id.as_deref())
+                            .bind(ms(a.first_sent_at))
+                            .bind(a.last_error.as_deref())
+                            .bind(a.updated_at.timestamp_millis())
+                            .bind(a.revision);
+                    }
+                    written += q.execute(&mut *self.tx).await?.rows_affected();
+                }
+                Ok(written)
             }
 
             async fn claim_pending(
@@ -495,18 +699,25 @@ macro_rules! impl_store {
                 Ok(result.rows_affected() == 1)
             }
 
-            async fn count_attempt(
+            async fn count_attempts(
                 &mut self,
-                key: &$crate::domain::ActionKey,
-                ownership_version: i64,
+                claims: &[(&$crate::domain::ActionKey, i64)],
                 now: $crate::domain::Timestamp,
-            ) -> Result<Option<i64>, $crate::store::StoreError> {
-                Ok(sqlx::query_scalar($crate::store::sql::COUNT_ATTEMPT)
-                    .bind(key.as_str())
-                    .bind(ownership_version)
-                    .bind(now.timestamp_millis())
-                    .fetch_optional(&mut *self.tx)
-                    .await?)
+            ) -> Result<Vec<($crate::domain::ActionKey, i64)>, $crate::store::StoreError> {
+                let mut counted = Vec::with_capacity(claims.len());
+                for chunk in claims.chunks($crate::store::sql::MAX_BINDS_PER_STATEMENT / 2) {
+                    let sql = $crate::store::sql::count_attempts_sql(chunk.len());
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.timestamp_millis());
+                    for (key, ownership_version) in chunk {
+                        q = q.bind(key.as_str()).bind(*ownership_version);
+                    }
+                    for row in q.fetch_all(&mut *self.tx).await? {
+                        use $crate::store::sql::Columns as _;
+                        let key = $crate::store::sql::key(&row.text("key")?)?;
+                        counted.push((key, row.int("attempts")?));
+                    }
+                }
+                Ok(counted)
             }
 
             async fn attempt_started_under(
@@ -531,51 +742,83 @@ macro_rules! impl_store {
                 row.as_ref().map($crate::store::sql::attempt_from_row).transpose()
             }
 
-            async fn insert_delivery(&mut self, d: &$crate::domain::Delivery) -> Result<(), $crate::store::StoreError> {
-                sqlx::query($crate::store::sql::INSERT_DELIVERY)
-                    .bind(d.key.as_str())
-                    .bind(d.event_id.as_deref())
-                    .bind(d.source.as_deref())
-                    .bind(d.source_version)
-                    .bind(d.fingerprint.as_str())
-                    .bind(d.outcome.as_str())
-                    .bind(d.received_at.timestamp_millis())
-                    .execute(&mut *self.tx)
-                    .await?;
+            async fn insert_deliveries(
+                &mut self,
+                deliveries: &[$crate::domain::Delivery],
+            ) -> Result<(), $crate::store::StoreError> {
+                let rows = $crate::store::sql::rows_per_statement($crate::store::sql::DELIVERY_ROW);
+                for chunk in deliveries.chunks(rows) {
+                    let sql = $crate::store::sql::insert_deliveries_sql(chunk.len());
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for d in chunk {
+                        q = q
+                            .bind(d.key.as_str())
+                            .bind(d.event_id.as_deref())
+                            .bind(d.source.as_deref())
+                            .bind(d.source_version)
+                            .bind(d.fingerprint.as_str())
+                            .bind(d.outcome.as_str())
+                            .bind(d.received_at.timestamp_millis());
+                    }
+                    q.execute(&mut *self.tx).await?;
+                }
                 Ok(())
             }
 
-            async fn insert_attempt(&mut self, a: &$crate::domain::Attempt) -> Result<i64, $crate::store::StoreError> {
-                let id: i64 = sqlx::query_scalar($crate::store::sql::INSERT_ATTEMPT)
-                    .bind(a.key.as_str())
-                    .bind(a.number)
-                    .bind(a.worker.as_str())
-                    .bind(a.ownership_version)
-                    .bind(a.started_at.timestamp_millis())
-                    .bind(a.ended_at.map(|t| t.timestamp_millis()))
-                    .bind(a.outcome.map(|o| o.as_str()))
-                    .bind(a.error.as_deref())
-                    .bind(a.evidence.status)
-                    .bind(a.evidence.destination_id.as_deref())
-                    .bind(a.evidence.body.as_deref())
-                    .bind(a.stale)
-                    .fetch_one(&mut *self.tx)
-                    .await?;
-                Ok(id)
+            async fn insert_attempts(
+                &mut self,
+                attempts: &[$crate::domain::Attempt],
+            ) -> Result<Vec<($crate::domain::ActionKey, i64)>, $crate::store::StoreError> {
+                let mut ids = Vec::with_capacity(attempts.len());
+                let rows = $crate::store::sql::rows_per_statement($crate::store::sql::ATTEMPT_ROW);
+                for chunk in attempts.chunks(rows) {
+                    let sql = $crate::store::sql::insert_attempts_sql(chunk.len());
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for a in chunk {
+                        q = q
+                            .bind(a.key.as_str())
+                            .bind(a.number)
+                            .bind(a.worker.as_str())
+                            .bind(a.ownership_version)
+                            .bind(a.started_at.timestamp_millis())
+                            .bind(a.ended_at.map(|t| t.timestamp_millis()))
+                            .bind(a.outcome.map(|o| o.as_str()))
+                            .bind(a.error.as_deref())
+                            .bind(a.evidence.status)
+                            .bind(a.evidence.destination_id.as_deref())
+                            .bind(a.evidence.body.as_deref())
+                            .bind(a.stale);
+                    }
+                    for row in q.fetch_all(&mut *self.tx).await? {
+                        use $crate::store::sql::Columns as _;
+                        let key = $crate::store::sql::key(&row.text("action_key")?)?;
+                        ids.push((key, row.int("id")?));
+                    }
+                }
+                Ok(ids)
             }
 
-            async fn finish_attempt(&mut self, a: &$crate::domain::Attempt) -> Result<(), $crate::store::StoreError> {
-                sqlx::query($crate::store::sql::FINISH_ATTEMPT)
-                    .bind(a.id)
-                    .bind(a.ended_at.map(|t| t.timestamp_millis()))
-                    .bind(a.outcome.map(|o| o.as_str()))
-                    .bind(a.error.as_deref())
-                    .bind(a.evidence.status)
-                    .bind(a.evidence.destination_id.as_deref())
-                    .bind(a.evidence.body.as_deref())
-                    .bind(a.stale)
-                    .execute(&mut *self.tx)
-                    .await?;
+            async fn finish_attempts(
+                &mut self,
+                attempts: &[$crate::domain::Attempt],
+            ) -> Result<(), $crate::store::StoreError> {
+                let rows = $crate::store::sql::rows_per_statement($crate::store::sql::FINISHED_ATTEMPT_ROW);
+                for chunk in attempts.chunks(rows) {
+                    let sql = $crate::store::sql::finish_attempts_sql(chunk.len());
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for a in chunk {
+                        q = q
+                            .bind(a.id)
+                            .bind(a.ended_at.map(|t| t.timestamp_millis()))
+                            .bind(a.outcome.map(|o| o.as_str()))
+                            .bind(a.error.as_deref())
+                            .bind(a.evidence.status)
+                            .bind(a.evidence.destination_id.as_deref())
+                            .bind(a.evidence.body.as_deref())
+                            .bind(a.stale);
+                    }
+                    q.execute(&mut *self.tx).await?;
+                }
                 Ok(())
             }
 

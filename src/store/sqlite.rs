@@ -19,6 +19,9 @@ pub struct SqliteStore {
     clock_offset: Arc<AtomicI64>,
 }
 
+/// Nothing to add: a write transaction holds the whole database from its start (`BEGIN IMMEDIATE`).
+pub(crate) const LOCK_SUFFIX: &str = "";
+
 /// The claim statement of this dialect.
 pub(crate) const CLAIM: &str = claim_sql!("", "(SELECT value FROM json_each($5))");
 
@@ -32,7 +35,7 @@ impl_store! {
     // SQLite runs inside this process: its `julianday('now')` reads the same clock as Rust, so
     // asking it would be one more statement per transaction for the same answer.
     now_sql = None::<&'static str>,
-    lock_suffix = "",
+    lock_suffix = LOCK_SUFFIX,
     claim_sql = CLAIM,
 }
 

@@ -642,13 +642,13 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
     for (n, recorded) in recorded.iter().enumerate() {
         let detail = l.detail(&key(&format!("mixed:{n}"))).await.unwrap();
         let attempt = &detail.attempts[0];
-        let last = detail.audit.last().unwrap();
+        let last_entry = detail.audit.last().unwrap();
         let action = match recorded {
             Recorded::Stale(action) => {
                 assert_eq!(n, 1, "only the taken-over claim is late");
                 assert_eq!(action.state, State::Conflict);
                 assert!(attempt.stale, "the late attempt is kept as evidence");
-                assert_eq!(last.event, Event::LateResult);
+                assert_eq!(last_entry.event, Event::LateResult);
                 action
             }
             Recorded::Applied(action) => {
@@ -657,13 +657,13 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
                     (State::Completed, Some(format!("D-mixed:{n}")))
                 );
                 assert!(!attempt.stale);
-                assert_eq!(last.event, Event::Completed);
+                assert_eq!(last_entry.event, Event::Completed);
                 action
             }
         };
         assert_eq!(&detail.action, action, "what the batch returned is what it wrote");
         assert_eq!((attempt.outcome, attempt.ended_at.is_some()), (Some(AttemptOutcome::Succeeded), true));
-        assert_eq!(last.revision, action.revision, "the audit entry names the revision written");
+        assert_eq!(last_entry.revision, action.revision, "the audit entry names the revision written");
     }
 }
 

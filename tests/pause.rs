@@ -19,6 +19,49 @@ fn signal(pid: u32, name: &str) {
     assert!(Command::new("kill").args([name, &pid.to_string()]).status().unwrap().success());
 }
 
+/// Stops the worker while it waits for its response, but not inside one of its short ledger
+/// transactions (a heartbeat, a claim poll), trying again until it is caught outside. A process
+/// stopped while holding SQLite's single write lock blocks every writer until it resumes, and one
+/// stopped inside a PostgreSQL transaction blocks its rows until the server ends the session
+/// (`IDLE_IN_TRANSACTION_LIMIT`): both are documented, and neither is what this test is about.
+async fn pause_outside_a_transaction(pid: u32, url: &str) {
+    for _ in 0..50 {
+        signal(pid, "-STOP");
+        // A statement in flight finishes at the server before the session shows as idle.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if !inside_a_transaction(url).await {
+            return;
+        }
+        signal(pid, "-CONT");
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(5..30))).await;
+    }
+    panic!("the worker was inside a transaction at each of 50 pauses");
+}
+
+/// Whether some other session holds a write transaction open on the ledger.
+async fn inside_a_transaction(url: &str) -> bool {
+    use sqlx::Connection as _;
+    if url.starts_with("sqlite") {
+        let options: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+        let mut probe = sqlx::SqliteConnection::connect_with(&options.busy_timeout(Duration::ZERO)).await.unwrap();
+        let locked = sqlx::query("BEGIN IMMEDIATE").execute(&mut probe).await.is_err();
+        if !locked {
+            sqlx::query("ROLLBACK").execute(&mut probe).await.unwrap();
+        }
+        locked
+    } else {
+        let mut probe = sqlx::PgConnection::connect(url).await.unwrap();
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND pid <> pg_backend_pid() AND xact_start IS NOT NULL",
+        )
+        .fetch_one(&mut probe)
+        .await
+        .unwrap();
+        open > 0
+    }
+}
+
 async fn a_paused_worker_is_fenced_when_it_resumes<S: Store>(db: TestDb<S>) {
     let runs: usize = std::env::var("ACTIONLEDGER_PAUSE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     for run in 0..runs {
@@ -47,7 +90,7 @@ async fn a_paused_worker_is_fenced_when_it_resumes<S: Store>(db: TestDb<S>) {
             assert!(Instant::now() < deadline, "the worker sent nothing");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        signal(child.id(), "-STOP");
+        pause_outside_a_transaction(child.id(), &db.url).await;
         // Past the lease by the database's clock (the worker's process shares it, so no jumps).
         let action_key = ActionKey::parse(&key).unwrap();
         let paused = db.ledger.store().find(&action_key).await.unwrap().unwrap();

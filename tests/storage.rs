@@ -73,6 +73,18 @@ async fn postgres_refuses_truncating_the_audit_trail() {
     assert!(refused.unwrap_err().contains("append-only"));
 }
 
+/// A client stopped inside a transaction (a paused VM, SIGSTOP) would otherwise hold its row
+/// locks, and block the recovery of its claims, until it resumed.
+#[tokio::test]
+async fn postgres_sessions_end_a_transaction_left_idle() {
+    let Some(db) = support::postgres().await else { return };
+    let limit: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(db.ledger.store().pool())
+        .await
+        .unwrap();
+    assert_eq!(limit, actionledger::store::IDLE_IN_TRANSACTION_LIMIT);
+}
+
 #[tokio::test]
 async fn sqlite_ledger_is_private_and_in_wal_mode() {
     use std::os::unix::fs::PermissionsExt as _;

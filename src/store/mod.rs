@@ -9,7 +9,7 @@ mod postgres;
 mod sql;
 mod sqlite;
 
-pub use postgres::PostgresStore;
+pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 

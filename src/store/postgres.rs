@@ -112,6 +112,12 @@ async fn describe_access(pool: &sqlx::PgPool) -> Result<String, StoreError> {
 pub const ROLES: [&str; 4] =
     ["actionledger_owner", "actionledger_reviewer", "actionledger_viewer", "actionledger_worker"];
 
+/// How long the server lets a session sit inside a transaction without sending anything before it
+/// ends the session and rolls back. Every ledger transaction is a few statements with nothing
+/// slow between them, so a session idle this long belongs to a client that stopped (a paused VM,
+/// SIGSTOP): without a limit, the rows it locked would block their recovery until it resumed.
+pub const IDLE_IN_TRANSACTION_LIMIT: &str = "30s";
+
 /// The channel migration 0003 notifies on.
 const CHANGES_CHANNEL: &str = "actionledger_changes";
 
@@ -128,6 +134,7 @@ impl PostgresStore {
         let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| {
             StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", crate::cli::redact_url(url)))
         })?;
+        let options = options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)]);
         let first = sqlx::ConnectOptions::connect(&options)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
@@ -135,7 +142,7 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
-            .connect(url)
+            .connect_with(options)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
         let migrator = sqlx::migrate!("migrations/postgres");

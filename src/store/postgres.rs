@@ -134,7 +134,12 @@ impl PostgresStore {
         let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| {
             StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", crate::cli::redact_url(url)))
         })?;
-        let options = options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)]);
+        // An operator's own limit, given in the URL's `options`, is kept.
+        let options = if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
+            options
+        } else {
+            options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)])
+        };
         let first = sqlx::ConnectOptions::connect(&options)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;

@@ -71,40 +71,58 @@ pub(crate) enum Cell {
     Constant(&'static str),
 }
 
-use Cell::{Bind, Constant};
+/// One column of a statement written for many rows: its name, and what each row puts in it.
+pub(crate) type Column = (&'static str, Cell);
+
+const TEXT: Cell = Cell::Bind("TEXT");
+const BIGINT: Cell = Cell::Bind("BIGINT");
+const BOOLEAN: Cell = Cell::Bind("BOOLEAN");
 
 /// At most this many bound parameters in one statement: below SQLite's 32,766 and PostgreSQL's
 /// 65,535.
 pub(crate) const MAX_BINDS_PER_STATEMENT: usize = 30_000;
 
 /// How many rows of `row` fit in one statement.
-pub(crate) fn rows_per_statement(row: &[Cell]) -> usize {
-    let binds = row.iter().filter(|c| matches!(c, Bind(_))).count().max(1);
+pub(crate) fn rows_per_statement(row: &[Column]) -> usize {
+    let binds = row.iter().filter(|(_, cell)| matches!(cell, Cell::Bind(_))).count().max(1);
     (MAX_BINDS_PER_STATEMENT / binds).max(1)
 }
 
 /// `rows` parenthesised rows shaped like `row`, with parameters numbered from `$first`.
-pub(crate) fn value_rows(first: usize, rows: usize, row: &[Cell]) -> String {
+pub(crate) fn value_rows(first: usize, rows: usize, row: &[Column]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut n = first;
     for r in 0..rows {
         out.push_str(if r == 0 { "(" } else { ", (" });
-        for (c, cell) in row.iter().enumerate() {
+        for (c, (_, cell)) in row.iter().enumerate() {
             if c > 0 {
                 out.push_str(", ");
             }
             match cell {
-                Bind(ty) => {
+                Cell::Bind(ty) => {
                     let _ = write!(out, "CAST(${n} AS {ty})");
                     n += 1;
                 }
-                Constant(text) => out.push_str(text),
+                Cell::Constant(text) => out.push_str(text),
             }
         }
         out.push(')');
     }
     out
+}
+
+fn names(row: &[Column]) -> String {
+    row.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
+}
+
+/// `column = rows.column, ...` for the columns of `row` other than `except`.
+fn set_from(rows: &str, row: &[Column], except: &[&str]) -> String {
+    row.iter()
+        .filter(|(name, _)| !except.contains(name))
+        .map(|(name, _)| format!("{name} = {rows}.{name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `$first, ..., $(first + count - 1)`.
@@ -121,81 +139,70 @@ pub(crate) fn lock_actions_sql(keys: usize, lock_suffix: &str) -> String {
     )
 }
 
-pub(crate) const NEW_ACTION_ROW: &[Cell] = &[
-    Bind("TEXT"),
-    Constant("'pending'"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Constant("0"),
-    Constant("1"),
-    Constant("0"),
-    Constant("0"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
+pub(crate) const NEW_ACTION_ROW: &[Column] = &[
+    ("key", TEXT),
+    ("state", Cell::Constant("'pending'")),
+    ("payload", TEXT),
+    ("fingerprint", TEXT),
+    ("source", TEXT),
+    ("source_version", BIGINT),
+    ("destination", TEXT),
+    ("after_key", TEXT),
+    ("ownership_version", Cell::Constant("0")),
+    ("revision", Cell::Constant("1")),
+    ("attempts", Cell::Constant("0")),
+    ("attempts_in_round", Cell::Constant("0")),
+    ("created_at", BIGINT),
+    ("updated_at", BIGINT),
 ];
 
 /// Inserts new pending actions, skipping keys that exist; returns the rows inserted.
 pub(crate) fn insert_actions_sql(rows: usize) -> String {
     format!(
-        "INSERT INTO actions (key, state, payload, fingerprint, source, source_version, destination, after_key, \
-         ownership_version, revision, attempts, attempts_in_round, created_at, updated_at) VALUES {} \
-         ON CONFLICT (key) DO NOTHING RETURNING {}",
+        "INSERT INTO actions ({}) VALUES {} ON CONFLICT (key) DO NOTHING RETURNING {}",
+        names(NEW_ACTION_ROW),
         value_rows(1, rows, NEW_ACTION_ROW),
         action_columns!()
     )
 }
 
-pub(crate) const CHANGED_ACTION_ROW: &[Cell] = &[
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
+/// Every mutable column of an action, the id that finds it and the revision it was read at.
+pub(crate) const CHANGED_ACTION_ROW: &[Column] = &[
+    ("id", BIGINT),
+    ("state", TEXT),
+    ("payload", TEXT),
+    ("fingerprint", TEXT),
+    ("proposed_payload", TEXT),
+    ("proposed_fingerprint", TEXT),
+    ("proposed_source_version", BIGINT),
+    ("resume_state", TEXT),
+    ("source", TEXT),
+    ("source_version", BIGINT),
+    ("destination", TEXT),
+    ("after_key", TEXT),
+    ("claimed_by", TEXT),
+    ("ownership_version", BIGINT),
+    ("lease_expires_at", BIGINT),
+    ("not_before", BIGINT),
+    ("attempts", BIGINT),
+    ("attempts_in_round", BIGINT),
+    ("assignee", TEXT),
+    ("destination_id", TEXT),
+    ("first_sent_at", BIGINT),
+    ("last_error", TEXT),
+    ("updated_at", BIGINT),
+    ("revision", BIGINT),
 ];
 
 /// Writes back every mutable field of many actions, each only if its revision is still the one
 /// read, and advances their revisions.
 pub(crate) fn update_actions_sql(rows: usize) -> String {
     format!(
-        "WITH changed (id, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
-         proposed_source_version, resume_state, source, source_version, destination, after_key, claimed_by, \
-         ownership_version, lease_expires_at, not_before, attempts, attempts_in_round, assignee, destination_id, \
-         first_sent_at, last_error, updated_at, revision) AS (VALUES {}) \
-         UPDATE actions SET state = changed.state, payload = changed.payload, fingerprint = changed.fingerprint, \
-         proposed_payload = changed.proposed_payload, proposed_fingerprint = changed.proposed_fingerprint, \
-         proposed_source_version = changed.proposed_source_version, resume_state = changed.resume_state, \
-         source = changed.source, source_version = changed.source_version, destination = changed.destination, \
-         after_key = changed.after_key, claimed_by = changed.claimed_by, \
-         ownership_version = changed.ownership_version, lease_expires_at = changed.lease_expires_at, \
-         not_before = changed.not_before, attempts = changed.attempts, \
-         attempts_in_round = changed.attempts_in_round, assignee = changed.assignee, \
-         destination_id = changed.destination_id, first_sent_at = changed.first_sent_at, \
-         last_error = changed.last_error, updated_at = changed.updated_at, revision = actions.revision + 1 \
+        "WITH changed ({}) AS (VALUES {}) UPDATE actions SET {}, revision = actions.revision + 1 \
          FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
-        value_rows(1, rows, CHANGED_ACTION_ROW)
+        names(CHANGED_ACTION_ROW),
+        value_rows(1, rows, CHANGED_ACTION_ROW),
+        set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
     )
 }
 
@@ -214,61 +221,64 @@ pub(crate) fn count_attempts_sql(claims: usize) -> String {
     )
 }
 
-pub(crate) const DELIVERY_ROW: &[Cell] =
-    &[Bind("TEXT"), Bind("TEXT"), Bind("TEXT"), Bind("BIGINT"), Bind("TEXT"), Bind("TEXT"), Bind("BIGINT")];
+pub(crate) const DELIVERY_ROW: &[Column] = &[
+    ("action_key", TEXT),
+    ("event_id", TEXT),
+    ("source", TEXT),
+    ("source_version", BIGINT),
+    ("fingerprint", TEXT),
+    ("outcome", TEXT),
+    ("received_at", BIGINT),
+];
 
 pub(crate) fn insert_deliveries_sql(rows: usize) -> String {
-    format!(
-        "INSERT INTO deliveries (action_key, event_id, source, source_version, fingerprint, outcome, received_at) \
-         VALUES {}",
-        value_rows(1, rows, DELIVERY_ROW)
-    )
+    format!("INSERT INTO deliveries ({}) VALUES {}", names(DELIVERY_ROW), value_rows(1, rows, DELIVERY_ROW))
 }
 
-pub(crate) const ATTEMPT_ROW: &[Cell] = &[
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BOOLEAN"),
+pub(crate) const ATTEMPT_ROW: &[Column] = &[
+    ("action_key", TEXT),
+    ("number", BIGINT),
+    ("worker", TEXT),
+    ("ownership_version", BIGINT),
+    ("started_at", BIGINT),
+    ("ended_at", BIGINT),
+    ("outcome", TEXT),
+    ("error", TEXT),
+    ("response_status", BIGINT),
+    ("destination_id", TEXT),
+    ("response_body", TEXT),
+    ("stale", BOOLEAN),
 ];
 
 /// Inserts attempts; returns each new id with its action's key.
 pub(crate) fn insert_attempts_sql(rows: usize) -> String {
     format!(
-        "INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale) VALUES {} RETURNING id, action_key",
+        "INSERT INTO attempts ({}) VALUES {} RETURNING id, action_key",
+        names(ATTEMPT_ROW),
         value_rows(1, rows, ATTEMPT_ROW)
     )
 }
 
-pub(crate) const FINISHED_ATTEMPT_ROW: &[Cell] = &[
-    Bind("BIGINT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BIGINT"),
-    Bind("TEXT"),
-    Bind("TEXT"),
-    Bind("BOOLEAN"),
+/// How an attempt ended, and the id that finds it.
+pub(crate) const FINISHED_ATTEMPT_ROW: &[Column] = &[
+    ("id", BIGINT),
+    ("ended_at", BIGINT),
+    ("outcome", TEXT),
+    ("error", TEXT),
+    ("response_status", BIGINT),
+    ("destination_id", TEXT),
+    ("response_body", TEXT),
+    ("stale", BOOLEAN),
 ];
 
 /// Records the end of many attempts; an attempt that already ended is left as it was.
 pub(crate) fn finish_attempts_sql(rows: usize) -> String {
     format!(
-        "WITH finished (id, ended_at, outcome, error, response_status, destination_id, response_body, stale) AS \
-         (VALUES {}) UPDATE attempts SET ended_at = finished.ended_at, outcome = finished.outcome, \
-         error = finished.error, response_status = finished.response_status, \
-         destination_id = finished.destination_id, response_body = finished.response_body, stale = finished.stale \
+        "WITH finished ({}) AS (VALUES {}) UPDATE attempts SET {} \
          FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL",
-        value_rows(1, rows, FINISHED_ATTEMPT_ROW)
+        names(FINISHED_ATTEMPT_ROW),
+        value_rows(1, rows, FINISHED_ATTEMPT_ROW),
+        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"])
     )
 }
 

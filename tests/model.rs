@@ -1,7 +1,8 @@
 //! Model-based test: random sequences of submissions, claims, attempts, results, heartbeats,
 //! lease expiry (by moving the database clock), recoveries and manual commands, run against each
 //! store and against a small reference model of the rules written from SPEC.md, compared after
-//! every step. Attempts and results go through the single and the batched APIs at random.
+//! every step. Attempts and results go through the single and the batched APIs at random, and
+//! batches of all of a worker's claims start and finish together.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
@@ -41,6 +42,15 @@ enum Op {
         outcome: u8,
         batched: bool,
     },
+    /// Starts attempts under all of a worker's claims in one batch (the newest claim per key).
+    StartBatch {
+        worker: u8,
+    },
+    /// Records one outcome for all of a worker's claims in one batch (the newest claim per key).
+    FinishBatch {
+        worker: u8,
+        outcome: u8,
+    },
     Heartbeat {
         worker: u8,
     },
@@ -61,6 +71,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..WORKERS).prop_map(|worker| Op::Claim { worker }),
         2 => (0..WORKERS, any::<bool>()).prop_map(|(worker, batched)| Op::Start { worker, batched }),
         3 => (0..WORKERS, 0..4u8, any::<bool>()).prop_map(|(worker, outcome, batched)| Op::Finish { worker, outcome, batched }),
+        1 => (0..WORKERS).prop_map(|worker| Op::StartBatch { worker }),
+        2 => (0..WORKERS, 0..4u8).prop_map(|(worker, outcome)| Op::FinishBatch { worker, outcome }),
         1 => (0..WORKERS).prop_map(|worker| Op::Heartbeat { worker }),
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
@@ -260,6 +272,17 @@ fn outcome(n: u8, version: i64) -> Report {
     Report { outcome, error: None, evidence: Evidence::default() }
 }
 
+/// One worker's claims, newest last, with the attempt started under each.
+type Held = Vec<(u8, Claim, Option<StartedAttempt>)>;
+
+/// The positions of the newest claim on each key: a batch names each key once.
+fn newest_per_key(held: &Held) -> Vec<usize> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut picked: Vec<usize> = (0..held.len()).rev().filter(|&i| seen.insert(held[i].0)).collect();
+    picked.reverse();
+    picked
+}
+
 static CASE: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs one sequence against the store and the model; returns the first disagreement.
@@ -270,8 +293,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
     let scope = ClaimScope { destinations: Some(vec![destination.clone()]), include_unassigned: false };
     let key = |k: u8| ActionKey::parse(&format!("model:{case}:{k}")).unwrap();
     let mut model = Model::default();
-    // Each worker's claims, newest last, with the attempt started under each.
-    let mut claims: BTreeMap<u8, Vec<(u8, Claim, Option<StartedAttempt>)>> = BTreeMap::new();
+    let mut claims: BTreeMap<u8, Held> = BTreeMap::new();
     for (step, op) in ops.iter().enumerate() {
         match op {
             Op::Submit { key: k, payload } => {
@@ -327,6 +349,42 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 };
                 recorded.map_err(|e| format!("step {step}: record result: {e}"))?;
                 model.finish(k, claim.ownership_version(), *n);
+            }
+            Op::StartBatch { worker } => {
+                let Some(held) = claims.get_mut(worker) else { continue };
+                let picked = newest_per_key(held);
+                let batch: Vec<Claim> = picked.iter().map(|&i| held[i].1.clone()).collect();
+                let results =
+                    ledger.start_attempts(&batch).await.map_err(|e| format!("step {step}: start batch: {e}"))?;
+                for (&i, result) in picked.iter().zip(results) {
+                    let (k, claim, started) = &mut held[i];
+                    let current = model.current(*k, claim.ownership_version());
+                    match result {
+                        Ok(attempt) if current => {
+                            *started = Some(attempt);
+                            model.actions.get_mut(k).expect("claimed").sent = true;
+                        }
+                        Err(Error::Fenced { .. }) if !current => {}
+                        other => return Err(format!("step {step}: start batch: {other:?}, model current {current}")),
+                    }
+                }
+            }
+            Op::FinishBatch { worker, outcome: n } => {
+                let Some(held) = claims.get_mut(worker) else { continue };
+                let picked = newest_per_key(held);
+                let mut taken: Held = picked.iter().rev().map(|&i| held.remove(i)).collect();
+                taken.reverse();
+                let batch: Vec<_> = taken
+                    .iter()
+                    .map(|(_, claim, started)| {
+                        let attempt = started.unwrap_or(StartedAttempt { id: 0, number: 0 });
+                        (claim.clone(), attempt, outcome(*n, claim.ownership_version()))
+                    })
+                    .collect();
+                ledger.record_results(&batch).await.map_err(|e| format!("step {step}: record batch: {e}"))?;
+                for (k, claim, _) in &taken {
+                    model.finish(*k, claim.ownership_version(), *n);
+                }
             }
             Op::Heartbeat { worker } => {
                 let Some((k, claim, _)) = claims.get(worker).and_then(|c| c.last()) else { continue };

@@ -23,15 +23,15 @@ use std::time::Duration;
 /// store: each must be served by an index (`tests/plans.rs` checks with EXPLAIN).
 /// Statements written for many rows are given for a batch of three.
 pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
-    let lock_suffix = if postgres { postgres::LOCK_SUFFIX } else { sqlite::LOCK_SUFFIX };
+    let dialect = if postgres { postgres::DIALECT } else { sqlite::DIALECT };
     vec![
         ("find an action by key", sql::SELECT_ACTION.to_owned()),
-        ("lock actions by key", sql::lock_actions_sql(3, lock_suffix)),
+        ("lock actions by key", sql::lock_actions_sql(dialect, 3)),
         ("claim", (if postgres { postgres::CLAIM } else { sqlite::CLAIM }).to_owned()),
-        ("count attempts", sql::count_attempts_sql(3)),
+        ("count attempts", sql::count_attempts_sql(dialect.params, 3)),
         ("renew a lease", sql::RENEW_LEASE.to_owned()),
-        ("write actions back", sql::update_actions_sql(3)),
-        ("finish attempts", sql::finish_attempts_sql(3)),
+        ("write actions back", sql::update_actions_sql(dialect.params, 3)),
+        ("finish attempts", sql::finish_attempts_sql(dialect.params, 3)),
         ("expired claims", sql::EXPIRED_CLAIMS.to_owned()),
         ("stale claim count", sql::COUNT_STALE_CLAIMS.to_owned()),
         ("attempt started under a claim", sql::ATTEMPT_STARTED_UNDER.to_owned()),

@@ -1,7 +1,7 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
 use super::StoreError;
-use super::sql::{claim_sql, impl_columns, impl_store};
+use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
@@ -15,8 +15,8 @@ pub struct PostgresStore {
     clock_offset: Arc<AtomicI64>,
 }
 
-/// Rows read for a change are locked against concurrent writers until the transaction ends.
-pub(crate) const LOCK_SUFFIX: &str = " FOR UPDATE";
+/// Numbered parameters; rows read for a change are locked `FOR UPDATE` until the transaction ends.
+pub(crate) const DIALECT: Dialect = Dialect { params: Params::Numbered, lock_suffix: " FOR UPDATE" };
 
 /// The claim statement of this dialect.
 pub(crate) const CLAIM: &str =
@@ -30,7 +30,7 @@ impl_store! {
     database = sqlx::Postgres,
     begin_sql = "BEGIN",
     now_sql = Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
-    lock_suffix = LOCK_SUFFIX,
+    dialect = DIALECT,
     claim_sql = CLAIM,
 
     async fn access_report(&self) -> Result<Option<String>, StoreError> {

@@ -58,6 +58,35 @@ pub(crate) use claim_sql;
 
 pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
 
+/// What the statements generated for many rows need to know of a dialect.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect {
+    pub(crate) params: Params,
+    /// Appended to a read of rows about to change, to lock them until the transaction ends.
+    pub(crate) lock_suffix: &'static str,
+}
+
+/// How a dialect writes bound parameters in generated statements.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Params {
+    /// `$1, $2, ...` (PostgreSQL).
+    Numbered,
+    /// `?`, bound in order of appearance (SQLite). SQLite finds a numbered parameter's name by
+    /// walking a list, so binding n numbered parameters takes n²/2 steps: for a page of 1,000
+    /// new actions, most of the time of the whole submission.
+    InOrder,
+}
+
+impl Params {
+    /// The `n`th parameter (from 1) of a statement whose parameters appear in order.
+    fn at(self, n: usize) -> String {
+        match self {
+            Self::Numbered => format!("${n}"),
+            Self::InOrder => "?".to_owned(),
+        }
+    }
+}
+
 /// The statements that write many rows at once. A batch of one uses them too, so that each
 /// write has one statement shape whatever the batch size.
 ///
@@ -88,8 +117,8 @@ pub(crate) fn rows_per_statement(row: &[Column]) -> usize {
     (MAX_BINDS_PER_STATEMENT / binds).max(1)
 }
 
-/// `rows` parenthesised rows shaped like `row`, with parameters numbered from `$first`.
-pub(crate) fn value_rows(first: usize, rows: usize, row: &[Column]) -> String {
+/// `rows` parenthesised rows shaped like `row`, with parameters numbered from `first`.
+pub(crate) fn value_rows(params: Params, first: usize, rows: usize, row: &[Column]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut n = first;
@@ -101,7 +130,7 @@ pub(crate) fn value_rows(first: usize, rows: usize, row: &[Column]) -> String {
             }
             match cell {
                 Cell::Bind(ty) => {
-                    let _ = write!(out, "CAST(${n} AS {ty})");
+                    let _ = write!(out, "CAST({} AS {ty})", params.at(n));
                     n += 1;
                 }
                 Cell::Constant(text) => out.push_str(text),
@@ -125,17 +154,18 @@ fn set_from(rows: &str, row: &[Column], except: &[&str]) -> String {
         .join(", ")
 }
 
-/// `$first, ..., $(first + count - 1)`.
-fn placeholders(first: usize, count: usize) -> String {
-    (first..first + count).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ")
+/// `count` parameters, numbered from `first`.
+fn placeholders(params: Params, first: usize, count: usize) -> String {
+    (first..first + count).map(|n| params.at(n)).collect::<Vec<_>>().join(", ")
 }
 
 /// Reads actions by key in key order, so that concurrent batches lock rows in one order.
-pub(crate) fn lock_actions_sql(keys: usize, lock_suffix: &str) -> String {
+pub(crate) fn lock_actions_sql(dialect: Dialect, keys: usize) -> String {
     format!(
-        "SELECT {} FROM actions WHERE key IN ({}) ORDER BY key{lock_suffix}",
+        "SELECT {} FROM actions WHERE key IN ({}) ORDER BY key{}",
         action_columns!(),
-        placeholders(1, keys)
+        placeholders(dialect.params, 1, keys),
+        dialect.lock_suffix
     )
 }
 
@@ -157,11 +187,11 @@ pub(crate) const NEW_ACTION_ROW: &[Column] = &[
 ];
 
 /// Inserts new pending actions, skipping keys that exist; returns the rows inserted.
-pub(crate) fn insert_actions_sql(rows: usize) -> String {
+pub(crate) fn insert_actions_sql(params: Params, rows: usize) -> String {
     format!(
         "INSERT INTO actions ({}) VALUES {} ON CONFLICT (key) DO NOTHING RETURNING {}",
         names(NEW_ACTION_ROW),
-        value_rows(1, rows, NEW_ACTION_ROW),
+        value_rows(params, 1, rows, NEW_ACTION_ROW),
         action_columns!()
     )
 }
@@ -196,28 +226,30 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column] = &[
 
 /// Writes back every mutable field of many actions, each only if its revision is still the one
 /// read, and advances their revisions.
-pub(crate) fn update_actions_sql(rows: usize) -> String {
+pub(crate) fn update_actions_sql(params: Params, rows: usize) -> String {
     format!(
         "WITH changed ({}) AS (VALUES {}) UPDATE actions SET {}, revision = actions.revision + 1 \
          FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
         names(CHANGED_ACTION_ROW),
-        value_rows(1, rows, CHANGED_ACTION_ROW),
+        value_rows(params, 1, rows, CHANGED_ACTION_ROW),
         set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
     )
 }
 
-/// Counts an attempt under each claim that is still current (`$1` is the time), in one
-/// conditional statement whose WHERE clause is the fencing check; returns the key and attempt
-/// number of each claim counted.
-pub(crate) fn count_attempts_sql(claims: usize) -> String {
+/// Counts an attempt under each claim that is still current (the first two parameters are the
+/// time), in one conditional statement whose WHERE clause is the fencing check; returns the key
+/// and attempt number of each claim counted.
+pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
-        .map(|i| format!("(key = ${} AND ownership_version = ${})", 2 + 2 * i, 3 + 2 * i))
+        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(3 + 2 * i), params.at(4 + 2 * i)))
         .collect::<Vec<_>>()
         .join(" OR ");
     format!(
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
-         first_sent_at = COALESCE(first_sent_at, $1), updated_at = $1, revision = revision + 1 \
-         WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts"
+         first_sent_at = COALESCE(first_sent_at, {}), updated_at = {}, revision = revision + 1 \
+         WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
+        params.at(1),
+        params.at(2)
     )
 }
 
@@ -231,8 +263,8 @@ pub(crate) const DELIVERY_ROW: &[Column] = &[
     ("received_at", BIGINT),
 ];
 
-pub(crate) fn insert_deliveries_sql(rows: usize) -> String {
-    format!("INSERT INTO deliveries ({}) VALUES {}", names(DELIVERY_ROW), value_rows(1, rows, DELIVERY_ROW))
+pub(crate) fn insert_deliveries_sql(params: Params, rows: usize) -> String {
+    format!("INSERT INTO deliveries ({}) VALUES {}", names(DELIVERY_ROW), value_rows(params, 1, rows, DELIVERY_ROW))
 }
 
 pub(crate) const ATTEMPT_ROW: &[Column] = &[
@@ -251,11 +283,11 @@ pub(crate) const ATTEMPT_ROW: &[Column] = &[
 ];
 
 /// Inserts attempts; returns each new id with its action's key.
-pub(crate) fn insert_attempts_sql(rows: usize) -> String {
+pub(crate) fn insert_attempts_sql(params: Params, rows: usize) -> String {
     format!(
         "INSERT INTO attempts ({}) VALUES {} RETURNING id, action_key",
         names(ATTEMPT_ROW),
-        value_rows(1, rows, ATTEMPT_ROW)
+        value_rows(params, 1, rows, ATTEMPT_ROW)
     )
 }
 
@@ -272,12 +304,12 @@ pub(crate) const FINISHED_ATTEMPT_ROW: &[Column] = &[
 ];
 
 /// Records the end of many attempts; an attempt that already ended is left as it was.
-pub(crate) fn finish_attempts_sql(rows: usize) -> String {
+pub(crate) fn finish_attempts_sql(params: Params, rows: usize) -> String {
     format!(
         "WITH finished ({}) AS (VALUES {}) UPDATE attempts SET {} \
          FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL",
         names(FINISHED_ATTEMPT_ROW),
-        value_rows(1, rows, FINISHED_ATTEMPT_ROW),
+        value_rows(params, 1, rows, FINISHED_ATTEMPT_ROW),
         set_from("finished", FINISHED_ATTEMPT_ROW, &["id"])
     )
 }
@@ -530,7 +562,7 @@ pub(crate) use impl_columns;
 
 /// The store implementation, written once. Each backend supplies its store and transaction
 /// types and the statements that differ: reading the clock (`None`: the database runs in this
-/// process, so its clock is this host's), locking a read row, and claiming.
+/// process, so its clock is this host's), the [`Dialect`] of generated statements, and claiming.
 macro_rules! impl_store {
     (
         store = $store:ty,
@@ -538,7 +570,7 @@ macro_rules! impl_store {
         database = $db:ty,
         begin_sql = $begin_sql:literal,
         now_sql = $now_sql:expr,
-        lock_suffix = $lock_suffix:expr,
+        dialect = $dialect:expr,
         claim_sql = $claim_sql:expr,
         $($extra:item)*
     ) => {
@@ -593,7 +625,7 @@ macro_rules! impl_store {
                 keys.dedup();
                 let mut actions = Vec::with_capacity(keys.len());
                 for chunk in keys.chunks($crate::store::sql::MAX_BINDS_PER_STATEMENT) {
-                    let sql = $crate::store::sql::lock_actions_sql(chunk.len(), $lock_suffix);
+                    let sql = $crate::store::sql::lock_actions_sql($dialect, chunk.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for key in chunk {
                         q = q.bind(key.as_str());
@@ -612,7 +644,7 @@ macro_rules! impl_store {
                 let mut inserted = Vec::with_capacity(new.len());
                 let rows = $crate::store::sql::rows_per_statement($crate::store::sql::NEW_ACTION_ROW);
                 for chunk in new.chunks(rows) {
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sql::insert_actions_sql(chunk.len())));
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sql::insert_actions_sql($dialect.params, chunk.len())));
                     for a in chunk {
                         q = q
                             .bind(a.key.as_str())
@@ -640,7 +672,7 @@ macro_rules! impl_store {
                 let mut written = 0;
                 let rows = $crate::store::sql::rows_per_statement($crate::store::sql::CHANGED_ACTION_ROW);
                 for chunk in changed.chunks(rows) {
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sql::update_actions_sql(chunk.len())));
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sql::update_actions_sql($dialect.params, chunk.len())));
                     for a in chunk {
                         q = q
                             .bind(a.id)
@@ -716,8 +748,9 @@ macro_rules! impl_store {
             ) -> Result<Vec<($crate::domain::ActionKey, i64)>, $crate::store::StoreError> {
                 let mut counted = Vec::with_capacity(claims.len());
                 for chunk in claims.chunks($crate::store::sql::MAX_BINDS_PER_STATEMENT / 2) {
-                    let sql = $crate::store::sql::count_attempts_sql(chunk.len());
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.timestamp_millis());
+                    let sql = $crate::store::sql::count_attempts_sql($dialect.params, chunk.len());
+                    let now = now.timestamp_millis();
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(now);
                     for (key, ownership_version) in chunk {
                         q = q.bind(key.as_str()).bind(*ownership_version);
                     }
@@ -758,7 +791,7 @@ macro_rules! impl_store {
             ) -> Result<(), $crate::store::StoreError> {
                 let rows = $crate::store::sql::rows_per_statement($crate::store::sql::DELIVERY_ROW);
                 for chunk in deliveries.chunks(rows) {
-                    let sql = $crate::store::sql::insert_deliveries_sql(chunk.len());
+                    let sql = $crate::store::sql::insert_deliveries_sql($dialect.params, chunk.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for d in chunk {
                         q = q
@@ -782,7 +815,7 @@ macro_rules! impl_store {
                 let mut ids = Vec::with_capacity(attempts.len());
                 let rows = $crate::store::sql::rows_per_statement($crate::store::sql::ATTEMPT_ROW);
                 for chunk in attempts.chunks(rows) {
-                    let sql = $crate::store::sql::insert_attempts_sql(chunk.len());
+                    let sql = $crate::store::sql::insert_attempts_sql($dialect.params, chunk.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for a in chunk {
                         q = q
@@ -814,7 +847,7 @@ macro_rules! impl_store {
             ) -> Result<(), $crate::store::StoreError> {
                 let rows = $crate::store::sql::rows_per_statement($crate::store::sql::FINISHED_ATTEMPT_ROW);
                 for chunk in attempts.chunks(rows) {
-                    let sql = $crate::store::sql::finish_attempts_sql(chunk.len());
+                    let sql = $crate::store::sql::finish_attempts_sql($dialect.params, chunk.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for a in chunk {
                         q = q

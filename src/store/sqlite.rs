@@ -1,7 +1,7 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
 use super::StoreError;
-use super::sql::{claim_sql, impl_columns, impl_store};
+use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use std::path::Path;
 use std::str::FromStr;
@@ -19,8 +19,9 @@ pub struct SqliteStore {
     clock_offset: Arc<AtomicI64>,
 }
 
-/// Nothing to add: a write transaction holds the whole database from its start (`BEGIN IMMEDIATE`).
-pub(crate) const LOCK_SUFFIX: &str = "";
+/// Parameters bound in order (see [`Params::InOrder`]), and nothing to lock: a write transaction
+/// holds the whole database from its start (`BEGIN IMMEDIATE`).
+pub(crate) const DIALECT: Dialect = Dialect { params: Params::InOrder, lock_suffix: "" };
 
 /// The claim statement of this dialect.
 pub(crate) const CLAIM: &str = claim_sql!("", "(SELECT value FROM json_each($5))");
@@ -35,7 +36,7 @@ impl_store! {
     // SQLite runs inside this process: its `julianday('now')` reads the same clock as Rust, so
     // asking it would be one more statement per transaction for the same answer.
     now_sql = None::<&'static str>,
-    lock_suffix = LOCK_SUFFIX,
+    dialect = DIALECT,
     claim_sql = CLAIM,
 }
 

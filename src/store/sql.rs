@@ -399,7 +399,16 @@ fn state(text: &str) -> Result<State, StoreError> {
     text.parse().map_err(|_| corrupt("state", text))
 }
 
-pub(crate) fn key(text: &str) -> Result<ActionKey, StoreError> {
+/// An action's key and a number from one row: attempts counted, attempt ids inserted.
+pub(crate) fn keyed_number(
+    row: &impl Columns,
+    key_column: &str,
+    number_column: &str,
+) -> Result<(ActionKey, i64), StoreError> {
+    Ok((key(&row.text(key_column)?)?, row.int(number_column)?))
+}
+
+fn key(text: &str) -> Result<ActionKey, StoreError> {
     ActionKey::parse(text).map_err(|_| corrupt("action key", text))
 }
 
@@ -755,9 +764,7 @@ macro_rules! impl_store {
                         q = q.bind(key.as_str()).bind(*ownership_version);
                     }
                     for row in q.fetch_all(&mut *self.tx).await? {
-                        use $crate::store::sql::Columns as _;
-                        let key = $crate::store::sql::key(&row.text("key")?)?;
-                        counted.push((key, row.int("attempts")?));
+                        counted.push($crate::store::sql::keyed_number(&row, "key", "attempts")?);
                     }
                 }
                 Ok(counted)
@@ -833,9 +840,7 @@ macro_rules! impl_store {
                             .bind(a.stale);
                     }
                     for row in q.fetch_all(&mut *self.tx).await? {
-                        use $crate::store::sql::Columns as _;
-                        let key = $crate::store::sql::key(&row.text("action_key")?)?;
-                        ids.push((key, row.int("id")?));
+                        ids.push($crate::store::sql::keyed_number(&row, "action_key", "id")?);
                     }
                 }
                 Ok(ids)

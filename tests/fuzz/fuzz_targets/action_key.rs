@@ -8,25 +8,8 @@ use actionledger::domain::text::escape_untrusted;
 use actionledger::domain::{ActionKey, KeyError};
 use libfuzzer_sys::fuzz_target;
 
-/// The invisible formatting characters keys refuse, as documented in `src/domain/key.rs`: written
-/// out again here so the fuzzer checks the crate against a list of its own, not against itself.
-fn is_invisible_format(ch: char) -> bool {
-    matches!(ch,
-        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
-        | '\u{200B}'..='\u{200F}'
-        | '\u{2028}'..='\u{202E}'
-        | '\u{2060}'..='\u{206F}'
-        | '\u{3164}'
-        | '\u{FE00}'..='\u{FE0F}'
-        | '\u{FEFF}'
-        | '\u{FFA0}'
-        | '\u{FFF9}'..='\u{FFFB}'
-        | '\u{13430}'..='\u{1343F}'
-        | '\u{1BCA0}'..='\u{1BCA3}'
-        | '\u{1D173}'..='\u{1D17A}'
-        | '\u{E0000}'..='\u{E007F}'
-        | '\u{E0100}'..='\u{E01EF}')
-}
+mod invisible;
+use invisible::is_invisible_format;
 
 fn is_refused_char(ch: char) -> bool {
     ch.is_control() || ch.is_whitespace() || is_invisible_format(ch)

@@ -8,25 +8,8 @@
 use actionledger::domain::text::{escape_untrusted, escape_untrusted_lines, truncate};
 use libfuzzer_sys::fuzz_target;
 
-/// The invisible formatting characters the sanitizer escapes, as listed in `src/domain/key.rs`:
-/// written out again here so the fuzzer checks the crate against a list of its own.
-fn is_invisible_format(ch: char) -> bool {
-    matches!(ch,
-        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
-        | '\u{200B}'..='\u{200F}'
-        | '\u{2028}'..='\u{202E}'
-        | '\u{2060}'..='\u{206F}'
-        | '\u{3164}'
-        | '\u{FE00}'..='\u{FE0F}'
-        | '\u{FEFF}'
-        | '\u{FFA0}'
-        | '\u{FFF9}'..='\u{FFFB}'
-        | '\u{13430}'..='\u{1343F}'
-        | '\u{1BCA0}'..='\u{1BCA3}'
-        | '\u{1D173}'..='\u{1D17A}'
-        | '\u{E0000}'..='\u{E007F}'
-        | '\u{E0100}'..='\u{E01EF}')
-}
+mod invisible;
+use invisible::is_invisible_format;
 
 fn needs_escaping(ch: char) -> bool {
     ch == '\\' || ch.is_control() || is_invisible_format(ch)

@@ -7,9 +7,9 @@
 
 use actionledger::Ledger;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
+use actionledger::destination::Destinations;
 use actionledger::domain::Person;
 use actionledger::store::{PostgresStore, SqliteStore, Store};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Loads `n` actions in bulk, spread over the states like a busy ledger: almost all completed,
@@ -73,8 +73,7 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
     let options = ConsoleOptions {
         owner: Person::parse("bench").unwrap(),
         ledger_label: "bench".to_owned(),
-        destinations: BTreeMap::new(),
-        default_destination: None,
+        destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
     };

@@ -4,10 +4,10 @@
 use actionledger::Ledger;
 use actionledger::console::view::Theme;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
+use actionledger::destination::Destinations;
 use actionledger::domain::Person;
 use actionledger::store::SqliteStore;
 use ratatui::style::{Color, Modifier};
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -38,8 +38,7 @@ async fn main() {
     let options = ConsoleOptions {
         owner: Person::parse("ana").unwrap(),
         ledger_label: "sqlite://demo.db".to_owned(),
-        destinations: BTreeMap::new(),
-        default_destination: None,
+        destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
     };

@@ -11,7 +11,7 @@ mod memory;
 
 pub use memory::{MemoryRun, worker_memory};
 
-use crate::domain::{Evidence, RawSubmission};
+use crate::domain::{Capabilities, DestinationCatalog, Evidence, RawSubmission};
 use crate::error::Error;
 use crate::ledger::{Ledger, Outcome, Recovery, Report};
 use crate::store::{PostgresStore, SqliteStore, SqliteSynchronous, Store};
@@ -277,15 +277,20 @@ async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(
     let expired = Arc::new(expired);
     let workers = 16;
     let per_worker = claims.div_ceil(workers);
-    let ledger = ledger.clone();
+    // The benchmark's actions go to a destination that protects against a repeat, so every
+    // claim is taken over.
+    let protected = Capabilities { idempotency_retention: None, lookup: true };
+    let ledger = ledger.clone().with_destinations(DestinationCatalog::new(
+        std::collections::BTreeMap::from([("bench".to_owned(), protected)]),
+        Some("bench".to_owned()),
+    ));
     let settled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = Arc::clone(&settled);
     let measured = concurrently(workers, per_worker, move |worker, n| {
         let (ledger, expired, counter) = (ledger.clone(), Arc::clone(&expired), Arc::clone(&counter));
         async move {
             let Some(action) = expired.get(worker * per_worker + n) else { return Ok(1) };
-            let recovery =
-                ledger.recover_expired(&action.key, action.ownership_version, "sweeper", LEASE, true).await?;
+            let recovery = ledger.recover_expired(&action.key, action.ownership_version, "sweeper", LEASE).await?;
             if matches!(recovery, Recovery::Claimed(_) | Recovery::Held(_)) {
                 counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::console::ConsoleOptions;
-use crate::destination::Destination;
+use crate::destination::Destinations;
 use crate::domain::{Person, RawSubmission, State};
 use crate::error::Error;
 use crate::ledger::Ledger;
@@ -31,7 +31,7 @@ pub struct DemoSummary {
 
 /// Three destinations on one simulated CRM: a protected CRM (idempotency keys, lookup), a mailer
 /// with idempotency keys but no lookup, and a legacy ERP with neither.
-fn destinations(crm: &SimCrm) -> Result<BTreeMap<String, Destination>, Error> {
+fn destinations(crm: &SimCrm) -> Result<Destinations, Error> {
     let base = format!("http://{}", crm.addr());
     let text = format!(
         r#"{crm_block}
@@ -54,12 +54,7 @@ create = {{ url = "{{{{base_url}}}}/invoices", body = {{ external_ref = "{{{{ext
         crm_block = crm.destination_config("crm")
     );
     let config = Config::parse(&text).map_err(Error::Invalid)?;
-    config
-        .destinations
-        .iter()
-        .map(|(name, c)| Destination::new(name, c.clone()).map(|d| (name.clone(), d)))
-        .collect::<Result<_, _>>()
-        .map_err(Error::Invalid)
+    Destinations::from_config(&config).map_err(Error::Invalid)
 }
 
 fn event(key: Option<&str>, payload: &str, destination: &str, source: &str, event_id: &str) -> RawSubmission {
@@ -174,10 +169,7 @@ async fn change_an_order<S: Store>(ledger: &Ledger<S>) -> Result<(), Error> {
 }
 
 /// A worker that claims an ERP invoice, sends it, and dies before recording anything.
-async fn worker_dies_holding_a_claim<S: Store>(
-    ledger: &Ledger<S>,
-    destinations: &BTreeMap<String, Destination>,
-) -> Result<(), Error> {
+async fn worker_dies_holding_a_claim<S: Store>(ledger: &Ledger<S>, destinations: &Destinations) -> Result<(), Error> {
     let scope = crate::store::ClaimScope { destinations: Some(vec!["erp".to_owned()]), include_unassigned: false };
     if let Some(claim) = ledger.claim_scoped("worker-7-crashed", DEMO_LEASE, 1, &scope).await?.pop() {
         ledger.start_attempt(&claim).await?;
@@ -188,7 +180,7 @@ async fn worker_dies_holding_a_claim<S: Store>(
     Ok(())
 }
 
-fn worker_options(id: &str, destinations: &BTreeMap<String, Destination>, drain: bool) -> WorkerOptions {
+fn worker_options(id: &str, destinations: &Destinations, drain: bool) -> WorkerOptions {
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 3,
@@ -197,7 +189,6 @@ fn worker_options(id: &str, destinations: &BTreeMap<String, Destination>, drain:
         poll_interval: Duration::from_millis(200),
         drain,
         destinations: destinations.clone(),
-        default_destination: None,
         progress: false,
     }
 }
@@ -238,7 +229,6 @@ pub async fn run<S: Store>(
             owner,
             ledger_label: ledger_label.to_owned(),
             destinations: destinations.clone(),
-            default_destination: None,
             refresh: Duration::from_secs(1),
             hint: Some(
                 "Workers are running. Try 3 (unknown) or 6 (held), Enter for evidence, then r c n x; ? lists every key"

@@ -29,6 +29,9 @@ pub enum Error {
         "the claim on {key} is no longer yours: you hold ownership version {held}, the action is at {current} ({state})"
     )]
     Fenced { key: String, held: i64, current: i64, state: String },
+    /// A destination could not be asked, or its answer could not be used.
+    #[error("{0}")]
+    Destination(String),
     /// Input that is not a submission (an owner name, a reason, a filter) was invalid.
     #[error("{0}")]
     Invalid(String),
@@ -38,7 +41,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Store(e) if e.is_not_permitted() => exit::REFUSED,
-            Self::Store(_) => exit::ERROR,
+            Self::Store(_) | Self::Destination(_) => exit::ERROR,
             Self::Invalid(_) => exit::USAGE,
             Self::SubmissionRefused(_) | Self::Refused(_) | Self::Fenced { .. } => exit::REFUSED,
             Self::NotFound(_) => exit::NOT_FOUND,

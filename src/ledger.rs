@@ -6,24 +6,38 @@
 
 use crate::domain::SubmissionRefused;
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
-    LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason, RefusedSubmission, State, Submission,
-    SubmitOutcome, Timestamp, Transition, manual, record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, ClaimFacts, Delivery, DestinationCatalog,
+    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason,
+    RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
+    record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 use crate::error::Error;
 use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How many times a transaction is retried after a serialization failure, deadlock or busy
 /// database before the error is reported.
 const TRANSIENT_RETRIES: u32 = 5;
 
+/// The body of one write transaction: a future borrowing the transaction; see
+/// [`Ledger::transact`].
+type TxBody<'t, R> = Pin<Box<dyn Future<Output = Result<R, Error>> + Send + 't>>;
+
+/// Says that what the caller lends a transaction's body (`'a`) outlives its borrow of the
+/// transaction (`'t`), which lets the body's future hold both.
+type Outlives<'t, 'a> = PhantomData<&'t &'a ()>;
+
 /// The ledger over one store.
 #[derive(Debug, Clone)]
 pub struct Ledger<S> {
     store: S,
+    /// The destinations' declared capabilities, for the decisions that depend on them.
+    destinations: Arc<DestinationCatalog>,
 }
 
 /// A live claim: the action as claimed, and the worker holding it. The action's ownership
@@ -144,12 +158,63 @@ pub struct LookupReport {
 }
 
 impl<S: Store> Ledger<S> {
+    /// A ledger that knows no destination: every takeover of a claim under which something was
+    /// sent is held for a person. Front ends that read a configuration add it with
+    /// [`Ledger::with_destinations`].
     pub fn new(store: S) -> Self {
-        Self { store }
+        Self { store, destinations: Arc::default() }
+    }
+
+    /// The same ledger, deciding recovery and takeovers (rule 5) from these destinations'
+    /// declared capabilities. The worker, the CLI and the console all pass what their
+    /// configuration declares, so that each reaches the same decision.
+    #[must_use]
+    pub fn with_destinations(mut self, destinations: DestinationCatalog) -> Self {
+        self.destinations = Arc::new(destinations);
+        self
     }
 
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The destinations this ledger decides with.
+    pub fn destinations(&self) -> &DestinationCatalog {
+        &self.destinations
+    }
+
+    /// Runs `body` as one write transaction, given the transaction and the database time at its
+    /// start: commits what it returns, rolls back on any error or refusal, and runs the whole
+    /// transaction again after a transient conflict (a serialization failure, a deadlock, a busy
+    /// database).
+    async fn transact<'a, R, F>(&'a self, mut body: F) -> Result<R, Error>
+    where
+        R: Send,
+        F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
+    {
+        let mut tries = 0;
+        loop {
+            match self.transact_once(&mut body).await {
+                Err(error) if error.is_transient() && tries < TRANSIENT_RETRIES => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(10 * u64::from(tries))).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn transact_once<'a, R, F>(&'a self, body: &mut F) -> Result<R, Error>
+    where
+        R: Send,
+        F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
+    {
+        let mut tx = self.store.begin().await?;
+        let result = match tx.now().await {
+            Ok(now) => body(&mut tx, now, PhantomData).await,
+            Err(error) => Err(error.into()),
+        };
+        finish(tx, result).await
     }
 
     /// Records an intended action, or one more delivery of it. An invalid submission is recorded
@@ -158,23 +223,19 @@ impl<S: Store> Ledger<S> {
         let submission = match Submission::validate(raw) {
             Ok(submission) => submission,
             Err(refusal) => {
-                self.record_refusal(raw, &refusal).await?;
+                let refused = &refusal;
+                self.transact(|tx, now, _| {
+                    Box::pin(async move { Ok(tx.insert_refusal(&refused_submission(raw, refused, now)).await?) })
+                })
+                .await?;
                 return Err(refusal.into());
             }
         };
-        retry_transient(|| self.submit_once(&submission)).await
-    }
-
-    async fn record_refusal(&self, raw: &RawSubmission, refusal: &SubmissionRefused) -> Result<(), Error> {
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
-                tx.insert_refusal(&refused_submission(raw, refusal, now)).await?;
-                Ok(())
-            }
-            .await;
-            finish(tx, result).await
+        let submission = &submission;
+        self.transact(|tx, now, _| {
+            Box::pin(
+                async move { Ok(submit_in(tx, &[submission], now).await?.pop().expect("one report per submission")) },
+            )
         })
         .await
     }
@@ -187,14 +248,13 @@ impl<S: Store> Ledger<S> {
         let keys: Vec<Option<&ActionKey>> = validated.iter().map(|v| v.as_ref().ok().map(|s| &s.key)).collect();
         let mut order: Vec<usize> = (0..raws.len()).collect();
         order.sort_by_key(|&i| keys[i]);
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
+        let (validated, order) = (&validated, &order);
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
                 let valid: Vec<&Submission> = order.iter().filter_map(|&i| validated[i].as_ref().ok()).collect();
-                let mut recorded = submit_in(&mut tx, &valid, now).await?.into_iter();
+                let mut recorded = submit_in(tx, &valid, now).await?.into_iter();
                 let mut reports: Vec<Option<Result<SubmitReport, Error>>> = raws.iter().map(|_| None).collect();
-                for &index in &order {
+                for &index in order {
                     reports[index] = Some(match &validated[index] {
                         Ok(_) => Ok(recorded.next().expect("one report per valid submission")),
                         Err(refusal) => {
@@ -204,21 +264,9 @@ impl<S: Store> Ledger<S> {
                     });
                 }
                 Ok(reports.into_iter().map(|r| r.expect("every submission visited")).collect())
-            }
-            .await;
-            finish(tx, result).await
+            })
         })
         .await
-    }
-
-    async fn submit_once(&self, submission: &Submission) -> Result<SubmitReport, Error> {
-        let mut tx = self.store.begin().await?;
-        let result: Result<_, Error> = async {
-            let now = tx.now().await?;
-            Ok(submit_in(&mut tx, &[submission], now).await?.pop().expect("one report per submission"))
-        }
-        .await;
-        finish(tx, result).await
     }
 
     /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
@@ -236,10 +284,8 @@ impl<S: Store> Ledger<S> {
         scope: &ClaimScope,
     ) -> Result<Vec<Claim>, Error> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
                 let claimed = tx.claim_pending(worker, now, now + lease, limit, scope).await?;
                 let claimed_transition =
                     Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
@@ -248,28 +294,23 @@ impl<S: Store> Ledger<S> {
                         .await?;
                 }
                 Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
-            }
-            .await;
-            finish(tx, result).await
+            })
         })
         .await
     }
 
     /// Extends the lease of a claim that is still current; returns the new expiry.
     pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, Error> {
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let until = tx.now().await? + lease;
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let until = now + lease;
                 if !tx.renew_lease(claim.key(), claim.ownership_version(), until).await? {
                     let current = tx.lock_action(claim.key()).await?;
                     return Err(fenced(claim, current.as_ref()));
                 }
                 crate::faults::crash_point(crate::faults::DURING_HEARTBEAT);
                 Ok(until)
-            }
-            .await;
-            finish(tx, result).await
+            })
         })
         .await
     }
@@ -285,16 +326,7 @@ impl<S: Store> Ledger<S> {
     /// its own error; the others start.
     pub async fn start_attempts(&self, claims: &[Claim]) -> Result<Vec<Result<StartedAttempt, Error>>, Error> {
         refuse_repeated_keys(claims.iter().map(Claim::key))?;
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
-                start_attempts_in(&mut tx, claims, now).await
-            }
-            .await;
-            finish(tx, result).await
-        })
-        .await
+        self.transact(|tx, now, _| Box::pin(start_attempts_in(tx, claims, now))).await
     }
 
     /// Records the result of an attempt. Applied only if the claim is still current; otherwise
@@ -319,15 +351,12 @@ impl<S: Store> Ledger<S> {
 
     async fn record_results_of(&self, results: &[(&Claim, StartedAttempt, &Report)]) -> Result<Vec<Recorded>, Error> {
         refuse_repeated_keys(results.iter().map(|(claim, _, _)| claim.key()))?;
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
-                record_results_in(&mut tx, results, now).await
-            }
-            .await;
-            crate::faults::crash_point(crate::faults::DURING_RECORD);
-            finish(tx, result).await
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let recorded = record_results_in(tx, results, now).await;
+                crate::faults::crash_point(crate::faults::DURING_RECORD);
+                recorded
+            })
         })
         .await
     }
@@ -343,83 +372,87 @@ impl<S: Store> Ledger<S> {
     }
 
     async fn give_back(&self, claim: &Claim, event: Event, target: State, reason: &str) -> Result<ActionRecord, Error> {
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
-                let mut action = lock_current(&mut tx, claim).await?;
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let mut action = lock_current(tx, claim).await?;
                 let transition = action.transition(event, target, now)?;
                 if event == Event::Held {
                     action.last_error = Some(reason.to_owned());
                 }
-                write_action(&mut tx, &mut action).await?;
+                write_action(tx, &mut action).await?;
                 let entry =
                     audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
                 tx.append_audit(&entry).await?;
                 Ok(action)
-            }
-            .await;
-            finish(tx, result).await
+            })
         })
         .await
     }
 
+    /// What is known, inside the transaction and from the claim as locked, about taking over
+    /// `action`'s current claim: whether anything was sent under it, and whether its destination
+    /// (as this ledger's catalogue declares it) makes a repeat harmless.
+    async fn claim_facts(&self, tx: &mut S::Tx, action: &ActionRecord, now: Timestamp) -> Result<ClaimFacts, Error> {
+        Ok(ClaimFacts {
+            sent_under_claim: tx.attempt_started_under(&action.key, action.ownership_version).await?,
+            repeat_protected: self.destinations.protects_against_repeat(action, now),
+        })
+    }
+
     /// Settles one expired claim (rule 5): taken over under a new ownership version when nothing
-    /// was sent under it or the destination protects against a second effect, otherwise `held`
-    /// for a person, since taking over would be unsafe. `seen_ownership_version` is the claim as the caller found it.
+    /// was sent under it or its destination protects against a second effect, otherwise `held`
+    /// for a person, since taking over would be unsafe. Decided from the claim as locked, with
+    /// the destinations this ledger was given. `seen_ownership_version` is the claim as the
+    /// caller found it.
     pub async fn recover_expired(
         &self,
         key: &ActionKey,
         seen_ownership_version: i64,
         worker: &str,
         lease: Duration,
-        protected: bool,
     ) -> Result<Recovery, Error> {
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
-                let Some(mut action) = tx.lock_action(key).await? else {
-                    return Err(Error::NotFound(key.to_string()));
-                };
-                if action.state != State::InProgress || action.ownership_version != seen_ownership_version {
-                    return Ok(Recovery::Changed);
-                }
-                if action.lease_is_live(now) {
-                    return Ok(Recovery::NotExpired);
-                }
-                let previous = action.claimed_by.clone().unwrap_or_default();
-                let sent = tx.attempt_started_under(key, action.ownership_version).await?;
-                let recovery = if !sent || protected {
-                    let transition = action.transition(Event::ClaimRecovered, State::InProgress, now)?;
-                    action.ownership_version += 1;
-                    action.claimed_by = Some(worker.to_owned());
-                    action.lease_expires_at = Some(now + lease);
-                    action.updated_at = now;
-                    write_action(&mut tx, &mut action).await?;
-                    let why =
-                        if sent { "the destination protects against a second effect" } else { "nothing was sent under it" };
-                    let reason = format!("lease of {previous} expired; taken over because {why}");
-                    tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
-                        .await?;
-                    Recovery::Claimed(Claim { action, worker: worker.to_owned() })
-                } else {
-                    let transition = action.transition(Event::LeaseExpired, State::Held, now)?;
-                    let reason = format!(
-                        "lease of {previous} expired after a request may have been sent, and the destination cannot tell \
-                         a repeat: taking over is unsafe; check the destination, then resolve"
-                    );
-                    action.last_error = Some(reason.clone());
-                    write_action(&mut tx, &mut action).await?;
-                    tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
-                        .await?;
-                    Recovery::Held(action)
-                };
-                Ok(recovery)
+        self.transact(|tx, now, _| Box::pin(async move {
+            let Some(mut action) = tx.lock_action(key).await? else {
+                return Err(Error::NotFound(key.to_string()));
+            };
+            if action.state != State::InProgress || action.ownership_version != seen_ownership_version {
+                return Ok(Recovery::Changed);
             }
-            .await;
-            finish(tx, result).await
-        })
+            if action.lease_is_live(now) {
+                return Ok(Recovery::NotExpired);
+            }
+            let previous = action.claimed_by.clone().unwrap_or_default();
+            let facts = self.claim_facts(tx, &action, now).await?;
+            let recovery = if facts.takeover_is_safe() {
+                let transition = action.transition(Event::ClaimRecovered, State::InProgress, now)?;
+                action.ownership_version += 1;
+                action.claimed_by = Some(worker.to_owned());
+                action.lease_expires_at = Some(now + lease);
+                action.updated_at = now;
+                write_action(tx, &mut action).await?;
+                let why = if facts.sent_under_claim {
+                    "the destination protects against a second effect"
+                } else {
+                    "nothing was sent under it"
+                };
+                let reason = format!("lease of {previous} expired; taken over because {why}");
+                tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
+                    .await?;
+                Recovery::Claimed(Claim { action, worker: worker.to_owned() })
+            } else {
+                let transition = action.transition(Event::LeaseExpired, State::Held, now)?;
+                let reason = format!(
+                    "lease of {previous} expired after a request may have been sent, and the destination cannot tell \
+                         a repeat: taking over is unsafe; check the destination, then resolve"
+                );
+                action.last_error = Some(reason.clone());
+                write_action(tx, &mut action).await?;
+                tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
+                    .await?;
+                Recovery::Held(action)
+            };
+            Ok(recovery)
+        }))
         .await
     }
 
@@ -434,10 +467,8 @@ impl<S: Store> Ledger<S> {
         actor_kind: ActorKind,
         report: &LookupReport,
     ) -> Result<Option<ActionRecord>, Error> {
-        retry_transient(|| async {
-            let mut tx = self.store.begin().await?;
-            let result: Result<_, Error> = async {
-                let now = tx.now().await?;
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
                 if action.state != State::Unknown || action.revision != seen_revision {
                     return Ok(None);
@@ -454,7 +485,7 @@ impl<S: Store> Ledger<S> {
                 if report.verdict == LookupVerdict::NotFound {
                     action.attempts_in_round = 0;
                 }
-                write_action(&mut tx, &mut action).await?;
+                write_action(tx, &mut action).await?;
                 let mut evidence = report.evidence.clone();
                 evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
                 tx.insert_lookup(&LookupRecord {
@@ -472,56 +503,57 @@ impl<S: Store> Ledger<S> {
                 tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now))
                     .await?;
                 Ok(Some(action))
-            }
-            .await;
-            finish(tx, result).await
+            })
         })
         .await
     }
 
-    /// Runs a named person's command on one action (rule 6).
+    /// Runs a named person's command on one action (rule 6). A takeover is decided like a
+    /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
-        retry_transient(|| self.manual_once(request)).await
-    }
-
-    async fn manual_once(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
         let ManualRequest { key, person, reason, expect_version, command } = request;
-        let mut tx = self.store.begin().await?;
-        let result: Result<_, Error> = async {
-            let now = tx.now().await?;
-            let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
-            if let Some(expected) = *expect_version
-                && action.revision != expected
-            {
-                return Err(Error::Refused(format!(
-                    "cannot {} {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
-                     and {}); read it again with `actionledger show {key}`",
-                    command.verb(),
-                    action.revision,
-                    action.state
-                )));
-            }
-            let sent_under_claim = matches!(command, ManualCommand::Takeover { .. })
-                && action.state == State::InProgress
-                && tx.attempt_started_under(key, action.ownership_version).await?;
-            let plan = manual::plan(&action, command, now, sent_under_claim).map_err(Error::Refused)?;
-            let transition = manual::apply(&mut action, command, plan, now)?;
-            write_action(&mut tx, &mut action).await?;
-            let detail = match command {
-                ManualCommand::ResolveCompleted { destination_id } => {
-                    format!("{} (destination id {destination_id})", reason.as_str())
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+                if let Some(expected) = *expect_version
+                    && action.revision != expected
+                {
+                    return Err(Error::Refused(format!(
+                        "cannot {} {key}: it changed since you read it (you saw version {expected}, it is now at \
+                         version {} and {}); read it again with `actionledger show {key}`",
+                        command.verb(),
+                        action.revision,
+                        action.state
+                    )));
                 }
-                _ => reason.as_str().to_owned(),
-            };
-            let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
-            let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
-            tx.append_audit(&entry).await?;
-            Ok(ManualOutcome { action, transition })
-        }
-        .await;
-        finish(tx, result).await
+                let facts = if matches!(command, ManualCommand::Takeover) && action.state == State::InProgress {
+                    self.claim_facts(tx, &action, now).await?
+                } else {
+                    ClaimFacts::WORST_CASE
+                };
+                let plan = manual::plan(&action, command, now, facts).map_err(Error::Refused)?;
+                let transition = manual::apply(&mut action, command, plan, now)?;
+                write_action(tx, &mut action).await?;
+                let detail = match command {
+                    ManualCommand::ResolveCompleted { destination_id } => {
+                        format!("{} (destination id {destination_id})", reason.as_str())
+                    }
+                    ManualCommand::Takeover if plan.to == State::Held => {
+                        format!(
+                            "{}; held: a request may have been sent and the destination cannot tell a repeat",
+                            reason.as_str()
+                        )
+                    }
+                    _ => reason.as_str().to_owned(),
+                };
+                let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
+                let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
+                tx.append_audit(&entry).await?;
+                Ok(ManualOutcome { action, transition })
+            })
+        })
+        .await
     }
-
     /// One action with its deliveries, attempts and audit trail.
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, Error> {
         let action = self.store.find(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
@@ -918,23 +950,5 @@ fn audit_entry(
         ownership_version: action.ownership_version,
         revision: action.revision,
         reason,
-    }
-}
-
-/// Runs a whole transaction again when the database reports a transient conflict.
-async fn retry_transient<T, F, Fut>(mut run: F) -> Result<T, Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Error>>,
-{
-    let mut tries = 0;
-    loop {
-        match run().await {
-            Err(error) if error.is_transient() && tries < TRANSIENT_RETRIES => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(10 * u64::from(tries))).await;
-            }
-            result => return result,
-        }
     }
 }

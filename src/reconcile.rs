@@ -1,12 +1,107 @@
-//! Reconciliation: compares the ledger with what a destination holds, action by action, through
-//! the destination's lookup by external reference.
+//! Reconciliation: what a destination holds for an action, found through its lookup by external
+//! reference, and what the ledger does with it. The worker's settling of uncertain outcomes, the
+//! console's and the CLI's `lookup`, and `reconcile` all go through [`look_up`] and [`inspect`],
+//! so that each judges and settles a lookup the same way.
 
-use crate::destination::Destination;
+use crate::destination::{Destination, Found};
 use crate::domain::{ActionRecord, ActorKind, State, Timestamp};
 use crate::error::Error;
 use crate::ledger::{Ledger, LookupReport};
 use crate::store::{ListFilter, Store};
 use serde::Serialize;
+
+/// What a lookup at the destination found, judged against the action.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    pub found: Found,
+    pub report: LookupReport,
+}
+
+/// Asks the destination now what it holds for `action`, and judges it: found and matching, not
+/// there, different, or duplicated. Changes nothing.
+pub async fn inspect<S: Store>(
+    ledger: &Ledger<S>,
+    destination: &Destination,
+    action: &ActionRecord,
+) -> Result<Inspection, Error> {
+    let after = match &action.after {
+        Some(key) => ledger.store().find(key).await?,
+        None => None,
+    };
+    let found = destination.lookup(action, after.as_ref()).await.map_err(Error::Destination)?;
+    let report = destination.judge(action, after.as_ref(), &found).map_err(Error::Destination)?;
+    Ok(Inspection { found, report })
+}
+
+/// What [`look_up`] did to the action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// It was `unknown` and is now settled: completed, back to pending, or in conflict.
+    Settled(Box<ActionRecord>),
+    /// It is not `unknown`: the lookup only reports what the destination holds.
+    NotUncertain(State),
+    /// It changed after it was read; nothing was applied.
+    ChangedMeanwhile,
+}
+
+/// What a lookup found, and what it did.
+#[derive(Debug, Clone)]
+pub struct LookedUp {
+    pub report: LookupReport,
+    pub settlement: Settlement,
+}
+
+impl LookedUp {
+    /// One line for a person, the same from the console and the CLI.
+    pub fn describe(&self, action: &ActionRecord) -> String {
+        let (key, verdict) = (&action.key, self.report.verdict.as_str());
+        match &self.settlement {
+            Settlement::Settled(settled) => format!("looked up {key}: {verdict}; now {}", settled.state),
+            Settlement::NotUncertain(_) => {
+                format!("looked up {key}: {verdict} ({} records); nothing changed", self.report.records)
+            }
+            Settlement::ChangedMeanwhile => {
+                format!("looked up {key}: {verdict}; it changed meanwhile, nothing applied")
+            }
+        }
+    }
+}
+
+/// Looks `action` (as the caller read it) up at its destination now and, if it is `unknown`,
+/// settles it from what was found, audited under `actor`; `note` (a person's reason, or what ran
+/// the lookup) heads the detail kept in the audit trail.
+pub async fn look_up<S: Store>(
+    ledger: &Ledger<S>,
+    destination: &Destination,
+    action: &ActionRecord,
+    actor: &str,
+    actor_kind: ActorKind,
+    note: Option<&str>,
+) -> Result<LookedUp, Error> {
+    let Inspection { report, .. } = inspect(ledger, destination, action).await?;
+    let settlement = settle(ledger, action, report.clone(), actor, actor_kind, note).await?;
+    Ok(LookedUp { report, settlement })
+}
+
+async fn settle<S: Store>(
+    ledger: &Ledger<S>,
+    action: &ActionRecord,
+    mut report: LookupReport,
+    actor: &str,
+    actor_kind: ActorKind,
+    note: Option<&str>,
+) -> Result<Settlement, Error> {
+    if action.state != State::Unknown {
+        return Ok(Settlement::NotUncertain(action.state));
+    }
+    if let Some(note) = note {
+        report.detail = Some(format!("{note} ({})", report.detail.unwrap_or_default()));
+    }
+    Ok(match ledger.settle_unknown(&action.key, action.revision, actor, actor_kind, &report).await? {
+        Some(settled) => Settlement::Settled(Box::new(settled)),
+        None => Settlement::ChangedMeanwhile,
+    })
+}
 
 /// Actions compared per page.
 const PAGE: i64 = 200;
@@ -94,11 +189,7 @@ async fn compare<S: Store>(
     apply: Option<&Apply>,
     report: &mut DestinationReport,
 ) -> Result<(), Error> {
-    let after = match &action.after {
-        Some(key) => ledger.store().find(key).await?,
-        None => None,
-    };
-    let Ok(found) = destination.lookup(action, after.as_ref()).await else {
+    let Ok(Inspection { found, report: judged }) = inspect(ledger, destination, action).await else {
         report.lookup_errors += 1;
         return Ok(());
     };
@@ -126,17 +217,13 @@ async fn compare<S: Store>(
             _ => {}
         },
         State::Unknown => {
-            let judged = destination.judge(action, after.as_ref(), &found).map_err(Error::Invalid)?;
             let mut item = finding(FindingKind::Settleable, format!("lookup: {}", judged.verdict.as_str()));
             if let Some(apply) = apply {
-                let lookup = LookupReport {
-                    detail: Some(format!("reconcile --apply: {}", judged.detail.clone().unwrap_or_default())),
-                    ..judged
-                };
-                let settled = ledger
-                    .settle_unknown(&action.key, action.revision, &apply.person, ActorKind::Person, &lookup)
-                    .await?;
-                item.settled_to = settled.map(|a| a.state);
+                let settlement =
+                    settle(ledger, action, judged, &apply.person, ActorKind::Person, Some("reconcile --apply")).await?;
+                if let Settlement::Settled(settled) = settlement {
+                    item.settled_to = Some(settled.state);
+                }
             }
             report.findings.push(item);
         }

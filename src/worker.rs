@@ -1,15 +1,17 @@
 //! The worker: claims actions, performs them against their destinations, and recovers from every
-//! failure point by the rules (2 to 5): uncertain outcomes become `unknown` and are settled only
-//! by a lookup or a person; nothing is sent after the idempotency window; an expired claim is
-//! taken over only where a repeat cannot take effect twice.
+//! failure point by the rules (docs/RULES.md, 2 to 5): uncertain outcomes become `unknown` and are
+//! settled only by a lookup or a person; nothing is sent after the idempotency window; an expired
+//! claim is taken over only where a repeat cannot take effect twice, and held for a person
+//! otherwise (the ledger decides which).
 
-use crate::destination::{self, Destination, SendOutcome};
+use crate::destination::{self, Destination, Destinations, SendOutcome};
 use crate::domain::{ActionRecord, ActorKind, Evidence, LookupVerdict, State};
 use crate::error::Error;
 use crate::ledger::{Claim, Ledger, LookupReport, Outcome, Recorded, Recovery, Report};
+use crate::reconcile::{self, Settlement};
 use crate::store::{ClaimScope, ListFilter, Store};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,9 +37,8 @@ pub struct WorkerOptions {
     pub poll_interval: Duration,
     /// Exit once nothing is claimable (and no backoff or settle is due soon).
     pub drain: bool,
-    pub destinations: BTreeMap<String, Destination>,
-    /// The destination of actions submitted without one.
-    pub default_destination: Option<String>,
+    /// Where actions go, and the one for actions submitted without a destination.
+    pub destinations: Destinations,
     /// Print a line per settled action on standard error.
     pub progress: bool,
 }
@@ -105,8 +106,7 @@ impl<S: Store> Shared<S> {
     }
 
     fn destination_of(&self, action: &ActionRecord) -> Option<&Destination> {
-        let name = action.destination.as_ref().or(self.options.default_destination.as_ref())?;
-        self.options.destinations.get(name)
+        self.options.destinations.of(action)
     }
 
     fn stopping(&self) -> bool {
@@ -123,10 +123,12 @@ pub async fn run<S: Store>(
 ) -> Result<Summary, Error> {
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let summary = Summary { worker: options.id.clone(), ..Summary::default() };
+    // The ledger decides recovery from the capabilities this worker's configuration declares.
+    let ledger = ledger.with_destinations(options.destinations.catalog());
     let shared = Arc::new(Shared { ledger, options, summary: Mutex::new(summary), stopping });
     let scope = ClaimScope {
-        destinations: Some(shared.options.destinations.keys().cloned().collect()),
-        include_unassigned: shared.options.default_destination.is_some(),
+        destinations: Some(shared.options.destinations.names().map(str::to_owned).collect()),
+        include_unassigned: shared.options.destinations.default_destination().is_some(),
     };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut lookup_after: HashMap<String, tokio::time::Instant> = HashMap::new();
@@ -220,8 +222,8 @@ async fn work_due_soon<S: Store>(
     let store = shared.ledger.store();
     let due_soon_after = store.now().await? - chrono::Duration::seconds(1);
     let ours = |destination: &Option<String>| match destination {
-        Some(name) => shared.options.destinations.contains_key(name),
-        None => shared.options.default_destination.is_some(),
+        Some(name) => shared.options.destinations.get(name).is_some(),
+        None => shared.options.destinations.default_destination().is_some(),
     };
     if store.pending_backoffs().await?.iter().any(|(destination, until)| ours(destination) && *until > due_soon_after) {
         return Ok(true);
@@ -238,8 +240,8 @@ async fn work_due_soon<S: Store>(
     }))
 }
 
-/// Rule 5: takes over expired claims where a repeat cannot take effect twice; otherwise leaves
-/// them `unknown` for a person.
+/// Rule 5: hands each expired claim of this worker's destinations to the ledger, which takes it
+/// over where a repeat cannot take effect twice and holds it for a person otherwise.
 async fn recover_expired<S: Store>(
     shared: &Arc<Shared<S>>,
     tasks: &mut JoinSet<()>,
@@ -250,14 +252,14 @@ async fn recover_expired<S: Store>(
     }
     let store = shared.ledger.store();
     let expired = store.expired_claims(i64::try_from(free).unwrap_or(i64::MAX)).await?;
-    let now = store.now().await?;
     let mut any = false;
     for action in expired {
-        let Some(destination) = shared.destination_of(&action) else { continue };
-        let protected = destination.protects_against_repeat(action.first_sent_at, now);
+        if shared.destination_of(&action).is_none() {
+            continue;
+        }
         let recovery = shared
             .ledger
-            .recover_expired(&action.key, action.ownership_version, &shared.options.id, shared.options.lease, protected)
+            .recover_expired(&action.key, action.ownership_version, &shared.options.id, shared.options.lease)
             .await?;
         match recovery {
             Recovery::Claimed(claim) => {
@@ -315,15 +317,14 @@ async fn settle_one<S: Store>(
     shared: &Shared<S>,
     destination: &Destination,
     action: &ActionRecord,
-) -> Result<bool, String> {
-    let after = predecessor(shared, action).await.map_err(|e| e.to_string())?;
-    let found = destination.lookup(action, after.as_ref()).await?;
-    let report = destination.judge(action, after.as_ref(), &found)?;
-    let settled = shared
-        .ledger
-        .settle_unknown(&action.key, action.revision, &shared.options.id, ActorKind::Worker, &report)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<bool, Error> {
+    let looked =
+        reconcile::look_up(&shared.ledger, destination, action, &shared.options.id, ActorKind::Worker, None).await?;
+    let report = &looked.report;
+    let settled = match looked.settlement {
+        Settlement::Settled(settled) => Some(*settled),
+        Settlement::NotUncertain(_) | Settlement::ChangedMeanwhile => None,
+    };
     if let Some(settled) = &settled {
         shared.count(|s| {
             s.settled_by_lookup += 1;
@@ -448,8 +449,9 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
     }
     let now = ledger.store().now().await?;
     let first_sent = claim.action.first_sent_at;
-    if destination.window_passed(first_sent, now) {
-        let closed = destination.window_closes(first_sent).map(|t| t.to_rfc3339()).unwrap_or_default();
+    let capabilities = destination.capabilities();
+    if capabilities.window_passed(first_sent, now) {
+        let closed = capabilities.window_closes(first_sent).map(|t| t.to_rfc3339()).unwrap_or_default();
         ledger
             .hold(
                 &claim,

@@ -106,13 +106,13 @@ async fn concurrent_recovery_takes_each_expired_claim_once<S: Store>(db: TestDb<
 
     let mut rescuers = Vec::new();
     for w in 0..WORKERS {
-        let ledger = db.ledger.clone();
+        let ledger = support::protected_by_lookup(&db.ledger, &["crm"]);
         let expired = expired.clone();
         rescuers.push(tokio::spawn(async move {
             let mut won = Vec::new();
             for action in expired.iter().cycle().skip(w * 25).take(expired.len()) {
                 let recovery = ledger
-                    .recover_expired(&action.key, action.ownership_version, &format!("rescuer-{w}"), LEASE, true)
+                    .recover_expired(&action.key, action.ownership_version, &format!("rescuer-{w}"), LEASE)
                     .await
                     .expect("recovery");
                 if let Recovery::Claimed(claim) = recovery {

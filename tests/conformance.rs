@@ -238,7 +238,10 @@ async fn late_result_conflict<S: Store>(ledger: &Ledger<S>, k: &str) {
     let old = claim_one(ledger, "old-owner").await;
     let attempt = ledger.start_attempt(&old).await.unwrap();
     ledger.store().advance_clock(LEASE * 2);
-    let recovered = ledger.recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE, true).await.unwrap();
+    let recovered = support::protected_by_lookup(ledger, &["crm"])
+        .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
+        .await
+        .unwrap();
     assert!(matches!(recovered, Recovery::Claimed(_)));
     let late = ledger.record_result(&old, attempt, &report(Outcome::Unknown)).await.unwrap();
     assert!(matches!(late, Recorded::Stale(_)));
@@ -257,7 +260,7 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         (ManualCommand::Cancel, Event::Cancelled),
         (ManualCommand::Approve, Event::Approved),
         (ManualCommand::Reject, Event::Rejected),
-        (ManualCommand::Takeover { protected: false }, Event::TakenOver),
+        (ManualCommand::Takeover, Event::TakenOver),
     ];
     // (state, whether the setup leaves a proposed payload waiting)
     let mut setups: Vec<(State, bool)> = State::ALL.into_iter().map(|s| (s, s == State::Conflict)).collect();
@@ -398,7 +401,9 @@ async fn a_taken_over_worker_cannot_complete<S: Store>(db: TestDb<S>) {
     let a = claim_one(l, "worker-a").await;
     let attempt_a = l.start_attempt(&a).await.unwrap();
     l.store().advance_clock(LEASE * 2);
-    let Recovery::Claimed(b) = l.recover_expired(a.key(), 1, "worker-b", LEASE, true).await.unwrap() else {
+    let Recovery::Claimed(b) =
+        support::protected_by_lookup(l, &["crm"]).recover_expired(a.key(), 1, "worker-b", LEASE).await.unwrap()
+    else {
         panic!("a protected destination allows the takeover")
     };
     assert_eq!(b.ownership_version(), 2);
@@ -433,22 +438,22 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
     let until = claim.action.lease_expires_at.unwrap();
     assert!((until - now).num_seconds() >= 28 && (until - now).num_seconds() <= 30, "lease from database time");
     assert!(l.store().expired_claims(10).await.unwrap().is_empty());
-    assert_eq!(l.recover_expired(claim.key(), 1, "w2", LEASE, false).await.unwrap(), Recovery::NotExpired);
+    assert_eq!(l.recover_expired(claim.key(), 1, "w2", LEASE).await.unwrap(), Recovery::NotExpired);
 
     l.store().advance_clock(LEASE + Duration::from_secs(1));
     let expired = l.store().expired_claims(10).await.unwrap();
     assert_eq!(expired.len(), 1);
     // Nothing was sent under the expired claim: safe to take over even without protection.
-    let Recovery::Claimed(second) = l.recover_expired(claim.key(), 1, "w2", LEASE, false).await.unwrap() else {
+    let Recovery::Claimed(second) = l.recover_expired(claim.key(), 1, "w2", LEASE).await.unwrap() else {
         panic!("nothing was sent")
     };
     assert_eq!(second.ownership_version(), 2);
-    assert_eq!(l.recover_expired(claim.key(), 1, "w3", LEASE, false).await.unwrap(), Recovery::Changed);
+    assert_eq!(l.recover_expired(claim.key(), 1, "w3", LEASE).await.unwrap(), Recovery::Changed);
 
     // Something was sent and the destination offers no protection: unknown, for a person.
     l.start_attempt(&second).await.unwrap();
     l.store().advance_clock(LEASE + Duration::from_secs(1));
-    let Recovery::Held(action) = l.recover_expired(claim.key(), 2, "w3", LEASE, false).await.unwrap() else {
+    let Recovery::Held(action) = l.recover_expired(claim.key(), 2, "w3", LEASE).await.unwrap() else {
         panic!("an unprotected expired claim after a send is held")
     };
     assert_eq!(action.state, State::Held);
@@ -461,14 +466,12 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     l.submit(&raw("stale", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
-    let Err(Error::Refused(message)) =
-        l.manual(&person_request("stale", ManualCommand::Takeover { protected: false })).await
-    else {
+    let Err(Error::Refused(message)) = l.manual(&person_request("stale", ManualCommand::Takeover)).await else {
         panic!("a live claim cannot be taken over")
     };
     assert!(message.contains("is live"), "{message}");
     l.store().advance_clock(LEASE * 2);
-    let outcome = l.manual(&person_request("stale", ManualCommand::Takeover { protected: false })).await.unwrap();
+    let outcome = l.manual(&person_request("stale", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Held, "a request may have been sent: held, not a blind retry");
     assert_eq!(outcome.action.ownership_version, 2);
     assert!(matches!(l.heartbeat(&claim, LEASE).await, Err(Error::Fenced { .. })));
@@ -477,7 +480,10 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
     l.store().advance_clock(LEASE * 2);
-    let outcome = l.manual(&person_request("stale2", ManualCommand::Takeover { protected: true })).await.unwrap();
+    let outcome = support::protected_by_lookup(l, &["crm"])
+        .manual(&person_request("stale2", ManualCommand::Takeover))
+        .await
+        .unwrap();
     assert_eq!(outcome.action.state, State::Pending, "a protected destination may receive the same key again");
 }
 
@@ -590,7 +596,10 @@ async fn batched_attempts_and_results_keep_each_fencing_check<S: Store>(db: Test
     // One claim is lost to a takeover before the batch starts its attempts.
     l.store().advance_clock(LEASE * 2);
     let lost = claims[2].clone();
-    assert!(matches!(l.recover_expired(lost.key(), 1, "rescuer", LEASE, true).await.unwrap(), Recovery::Claimed(_)));
+    assert!(matches!(
+        support::protected_by_lookup(l, &["crm"]).recover_expired(lost.key(), 1, "rescuer", LEASE).await.unwrap(),
+        Recovery::Claimed(_)
+    ));
     let started = l.start_attempts(&claims).await.unwrap();
     assert!(matches!(started[2], Err(Error::Fenced { .. })), "{:?}", started[2]);
     let results: Vec<_> = claims
@@ -624,7 +633,10 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
     // The batch stalls past its lease, and one claim is taken over before its results land.
     l.store().advance_clock(LEASE * 2);
     let lost = &claims[1];
-    let takeover = l.recover_expired(lost.key(), lost.ownership_version(), "rescuer", LEASE, true).await.unwrap();
+    let takeover = support::protected_by_lookup(l, &["crm"])
+        .recover_expired(lost.key(), lost.ownership_version(), "rescuer", LEASE)
+        .await
+        .unwrap();
     assert!(matches!(takeover, Recovery::Claimed(_)), "{takeover:?}");
     let results: Vec<_> = claims
         .iter()
@@ -741,7 +753,7 @@ async fn regression_a_refused_command_leaves_no_row_locked<S: Store>(db: TestDb<
     l.submit(&raw("locked", "{}")).await.unwrap();
     for _ in 0..20 {
         assert!(l.manual(&person_request("locked", ManualCommand::Retry)).await.is_err());
-        assert!(l.recover_expired(&key("locked"), 0, "w", LEASE, true).await.is_ok());
+        assert!(support::protected_by_lookup(l, &["crm"]).recover_expired(&key("locked"), 0, "w", LEASE).await.is_ok());
     }
     let claims = l.claim("w", LEASE, 1).await.unwrap();
     assert_eq!(claims.len(), 1, "the action is claimable: nothing holds its row");
@@ -755,7 +767,7 @@ async fn regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict<S: 
     claim_one(l, "w").await;
     l.store().advance_clock(LEASE * 2);
     l.submit(&raw("proposed", r#"{"p":0}"#)).await.unwrap();
-    let outcome = l.manual(&person_request("proposed", ManualCommand::Takeover { protected: false })).await.unwrap();
+    let outcome = l.manual(&person_request("proposed", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Conflict);
     assert_eq!(outcome.action.resume_state, Some(State::Pending));
     let approved = l.manual(&person_request("proposed", ManualCommand::Approve)).await.unwrap();

@@ -5,6 +5,7 @@ mod support;
 
 use actionledger::Ledger;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
+use actionledger::destination::Destinations;
 use actionledger::domain::{ActionKey, Event, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
 use actionledger::ledger::{ManualRequest, Outcome, Report};
 use actionledger::store::Store;
@@ -25,8 +26,7 @@ fn options(owner: &str) -> ConsoleOptions {
     ConsoleOptions {
         owner: Person::parse(owner).unwrap(),
         ledger_label: "test-ledger".to_owned(),
-        destinations: BTreeMap::new(),
-        default_destination: None,
+        destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
     }
@@ -191,7 +191,7 @@ async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let action = record(l, "acme:lost").await.action;
     destination.send(&action, None).await.unwrap();
     let mut with_config = options("Ana");
-    with_config.destinations.insert("crm".into(), destination);
+    with_config.destinations = Destinations::new(BTreeMap::from([("crm".to_owned(), destination)]), None);
     let mut console = ScriptedConsole::start(l, &with_config, 100, 30).await.unwrap();
     let screen = act(&mut console, "3", "acme:lost", &["<Enter>", "l", "checking the CRM", "<Enter>", "y"]).await;
     assert!(screen.contains("looked up acme:lost: found; now completed"), "{screen}");

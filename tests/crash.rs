@@ -8,7 +8,7 @@
 mod support;
 
 use actionledger::config::Config;
-use actionledger::destination::Destination;
+use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, State};
 use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
@@ -102,8 +102,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(10),
         drain: true,
-        destinations,
-        default_destination: None,
+        destinations: Destinations::new(destinations, None),
         progress: false,
     };
     tokio::time::timeout(Duration::from_mins(1), worker::run(db.ledger.clone(), options, std::future::pending()))

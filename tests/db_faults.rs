@@ -7,7 +7,7 @@ mod support;
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::console::{ConsoleOptions, ScriptedConsole, model::Msg};
-use actionledger::destination::Destination;
+use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{Person, State};
 use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
@@ -37,8 +37,10 @@ fn worker_options(id: &str, crm: &SimCrm, drain: bool) -> WorkerOptions {
         lease: Duration::from_secs(2),
         poll_interval: Duration::from_millis(20),
         drain,
-        destinations: BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]),
-        default_destination: None,
+        destinations: Destinations::new(
+            BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]),
+            None,
+        ),
         progress: false,
     }
 }
@@ -89,8 +91,7 @@ async fn postgres_connections_terminated_while_workers_and_a_console_run() {
     let options = ConsoleOptions {
         owner: Person::parse("ops").unwrap(),
         ledger_label: "pg".into(),
-        destinations: BTreeMap::new(),
-        default_destination: None,
+        destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
     };

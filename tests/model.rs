@@ -258,7 +258,7 @@ fn manual_command(n: u8) -> ManualCommand {
         3 => ManualCommand::Cancel,
         4 => ManualCommand::Approve,
         5 => ManualCommand::Reject,
-        _ => ManualCommand::Takeover { protected: false },
+        _ => ManualCommand::Takeover,
     }
 }
 
@@ -405,8 +405,10 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
             }
             Op::Recover { key: k, protected } => {
                 let Some(version) = model.actions.get(k).map(|a| a.ownership_version) else { continue };
-                ledger
-                    .recover_expired(&key(*k), version, "rescuer", LEASE, *protected)
+                let decides =
+                    if *protected { support::protected_by_lookup(ledger, &[&destination]) } else { ledger.clone() };
+                decides
+                    .recover_expired(&key(*k), version, "rescuer", LEASE)
                     .await
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);

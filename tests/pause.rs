@@ -98,9 +98,13 @@ async fn a_paused_worker_is_fenced_when_it_resumes<S: Store>(db: TestDb<S>) {
         while db.ledger.store().now().await.unwrap() <= until {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let declared = actionledger::config::Config::parse(&crm.destination_config(&destination)).unwrap();
+        let declared = actionledger::destination::Destinations::from_config(&declared).unwrap();
         let Recovery::Claimed(rescue) = db
             .ledger
-            .recover_expired(&action_key, paused.ownership_version, "rescuer", Duration::from_secs(30), true)
+            .clone()
+            .with_destinations(declared.catalog())
+            .recover_expired(&action_key, paused.ownership_version, "rescuer", Duration::from_secs(30))
             .await
             .unwrap()
         else {

@@ -220,7 +220,7 @@ async fn a_reviewer_changes_only_what_commands_change() {
     admin.store().advance_clock(Duration::from_mins(1));
     reviewer.store().advance_clock(Duration::from_mins(1));
     reviewer
-        .manual(&person_request(stale.key().as_str(), ManualCommand::Takeover { protected: true }))
+        .manual(&person_request(stale.key().as_str(), ManualCommand::Takeover))
         .await
         .expect("a reviewer takes over a stale claim");
     assert_eq!(state_of(&admin, "a:retry").await, State::Pending);

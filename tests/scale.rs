@@ -5,7 +5,7 @@
 mod support;
 
 use actionledger::config::Config;
-use actionledger::destination::Destination;
+use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::State;
 use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
@@ -61,8 +61,7 @@ async fn round<S: Store>(db: &TestDb<S>, workers: usize) {
                 lease: Duration::from_mins(1),
                 poll_interval: Duration::from_millis(20),
                 drain: true,
-                destinations: destinations.clone(),
-                default_destination: None,
+                destinations: Destinations::new(destinations.clone(), None),
                 progress: false,
             };
             tokio::spawn(async move { worker::run(ledger, options, std::future::pending()).await })

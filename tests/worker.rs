@@ -5,7 +5,7 @@ mod support;
 
 use actionledger::Ledger;
 use actionledger::config::Config;
-use actionledger::destination::Destination;
+use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, RawSubmission, State};
 use actionledger::ledger::{Outcome, Recorded, Report};
 use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
@@ -65,8 +65,7 @@ fn options(id: &str, destinations: BTreeMap<String, Destination>) -> WorkerOptio
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,
-        destinations,
-        default_destination: None,
+        destinations: Destinations::new(destinations, None),
         progress: false,
     }
 }
@@ -262,7 +261,7 @@ async fn a_replay_after_the_retention_window_is_held_not_sent<S: Store>(db: Test
     // The first send is refused with 503; before the retry, the one-hour window passes.
     let claim = db.ledger.claim("w", LEASE, 1).await.unwrap().pop().unwrap();
     let attempt = db.ledger.start_attempt(&claim).await.unwrap();
-    let outcome = first.destinations["crm"].send(&claim.action, None).await.unwrap();
+    let outcome = first.destinations.get("crm").unwrap().send(&claim.action, None).await.unwrap();
     assert!(matches!(outcome, actionledger::destination::SendOutcome::BeforeWrite { .. }), "{outcome:?}");
     let retry = Report {
         outcome: Outcome::RetryLater { after: Duration::ZERO },

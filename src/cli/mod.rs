@@ -2,7 +2,8 @@
 
 mod render;
 
-use crate::domain::{ActionKey, ManualCommand, Person, RawSubmission, Reason, State, input::Label};
+use crate::destination::Destinations;
+use crate::domain::{ActionKey, ActorKind, ManualCommand, Person, RawSubmission, Reason, State, input::Label};
 use crate::error::{Error, exit};
 use crate::ledger::{Ledger, ManualRequest};
 use crate::store::{ListFilter, PostgresStore, SqliteStore, Store};
@@ -66,8 +67,20 @@ pub enum Command {
     Approve(ManualArgs),
     /// Discard the proposed payload of a conflict, keeping the approved one.
     Reject(ManualArgs),
-    /// Take over a stale claim (its lease expired) under a new ownership version.
+    /// Take over a stale claim (its lease expired) under a new ownership version: back to
+    /// pending where nothing was sent under it or its destination protects against a repeat,
+    /// else held for you to check.
     Takeover(ManualArgs),
+    /// Ask the action's destination now what it holds; an unknown action is settled by the answer.
+    Lookup(ManualArgs),
+    /// Make an action a person's to follow up (you, or --to NAME).
+    Assign {
+        #[command(flatten)]
+        manual: ManualArgs,
+        /// The person to assign it to (default: --owner).
+        #[arg(long, value_name = "NAME")]
+        to: Option<String>,
+    },
     /// The review console: triage uncertain actions in the terminal.
     Review(ReviewArgs),
     /// Perform pending actions against the destinations in the configuration file.
@@ -290,6 +303,10 @@ pub struct ManualArgs {
     /// Refuse unless the action is still at this version (as `show` printed it).
     #[arg(long, value_name = "VERSION")]
     expect_version: Option<i64>,
+    /// The destinations, whose declared capabilities decide a takeover and serve a lookup
+    /// (default: actionledger.toml if it exists).
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -397,7 +414,12 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Cancel(args) => manual(&ledger, args, ManualCommand::Cancel).await,
         Command::Approve(args) => manual(&ledger, args, ManualCommand::Approve).await,
         Command::Reject(args) => manual(&ledger, args, ManualCommand::Reject).await,
-        Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover { protected: false }).await,
+        Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover).await,
+        Command::Lookup(args) => lookup(&ledger, args).await,
+        Command::Assign { manual: args, to } => {
+            let to = Person::parse(to.as_deref().unwrap_or(&args.owner)).map_err(Error::Invalid)?;
+            manual(&ledger, args, ManualCommand::Assign { to: to.as_str().to_owned() }).await
+        }
         Command::Review(args) => review(&ledger, args, url).await,
         Command::Worker(args) => worker(ledger.clone(), args).await,
         Command::Reconcile(args) => reconcile(&ledger, args).await,
@@ -476,6 +498,7 @@ async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result<i32, Error
 }
 
 async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCommand) -> Result<i32, Error> {
+    let destinations = optional_destinations(args.config.as_deref())?;
     let request = ManualRequest {
         key: parse_key(&args.key)?,
         person: Person::parse(&args.owner).map_err(Error::Invalid)?,
@@ -483,12 +506,48 @@ async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualC
         expect_version: args.expect_version,
         command,
     };
-    let outcome = ledger.manual(&request).await?;
+    let outcome = ledger.clone().with_destinations(destinations.catalog()).manual(&request).await?;
     render::manual(&request, &outcome, args.json);
     Ok(exit::OK)
 }
 
-type Destinations = std::collections::BTreeMap<String, crate::destination::Destination>;
+/// The console's `l`, from the command line: the same lookup, judged and settled the same way.
+async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Result<i32, Error> {
+    let destinations = optional_destinations(args.config.as_deref())?;
+    let key = parse_key(&args.key)?;
+    let person = Person::parse(&args.owner).map_err(Error::Invalid)?;
+    let reason = Reason::parse(&args.reason).map_err(Error::Invalid)?;
+    let action = ledger.store().find(&key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+    if let Some(expected) = args.expect_version
+        && action.revision != expected
+    {
+        return Err(Error::Refused(format!(
+            "cannot look up {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
+             and {}); read it again with `actionledger show {key}`",
+            action.revision, action.state
+        )));
+    }
+    let destination = destinations.of(&action).ok_or_else(|| {
+        Error::Invalid(format!(
+            "no configuration for destination {}: give --config FILE with its [destinations.NAME] block",
+            action.destination.as_deref().unwrap_or("(none)")
+        ))
+    })?;
+    let looked = crate::reconcile::look_up(
+        ledger,
+        destination,
+        &action,
+        person.as_str(),
+        ActorKind::Person,
+        Some(reason.as_str()),
+    )
+    .await?;
+    render::looked_up(&action, &looked, args.json);
+    Ok(match looked.settlement {
+        crate::reconcile::Settlement::ChangedMeanwhile => exit::REFUSED,
+        _ => exit::OK,
+    })
+}
 
 /// Reads the configuration and builds its destinations; `required` refuses a file without any.
 fn load_destinations(path: &std::path::Path, required: bool) -> Result<(crate::config::Config, Destinations), Error> {
@@ -499,13 +558,18 @@ fn load_destinations(path: &std::path::Path, required: bool) -> Result<(crate::c
             path.display()
         )));
     }
-    let destinations = config
-        .destinations
-        .iter()
-        .map(|(name, c)| crate::destination::Destination::new(name, c.clone()).map(|d| (name.clone(), d)))
-        .collect::<Result<_, _>>()
-        .map_err(Error::Invalid)?;
+    let destinations = Destinations::from_config(&config).map_err(Error::Invalid)?;
     Ok((config, destinations))
+}
+
+/// The destinations of the file given, else of `actionledger.toml` where it exists, else none.
+fn optional_destinations(path: Option<&std::path::Path>) -> Result<Destinations, Error> {
+    let default = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
+    match path {
+        Some(path) => Ok(load_destinations(path, false)?.1),
+        None if default.exists() => Ok(load_destinations(default, false)?.1),
+        None => Ok(Destinations::default()),
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.
@@ -530,22 +594,11 @@ async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: &str) -> Re
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .ok_or_else(|| Error::Invalid("give --owner NAME: commands are recorded under a named person".to_owned()))?;
     let owner = Person::parse(&owner).map_err(Error::Invalid)?;
-    let config_path = args.config.clone().or_else(|| {
-        let default = std::path::PathBuf::from(crate::config::DEFAULT_CONFIG_FILE);
-        default.exists().then_some(default)
-    });
-    let (default_destination, destinations) = match &config_path {
-        Some(path) => {
-            let (config, destinations) = load_destinations(path, false)?;
-            (config.worker.default_destination, destinations)
-        }
-        None => (None, std::collections::BTreeMap::new()),
-    };
+    let destinations = optional_destinations(args.config.as_deref())?;
     let options = crate::console::ConsoleOptions {
         owner,
         ledger_label: redact_url(url),
         destinations,
-        default_destination,
         refresh: args.refresh,
         hint: None,
     };
@@ -583,7 +636,6 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
         poll_interval: config.worker.poll_interval,
         drain: args.drain,
         destinations,
-        default_destination: config.worker.default_destination.clone(),
         progress: true,
     };
     let at_once = match options.batch {
@@ -593,7 +645,7 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
     eprintln!(
         "worker {} performing actions for {} ({at_once}){}",
         options.id,
-        options.destinations.keys().cloned().collect::<Vec<_>>().join(", "),
+        options.destinations.names().collect::<Vec<_>>().join(", "),
         if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
     );
     let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;
@@ -613,7 +665,7 @@ async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<
                 .get(name)
                 .ok_or_else(|| Error::Invalid(format!("destination {name} is not in {}", args.config.display())))?,
         ],
-        None => destinations.values().filter(|d| d.config.lookup.is_some()).collect(),
+        None => destinations.all().filter(|d| d.config.lookup.is_some()).collect(),
     };
     let apply = match (&args.owner, args.apply) {
         (Some(owner), true) => {

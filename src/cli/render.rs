@@ -2,8 +2,9 @@
 //! (payloads, errors, destination bodies) is escaped before it reaches the terminal.
 
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
-use crate::domain::{ActionRecord, Attempt, AuditEntry, Delivery, RefusedSubmission, Timestamp};
+use crate::domain::{ActionRecord, Attempt, AuditEntry, Delivery, ManualCommand, RefusedSubmission, Timestamp};
 use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
+use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
 
 fn time(t: Timestamp) -> String {
@@ -332,8 +333,8 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
         return;
     }
     let key = escape_untrusted(a.key.as_str());
-    match outcome.transition {
-        Some(t) => println!(
+    if let Some(t) = outcome.transition {
+        println!(
             "{}: {key} {} -> {} (version {}, ownership version {}) by {}",
             request.command.verb(),
             t.from,
@@ -341,14 +342,19 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
             a.revision,
             a.ownership_version,
             escape_untrusted(request.person.as_str())
-        ),
-        None => println!(
-            "{}: {key} stays {} (version {}) by {}; the proposed payload was discarded",
+        );
+    } else {
+        let what = match &request.command {
+            ManualCommand::Assign { to } => format!("now assigned to {}", escape_untrusted(to)),
+            _ => "the proposed payload was discarded".to_owned(),
+        };
+        println!(
+            "{}: {key} stays {} (version {}) by {}; {what}",
             request.command.verb(),
             a.state,
             a.revision,
             escape_untrusted(request.person.as_str())
-        ),
+        );
     }
 }
 
@@ -395,4 +401,29 @@ pub fn demo_summary(summary: &crate::demo::DemoSummary) {
     );
     println!("  faults injected: {}", if faults.is_empty() { "none".to_owned() } else { faults.join(", ") });
     println!("  run `actionledger demo` without --no-ui to triage what is left in the console");
+}
+
+/// What `lookup` found at the destination and did to the action.
+pub fn looked_up(action: &ActionRecord, looked: &LookedUp, as_json: bool) {
+    if as_json {
+        let settled_to = match &looked.settlement {
+            Settlement::Settled(settled) => Some(settled.state),
+            Settlement::NotUncertain(_) | Settlement::ChangedMeanwhile => None,
+        };
+        print_json(&json!({
+            "key": action.key.as_str(),
+            "verdict": looked.report.verdict.as_str(),
+            "records": looked.report.records,
+            "destination_id": looked.report.destination_id,
+            "detail": looked.report.detail,
+            "was": action.state,
+            "settled_to": settled_to,
+            "changed_meanwhile": looked.settlement == Settlement::ChangedMeanwhile,
+        }));
+        return;
+    }
+    println!("{}", escape_untrusted(&looked.describe(action)));
+    if let Some(detail) = &looked.report.detail {
+        println!("  {}", escape_untrusted(detail));
+    }
 }

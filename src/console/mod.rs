@@ -10,16 +10,16 @@ pub mod model;
 pub mod safe_text;
 pub mod view;
 
-use crate::destination::Destination;
-use crate::domain::{ActorKind, ManualCommand, Person, State};
+use crate::destination::Destinations;
+use crate::domain::{ActorKind, Person};
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
+use crate::reconcile;
 use crate::store::{ListFilter, Store};
 use model::{Counts, Done, Effect, LoadRequest, Model, Msg, Rows, Snapshot, Window};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
 use ratatui::crossterm::event::Event;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -32,8 +32,7 @@ pub struct ConsoleOptions {
     /// Shown in the header, password already hidden.
     pub ledger_label: String,
     /// Destinations from `--config`, for lookups, takeover safety and retention windows.
-    pub destinations: BTreeMap<String, Destination>,
-    pub default_destination: Option<String>,
+    pub destinations: Destinations,
     /// How often the console refreshes by itself.
     pub refresh: Duration,
     /// A one-line hint shown until the first key.
@@ -42,9 +41,9 @@ pub struct ConsoleOptions {
 
 /// Performs effects in background tasks; each sends back exactly one [`Done`].
 struct Driver<S> {
+    /// The ledger, deciding with the capabilities of the console's destinations.
     ledger: Ledger<S>,
-    destinations: Arc<BTreeMap<String, Destination>>,
-    default_destination: Option<String>,
+    destinations: Arc<Destinations>,
     results: mpsc::UnboundedSender<Done>,
     outstanding: usize,
 }
@@ -54,24 +53,15 @@ impl<S: Store> Driver<S> {
         self.outstanding += 1;
         let ledger = self.ledger.clone();
         let destinations = Arc::clone(&self.destinations);
-        let default_destination = self.default_destination.clone();
         let results = self.results.clone();
         tokio::spawn(async move {
-            let done = execute(&ledger, &destinations, default_destination.as_deref(), effect).await;
+            let done = execute(&ledger, &destinations, effect).await;
             let _ = results.send(done);
         });
     }
 }
 
-async fn execute<S: Store>(
-    ledger: &Ledger<S>,
-    destinations: &BTreeMap<String, Destination>,
-    default_destination: Option<&str>,
-    effect: Effect,
-) -> Done {
-    let destination_of = |destination: Option<&String>| {
-        destination.map(String::as_str).or(default_destination).and_then(|name| destinations.get(name))
-    };
+async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effect: Effect) -> Done {
     match effect {
         Effect::Load(request) => {
             let result = load(ledger, &request).await.map_err(|e| e.to_string());
@@ -80,14 +70,7 @@ async fn execute<S: Store>(
         Effect::LoadDetail { id, key } => {
             Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(|e| e.to_string()) }
         }
-        Effect::Run(mut request) => {
-            if let ManualCommand::Takeover { protected } = &mut request.command
-                && let Ok(Some(action)) = ledger.store().find(&request.key).await
-                && let (Some(destination), Ok(now)) =
-                    (destination_of(action.destination.as_ref()), ledger.store().now().await)
-            {
-                *protected = destination.protects_against_repeat(action.first_sent_at, now);
-            }
+        Effect::Run(request) => {
             Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
         }
         Effect::Lookup { key, revision, person, reason } => {
@@ -99,31 +82,23 @@ async fn execute<S: Store>(
                         action.revision
                     ));
                 }
-                let destination = destination_of(action.destination.as_ref()).ok_or_else(|| {
+                let destination = destinations.of(&action).ok_or_else(|| {
                     format!(
                         "no configuration for destination {}: start the console with --config FILE",
                         action.destination.as_deref().unwrap_or("(none)")
                     )
                 })?;
-                let after = match &action.after {
-                    Some(k) => ledger.store().find(k).await.map_err(|e| e.to_string())?,
-                    None => None,
-                };
-                let found = destination.lookup(&action, after.as_ref()).await?;
-                let mut report = destination.judge(&action, after.as_ref(), &found)?;
-                let verdict = report.verdict.as_str();
-                if action.state != State::Unknown {
-                    return Ok(format!("looked up {key}: {verdict} ({} records); nothing changed", report.records));
-                }
-                report.detail = Some(format!("{} ({})", reason.as_str(), report.detail.unwrap_or_default()));
-                let settled = ledger
-                    .settle_unknown(&key, revision, person.as_str(), ActorKind::Person, &report)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(match settled {
-                    Some(action) => format!("looked up {key}: {verdict}; now {}", action.state),
-                    None => format!("looked up {key}: {verdict}; it changed meanwhile, nothing applied"),
-                })
+                let looked = reconcile::look_up(
+                    ledger,
+                    destination,
+                    &action,
+                    person.as_str(),
+                    ActorKind::Person,
+                    Some(reason.as_str()),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                Ok(looked.describe(&action))
             }
             .await;
             Done::Command(result)
@@ -182,8 +157,8 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
     model.hint.clone_from(&options.hint);
     model.retention = options
         .destinations
-        .iter()
-        .filter_map(|(name, d)| d.config.idempotency.as_ref().map(|i| (name.clone(), i.retention)))
+        .all()
+        .filter_map(|d| d.config.idempotency.as_ref().map(|i| (d.name.clone(), i.retention)))
         .collect();
     model
 }
@@ -191,9 +166,8 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
 fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>, mpsc::UnboundedReceiver<Done>) {
     let (results, receiver) = mpsc::unbounded_channel();
     let driver = Driver {
-        ledger: ledger.clone(),
+        ledger: ledger.clone().with_destinations(options.destinations.catalog()),
         destinations: Arc::new(options.destinations.clone()),
-        default_destination: options.default_destination.clone(),
         results,
         outstanding: 0,
     };

@@ -5,7 +5,7 @@
 use super::keys::{Action, CommandKind, browse_action};
 use super::safe_text::SafeText;
 use crate::domain::manual::{self, ManualCommand};
-use crate::domain::{ActionKey, ActionRecord, Person, Reason, RefusedSubmission, State, Timestamp};
+use crate::domain::{ActionKey, ActionRecord, ClaimFacts, Person, Reason, RefusedSubmission, State, Timestamp};
 use crate::ledger::{ActionDetail, ManualRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -561,7 +561,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     let key = &action.key;
     let now = model.now.unwrap_or(action.updated_at);
     let same_key = "The original key is kept.".to_owned();
-    let plan = |command: &ManualCommand| manual::plan(action, command, now, true);
+    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE);
     Ok(match kind {
         CommandKind::Lookup => vec![
             format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
@@ -572,7 +572,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
             },
         ],
         CommandKind::Takeover => {
-            plan(&ManualCommand::Takeover { protected: false })?;
+            plan(&ManualCommand::Takeover)?;
             vec![
                 format!(
                     "Take over {key} from {} under ownership version {}.",
@@ -619,8 +619,8 @@ fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> O
         CommandKind::Cancel => ManualCommand::Cancel,
         CommandKind::Approve => ManualCommand::Approve,
         CommandKind::Reject => ManualCommand::Reject,
-        // The driver sets `protected` from the destination's declared capabilities.
-        CommandKind::Takeover => ManualCommand::Takeover { protected: false },
+        // The ledger decides, from the claim as locked, whether it may run again.
+        CommandKind::Takeover => ManualCommand::Takeover,
         CommandKind::Assign => ManualCommand::Assign { to: model.owner.as_str().to_owned() },
         CommandKind::Lookup => return None,
     })

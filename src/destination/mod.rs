@@ -6,12 +6,70 @@ pub mod template;
 use crate::config::{DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::truncate;
-use crate::domain::{ActionRecord, Evidence, LookupVerdict, Timestamp};
+use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupVerdict};
 use crate::ledger::LookupReport;
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::Duration;
 use template::Context;
+
+/// The destinations a front end was configured with, and the one that actions submitted without
+/// a destination go to.
+#[derive(Debug, Clone, Default)]
+pub struct Destinations {
+    by_name: BTreeMap<String, Destination>,
+    default_destination: Option<String>,
+}
+
+impl Destinations {
+    pub fn new(by_name: BTreeMap<String, Destination>, default_destination: Option<String>) -> Self {
+        Self { by_name, default_destination }
+    }
+
+    /// Builds every destination a configuration declares.
+    pub fn from_config(config: &crate::config::Config) -> Result<Self, String> {
+        let by_name = config
+            .destinations
+            .iter()
+            .map(|(name, c)| Destination::new(name, c.clone()).map(|d| (name.clone(), d)))
+            .collect::<Result<_, _>>()?;
+        Ok(Self::new(by_name, config.worker.default_destination.clone()))
+    }
+
+    /// The destination an action goes to, if it is configured here.
+    pub fn of(&self, action: &ActionRecord) -> Option<&Destination> {
+        self.by_name.get(action.destination.as_ref().or(self.default_destination.as_ref())?)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Destination> {
+        self.by_name.get(name)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Destination> {
+        self.by_name.values()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    pub fn default_destination(&self) -> Option<&str> {
+        self.default_destination.as_deref()
+    }
+
+    /// The declared capabilities of each, for the ledger to decide with.
+    pub fn catalog(&self) -> DestinationCatalog {
+        DestinationCatalog::new(
+            self.by_name.iter().map(|(name, d)| (name.clone(), d.capabilities())).collect(),
+            self.default_destination.clone(),
+        )
+    }
+}
 
 /// One configured destination, ready to send.
 #[derive(Debug, Clone)]
@@ -88,23 +146,12 @@ impl Destination {
         Ok(Self { name: name.to_owned(), config, client, headers })
     }
 
-    /// When the destination stops recognising a repeat of the key sent first at `first_sent`.
-    pub fn window_closes(&self, first_sent: Option<Timestamp>) -> Option<Timestamp> {
-        let retention = self.config.idempotency.as_ref()?.retention;
-        Some(first_sent? + chrono::Duration::from_std(retention).unwrap_or(chrono::TimeDelta::MAX))
-    }
-
-    /// Rule 4: once the idempotency window has passed since the first send, nothing is sent
-    /// automatically again.
-    pub fn window_passed(&self, first_sent: Option<Timestamp>, now: Timestamp) -> bool {
-        self.window_closes(first_sent).is_some_and(|closes| now >= closes)
-    }
-
-    /// Rule 5: whether a repeat of this action cannot take effect twice: its key is still inside
-    /// the idempotency window, or a lookup can find a record before sending again.
-    pub fn protects_against_repeat(&self, first_sent: Option<Timestamp>, now: Timestamp) -> bool {
-        let key_in_window = self.config.idempotency.is_some() && !self.window_passed(first_sent, now);
-        key_in_window || self.config.lookup.is_some()
+    /// What this destination declares against a second effect, for the ledger's decisions.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            idempotency_retention: self.config.idempotency.as_ref().map(|i| i.retention),
+            lookup: self.config.lookup.is_some(),
+        }
     }
 
     fn context<'a>(

@@ -1,6 +1,7 @@
 //! Manual commands: what a named person may do to an action, decided without I/O so that the CLI
 //! and the review console can say in advance what a command will do, and refuse it the same way.
 
+use super::capability::ClaimFacts;
 use super::record::{ActionRecord, Timestamp, Transition};
 use super::state::{self, Event, State, join_states};
 
@@ -15,11 +16,9 @@ pub enum ManualCommand {
     Cancel,
     Approve,
     Reject,
-    /// Take over a stale claim. `protected` says the destination guards against a second
-    /// effect (idempotency key in window, or lookup by external reference).
-    Takeover {
-        protected: bool,
-    },
+    /// Take over a stale claim; whether it may run again is decided by the ledger from the
+    /// claim as locked and the destination's declared capabilities.
+    Takeover,
     /// Make the action this person's to follow up.
     Assign {
         to: String,
@@ -35,7 +34,7 @@ impl ManualCommand {
             Self::Cancel => "cancel",
             Self::Approve => "approve",
             Self::Reject => "reject",
-            Self::Takeover { .. } => "take over",
+            Self::Takeover => "take over",
             Self::Assign { .. } => "assign",
         }
     }
@@ -48,7 +47,7 @@ impl ManualCommand {
             Self::Cancel => Event::Cancelled,
             Self::Approve => Event::Approved,
             Self::Reject => Event::Rejected,
-            Self::Takeover { .. } => Event::TakenOver,
+            Self::Takeover => Event::TakenOver,
             Self::Assign { .. } => Event::Assigned,
         }
     }
@@ -70,14 +69,14 @@ pub struct ManualPlan {
     pub to: State,
 }
 
-/// Decides a command against the action as read, at database time `now`. `sent_under_claim` says
-/// whether an attempt was started under the current claim (only asked for a takeover). The error
-/// is the refusal, worded for the person: which key, why, and when it would be allowed.
+/// Decides a command against the action as read, at database time `now`. `claim` is what the
+/// ledger established about the current claim (only asked for a takeover). The error is the
+/// refusal, worded for the person: which key, why, and when it would be allowed.
 pub fn plan(
     action: &ActionRecord,
     command: &ManualCommand,
     now: Timestamp,
-    sent_under_claim: bool,
+    claim: ClaimFacts,
 ) -> Result<ManualPlan, String> {
     let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
     let proposal_waits = action.proposal.is_some() && (from == State::Conflict || command.sends_again());
@@ -102,7 +101,7 @@ pub fn plan(
         }
         ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
         ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
-        ManualCommand::Takeover { protected } => {
+        ManualCommand::Takeover => {
             if action.lease_is_live(now) {
                 let until = action.lease_expires_at.unwrap_or(now);
                 return Err(format!(
@@ -113,13 +112,12 @@ pub fn plan(
                     until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ));
             }
-            // Rule 5: repeat only what cannot take effect twice.
-            if sent_under_claim && !protected { State::Held } else { State::Pending }
+            if claim.takeover_is_safe() { State::Pending } else { State::Held }
         }
     };
     state::check(event, from, to).map_err(|_| {
         let condition = match command {
-            ManualCommand::Takeover { .. } => "in_progress with an expired lease".to_owned(),
+            ManualCommand::Takeover => "in_progress with an expired lease".to_owned(),
             ManualCommand::Approve => "conflict with a proposed payload".to_owned(),
             _ => join_states(&state::allowed_from(event)),
         };
@@ -167,7 +165,7 @@ pub fn apply(
             }
             action.attempts_in_round = 0;
         }
-        ManualCommand::Takeover { .. } => action.ownership_version += 1,
+        ManualCommand::Takeover => action.ownership_version += 1,
         ManualCommand::Assign { to } => action.assignee = Some(to.clone()),
     }
     Ok(transition)
@@ -188,7 +186,8 @@ mod tests {
 
     #[test]
     fn a_refusal_says_which_states_allow_the_command() {
-        let refused = plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), false);
+        let refused =
+            plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), ClaimFacts::WORST_CASE);
         assert_eq!(
             refused.unwrap_err(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
@@ -201,12 +200,14 @@ mod tests {
         let mut claimed = action(State::InProgress);
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
-        let takeover = |protected, sent| plan(&claimed, &ManualCommand::Takeover { protected }, now, sent).unwrap().to;
+        let takeover = |repeat_protected, sent_under_claim| {
+            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts { sent_under_claim, repeat_protected }).unwrap().to
+        };
         assert_eq!(takeover(false, true), State::Held);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover { protected: true }, now, false).unwrap_err();
+        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE).unwrap_err();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 
@@ -214,13 +215,13 @@ mod tests {
     fn a_retry_after_the_window_starts_a_new_one() {
         let mut held = action(State::Held);
         held.first_sent_at = Some(Timestamp::default());
-        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), false).unwrap();
+        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE).unwrap();
         apply(&mut held, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!((held.state, held.first_sent_at), (State::Pending, None));
 
         let mut unknown = action(State::Unknown);
         unknown.first_sent_at = Some(Timestamp::default());
-        let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), false).unwrap();
+        let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE).unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert!(unknown.first_sent_at.is_some(), "inside the window the destination still knows the key");
     }

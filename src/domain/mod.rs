@@ -1,5 +1,6 @@
 //! Domain types: plain data and pure rules, no I/O.
 
+pub mod capability;
 pub mod input;
 pub mod key;
 pub mod manual;
@@ -8,6 +9,7 @@ pub mod record;
 pub mod state;
 pub mod text;
 
+pub use capability::{Capabilities, ClaimFacts, DestinationCatalog};
 pub use input::{Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan};

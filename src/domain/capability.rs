@@ -1,0 +1,124 @@
+//! What each destination declares it can do against a second effect: the facts from which the
+//! ledger decides whether a repeat may go out (docs/RULES.md, rules 4 and 5).
+
+use super::record::{ActionRecord, Timestamp};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The protections one destination declares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// How long the destination recognises a repeated idempotency key; `None` when it takes none.
+    pub idempotency_retention: Option<Duration>,
+    /// The destination can find a record by the action's external reference.
+    pub lookup: bool,
+}
+
+impl Capabilities {
+    /// When the destination stops recognising a repeat of the key first sent at `first_sent`.
+    pub fn window_closes(&self, first_sent: Option<Timestamp>) -> Option<Timestamp> {
+        let retention = self.idempotency_retention?;
+        Some(first_sent? + chrono::Duration::from_std(retention).unwrap_or(chrono::TimeDelta::MAX))
+    }
+
+    /// Rule 4: once the idempotency window has passed since the first send, nothing is sent
+    /// automatically again.
+    pub fn window_passed(&self, first_sent: Option<Timestamp>, now: Timestamp) -> bool {
+        self.window_closes(first_sent).is_some_and(|closes| now >= closes)
+    }
+
+    /// Rule 5: a repeat cannot take effect twice, because the key is still inside the idempotency
+    /// window or a lookup can find the record before anything is sent again.
+    pub fn protects_against_repeat(&self, first_sent: Option<Timestamp>, now: Timestamp) -> bool {
+        let key_in_window = self.idempotency_retention.is_some() && !self.window_passed(first_sent, now);
+        key_in_window || self.lookup
+    }
+}
+
+/// What the ledger establishes inside its transaction, from the claim as locked, before a claim
+/// passes to a new owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimFacts {
+    /// An attempt was started under the claim: a request may have reached the destination.
+    pub sent_under_claim: bool,
+    /// The action's destination declares a protection that makes a repeat harmless (rule 5).
+    pub repeat_protected: bool,
+}
+
+impl ClaimFacts {
+    /// The worst case, for describing a takeover before the ledger has looked.
+    pub const WORST_CASE: Self = Self { sent_under_claim: true, repeat_protected: false };
+
+    /// Rule 5: an expired claim may run again under a new owner only when nothing was sent under
+    /// it or a repeat cannot take effect twice; otherwise a person must decide.
+    pub fn takeover_is_safe(self) -> bool {
+        !self.sent_under_claim || self.repeat_protected
+    }
+}
+
+/// The declared capabilities of every destination a front end was configured with, and the
+/// destination of actions submitted without one. An action whose destination is not in the
+/// catalogue is treated as unprotected: nothing is assumed that was not declared.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DestinationCatalog {
+    by_name: BTreeMap<String, Capabilities>,
+    default_destination: Option<String>,
+}
+
+impl DestinationCatalog {
+    pub fn new(by_name: BTreeMap<String, Capabilities>, default_destination: Option<String>) -> Self {
+        Self { by_name, default_destination }
+    }
+
+    /// The name of the destination an action goes to: its own, else the default.
+    pub fn destination_name<'a>(&'a self, action: &'a ActionRecord) -> Option<&'a str> {
+        action.destination.as_deref().or(self.default_destination.as_deref())
+    }
+
+    /// The capabilities of the action's destination, if it is known here.
+    pub fn of(&self, action: &ActionRecord) -> Option<&Capabilities> {
+        self.by_name.get(self.destination_name(action)?)
+    }
+
+    /// Rule 5 for one action at database time `now`: whether its destination, as declared here,
+    /// makes a repeat harmless.
+    pub fn protects_against_repeat(&self, action: &ActionRecord, now: Timestamp) -> bool {
+        self.of(action).is_some_and(|c| c.protects_against_repeat(action.first_sent_at, now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::input::{RawSubmission, Submission};
+
+    fn action(destination: Option<&str>, first_sent: Option<Timestamp>) -> ActionRecord {
+        let raw = RawSubmission {
+            key: Some("k".into()),
+            payload: b"{}".to_vec(),
+            destination: destination.map(str::to_owned),
+            ..Default::default()
+        };
+        let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+        action.first_sent_at = first_sent;
+        action
+    }
+
+    #[test]
+    fn only_a_declared_protection_counts() {
+        let t0 = Timestamp::default();
+        let keyed = Capabilities { idempotency_retention: Some(Duration::from_mins(1)), lookup: false };
+        let looked = Capabilities { idempotency_retention: None, lookup: true };
+        let catalog = DestinationCatalog::new(
+            BTreeMap::from([("keyed".to_owned(), keyed), ("looked".to_owned(), looked)]),
+            Some("looked".to_owned()),
+        );
+        let in_window = t0 + chrono::Duration::seconds(59);
+        let past_window = t0 + chrono::Duration::seconds(60);
+        assert!(catalog.protects_against_repeat(&action(Some("keyed"), Some(t0)), in_window));
+        assert!(!catalog.protects_against_repeat(&action(Some("keyed"), Some(t0)), past_window));
+        assert!(catalog.protects_against_repeat(&action(None, Some(t0)), past_window), "the default destination");
+        assert!(!catalog.protects_against_repeat(&action(Some("elsewhere"), Some(t0)), in_window));
+        assert!(!DestinationCatalog::default().protects_against_repeat(&action(None, None), t0));
+    }
+}

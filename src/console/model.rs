@@ -619,7 +619,9 @@ fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> O
         CommandKind::Cancel => ManualCommand::Cancel,
         CommandKind::Approve => ManualCommand::Approve,
         CommandKind::Reject => ManualCommand::Reject,
-        // The driver sets `protected` from the destination's declared capabilities.
+        // The driver sets `protected` from the destination's declared capabilities when it knows
+        // the action's destination (`--config`); otherwise it stays false: a takeover after a send
+        // is held (rule 5 in docs/RULES.md).
         CommandKind::Takeover => ManualCommand::Takeover { protected: false },
         CommandKind::Assign => ManualCommand::Assign { to: model.owner.as_str().to_owned() },
         CommandKind::Lookup => return None,

@@ -113,7 +113,7 @@ pub fn plan(
                     until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ));
             }
-            // Rule 5: repeat only what cannot take effect twice.
+            // Rule 5 (docs/RULES.md): repeat only what cannot take effect twice.
             if sent_under_claim && !protected { State::Held } else { State::Pending }
         }
     };
@@ -143,8 +143,10 @@ pub fn apply(
     };
     match command {
         ManualCommand::Retry => {
-            // Past the idempotency window the destination has forgotten the key, so the person's
-            // retry starts a new window; inside it, the window keeps counting from the first send.
+            // A retry from `held` starts a new idempotency window: the person has checked the
+            // destination (the window passed, or a takeover was unsafe), and past the window it has
+            // forgotten the key. From any other state the window keeps counting from the first
+            // send (rule 4).
             if plan.from == State::Held {
                 action.first_sent_at = None;
             }

@@ -87,10 +87,11 @@ pub enum Event {
     Released,
     /// A result arrived from an ownership version that is no longer current.
     LateResult,
-    /// A worker took over an expired claim that is safe to repeat.
+    /// A worker took over an expired claim: nothing was sent under it, or the destination
+    /// protects against a repeat (rule 5 in docs/RULES.md).
     ClaimRecovered,
     /// An expired claim after a possible send, whose destination cannot tell a repeat: taking
-    /// it over is unsafe, so it is held for a person.
+    /// it over is unsafe, so it is held for a person (rule 5).
     LeaseExpired,
     /// A lookup at the destination found the record: the action was performed.
     LookupFound,

@@ -92,7 +92,8 @@ pub enum Recorded {
     /// The result was current and the action moved on.
     Applied(ActionRecord),
     /// The claim had passed to a newer ownership version: the result changed nothing but is kept
-    /// as a stale attempt, and the action went to review.
+    /// as a stale attempt, and the action went to `conflict` for review unless it was already in
+    /// conflict or final (rule 8).
     Stale(ActionRecord),
 }
 
@@ -330,7 +331,8 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Records the result of an attempt. Applied only if the claim is still current; otherwise
-    /// the result is kept as a stale attempt and the action goes to review.
+    /// the result is kept as a stale attempt and the action goes to review (see
+    /// [`Recorded::Stale`]).
     pub async fn record_result(
         &self,
         claim: &Claim,
@@ -652,7 +654,7 @@ async fn submit_existing<T: LedgerTx>(
         let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
             action.transition(Event::PayloadChanged, State::Conflict, now)?
         } else {
-            // In progress, unknown or final: the proposal waits beside the approved payload
+            // In progress, unknown, in conflict or final: the proposal waits beside the approved payload
             // without disturbing the claim or the outcome being settled.
             action.updated_at = now;
             Transition { event: Event::PayloadChanged, from, to: from }
@@ -817,7 +819,7 @@ fn decide_result(
     Ok((finished, decision))
 }
 
-/// A result from an obsolete owner changes nothing but the state: to `conflict` for review, unless
+/// A result from an obsolete owner changes nothing but the state and the last-error note: to `conflict` for review, unless
 /// the action is already in conflict or final. A completed action goes to review only when the
 /// late result names another destination record, which means a second effect. The attempt itself
 /// is kept as evidence.

@@ -1,5 +1,5 @@
-//! The conformance suite: every rule of the ledger core, written once and run against SQLite and
-//! PostgreSQL (`sqlite::name` and `postgres::name`).
+//! The conformance suite: the rules of docs/RULES.md that the ledger core keeps, written once and
+//! run against SQLite and PostgreSQL (`sqlite::name` and `postgres::name`).
 
 mod support;
 
@@ -383,7 +383,7 @@ async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         let again = l.start_attempt(&claim).await;
         assert!(matches!(again, Err(Error::Fenced { .. })), "{again:?}");
     }
-    // Rule 2: an unknown outcome is never claimed again automatically.
+    // Rule 2 (docs/RULES.md): an unknown outcome is never claimed again automatically.
     assert!(l.claim("worker-1", LEASE, 100).await.unwrap().iter().all(|c| c.key().as_str() != "w3"));
     // Held and released without sending.
     l.submit(&raw("h", "{}")).await.unwrap();
@@ -450,7 +450,7 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
     assert_eq!(second.ownership_version(), 2);
     assert_eq!(l.recover_expired(claim.key(), 1, "w3", LEASE).await.unwrap(), Recovery::Changed);
 
-    // Something was sent and the destination offers no protection: unknown, for a person.
+    // Something was sent and the destination offers no protection: held, for a person (rule 5).
     l.start_attempt(&second).await.unwrap();
     l.store().advance_clock(LEASE + Duration::from_secs(1));
     let Recovery::Held(action) = l.recover_expired(claim.key(), 2, "w3", LEASE).await.unwrap() else {

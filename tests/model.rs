@@ -1,6 +1,6 @@
 //! Model-based test: random sequences of submissions, claims, attempts, results, heartbeats,
 //! lease expiry (by moving the database clock), recoveries and manual commands, run against each
-//! store and against a small reference model of the rules written from SPEC.md, compared after
+//! store and against a small reference model of the rules in docs/RULES.md, compared after
 //! every step. Attempts and results go through the single and the batched APIs at random, and
 //! batches of all of a worker's claims start and finish together.
 //! Shrinking reduces any disagreement to a short sequence.

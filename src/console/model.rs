@@ -619,7 +619,8 @@ fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> O
         CommandKind::Cancel => ManualCommand::Cancel,
         CommandKind::Approve => ManualCommand::Approve,
         CommandKind::Reject => ManualCommand::Reject,
-        // The ledger decides, from the claim as locked, whether it may run again.
+        // The ledger decides, from the claim as locked, whether it may run again (rule 5 in
+        // docs/RULES.md).
         CommandKind::Takeover => ManualCommand::Takeover,
         CommandKind::Assign => ManualCommand::Assign { to: model.owner.as_str().to_owned() },
         CommandKind::Lookup => return None,

@@ -85,11 +85,12 @@ pub struct Destination {
 pub enum SendOutcome {
     /// The destination confirmed and named the record.
     Created { destination_id: String, response: Response },
-    /// Nothing was written (connection refused, 429, 503): retrying may help.
+    /// Nothing was written (connection refused, 408, 429, 503): retrying may help.
     BeforeWrite { error: String, response: Option<Response>, retry_after: Option<Duration> },
     /// Refused for good (validation, permission, an obsolete writer).
     Permanent { error: String, response: Response },
-    /// The destination may or may not have acted (timeout or connection lost after sending, 5xx).
+    /// The destination may or may not have acted (timeout or connection lost after sending, a 5xx other than 503,
+    /// a 2xx without a record id).
     Uncertain { error: String, response: Option<Response> },
     /// The external reference already exists at the destination (409).
     AlreadyExists { response: Response },

@@ -112,6 +112,7 @@ pub fn plan(
                     until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ));
             }
+            // Rule 5 (docs/RULES.md): repeat only what cannot take effect twice.
             if claim.takeover_is_safe() { State::Pending } else { State::Held }
         }
     };
@@ -141,8 +142,10 @@ pub fn apply(
     };
     match command {
         ManualCommand::Retry => {
-            // Past the idempotency window the destination has forgotten the key, so the person's
-            // retry starts a new window; inside it, the window keeps counting from the first send.
+            // A retry from `held` starts a new idempotency window: the person has checked the
+            // destination (the window passed, or a takeover was unsafe), and past the window it has
+            // forgotten the key. From any other state the window keeps counting from the first
+            // send (rule 4).
             if plan.from == State::Held {
                 action.first_sent_at = None;
             }

@@ -46,7 +46,9 @@ pub struct ActionRecord {
     pub not_before: Option<Timestamp>,
     /// Attempts ever started.
     pub attempts: i64,
-    /// Attempts started since the last manual retry or approval; bounded by the worker.
+    /// Attempts started in this round: a manual retry, an approval, a resolution as not written
+    /// or a lookup that found nothing starts a new one. A worker fails the action once a round
+    /// reaches the destination's `max_attempts` (rule 3 in docs/RULES.md).
     pub attempts_in_round: i64,
     pub assignee: Option<String>,
     pub destination_id: Option<String>,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// Where an action stands. See the states table in the README.
+/// Where an action stands. docs/RULES.md says what each state means and who moves it on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
@@ -87,10 +87,11 @@ pub enum Event {
     Released,
     /// A result arrived from an ownership version that is no longer current.
     LateResult,
-    /// A worker took over an expired claim that is safe to repeat.
+    /// A worker took over an expired claim: nothing was sent under it, or the destination
+    /// protects against a repeat (rule 5 in docs/RULES.md).
     ClaimRecovered,
     /// An expired claim after a possible send, whose destination cannot tell a repeat: taking
-    /// it over is unsafe, so it is held for a person.
+    /// it over is unsafe, so it is held for a person (rule 5).
     LeaseExpired,
     /// A lookup at the destination found the record: the action was performed.
     LookupFound,
@@ -177,8 +178,12 @@ impl fmt::Display for Event {
 use Event as E;
 use State::{Cancelled, Completed, Conflict, Failed, Held, InProgress, Pending, Unknown};
 
-/// Every allowed (event, from, to). Anything not listed is refused, in Rust before a write and
-/// again by a trigger in each database (the migrations list the same state pairs).
+/// Every allowed (event, from, to). A change of state not listed is refused, in Rust before a
+/// write and again by a trigger in each database (the migrations list the same state pairs).
+/// Events that leave the state as it is are recorded in the audit trail without a row here: a
+/// submission, a payload proposed while the action is claimed, unknown or settled, a late result
+/// on an action already in conflict or final, a rejection after the action moved on, and an
+/// assignment. docs/RULES.md shows this table ([`transitions_markdown`]).
 pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::PayloadChanged, Pending, Conflict),
     (E::PayloadChanged, Failed, Conflict),
@@ -299,6 +304,26 @@ pub fn state_pairs_by_maker() -> Vec<StatePair> {
     pairs
 }
 
+/// Who makes an event: a source's delivery, a worker (its results and its recoveries), a person's
+/// command, or a lookup, which a worker or a person may ask for.
+pub fn made_by(event: Event) -> &'static str {
+    match event {
+        E::Submitted | E::PayloadChanged => "source",
+        _ if event.is_manual() => "person",
+        _ if event.is_made_by_people() => "worker or person",
+        _ => "worker",
+    }
+}
+
+/// [`TRANSITIONS`] as a Markdown table, one row per entry in table order, for docs/RULES.md (a
+/// test keeps the copy there equal to this).
+pub fn transitions_markdown() -> String {
+    let rows = TRANSITIONS
+        .iter()
+        .map(|&(event, from, to)| format!("| `{event}` | `{from}` | `{to}` | {} |\n", made_by(event)));
+    std::iter::once("| event | from | to | who |\n|---|---|---|---|\n".to_owned()).chain(rows).collect()
+}
+
 pub(crate) fn join_states(states: &[State]) -> String {
     match states {
         [] => "no state".to_owned(),
@@ -341,6 +366,40 @@ mod tests {
         assert!(!diverts_while_proposed(E::Completed, Completed));
         assert!(!diverts_while_proposed(E::Rejected, Pending));
         assert!(allowed_state_pairs().contains(&(InProgress, Conflict)));
+    }
+
+    /// The lines around the generated table in docs/RULES.md.
+    const TABLE_BEGIN: &str = "<!-- BEGIN TRANSITIONS: generated from TRANSITIONS in src/domain/state.rs -->";
+    const TABLE_END: &str = "<!-- END TRANSITIONS -->";
+
+    #[test]
+    fn the_rules_document_shows_the_transition_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/RULES.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+        let (before, rest) = doc.split_once(TABLE_BEGIN).unwrap_or_else(|| panic!("{path} lacks {TABLE_BEGIN}"));
+        let (shown, after) = rest.split_once(TABLE_END).unwrap_or_else(|| panic!("{path} lacks {TABLE_END}"));
+        let expected = format!("\n{}", transitions_markdown());
+        if shown == expected {
+            return;
+        }
+        if std::env::var_os("ACTIONLEDGER_UPDATE_RULES").is_some() {
+            std::fs::write(path, format!("{before}{TABLE_BEGIN}{expected}{TABLE_END}{after}")).unwrap();
+            return;
+        }
+        panic!(
+            "the transition table in docs/RULES.md differs from TRANSITIONS in src/domain/state.rs.\n\
+             Regenerate it: ACTIONLEDGER_UPDATE_RULES=1 cargo test --lib the_rules_document_shows_the_transition_table\n\
+             (or put this between the markers by hand):\n{expected}"
+        );
+    }
+
+    #[test]
+    fn who_makes_each_event() {
+        assert_eq!(made_by(E::PayloadChanged), "source");
+        assert_eq!(made_by(E::Claimed), "worker");
+        assert_eq!(made_by(E::LeaseExpired), "worker");
+        assert_eq!(made_by(E::LookupNotFound), "worker or person");
+        assert_eq!(made_by(E::TakenOver), "person");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Drawing: `view(&Model, &mut Frame)`. One file per pane; every string drawn is a `SafeText` or
+//! Drawing: `view(&Model, &mut Frame)`. One file per part of the screen (every pane is drawn by
+//! `list`); every string drawn is a `SafeText` or
 //! the console's own label.
 
 mod detail;

@@ -139,7 +139,7 @@ async fn sqlite(actions: u64) {
 }
 
 async fn postgres(actions: u64) {
-    let url = match actionledger::throwaway_pg::fresh_database().await {
+    let url = match actionledger::testkit::throwaway_pg::fresh_database().await {
         Ok(url) => url,
         Err(why) => {
             println!("postgres: skipped ({why})");

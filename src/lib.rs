@@ -4,46 +4,50 @@
 //! act on it (an atomic claim with a lease, fenced by an ownership version); an uncertain outcome
 //! is never guessed but kept for reconciliation and for a named person to decide.
 //!
-//! The layout of the crate:
+//! The layout of the crate. Dependencies point one way, down this list: a module uses only those
+//! above it (the rules the code cites are in `docs/RULES.md`).
 //!
 //! - [`domain`]: plain data and pure rules, no I/O. Action keys, payloads and their fingerprints,
-//!   states and the one transition table, records (attempts, evidence, audit entries), input
-//!   validation, and the escaping of untrusted text.
+//!   states and the one transition table, what a person's command will do, the capabilities a
+//!   destination declares and what they make safe, records (attempts, evidence, audit entries),
+//!   input validation, and the escaping of untrusted text.
 //! - [`store`]: one store interface with a SQLite and a PostgreSQL implementation. Stores read and
 //!   write rows, conditionally and inside short transactions; they decide nothing.
-//! - [`ledger`]: every operation (submit, claim, heartbeat, attempts and results, recovery of
-//!   expired claims, manual commands, queries), written once over any store.
-//! - [`config`], [`destination`]: destinations declared in `actionledger.toml`, with the
-//!   capabilities (idempotency keys, lookup, fencing) that decide recovery; templates; the HTTP
-//!   client and how each outcome is classified.
-//! - [`worker`]: claims, performs, retries, settles uncertain outcomes by lookup, recovers expired
-//!   claims. [`reconcile`] compares the ledger with a destination.
-//! - [`console`]: the review console (Elm-shaped: pure update, effects performed by a driver,
-//!   views one file per pane) and its scripted mode.
-//! - [`sim_crm`]: a simulated CRM that counts its real effects, for demos and tests; [`demo`] puts
-//!   everything together; [`faults`] is the crash switch the crash tests use;
-//!   [`throwaway_pg`] starts a private PostgreSQL for tests and benchmarks.
-//! - [`bench`]: throughput against the raw-SQL limit, measured in the same run.
-//! - [`cli`]: the `actionledger` command line.
+//! - [`ledger`]: every operation and every decision (submit, claim, heartbeat, attempts and
+//!   results, recovery of expired claims, manual commands, queries), written once over any store
+//!   and made inside its transaction. Front ends ask it; none decides for itself.
+//! - [`config`], [`destination`]: destinations declared in `actionledger.toml`, their declared
+//!   capabilities (handed to the ledger), templates, the HTTP client and how each outcome is
+//!   classified.
+//! - [`reconcile`]: what a destination holds for an action, judged and settled one way for every
+//!   caller; and the comparison of the ledger with a destination.
+//! - The front ends, each over the ledger: [`worker`] claims, performs, retries, settles uncertain
+//!   outcomes by lookup, recovers expired claims; [`console`] is the review console (Elm-shaped:
+//!   pure update, effects performed by a driver, one view file per part of the screen) and its
+//!   scripted mode; [`cli`] is the `actionledger` command line.
 //! - [`error`]: the error type and the exit code of each kind of error.
+//! - `testkit`: the simulated CRM, a throwaway PostgreSQL, the crash switch, the benchmarks and the
+//!   demo. Not product API: public only with the `testkit` feature that the tests enable.
 //!
 //! Leases and every recorded time come from the database's clock, never a worker's.
 
-pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod console;
-pub mod demo;
 pub mod destination;
 pub mod domain;
 pub mod error;
-pub mod faults;
 pub mod ledger;
 pub mod reconcile;
-pub mod sim_crm;
 pub mod store;
-pub mod throwaway_pg;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+#[cfg(not(feature = "testkit"))]
+mod testkit;
 pub mod worker;
+
+// The test kit's modules by their short names, for the commands and crash points that use them.
+use testkit::{bench, demo, faults, sim_crm, throwaway_pg};
 
 pub use error::Error;
 pub use ledger::Ledger;

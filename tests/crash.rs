@@ -10,7 +10,7 @@ mod support;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, State};
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
 use actionledger::worker::{self, WorkerOptions};
 use std::os::unix::process::ExitStatusExt as _;
@@ -70,7 +70,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if point != "in_flight" {
-        command.env(actionledger::faults::VARIABLE, point);
+        command.env(actionledger::testkit::faults::VARIABLE, point);
     }
     let mut child = command.spawn().unwrap();
     if point == "in_flight" {

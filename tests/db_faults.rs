@@ -9,7 +9,7 @@ use actionledger::config::Config;
 use actionledger::console::{ConsoleOptions, ScriptedConsole, model::Msg};
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{Person, State};
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;

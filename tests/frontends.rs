@@ -7,7 +7,7 @@ mod support;
 
 use actionledger::domain::{ActionKey, ActorKind, AuditEntry, Event, RawSubmission, State};
 use actionledger::ledger::ActionDetail;
-use actionledger::sim_crm::{Options, SimCrm};
+use actionledger::testkit::sim_crm::{Options, SimCrm};
 use actionledger::store::Store;
 use std::path::Path;
 use std::process::{Command, Output};

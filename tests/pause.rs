@@ -7,7 +7,7 @@ mod support;
 
 use actionledger::domain::{ActionKey, State};
 use actionledger::ledger::Recovery;
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

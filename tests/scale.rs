@@ -7,7 +7,7 @@ mod support;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::State;
-use actionledger::sim_crm::{Options, SimCrm};
+use actionledger::testkit::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;

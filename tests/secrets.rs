@@ -3,7 +3,7 @@
 
 mod support;
 
-use actionledger::sim_crm::{Options, SimCrm};
+use actionledger::testkit::sim_crm::{Options, SimCrm};
 use std::process::Command;
 
 const SECRET: &str = "planted-secret-7f3a9c";

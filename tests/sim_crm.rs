@@ -3,7 +3,7 @@
 mod support;
 
 use actionledger::config::Config;
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
+use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, RawSubmission, State};
 use actionledger::ledger::{Outcome, Recorded, Report};
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
 use actionledger::worker::{self, Summary, WorkerOptions};
 use std::collections::{BTreeMap, VecDeque};
@@ -190,7 +190,7 @@ async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effec
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
         .args(["--db", &db.url, "worker", "--drain", "--worker-id", "doomed", "--config"])
         .arg(&config)
-        .env(actionledger::faults::VARIABLE, actionledger::faults::AFTER_RESPONSE)
+        .env(actionledger::testkit::faults::VARIABLE, actionledger::testkit::faults::AFTER_RESPONSE)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()

@@ -1,11 +1,11 @@
 //! PostgreSQL for tests: a fresh database on the throwaway server, or a loud skip outside CI.
 
-pub use actionledger::throwaway_pg::URL_VARIABLE;
+pub use actionledger::testkit::throwaway_pg::URL_VARIABLE;
 
 /// Creates an empty database and returns its URL; `None` (after a loud message) if PostgreSQL is
 /// unavailable here. With `CI=true` a missing PostgreSQL fails the test instead.
 pub async fn fresh_database() -> Option<String> {
-    match actionledger::throwaway_pg::fresh_database().await {
+    match actionledger::testkit::throwaway_pg::fresh_database().await {
         Ok(url) => Some(url),
         Err(why) => {
             assert!(

@@ -1,6 +1,8 @@
 //! Failure injection for crash tests. Off unless the environment variable
 //! `ACTIONLEDGER_CRASH_AT` names a crash point, in which case the process kills itself with
 //! SIGKILL the first time it reaches that point: no destructor, no flush, as a power cut would.
+//! Only builds with the `testkit` feature (the test suites') have the switch: in a release build
+//! every crash point is an empty function, so no environment variable can kill a worker.
 
 use std::sync::OnceLock;
 
@@ -20,12 +22,14 @@ pub const DURING_RECORD: &str = "during_record";
 /// Every crash point, for tests and `--help` texts.
 pub const ALL: [&str; 5] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT, DURING_RECORD];
 
+#[cfg(feature = "testkit")]
 fn armed() -> Option<&'static str> {
     static ARMED: OnceLock<Option<String>> = OnceLock::new();
     ARMED.get_or_init(|| std::env::var(VARIABLE).ok().filter(|v| !v.is_empty())).as_deref()
 }
 
 /// Kills this process at `point` if the switch names it.
+#[cfg(feature = "testkit")]
 pub fn crash_point(point: &str) {
     if armed() == Some(point) {
         eprintln!("crash point {point}: killing this process with SIGKILL");
@@ -34,3 +38,8 @@ pub fn crash_point(point: &str) {
         std::process::abort();
     }
 }
+
+/// Without the test kit there is no switch.
+#[cfg(not(feature = "testkit"))]
+#[inline]
+pub fn crash_point(_point: &str) {}

@@ -1,0 +1,18 @@
+//! The test kit: a simulated CRM that counts its real effects, a throwaway PostgreSQL, the crash
+//! switch, the benchmark harness and the demonstration built on them.
+//!
+//! None of it is product API. The binary carries the simulated CRM, the demo and the benchmarks
+//! for its `sim-crm`, `demo` and `bench` commands; the crash switch acts only in builds with the
+//! `testkit` feature, which also makes this module public for the test suites, benchmarks and
+//! examples (they enable it through the crate's dev-dependency on itself). A release build has
+//! neither.
+
+// Without the feature only what the binary's commands use is reached; the rest serves the test
+// suites.
+#![cfg_attr(not(feature = "testkit"), allow(dead_code, unused_imports))]
+
+pub mod bench;
+pub mod demo;
+pub mod faults;
+pub mod sim_crm;
+pub mod throwaway_pg;

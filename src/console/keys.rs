@@ -81,93 +81,164 @@ pub enum Action {
     Command(CommandKind),
 }
 
-/// One line of the help screen: the keys, and what they do.
+/// A key as a binding lists it. An event is this key when it has the same code and has Ctrl
+/// exactly when the key does; Shift and Alt are not compared (terminals send Shift-Tab as
+/// `BackTab`, and `G` or `?` with or without Shift).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub code: KeyCode,
+    pub ctrl: bool,
+}
+
+impl Key {
+    const fn plain(code: KeyCode) -> Self {
+        Self { code, ctrl: false }
+    }
+
+    const fn char(c: char) -> Self {
+        Self::plain(KeyCode::Char(c))
+    }
+
+    const fn ctrl(c: char) -> Self {
+        Self { code: KeyCode::Char(c), ctrl: true }
+    }
+
+    pub fn matches(self, event: KeyEvent) -> bool {
+        event.code == self.code && event.modifiers.contains(KeyModifiers::CONTROL) == self.ctrl
+    }
+}
+
+/// One line of the help screen: the keys, what each of them does, and the line's text.
 #[derive(Debug)]
 pub struct Binding {
+    /// The keys as the help screen names them.
     pub keys: &'static str,
-    pub action: Action,
+    /// Each key the line names, with its action: the only place a key gets its meaning.
+    pub actions: &'static [(Key, Action)],
     pub help: &'static str,
 }
 
 /// Every binding, in the order the help screen lists them.
 pub const BINDINGS: &[Binding] = &[
-    Binding { keys: "1-7", action: Action::SelectPane(0), help: "show a pane (the tabs, left to right)" },
-    Binding { keys: "Tab / Shift-Tab", action: Action::NextPane, help: "next / previous pane" },
-    Binding { keys: "j k / Down Up", action: Action::Down, help: "move the selection" },
-    Binding { keys: "PageDown PageUp", action: Action::PageDown, help: "move a page" },
-    Binding { keys: "g / G", action: Action::Top, help: "newest / oldest" },
-    Binding { keys: "Enter", action: Action::Open, help: "open the selected action's detail" },
-    Binding { keys: "Esc", action: Action::Back, help: "back, or cancel a dialog" },
-    Binding { keys: "/", action: Action::Filter, help: "filter by key (Enter applies, empty clears)" },
-    Binding { keys: "r", action: Action::Command(CommandKind::Retry), help: "retry under the same key" },
+    Binding {
+        keys: "1-7",
+        actions: &[
+            (Key::char('1'), Action::SelectPane(0)),
+            (Key::char('2'), Action::SelectPane(1)),
+            (Key::char('3'), Action::SelectPane(2)),
+            (Key::char('4'), Action::SelectPane(3)),
+            (Key::char('5'), Action::SelectPane(4)),
+            (Key::char('6'), Action::SelectPane(5)),
+            (Key::char('7'), Action::SelectPane(6)),
+        ],
+        help: "show a pane (the tabs, left to right)",
+    },
+    Binding {
+        keys: "Tab / Shift-Tab",
+        actions: &[(Key::plain(KeyCode::Tab), Action::NextPane), (Key::plain(KeyCode::BackTab), Action::PreviousPane)],
+        help: "next / previous pane",
+    },
+    Binding {
+        keys: "j k / Down Up",
+        actions: &[
+            (Key::char('j'), Action::Down),
+            (Key::char('k'), Action::Up),
+            (Key::plain(KeyCode::Down), Action::Down),
+            (Key::plain(KeyCode::Up), Action::Up),
+        ],
+        help: "move the selection",
+    },
+    Binding {
+        keys: "PageDown PageUp",
+        actions: &[(Key::plain(KeyCode::PageDown), Action::PageDown), (Key::plain(KeyCode::PageUp), Action::PageUp)],
+        help: "move a page",
+    },
+    Binding {
+        keys: "g G / Home End",
+        actions: &[
+            (Key::char('g'), Action::Top),
+            (Key::char('G'), Action::Bottom),
+            (Key::plain(KeyCode::Home), Action::Top),
+            (Key::plain(KeyCode::End), Action::Bottom),
+        ],
+        help: "newest / oldest",
+    },
+    Binding {
+        keys: "Enter",
+        actions: &[(Key::plain(KeyCode::Enter), Action::Open)],
+        help: "open the selected action's detail",
+    },
+    Binding { keys: "Esc", actions: &[(Key::plain(KeyCode::Esc), Action::Back)], help: "back, or cancel a dialog" },
+    Binding {
+        keys: "/",
+        actions: &[(Key::char('/'), Action::Filter)],
+        help: "filter by key (Enter applies, empty clears)",
+    },
+    Binding {
+        keys: "r",
+        actions: &[(Key::char('r'), Action::Command(CommandKind::Retry))],
+        help: "retry under the same key",
+    },
     Binding {
         keys: "c",
-        action: Action::Command(CommandKind::ResolveCompleted),
+        actions: &[(Key::char('c'), Action::Command(CommandKind::ResolveCompleted))],
         help: "resolve as completed: the destination has it",
     },
     Binding {
         keys: "n",
-        action: Action::Command(CommandKind::ResolveNotWritten),
+        actions: &[(Key::char('n'), Action::Command(CommandKind::ResolveNotWritten))],
         help: "resolve as not written: runs again, same key",
     },
-    Binding { keys: "x", action: Action::Command(CommandKind::Cancel), help: "cancel: the action must not happen" },
+    Binding {
+        keys: "x",
+        actions: &[(Key::char('x'), Action::Command(CommandKind::Cancel))],
+        help: "cancel: the action must not happen",
+    },
     Binding {
         keys: "a",
-        action: Action::Command(CommandKind::Approve),
+        actions: &[(Key::char('a'), Action::Command(CommandKind::Approve))],
         help: "approve the proposed payload of a conflict",
     },
     Binding {
         keys: "d",
-        action: Action::Command(CommandKind::Reject),
+        actions: &[(Key::char('d'), Action::Command(CommandKind::Reject))],
         help: "reject the proposed payload, keep the approved",
     },
     Binding {
         keys: "t",
-        action: Action::Command(CommandKind::Takeover),
+        actions: &[(Key::char('t'), Action::Command(CommandKind::Takeover))],
         help: "take over a stale claim (its lease expired)",
     },
-    Binding { keys: "l", action: Action::Command(CommandKind::Lookup), help: "look it up at its destination now" },
-    Binding { keys: "o", action: Action::Command(CommandKind::Assign), help: "assign the action to me" },
-    Binding { keys: "?", action: Action::Help, help: "this help" },
-    Binding { keys: "q / Ctrl-C", action: Action::Quit, help: "quit" },
+    Binding {
+        keys: "l",
+        actions: &[(Key::char('l'), Action::Command(CommandKind::Lookup))],
+        help: "look it up at its destination now",
+    },
+    Binding {
+        keys: "o",
+        actions: &[(Key::char('o'), Action::Command(CommandKind::Assign))],
+        help: "assign the action to me",
+    },
+    Binding { keys: "?", actions: &[(Key::char('?'), Action::Help)], help: "this help" },
+    Binding {
+        keys: "q / Ctrl-C",
+        actions: &[(Key::char('q'), Action::Quit), (Key::ctrl('c'), Action::Quit)],
+        help: "quit",
+    },
 ];
 
 /// The key of a command, for the footer.
 pub fn command_key(kind: CommandKind) -> &'static str {
-    BINDINGS.iter().find(|b| b.action == Action::Command(kind)).map_or("?", |b| b.keys)
+    BINDINGS
+        .iter()
+        .find(|b| b.actions.iter().any(|&(_, action)| action == Action::Command(kind)))
+        .map_or("?", |b| b.keys)
 }
 
-/// What a key means while browsing (not while typing into a field).
-pub fn browse_action(key: KeyEvent) -> Option<Action> {
-    if key.modifiers.contains(KeyModifiers::CONTROL) {
-        return matches!(key.code, KeyCode::Char('c')).then_some(Action::Quit);
-    }
-    Some(match key.code {
-        KeyCode::Char(c @ '1'..='7') => Action::SelectPane(usize::from(c as u8 - b'1')),
-        KeyCode::Tab => Action::NextPane,
-        KeyCode::BackTab => Action::PreviousPane,
-        KeyCode::Char('j') | KeyCode::Down => Action::Down,
-        KeyCode::Char('k') | KeyCode::Up => Action::Up,
-        KeyCode::PageDown => Action::PageDown,
-        KeyCode::PageUp => Action::PageUp,
-        KeyCode::Char('g') | KeyCode::Home => Action::Top,
-        KeyCode::Char('G') | KeyCode::End => Action::Bottom,
-        KeyCode::Enter => Action::Open,
-        KeyCode::Esc => Action::Back,
-        KeyCode::Char('/') => Action::Filter,
-        KeyCode::Char('?') => Action::Help,
-        KeyCode::Char('q') => Action::Quit,
-        KeyCode::Char('r') => Action::Command(CommandKind::Retry),
-        KeyCode::Char('c') => Action::Command(CommandKind::ResolveCompleted),
-        KeyCode::Char('n') => Action::Command(CommandKind::ResolveNotWritten),
-        KeyCode::Char('x') => Action::Command(CommandKind::Cancel),
-        KeyCode::Char('a') => Action::Command(CommandKind::Approve),
-        KeyCode::Char('d') => Action::Command(CommandKind::Reject),
-        KeyCode::Char('t') => Action::Command(CommandKind::Takeover),
-        KeyCode::Char('l') => Action::Command(CommandKind::Lookup),
-        KeyCode::Char('o') => Action::Command(CommandKind::Assign),
-        _ => return None,
-    })
+/// What a key means while browsing (not while typing into a field): the action the first binding
+/// that lists the key gives it.
+pub fn browse_action(event: KeyEvent) -> Option<Action> {
+    BINDINGS.iter().flat_map(|b| b.actions).find(|(key, _)| key.matches(event)).map(|&(_, action)| action)
 }
 
 /// Parses one line of a script into the key events it stands for: `<Name>` for a named key, or
@@ -216,6 +287,7 @@ fn named_key(name: &str) -> Result<KeyEvent, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn script_lines() {
@@ -237,6 +309,107 @@ mod tests {
     fn every_command_has_a_key_and_a_help_line() {
         for kind in CommandKind::ALL {
             assert_ne!(command_key(kind), "?", "{kind:?}");
+        }
+    }
+
+    /// The name a binding's `keys` gives a key.
+    fn name(key: Key) -> String {
+        let base = match key.code {
+            KeyCode::Char(c) if key.ctrl => c.to_ascii_uppercase().to_string(),
+            KeyCode::Char(c) => c.to_string(),
+            KeyCode::BackTab => "Shift-Tab".to_owned(),
+            code => format!("{code:?}"),
+        };
+        if key.ctrl { format!("Ctrl-{base}") } else { base }
+    }
+
+    /// The keys a help line names: words, `a-b` for a range of characters, and a lone `/`
+    /// separating alternatives where the line names more than one key.
+    fn named(keys: &str) -> BTreeSet<String> {
+        let words: Vec<&str> = keys.split_whitespace().collect();
+        let mut names = BTreeSet::new();
+        for word in &words {
+            match word.chars().collect::<Vec<_>>().as_slice() {
+                ['/'] if words.len() > 1 => {}
+                &[from, '-', to] => names.extend((from..=to).map(String::from)),
+                _ => {
+                    names.insert((*word).to_owned());
+                }
+            }
+        }
+        names
+    }
+
+    /// Every key code a terminal is likely to send, with and without each modifier.
+    fn every_key_event() -> Vec<KeyEvent> {
+        let mut codes: Vec<KeyCode> = (' '..='~').chain(['é', 'ß', '€']).map(KeyCode::Char).collect();
+        codes.extend([
+            KeyCode::Backspace,
+            KeyCode::Enter,
+            KeyCode::Left,
+            KeyCode::Right,
+            KeyCode::Up,
+            KeyCode::Down,
+            KeyCode::Home,
+            KeyCode::End,
+            KeyCode::PageUp,
+            KeyCode::PageDown,
+            KeyCode::Tab,
+            KeyCode::BackTab,
+            KeyCode::Delete,
+            KeyCode::Insert,
+            KeyCode::Esc,
+            KeyCode::Null,
+            KeyCode::Menu,
+        ]);
+        codes.extend((1..=12).map(KeyCode::F));
+        let modifiers = [
+            KeyModifiers::NONE,
+            KeyModifiers::SHIFT,
+            KeyModifiers::ALT,
+            KeyModifiers::CONTROL,
+            KeyModifiers::CONTROL | KeyModifiers::SHIFT,
+            KeyModifiers::CONTROL | KeyModifiers::ALT,
+            KeyModifiers::SHIFT | KeyModifiers::ALT,
+        ];
+        codes.iter().flat_map(|&code| modifiers.map(|m| KeyEvent::new(code, m))).collect()
+    }
+
+    #[test]
+    fn every_listed_key_does_what_its_line_says() {
+        for binding in BINDINGS {
+            for &(key, action) in binding.actions {
+                let ctrl = if key.ctrl { KeyModifiers::CONTROL } else { KeyModifiers::NONE };
+                for modifiers in [ctrl, ctrl | KeyModifiers::SHIFT] {
+                    assert_eq!(
+                        browse_action(KeyEvent::new(key.code, modifiers)),
+                        Some(action),
+                        "{} ({modifiers:?}) on the help line {:?}",
+                        name(key),
+                        binding.keys
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_help_line_names_exactly_the_keys_it_binds() {
+        for binding in BINDINGS {
+            let bound: BTreeSet<String> = binding.actions.iter().map(|&(key, _)| name(key)).collect();
+            assert_eq!(named(binding.keys), bound, "the help line {:?}", binding.keys);
+        }
+    }
+
+    #[test]
+    fn every_key_that_does_something_is_in_the_help() {
+        for event in every_key_event() {
+            let Some(action) = browse_action(event) else { continue };
+            let listed = BINDINGS.iter().find_map(|b| {
+                b.actions.iter().find(|&&(key, a)| key.matches(event) && a == action).map(|&(key, _)| (b, key))
+            });
+            let Some((binding, key)) = listed else { panic!("{event:?} does {action:?} but no help line lists it") };
+            assert!(named(binding.keys).contains(&name(key)), "{event:?} is not named in {:?}", binding.keys);
         }
     }
 

@@ -1,0 +1,67 @@
+//! The review console: `review`, in a terminal or replaying a script.
+
+use super::manual::optional_destinations;
+use super::redact_url;
+use crate::domain::Person;
+use crate::error::{Error, exit};
+use crate::ledger::Ledger;
+use crate::store::Store;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Your name, recorded with every command you run (default: $USER).
+    #[arg(long)]
+    owner: Option<String>,
+    /// Destinations, for lookups, takeover safety and retention windows (default:
+    /// actionledger.toml if it exists).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Run without a terminal: replay the key events in FILE, then print the final screen.
+    #[arg(long, value_name = "FILE")]
+    script: Option<std::path::PathBuf>,
+    /// Screen size for --script, as WIDTHxHEIGHT.
+    #[arg(long, default_value = "100x30", value_parser = parse_size, requires = "script")]
+    size: (u16, u16),
+    /// How often the console refreshes by itself.
+    #[arg(long, default_value = "2s", value_parser = crate::config::duration_text::parse)]
+    refresh: std::time::Duration,
+}
+
+fn parse_size(text: &str) -> Result<(u16, u16), String> {
+    let (w, h) = text.split_once('x').ok_or_else(|| format!("{text:?} is not WIDTHxHEIGHT, e.g. 100x30"))?;
+    let (w, h): (u16, u16) = (
+        w.parse().map_err(|_| format!("{w:?} is not a width"))?,
+        h.parse().map_err(|_| format!("{h:?} is not a height"))?,
+    );
+    if w < 40 || h < 12 || w > 1000 || h > 500 {
+        return Err(format!("{text} is out of range: use at least 40x12 and at most 1000x500"));
+    }
+    Ok((w, h))
+}
+
+pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: &str) -> Result<i32, Error> {
+    let owner = args
+        .owner
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .ok_or_else(|| Error::Invalid("give --owner NAME: commands are recorded under a named person".to_owned()))?;
+    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let destinations = optional_destinations(args.config.as_deref())?;
+    let options = crate::console::ConsoleOptions {
+        owner,
+        ledger_label: redact_url(url),
+        destinations,
+        refresh: args.refresh,
+        hint: None,
+    };
+    match args.script {
+        Some(path) => {
+            let script = std::fs::read_to_string(&path)
+                .map_err(|e| Error::Invalid(format!("cannot read the script {}: {e}", path.display())))?;
+            let (width, height) = args.size;
+            print!("{}", crate::console::run_script(ledger, &options, &script, width, height).await?);
+        }
+        None => crate::console::run_terminal(ledger, &options).await?,
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,146 @@
+//! Performing and checking actions against the destinations: `worker` and `reconcile`.
+
+use super::manual::load_destinations;
+use super::render;
+use crate::domain::{Person, input::Label};
+use crate::error::{Error, exit};
+use crate::ledger::Ledger;
+use crate::store::Store;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The configuration file with the destinations.
+    #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
+    config: std::path::PathBuf,
+    /// Requests (or batches) in flight at once (default: worker.concurrency in the file, else 4).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Actions claimed, started and recorded together, each batch's results in one group commit
+    /// (default: worker.batch in the file, else 1).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Lease length, e.g. 30s (default: worker.lease in the file).
+    #[arg(long, value_parser = crate::config::duration_text::parse)]
+    lease: Option<std::time::Duration>,
+    /// Process until nothing is claimable, then exit.
+    #[arg(long)]
+    drain: bool,
+    /// This worker's name in claims and the audit trail (default: host name and process id).
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
+    config: std::path::PathBuf,
+    /// Only this destination (default: every configured destination).
+    #[arg(long)]
+    destination: Option<String>,
+    /// Only actions created within this period, e.g. 24h or 7d (default: all).
+    #[arg(long, value_parser = crate::config::duration_text::parse)]
+    since: Option<std::time::Duration>,
+    /// Settle the unknown actions a lookup can settle (audited under --owner).
+    #[arg(long, requires = "owner")]
+    apply: bool,
+    /// The person answerable for --apply.
+    #[arg(long)]
+    owner: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub(super) async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
+    let (config, destinations) = load_destinations(&args.config, true)?;
+    let concurrency = args.concurrency.unwrap_or(config.worker.concurrency);
+    if !(1..=256).contains(&concurrency) {
+        return Err(Error::Invalid(format!("--concurrency is {concurrency}; give 1 to 256")));
+    }
+    let batch = args.batch.unwrap_or(config.worker.batch);
+    if !(1..=crate::config::MAX_BATCH).contains(&batch) {
+        return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));
+    }
+    let id = match args.worker_id {
+        Some(id) => Label::parse("worker id", &id).map_err(Error::Invalid)?.0,
+        None => crate::worker::default_worker_id(),
+    };
+    let options = crate::worker::WorkerOptions {
+        id,
+        concurrency,
+        batch,
+        lease: args.lease.unwrap_or(config.worker.lease),
+        poll_interval: config.worker.poll_interval,
+        drain: args.drain,
+        destinations,
+        progress: true,
+    };
+    let at_once = match options.batch {
+        1 => format!("{} at once", options.concurrency),
+        batch => format!("{} batches of up to {batch} at once", options.concurrency),
+    };
+    eprintln!(
+        "worker {} performing actions for {} ({at_once}){}",
+        options.id,
+        options.destinations.names().collect::<Vec<_>>().join(", "),
+        if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
+    );
+    let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));
+    } else {
+        println!("{}", summary.line());
+    }
+    Ok(exit::OK)
+}
+
+pub(super) async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<i32, Error> {
+    let (config, destinations) = load_destinations(&args.config, true)?;
+    let chosen: Vec<&crate::destination::Destination> = match &args.destination {
+        Some(name) => vec![
+            destinations
+                .get(name)
+                .ok_or_else(|| Error::Invalid(format!("destination {name} is not in {}", args.config.display())))?,
+        ],
+        None => destinations.all().filter(|d| d.config.lookup.is_some()).collect(),
+    };
+    let apply = match (&args.owner, args.apply) {
+        (Some(owner), true) => {
+            Some(crate::reconcile::Apply { person: Person::parse(owner).map_err(Error::Invalid)?.as_str().to_owned() })
+        }
+        _ => None,
+    };
+    let since = match args.since {
+        Some(period) => {
+            Some(ledger.store().now().await? - chrono::Duration::from_std(period).unwrap_or(chrono::TimeDelta::MAX))
+        }
+        None => None,
+    };
+    let mut reports = Vec::new();
+    for destination in chosen {
+        let unassigned = config.worker.default_destination.as_deref() == Some(destination.name.as_str());
+        reports.push(crate::reconcile::reconcile(ledger, destination, unassigned, since, apply.as_ref()).await?);
+    }
+    render::reconciliation(&reports, args.json);
+    let disagreements = reports.iter().any(|r| r.findings.iter().any(|f| f.settled_to.is_none()));
+    Ok(if disagreements { exit::REFUSED } else { exit::OK })
+}

@@ -392,9 +392,9 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Retry(args) => manual(&ledger, args, ManualCommand::Retry).await,
         Command::Resolve { manual: args, resolution, destination_id } => {
             let command = match (resolution, destination_id) {
-                (Resolution::Completed, Some(id)) => ManualCommand::ResolveCompleted {
-                    destination_id: Label::parse("destination id", &id).map_err(Error::Invalid)?.0,
-                },
+                (Resolution::Completed, Some(id)) => {
+                    ManualCommand::ResolveCompleted { destination_id: Label::parse("destination id", &id)?.0 }
+                }
                 (Resolution::Completed, None) => {
                     return Err(Error::Invalid(
                         "--as completed needs --destination-id: the id of the record you verified at the destination"
@@ -417,7 +417,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Takeover(args) => manual(&ledger, args, ManualCommand::Takeover).await,
         Command::Lookup(args) => lookup(&ledger, args).await,
         Command::Assign { manual: args, to } => {
-            let to = Person::parse(to.as_deref().unwrap_or(&args.owner)).map_err(Error::Invalid)?;
+            let to = Person::parse(to.as_deref().unwrap_or(&args.owner))?;
             manual(&ledger, args, ManualCommand::Assign { to: to.as_str().to_owned() }).await
         }
         Command::Review(args) => review(&ledger, args, url).await,
@@ -501,8 +501,8 @@ async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualC
     let destinations = optional_destinations(args.config.as_deref())?;
     let request = ManualRequest {
         key: parse_key(&args.key)?,
-        person: Person::parse(&args.owner).map_err(Error::Invalid)?,
-        reason: Reason::parse(&args.reason).map_err(Error::Invalid)?,
+        person: Person::parse(&args.owner)?,
+        reason: Reason::parse(&args.reason)?,
         expect_version: args.expect_version,
         command,
     };
@@ -515,17 +515,13 @@ async fn manual<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualC
 async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Result<i32, Error> {
     let destinations = optional_destinations(args.config.as_deref())?;
     let key = parse_key(&args.key)?;
-    let person = Person::parse(&args.owner).map_err(Error::Invalid)?;
-    let reason = Reason::parse(&args.reason).map_err(Error::Invalid)?;
+    let person = Person::parse(&args.owner)?;
+    let reason = Reason::parse(&args.reason)?;
     let action = ledger.store().find(&key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
     if let Some(expected) = args.expect_version
         && action.revision != expected
     {
-        return Err(Error::Refused(format!(
-            "cannot look up {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
-             and {}); read it again with `actionledger show {key}`",
-            action.revision, action.state
-        )));
+        return Err(crate::domain::Refusal::changed_since_read("look up", &action, expected).into());
     }
     let destination = destinations.of(&action).ok_or_else(|| {
         Error::Invalid(format!(
@@ -551,14 +547,14 @@ async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Result<i32, E
 
 /// Reads the configuration and builds its destinations; `required` refuses a file without any.
 fn load_destinations(path: &std::path::Path, required: bool) -> Result<(crate::config::Config, Destinations), Error> {
-    let config = crate::config::Config::load(path).map_err(Error::Invalid)?;
+    let config = crate::config::Config::load(path)?;
     if required && config.destinations.is_empty() {
         return Err(Error::Invalid(format!(
             "{} configures no destination; add a [destinations.NAME] block (sim-crm --print-config prints one)",
             path.display()
         )));
     }
-    let destinations = Destinations::from_config(&config).map_err(Error::Invalid)?;
+    let destinations = Destinations::from_config(&config)?;
     Ok((config, destinations))
 }
 
@@ -593,7 +589,7 @@ async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: &str) -> Re
         .owner
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .ok_or_else(|| Error::Invalid("give --owner NAME: commands are recorded under a named person".to_owned()))?;
-    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let owner = Person::parse(&owner)?;
     let destinations = optional_destinations(args.config.as_deref())?;
     let options = crate::console::ConsoleOptions {
         owner,
@@ -625,7 +621,7 @@ async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Er
         return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));
     }
     let id = match args.worker_id {
-        Some(id) => Label::parse("worker id", &id).map_err(Error::Invalid)?.0,
+        Some(id) => Label::parse("worker id", &id)?.0,
         None => crate::worker::default_worker_id(),
     };
     let options = crate::worker::WorkerOptions {
@@ -668,9 +664,7 @@ async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs) -> Result<
         None => destinations.all().filter(|d| d.config.lookup.is_some()).collect(),
     };
     let apply = match (&args.owner, args.apply) {
-        (Some(owner), true) => {
-            Some(crate::reconcile::Apply { person: Person::parse(owner).map_err(Error::Invalid)?.as_str().to_owned() })
-        }
+        (Some(owner), true) => Some(crate::reconcile::Apply { person: Person::parse(owner)?.as_str().to_owned() }),
         _ => None,
     };
     let since = match args.since {
@@ -793,7 +787,7 @@ async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Error> {
         .owner
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "demo".to_owned());
-    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let owner = Person::parse(&owner)?;
     let temporary =
         db.is_none().then(|| std::env::temp_dir().join(format!("actionledger-demo-{}", std::process::id())));
     let url = match (&db, &temporary) {
@@ -844,7 +838,7 @@ async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {
         state_file: args.state,
         faults: crate::sim_crm::FaultPlan { script, rates: args.faults },
     };
-    crate::domain::input::validate_destination_name(&args.name).map_err(Error::Invalid)?;
+    crate::domain::input::validate_destination_name(&args.name)?;
     if args.print_config {
         print!("{}", crate::sim_crm::destination_config(&args.name, args.listen, &options));
         return Ok(exit::OK);
@@ -852,7 +846,7 @@ async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| Error::Invalid(format!("cannot listen on {}: {e}", args.listen)))?;
-    let crm = crate::sim_crm::SimCrm::start(listener, options).map_err(Error::Invalid)?;
+    let crm = crate::sim_crm::SimCrm::start(listener, options)?;
     println!("# paste into actionledger.toml:\n{}", crm.destination_config(&args.name));
     eprintln!("sim-crm listening on http://{} (GET /stats for what it did); Ctrl-C stops it", crm.addr());
     shutdown_signal().await;

@@ -3,10 +3,11 @@
 //! Credentials are never written here or in the ledger: a header value may name an environment
 //! variable, read when the worker starts.
 
-use crate::domain::input::validate_destination_name;
+use crate::destination::DestinationError;
+use crate::domain::input::{InputError, validate_destination_name};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The default configuration file, in the current directory.
@@ -186,37 +187,86 @@ fn default_settle() -> Duration {
     Duration::from_secs(2)
 }
 
+/// Why a configuration cannot be used. It is the user's input: a usage error.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The file was read, and what it says cannot be used.
+    #[error("{}: {source}", path.display())]
+    InFile { path: PathBuf, source: Box<ConfigError> },
+    /// Not TOML, or not the fields and types a configuration has.
+    #[error("{0}")]
+    Syntax(#[from] toml::de::Error),
+    #[error("worker.concurrency is {0}; give 1 to 256")]
+    Concurrency(usize),
+    #[error("worker.batch is {0}; give 1 to {MAX_BATCH}", MAX_BATCH = MAX_BATCH)]
+    Batch(usize),
+    #[error("worker.lease must be at least 1s")]
+    LeaseTooShort,
+    #[error("worker.default_destination {0:?} is not a configured destination")]
+    UnknownDefaultDestination(String),
+    /// A destination name that names may not be.
+    #[error(transparent)]
+    DestinationName(#[from] InputError),
+    /// One destination's settings are inconsistent.
+    #[error("destination {name}: {problem}")]
+    Destination { name: String, problem: DestinationSettingError },
+    /// A destination could not be built from its settings (its HTTP client, its headers).
+    #[error(transparent)]
+    Build(#[from] DestinationError),
+}
+
+/// What is wrong with one destination's settings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DestinationSettingError {
+    #[error("create.method {0:?} is not an HTTP method")]
+    Method(String),
+    #[error("{0:?} is not a JSON pointer (it must start with /)")]
+    Pointer(String),
+    #[error("max_attempts must be at least 1")]
+    MaxAttempts,
+    #[error("idempotency.retention must be longer than zero")]
+    ZeroRetention,
+    #[error("{0:?} is not a valid header name")]
+    HeaderName(String),
+    #[error("header {header} needs the environment variable {env}, which is not set")]
+    MissingEnv { header: String, env: String },
+}
+
 impl Config {
     /// Reads and checks a configuration file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::parse(&text).map_err(|e| ConfigError::InFile { path: path.to_owned(), source: Box::new(e) })
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let config: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let config: Self = toml::from_str(text)?;
         config.check()?;
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ConfigError> {
         if self.worker.concurrency == 0 || self.worker.concurrency > 256 {
-            return Err(format!("worker.concurrency is {}; give 1 to 256", self.worker.concurrency));
+            return Err(ConfigError::Concurrency(self.worker.concurrency));
         }
         if self.worker.batch == 0 || self.worker.batch > MAX_BATCH {
-            return Err(format!("worker.batch is {}; give 1 to {MAX_BATCH}", self.worker.batch));
+            return Err(ConfigError::Batch(self.worker.batch));
         }
         if self.worker.lease < Duration::from_secs(1) {
-            return Err("worker.lease must be at least 1s".to_owned());
+            return Err(ConfigError::LeaseTooShort);
         }
         if let Some(default) = &self.worker.default_destination
             && !self.destinations.contains_key(default)
         {
-            return Err(format!("worker.default_destination {default:?} is not a configured destination"));
+            return Err(ConfigError::UnknownDefaultDestination(default.clone()));
         }
         for (name, destination) in &self.destinations {
             validate_destination_name(name)?;
-            destination.check().map_err(|e| format!("destination {name}: {e}"))?;
+            destination.check().map_err(|problem| ConfigError::Destination { name: name.clone(), problem })?;
         }
         Ok(())
     }
@@ -228,31 +278,31 @@ impl Config {
 }
 
 impl DestinationConfig {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), DestinationSettingError> {
         reqwest::Method::from_bytes(self.create.method.as_bytes())
-            .map_err(|_| format!("create.method {:?} is not an HTTP method", self.create.method))?;
+            .map_err(|_| DestinationSettingError::Method(self.create.method.clone()))?;
         for pointer in std::iter::once(&self.create.id_pointer)
             .chain(self.lookup.iter().flat_map(|l| l.records_pointer.iter().chain([&l.id_pointer]).chain(&l.compare)))
         {
             if !pointer.is_empty() && !pointer.starts_with('/') {
-                return Err(format!("{pointer:?} is not a JSON pointer (it must start with /)"));
+                return Err(DestinationSettingError::Pointer(pointer.clone()));
             }
         }
         if self.max_attempts < 1 {
-            return Err("max_attempts must be at least 1".to_owned());
+            return Err(DestinationSettingError::MaxAttempts);
         }
         if let Some(idempotency) = &self.idempotency
             && idempotency.retention.is_zero()
         {
-            return Err("idempotency.retention must be longer than zero".to_owned());
+            return Err(DestinationSettingError::ZeroRetention);
         }
         for (name, value) in &self.headers {
             reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("{name:?} is not a valid header name"))?;
+                .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
             if let HeaderValue::Env { env, .. } = value
                 && std::env::var_os(env).is_none()
             {
-                return Err(format!("header {name} needs the environment variable {env}, which is not set"));
+                return Err(DestinationSettingError::MissingEnv { header: name.clone(), env: env.clone() });
             }
         }
         Ok(())
@@ -264,18 +314,27 @@ pub mod duration_text {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
-    pub fn parse(text: &str) -> Result<Duration, String> {
+    /// Why a text is not a duration.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    pub enum DurationError {
+        #[error("{0:?} is not a duration such as 30s, 5m or 24h")]
+        NotANumber(String),
+        #[error("{0:?} has no known unit; use ms, s, m, h or d")]
+        UnknownUnit(String),
+    }
+
+    pub fn parse(text: &str) -> Result<Duration, DurationError> {
         let text = text.trim();
         let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let number: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 24h"))?;
+        let number: u64 = number.parse().map_err(|_| DurationError::NotANumber(text.to_owned()))?;
         let unit_ms = match unit.trim() {
             "ms" => 1,
             "s" => 1000,
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            _ => return Err(format!("{text:?} has no known unit; use ms, s, m, h or d")),
+            _ => return Err(DurationError::UnknownUnit(text.to_owned())),
         };
         Ok(Duration::from_millis(number.saturating_mul(unit_ms)))
     }
@@ -343,9 +402,22 @@ mod tests {
             (EXAMPLE.replace("[destinations.crm]", "[destinations.\"crm prod\"]"), "invalid"),
         ];
         for (text, expected) in bad {
-            let error = Config::parse(&text).unwrap_err();
+            let error = Config::parse(&text).unwrap_err().to_string();
             assert!(error.contains(expected), "{expected}: {error}");
         }
+    }
+
+    #[test]
+    fn a_file_names_itself_in_its_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("actionledger.toml");
+        let missing = Config::load(&path).unwrap_err().to_string();
+        assert!(missing.starts_with(&format!("cannot read {}: ", path.display())), "{missing}");
+        std::fs::write(&path, EXAMPLE.replace("headers =", "max_attempts = 0\n        headers =")).unwrap();
+        assert_eq!(
+            Config::load(&path).unwrap_err().to_string(),
+            format!("{}: destination crm: max_attempts must be at least 1", path.display())
+        );
     }
 
     #[test]

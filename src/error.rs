@@ -1,6 +1,10 @@
 //! The crate's error type and the process exit code each kind of error maps to.
 
-use crate::domain::SubmissionRefused;
+use crate::bench::BenchError;
+use crate::config::ConfigError;
+use crate::destination::DestinationError;
+use crate::domain::{InputError, Refusal, SubmissionRefused, TransitionRefused};
+use crate::sim_crm::SimCrmError;
 use crate::store::StoreError;
 
 /// Exit codes, as the README documents them.
@@ -22,27 +26,57 @@ pub enum Error {
     #[error("no action with key {0}")]
     NotFound(String),
     /// The ledger refused a change: wrong state, changed since read, or similar.
-    #[error("{0}")]
-    Refused(String),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// A worker's claim passed to a newer ownership version; its write changed nothing.
     #[error(
         "the claim on {key} is no longer yours: you hold ownership version {held}, the action is at {current} ({state})"
     )]
     Fenced { key: String, held: i64, current: i64, state: String },
     /// A destination could not be asked, or its answer could not be used.
-    #[error("{0}")]
-    Destination(String),
-    /// Input that is not a submission (an owner name, a reason, a filter) was invalid.
+    #[error(transparent)]
+    Destination(#[from] DestinationError),
+    /// The configuration cannot be used: the user's input, a usage error.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A name, label or reason a person gave was invalid: a usage error.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A file, socket, terminal or child process failed. Not the user's input: exit 1.
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    /// A background task panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+    /// The simulated CRM could not start.
+    #[error(transparent)]
+    SimCrm(#[from] SimCrmError),
+    /// A benchmark's own check of what the ledger did failed.
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    /// A usage error: an option, a combination of options or an argument the command cannot
+    /// take.
     #[error("{0}")]
     Invalid(String),
 }
 
 impl Error {
+    /// An I/O failure, with what was being done: `cannot read FILE`, `cannot draw on the terminal`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io { what: what.into(), source }
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Store(e) if e.is_not_permitted() => exit::REFUSED,
-            Self::Store(_) | Self::Destination(_) => exit::ERROR,
-            Self::Invalid(_) => exit::USAGE,
+            Self::SimCrm(e) if e.is_usage() => exit::USAGE,
+            Self::Store(_)
+            | Self::Destination(_)
+            | Self::Io { .. }
+            | Self::Task(_)
+            | Self::SimCrm(_)
+            | Self::Bench(_) => exit::ERROR,
+            Self::Config(_) | Self::Input(_) | Self::Invalid(_) => exit::USAGE,
             Self::SubmissionRefused(_) | Self::Refused(_) | Self::Fenced { .. } => exit::REFUSED,
             Self::NotFound(_) => exit::NOT_FOUND,
         }
@@ -55,5 +89,51 @@ impl Error {
 
     pub(crate) fn is_transient(&self) -> bool {
         matches!(self, Self::Store(e) if e.is_transient())
+    }
+}
+
+impl From<TransitionRefused> for Error {
+    fn from(refused: TransitionRefused) -> Self {
+        Self::Refused(Refusal::Transition(refused))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ActionKey, Person, State};
+
+    #[test]
+    fn the_exit_code_follows_the_kind() {
+        let io = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let refusal = Refusal::RepeatedKey { key: ActionKey::parse("k").unwrap() };
+        let cases = [
+            (Error::from(refusal), exit::REFUSED),
+            (Error::from(Person::parse("").unwrap_err()), exit::USAGE),
+            (Error::from(crate::config::Config::parse("[worker]\nlease = \"0s\"").unwrap_err()), exit::USAGE),
+            (Error::from(DestinationError::LookupStatus { status: 500 }), exit::ERROR),
+            (Error::io("cannot draw on the terminal", io()), exit::ERROR),
+            (Error::from(SimCrmError::Address(io())), exit::ERROR),
+            (Error::from(SimCrmError::ReadState { path: "state.json".into(), source: io() }), exit::USAGE),
+            (Error::from(BenchError::WorkerExitedAtOnce), exit::ERROR),
+            (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
+            (Error::NotFound("k".to_owned()), exit::NOT_FOUND),
+            (
+                Error::from(
+                    crate::domain::state::check(crate::domain::Event::Retry, State::Completed, State::Pending)
+                        .unwrap_err(),
+                ),
+                exit::REFUSED,
+            ),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.exit_code(), code, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn an_io_error_says_what_was_being_done() {
+        let error = Error::io("cannot write memory.toml", std::io::Error::other("disk full"));
+        assert_eq!(error.to_string(), "cannot write memory.toml: disk full");
     }
 }

@@ -7,7 +7,7 @@
 use crate::domain::SubmissionRefused;
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, ClaimFacts, Delivery, DestinationCatalog,
-    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason,
+    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason, Refusal,
     RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
     record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
@@ -520,20 +520,14 @@ impl<S: Store> Ledger<S> {
                 if let Some(expected) = *expect_version
                     && action.revision != expected
                 {
-                    return Err(Error::Refused(format!(
-                        "cannot {} {key}: it changed since you read it (you saw version {expected}, it is now at \
-                         version {} and {}); read it again with `actionledger show {key}`",
-                        command.verb(),
-                        action.revision,
-                        action.state
-                    )));
+                    return Err(Refusal::changed_since_read(command.verb(), &action, expected).into());
                 }
                 let facts = if matches!(command, ManualCommand::Takeover) && action.state == State::InProgress {
                     self.claim_facts(tx, &action, now).await?
                 } else {
                     ClaimFacts::WORST_CASE
                 };
-                let plan = manual::plan(&action, command, now, facts).map_err(Error::Refused)?;
+                let plan = manual::plan(&action, command, now, facts)?;
                 let transition = manual::apply(&mut action, command, plan, now)?;
                 write_action(tx, &mut action).await?;
                 let detail = match command {
@@ -580,12 +574,6 @@ impl<S: Store> Ledger<S> {
     pub async fn counts(&self) -> Result<Vec<(State, i64)>, Error> {
         let found = self.store.count_by_state().await?;
         Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
-    }
-}
-
-impl From<crate::domain::TransitionRefused> for Error {
-    fn from(refused: crate::domain::TransitionRefused) -> Self {
-        Self::Refused(refused.to_string())
     }
 }
 
@@ -906,11 +894,7 @@ async fn write_action<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Res
 async fn write_actions<T: LedgerTx>(tx: &mut T, actions: &mut [ActionRecord]) -> Result<(), Error> {
     let written = tx.update_actions(&actions.iter().collect::<Vec<_>>()).await?;
     if written != actions.len() as u64 {
-        let keys: Vec<&str> = actions.iter().map(|a| a.key.as_str()).collect();
-        return Err(Error::Refused(format!(
-            "{} changed while this change was being written; read it again",
-            keys.join(", ")
-        )));
+        return Err(Refusal::ChangedWhileWriting { keys: actions.iter().map(|a| a.key.clone()).collect() }.into());
     }
     for action in actions {
         action.revision += 1;
@@ -924,7 +908,7 @@ fn refuse_repeated_keys<'a>(keys: impl Iterator<Item = &'a ActionKey>) -> Result
     let mut seen = HashSet::new();
     for key in keys {
         if !seen.insert(key) {
-            return Err(Error::Refused(format!("{key} appears twice in one batch")));
+            return Err(Refusal::RepeatedKey { key: key.clone() }.into());
         }
     }
     Ok(())

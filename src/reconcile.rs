@@ -28,8 +28,8 @@ pub async fn inspect<S: Store>(
         Some(key) => ledger.store().find(key).await?,
         None => None,
     };
-    let found = destination.lookup(action, after.as_ref()).await.map_err(Error::Destination)?;
-    let report = destination.judge(action, after.as_ref(), &found).map_err(Error::Destination)?;
+    let found = destination.lookup(action, after.as_ref()).await?;
+    let report = destination.judge(action, after.as_ref(), &found)?;
     Ok(Inspection { found, report })
 }
 

@@ -487,7 +487,7 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
         match destination.lookup(&claim.action, after.as_ref()).await {
             Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists { response: found.response }),
             Ok(_) => None,
-            Err(error) => Some(SendOutcome::Uncertain { error, response: None }),
+            Err(error) => Some(SendOutcome::Uncertain { error: error.to_string(), response: None }),
         }
     } else {
         None
@@ -599,7 +599,7 @@ async fn resolve_existing(
                 format!("the external reference exists: {}", report.detail.unwrap_or_default()),
                 &found.response,
             ),
-            Err(error) => unknown(error, &found.response),
+            Err(error) => unknown(error.to_string(), &found.response),
         },
     }
 }

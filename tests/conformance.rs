@@ -6,7 +6,7 @@ mod support;
 use actionledger::Ledger;
 use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
-    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, State, SubmitOutcome,
+    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, Refusal, State, SubmitOutcome,
 };
 use actionledger::error::Error;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
@@ -299,7 +299,8 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                     assert_eq!(entry.event, *event);
                     assert_eq!(entry.reason.as_deref().map(|r| r.starts_with("checked the CRM by hand")), Some(true));
                 }
-                Err(Error::Refused(message)) => {
+                Err(Error::Refused(refusal)) => {
+                    let message = refusal.to_string();
                     assert!(
                         !expected,
                         "{} from {state} (proposal: {proposal}) must be allowed: {message}",
@@ -325,8 +326,10 @@ async fn manual_commands_check_the_version_the_person_saw<S: Store>(db: TestDb<S
     let seen = l.store().find(&key("v")).await.unwrap().unwrap().revision;
     let mut stale = person_request("v", ManualCommand::Retry);
     stale.expect_version = Some(seen - 1);
-    let Err(Error::Refused(message)) = l.manual(&stale).await else { panic!("an old version must be refused") };
-    assert!(message.contains("changed since you read it"), "{message}");
+    let Err(Error::Refused(refusal @ Refusal::ChangedSinceRead { .. })) = l.manual(&stale).await else {
+        panic!("an old version must be refused")
+    };
+    assert!(refusal.to_string().contains("changed since you read it"), "{refusal}");
     assert_eq!(state_of(l, "v").await, State::Failed);
 
     let mut current = person_request("v", ManualCommand::Retry);
@@ -334,7 +337,8 @@ async fn manual_commands_check_the_version_the_person_saw<S: Store>(db: TestDb<S
     let outcome = l.manual(&current).await.unwrap();
     assert_eq!(outcome.action.state, State::Pending);
     // A second person acting on what they saw before the first one: refused.
-    let Err(Error::Refused(_)) = l.manual(&ManualRequest { command: ManualCommand::Cancel, ..current.clone() }).await
+    let Err(Error::Refused(Refusal::ChangedSinceRead { .. })) =
+        l.manual(&ManualRequest { command: ManualCommand::Cancel, ..current.clone() }).await
     else {
         panic!("the second command on the same version must be refused")
     };
@@ -466,10 +470,12 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     l.submit(&raw("stale", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
-    let Err(Error::Refused(message)) = l.manual(&person_request("stale", ManualCommand::Takeover)).await else {
+    let Err(Error::Refused(refusal @ Refusal::ClaimLive { .. })) =
+        l.manual(&person_request("stale", ManualCommand::Takeover)).await
+    else {
         panic!("a live claim cannot be taken over")
     };
-    assert!(message.contains("is live"), "{message}");
+    assert!(refusal.to_string().contains("is live"), "{refusal}");
     l.store().advance_clock(LEASE * 2);
     let outcome = l.manual(&person_request("stale", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Held, "a request may have been sent: held, not a blind retry");
@@ -647,7 +653,10 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
         .collect();
 
     let repeated = vec![results[0].clone(), results[0].clone()];
-    assert!(matches!(l.record_results(&repeated).await, Err(Error::Refused(_))), "a key twice in one batch");
+    assert!(
+        matches!(l.record_results(&repeated).await, Err(Error::Refused(Refusal::RepeatedKey { .. }))),
+        "a key twice in one batch"
+    );
     assert_eq!(state_of(l, "mixed:0").await, State::InProgress, "the refused batch wrote nothing");
 
     let recorded = l.record_results(&results).await.unwrap();
@@ -696,7 +705,7 @@ async fn assigning_changes_only_the_assignee<S: Store>(db: TestDb<S>) {
     action_in(l, "done", State::Completed).await;
     assert!(matches!(
         l.manual(&person_request("done", ManualCommand::Assign { to: "x".into() })).await,
-        Err(Error::Refused(_))
+        Err(Error::Refused(Refusal::Final { .. }))
     ));
 }
 

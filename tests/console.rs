@@ -183,7 +183,9 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
 async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm = actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default()).unwrap();
+    let crm =
+        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
+            .unwrap();
     let config = actionledger::config::Config::parse(&crm.destination_config("crm")).unwrap();
     let destination = actionledger::destination::Destination::new("crm", config.destinations["crm"].clone()).unwrap();
     action_in(l, "acme:lost", State::Unknown).await;

@@ -7,8 +7,8 @@ mod support;
 
 use actionledger::domain::{ActionKey, ActorKind, AuditEntry, Event, RawSubmission, State};
 use actionledger::ledger::ActionDetail;
-use actionledger::testkit::sim_crm::{Options, SimCrm};
 use actionledger::store::Store;
+use actionledger::testkit::sim_crm::{Options, SimCrm};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -7,8 +7,8 @@ mod support;
 
 use actionledger::domain::{ActionKey, State};
 use actionledger::ledger::Recovery;
-use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
+use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{TestDb, order};

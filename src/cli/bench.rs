@@ -28,8 +28,7 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
     use crate::bench::{Sizes, Target};
     let sizes = if args.quick { Sizes::quick() } else { Sizes::full() };
     let scratch = std::env::temp_dir().join(format!("actionledger-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)
-        .map_err(|e| Error::Invalid(format!("cannot create {}: {e}", scratch.display())))?;
+    std::fs::create_dir_all(&scratch).map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
     if let Some(actions) = args.worker_memory {
         if actions == 0 || !(1..=crate::config::MAX_BATCH).contains(&args.batch) {
             return Err(Error::Invalid(format!(

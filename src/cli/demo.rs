@@ -26,14 +26,13 @@ pub(super) async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Erro
         .owner
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "demo".to_owned());
-    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let owner = Person::parse(&owner)?;
     let temporary =
         db.is_none().then(|| std::env::temp_dir().join(format!("actionledger-demo-{}", std::process::id())));
     let url = match (&db, &temporary) {
         (Some(url), _) => url.clone(),
         (None, Some(dir)) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::Invalid(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
             format!("sqlite://{}", dir.join("demo.db").display())
         }
         (None, None) => unreachable!("one of the two is set"),

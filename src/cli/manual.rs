@@ -41,9 +41,9 @@ pub enum Resolution {
 /// The command `resolve --as` stands for; `--destination-id` goes with `completed` only.
 pub(super) fn resolution(resolution: Resolution, destination_id: Option<String>) -> Result<ManualCommand, Error> {
     Ok(match (resolution, destination_id) {
-        (Resolution::Completed, Some(id)) => ManualCommand::ResolveCompleted {
-            destination_id: Label::parse("destination id", &id).map_err(Error::Invalid)?.0,
-        },
+        (Resolution::Completed, Some(id)) => {
+            ManualCommand::ResolveCompleted { destination_id: Label::parse("destination id", &id)?.0 }
+        }
         (Resolution::Completed, None) => {
             return Err(Error::Invalid(
                 "--as completed needs --destination-id: the id of the record you verified at the destination"
@@ -61,7 +61,7 @@ pub(super) fn resolution(resolution: Resolution, destination_id: Option<String>)
 
 /// The command `assign` stands for: to `--to`, else to `--owner`.
 pub(super) fn assignment(args: &ManualArgs, to: Option<&str>) -> Result<ManualCommand, Error> {
-    let to = Person::parse(to.unwrap_or(&args.owner)).map_err(Error::Invalid)?;
+    let to = Person::parse(to.unwrap_or(&args.owner))?;
     Ok(ManualCommand::Assign { to: to.as_str().to_owned() })
 }
 
@@ -73,8 +73,8 @@ pub(super) async fn manual<S: Store>(
     let destinations = optional_destinations(args.config.as_deref())?;
     let request = ManualRequest {
         key: parse_key(&args.key)?,
-        person: Person::parse(&args.owner).map_err(Error::Invalid)?,
-        reason: Reason::parse(&args.reason).map_err(Error::Invalid)?,
+        person: Person::parse(&args.owner)?,
+        reason: Reason::parse(&args.reason)?,
         expect_version: args.expect_version,
         command,
     };
@@ -87,17 +87,13 @@ pub(super) async fn manual<S: Store>(
 pub(super) async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Result<i32, Error> {
     let destinations = optional_destinations(args.config.as_deref())?;
     let key = parse_key(&args.key)?;
-    let person = Person::parse(&args.owner).map_err(Error::Invalid)?;
-    let reason = Reason::parse(&args.reason).map_err(Error::Invalid)?;
+    let person = Person::parse(&args.owner)?;
+    let reason = Reason::parse(&args.reason)?;
     let action = ledger.store().find(&key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
     if let Some(expected) = args.expect_version
         && action.revision != expected
     {
-        return Err(Error::Refused(format!(
-            "cannot look up {key}: it changed since you read it (you saw version {expected}, it is now at version {} \
-             and {}); read it again with `actionledger show {key}`",
-            action.revision, action.state
-        )));
+        return Err(crate::domain::Refusal::changed_since_read("look up", &action, expected).into());
     }
     let destination = destinations.of(&action).ok_or_else(|| {
         Error::Invalid(format!(
@@ -126,14 +122,14 @@ pub(super) fn load_destinations(
     path: &std::path::Path,
     required: bool,
 ) -> Result<(crate::config::Config, Destinations), Error> {
-    let config = crate::config::Config::load(path).map_err(Error::Invalid)?;
+    let config = crate::config::Config::load(path)?;
     if required && config.destinations.is_empty() {
         return Err(Error::Invalid(format!(
             "{} configures no destination; add a [destinations.NAME] block (sim-crm --print-config prints one)",
             path.display()
         )));
     }
-    let destinations = Destinations::from_config(&config).map_err(Error::Invalid)?;
+    let destinations = Destinations::from_config(&config)?;
     Ok((config, destinations))
 }
 

@@ -45,7 +45,7 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
         .owner
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .ok_or_else(|| Error::Invalid("give --owner NAME: commands are recorded under a named person".to_owned()))?;
-    let owner = Person::parse(&owner).map_err(Error::Invalid)?;
+    let owner = Person::parse(&owner)?;
     let destinations = optional_destinations(args.config.as_deref())?;
     let options = crate::console::ConsoleOptions {
         owner,

@@ -61,15 +61,15 @@ pub(super) async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {
         state_file: args.state,
         faults: crate::sim_crm::FaultPlan { script, rates: args.faults },
     };
-    crate::domain::input::validate_destination_name(&args.name).map_err(Error::Invalid)?;
+    crate::domain::input::validate_destination_name(&args.name)?;
     if args.print_config {
         print!("{}", crate::sim_crm::destination_config(&args.name, args.listen, &options));
         return Ok(exit::OK);
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .map_err(|e| Error::Invalid(format!("cannot listen on {}: {e}", args.listen)))?;
-    let crm = crate::sim_crm::SimCrm::start(listener, options).map_err(Error::Invalid)?;
+        .map_err(|e| Error::io(format!("cannot listen on {}", args.listen), e))?;
+    let crm = crate::sim_crm::SimCrm::start(listener, options)?;
     println!("# paste into actionledger.toml:\n{}", crm.destination_config(&args.name));
     eprintln!("sim-crm listening on http://{} (GET /stats for what it did); Ctrl-C stops it", crm.addr());
     shutdown_signal().await;

@@ -81,7 +81,7 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
         return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));
     }
     let id = match args.worker_id {
-        Some(id) => Label::parse("worker id", &id).map_err(Error::Invalid)?.0,
+        Some(id) => Label::parse("worker id", &id)?.0,
         None => crate::worker::default_worker_id(),
     };
     let options = crate::worker::WorkerOptions {
@@ -124,9 +124,7 @@ pub(super) async fn reconcile<S: Store>(ledger: &Ledger<S>, args: ReconcileArgs)
         None => destinations.all().filter(|d| d.config.lookup.is_some()).collect(),
     };
     let apply = match (&args.owner, args.apply) {
-        (Some(owner), true) => {
-            Some(crate::reconcile::Apply { person: Person::parse(owner).map_err(Error::Invalid)?.as_str().to_owned() })
-        }
+        (Some(owner), true) => Some(crate::reconcile::Apply { person: Person::parse(owner)?.as_str().to_owned() }),
         _ => None,
     };
     let since = match args.since {

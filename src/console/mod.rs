@@ -178,7 +178,10 @@ fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>,
 /// quit, on error and on panic.
 pub async fn run_terminal<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> Result<(), Error> {
     use ratatui::crossterm::{event, execute};
-    let mut terminal = ratatui::init();
+    let mut terminal = ratatui::try_init().map_err(|e| {
+        ratatui::restore();
+        Error::io("cannot set up the terminal", e)
+    })?;
     let _ = execute!(std::io::stdout(), event::EnableBracketedPaste);
     // ratatui's hook restores the screen; bracketed paste is ours to undo, on panic too.
     let previous = std::panic::take_hook();
@@ -234,7 +237,7 @@ pub async fn event_loop<B: Backend, S: Store>(
     events: &mut mpsc::Receiver<Event>,
 ) -> Result<(), Error>
 where
-    B::Error: std::fmt::Display,
+    B::Error: std::error::Error + Send + Sync + 'static,
 {
     let theme = Theme::from_environment();
     let (mut driver, mut results) = driver(ledger, options);
@@ -246,7 +249,7 @@ where
     loop {
         terminal
             .draw(|frame| view::view(model, theme, frame))
-            .map_err(|e| Error::Invalid(format!("cannot draw on the terminal: {e}")))?;
+            .map_err(|e| Error::io("cannot draw on the terminal", std::io::Error::other(e)))?;
         let msg = tokio::select! {
             event = events.recv() => match event {
                 Some(event) => match to_msg(event) { Some(msg) => msg, None => continue },
@@ -287,7 +290,10 @@ impl<S> std::fmt::Debug for ScriptedConsole<S> {
 impl<S: Store> ScriptedConsole<S> {
     /// Opens the console at `width` x `height` and waits for its first screen of data.
     pub async fn start(ledger: &Ledger<S>, options: &ConsoleOptions, width: u16, height: u16) -> Result<Self, Error> {
-        let terminal = Terminal::new(TestBackend::new(width, height)).map_err(|e| Error::Invalid(e.to_string()))?;
+        let terminal = match Terminal::new(TestBackend::new(width, height)) {
+            Ok(terminal) => terminal,
+            Err(never) => match never {},
+        };
         let mut model = new_model(options, width, height);
         let (mut driver, mut results) = driver(ledger, options);
         let effects = model.start();
@@ -325,7 +331,10 @@ impl<S: Store> ScriptedConsole<S> {
     /// Draws the screen and returns its cells, with styles.
     pub fn render(&mut self, theme: Theme) -> Result<ratatui::buffer::Buffer, Error> {
         let model = &self.model;
-        self.terminal.draw(|frame| view::view(model, theme, frame)).map_err(|e| Error::Invalid(e.to_string()))?;
+        match self.terminal.draw(|frame| view::view(model, theme, frame)) {
+            Ok(_) => {}
+            Err(never) => match never {},
+        }
         Ok(self.terminal.backend().buffer().clone())
     }
 }
@@ -361,8 +370,18 @@ async fn settle<S: Store>(
     while driver.outstanding > 0 {
         let done = tokio::time::timeout(Duration::from_mins(1), results.recv())
             .await
-            .map_err(|_| Error::Invalid("the console waited 60s for the ledger; giving up".to_owned()))?
-            .ok_or_else(|| Error::Invalid("the console's worker tasks stopped".to_owned()))?;
+            .map_err(|_| {
+                Error::io(
+                    "the console waited 60s for the ledger",
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "giving up"),
+                )
+            })?
+            .ok_or_else(|| {
+                Error::io(
+                    "the console's worker tasks stopped",
+                    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "no result will come"),
+                )
+            })?;
         driver.outstanding -= 1;
         for effect in model::update(model, Msg::Done(done)) {
             driver.perform(effect);

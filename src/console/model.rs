@@ -5,7 +5,9 @@
 use super::keys::{Action, CommandKind, browse_action};
 use super::safe_text::SafeText;
 use crate::domain::manual::{self, ManualCommand};
-use crate::domain::{ActionKey, ActionRecord, ClaimFacts, Person, Reason, RefusedSubmission, State, Timestamp};
+use crate::domain::{
+    ActionKey, ActionRecord, ClaimFacts, Person, Reason, Refusal, RefusedSubmission, State, Timestamp,
+};
 use crate::ledger::{ActionDetail, ManualRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -557,7 +559,7 @@ fn move_selection(model: &mut Model, by: isize) -> Vec<Effect> {
 }
 
 /// What a command will do, for the dialog; or why it cannot run.
-fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, String> {
+fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, Refusal> {
     let key = &action.key;
     let now = model.now.unwrap_or(action.updated_at);
     let same_key = "The original key is kept.".to_owned();
@@ -641,7 +643,7 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         return Vec::new();
     };
     match describe(model, kind, &action) {
-        Err(refusal) => model.error(refusal),
+        Err(refusal) => model.error(refusal.to_string()),
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
@@ -687,14 +689,14 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         (DialogStage::DestinationId, KeyCode::Enter) => {
             match crate::domain::input::Label::parse("destination id", &dialog.destination_id) {
                 Ok(_) => dialog.stage = DialogStage::Reason,
-                Err(problem) => model.error(problem),
+                Err(problem) => model.error(problem.to_string()),
             }
             Vec::new()
         }
         (DialogStage::Reason, KeyCode::Enter) => {
             match Reason::parse(&dialog.reason) {
                 Ok(_) => dialog.stage = DialogStage::Confirm,
-                Err(problem) => model.error(problem),
+                Err(problem) => model.error(problem.to_string()),
             }
             Vec::new()
         }

@@ -12,7 +12,39 @@ use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use template::Context;
+use template::{Context, TemplateError};
+
+/// Why a destination could not be built, asked, or its answer used.
+#[derive(Debug, thiserror::Error)]
+pub enum DestinationError {
+    #[error("destination {name}: cannot build the HTTP client: {source}")]
+    Client { name: String, source: reqwest::Error },
+    #[error("destination {name}: header {header} needs ${env}, which is not set")]
+    MissingEnv { name: String, header: String, env: String },
+    #[error("destination {name}: header {header} has a value that is not valid in HTTP")]
+    HeaderValue { name: String, header: String },
+    #[error("destination {name}: {header:?} is not a header name")]
+    HeaderName { name: String, header: String },
+    #[error("destination {name}: create.method {method:?} is not an HTTP method")]
+    Method { name: String, method: String },
+    /// A URL, body or external reference template could not be filled for the action.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error("destination {name} offers no lookup")]
+    NoLookup { name: String },
+    /// The lookup request got no response.
+    #[error("lookup failed: {}", describe(.0))]
+    LookupFailed(#[source] reqwest::Error),
+    /// The lookup's response ended before its body was read.
+    #[error("lookup response lost: {}", describe(.0))]
+    LookupResponseLost(#[source] reqwest::Error),
+    #[error("lookup answered HTTP {status}")]
+    LookupStatus { status: u16 },
+    #[error("lookup answered with invalid JSON: {0}")]
+    LookupJson(#[source] serde_json::Error),
+    #[error("lookup response has no list at {pointer}")]
+    LookupNoList { pointer: String },
+}
 
 /// The destinations a front end was configured with, and the one that actions submitted without
 /// a destination go to.
@@ -28,7 +60,7 @@ impl Destinations {
     }
 
     /// Builds every destination a configuration declares.
-    pub fn from_config(config: &crate::config::Config) -> Result<Self, String> {
+    pub fn from_config(config: &crate::config::Config) -> Result<Self, crate::config::ConfigError> {
         let by_name = config
             .destinations
             .iter()
@@ -118,7 +150,7 @@ pub struct FoundRecord {
 
 impl Destination {
     /// Builds the HTTP client and reads credentials from the environment.
-    pub fn new(name: &str, config: DestinationConfig) -> Result<Self, String> {
+    pub fn new(name: &str, config: DestinationConfig) -> Result<Self, DestinationError> {
         // reqwest is built without a default TLS provider; installing one twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
@@ -126,22 +158,25 @@ impl Destination {
             .connect_timeout(config.connect_timeout)
             .user_agent(concat!("actionledger/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("destination {name}: cannot build the HTTP client: {e}"))?;
+            .map_err(|source| DestinationError::Client { name: name.to_owned(), source })?;
         let mut headers = HeaderMap::new();
         for (header, value) in &config.headers {
             let text = match value {
                 HeaderValue::Literal { value } => value.clone(),
                 HeaderValue::Env { env, prefix } => {
-                    let secret = std::env::var(env)
-                        .map_err(|_| format!("destination {name}: header {header} needs ${env}, which is not set"))?;
+                    let secret = std::env::var(env).map_err(|_| DestinationError::MissingEnv {
+                        name: name.to_owned(),
+                        header: header.clone(),
+                        env: env.clone(),
+                    })?;
                     format!("{prefix}{secret}")
                 }
             };
             let mut value = reqwest::header::HeaderValue::from_str(&text)
-                .map_err(|_| format!("destination {name}: header {header} has a value that is not valid in HTTP"))?;
+                .map_err(|_| DestinationError::HeaderValue { name: name.to_owned(), header: header.clone() })?;
             value.set_sensitive(true);
             let header = HeaderName::from_bytes(header.as_bytes())
-                .map_err(|_| format!("destination {name}: {header:?} is not a header name"))?;
+                .map_err(|_| DestinationError::HeaderName { name: name.to_owned(), header: header.clone() })?;
             headers.insert(header, value);
         }
         Ok(Self { name: name.to_owned(), config, client, headers })
@@ -165,28 +200,39 @@ impl Destination {
     }
 
     /// The action's unique reference at this destination.
-    pub fn external_ref(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<String, String> {
-        template::render_text(&self.config.external_ref, &self.context(action, after, None), false)
+    pub fn external_ref(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+    ) -> Result<String, DestinationError> {
+        Ok(template::render_text(&self.config.external_ref, &self.context(action, after, None), false)?)
     }
 
     /// The body a create request sends for this action.
-    pub fn body(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Value, String> {
+    pub fn body(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Value, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
         match &self.config.create.body {
-            Some(template) => template::render_body(template, &context),
+            Some(template) => Ok(template::render_body(template, &context)?),
             None => Ok(action.payload.value()),
         }
     }
 
     /// Sends the create request for an action, with its key as the idempotency key and its
     /// ownership version where the destination fences obsolete writers.
-    pub async fn send(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<SendOutcome, String> {
+    /// The error is a request that could not be built, so nothing was sent.
+    pub async fn send(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+    ) -> Result<SendOutcome, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
         let url = template::render_text(&self.config.create.url, &context, true)?;
         let body = self.body(action, after)?;
-        let method = reqwest::Method::from_bytes(self.config.create.method.as_bytes()).map_err(|e| e.to_string())?;
+        let method = reqwest::Method::from_bytes(self.config.create.method.as_bytes()).map_err(|_| {
+            DestinationError::Method { name: self.name.clone(), method: self.config.create.method.clone() }
+        })?;
         let mut request = self
             .client
             .request(method, &url)
@@ -256,35 +302,29 @@ impl Destination {
     }
 
     /// Finds the records the destination holds for this action's external reference.
-    pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, String> {
+    pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, DestinationError> {
         let lookup =
-            self.config.lookup.as_ref().ok_or_else(|| format!("destination {} offers no lookup", self.name))?;
+            self.config.lookup.as_ref().ok_or_else(|| DestinationError::NoLookup { name: self.name.clone() })?;
         let external_ref = self.external_ref(action, after)?;
         let url = template::render_text(&lookup.url, &self.context(action, after, Some(&external_ref)), true)?;
-        let response = self
-            .client
-            .get(&url)
-            .headers(self.headers.clone())
-            .send()
-            .await
-            .map_err(|e| format!("lookup failed: {}", describe(&e)))?;
+        let response =
+            self.client.get(&url).headers(self.headers.clone()).send().await.map_err(DestinationError::LookupFailed)?;
         let status = response.status().as_u16();
-        let body = response.text().await.map_err(|e| format!("lookup response lost: {}", describe(&e)))?;
+        let body = response.text().await.map_err(DestinationError::LookupResponseLost)?;
         let evidence = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
         if status == 404 && lookup.records_pointer.is_none() {
             return Ok(Found { records: Vec::new(), response: evidence });
         }
         if !(200..300).contains(&status) {
-            return Err(format!("lookup answered HTTP {status}"));
+            return Err(DestinationError::LookupStatus { status });
         }
-        let value: Value =
-            serde_json::from_str(&body).map_err(|e| format!("lookup answered with invalid JSON: {e}"))?;
+        let value: Value = serde_json::from_str(&body).map_err(DestinationError::LookupJson)?;
         let records = match &lookup.records_pointer {
             Some(pointer) => value
                 .pointer(pointer)
                 .and_then(Value::as_array)
                 .cloned()
-                .ok_or_else(|| format!("lookup response has no list at {pointer}"))?,
+                .ok_or_else(|| DestinationError::LookupNoList { pointer: pointer.clone() })?,
             None => vec![value],
         };
         let records = records
@@ -301,7 +341,7 @@ impl Destination {
         action: &ActionRecord,
         after: Option<&ActionRecord>,
         found: &Found,
-    ) -> Result<LookupReport, String> {
+    ) -> Result<LookupReport, DestinationError> {
         let sent = self.body(action, after)?;
         let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
         let (verdict, destination_id, detail) = match found.records.as_slice() {

@@ -20,33 +20,57 @@ pub struct Context<'a> {
 const NAMES: &str = "key, external_ref, base_url, ownership_version, payload, payload.FIELD, after.key, \
                      after.destination_id";
 
+/// Why a template could not be filled for an action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// `{{after.…}}` for an action submitted without `--after`.
+    #[error("{{{{{placeholder}}}}} needs an action submitted with --after")]
+    NeedsAfter { placeholder: String },
+    /// `{{external_ref}}` inside the external reference's own template.
+    #[error("{{{{external_ref}}}} cannot refer to itself")]
+    ExternalRefRefersToItself,
+    #[error("{{{{base_url}}}} is used but the destination has no base_url")]
+    NoBaseUrl,
+    /// `{{after.destination_id}}` while the earlier action has not completed.
+    #[error("the action {after} has no destination id yet")]
+    NoDestinationIdYet { after: String },
+    #[error("the payload has no field {path}")]
+    NoField { path: String },
+    #[error("unknown placeholder {{{{{placeholder}}}}}; use one of {NAMES}", NAMES = NAMES)]
+    UnknownPlaceholder { placeholder: String },
+    #[error("unclosed {{{{ in template {template:?}")]
+    Unclosed { template: String },
+}
+
 impl Context<'_> {
-    fn resolve(&self, name: &str) -> Result<Value, String> {
+    fn resolve(&self, name: &str) -> Result<Value, TemplateError> {
         let name = name.trim();
         let a = self.action;
-        let after = || self.after.ok_or_else(|| format!("{{{{{name}}}}} needs an action submitted with --after"));
+        let after = || self.after.ok_or_else(|| TemplateError::NeedsAfter { placeholder: name.to_owned() });
         match name {
             "key" => Ok(Value::String(a.key.to_string())),
-            "external_ref" => self
-                .external_ref
-                .map(|r| Value::String(r.to_owned()))
-                .ok_or_else(|| "{{external_ref}} cannot refer to itself".to_owned()),
-            "base_url" => self
-                .base_url
-                .map(|u| Value::String(u.trim_end_matches('/').to_owned()))
-                .ok_or_else(|| "{{base_url}} is used but the destination has no base_url".to_owned()),
+            "external_ref" => {
+                self.external_ref.map(|r| Value::String(r.to_owned())).ok_or(TemplateError::ExternalRefRefersToItself)
+            }
+            "base_url" => {
+                self.base_url.map(|u| Value::String(u.trim_end_matches('/').to_owned())).ok_or(TemplateError::NoBaseUrl)
+            }
             "ownership_version" => Ok(Value::from(a.ownership_version)),
             "payload" => Ok(a.payload.value()),
             "after.key" => Ok(Value::String(after()?.key.to_string())),
-            "after.destination_id" => after()?.destination_id.clone().map(Value::String).ok_or_else(|| {
-                format!(
-                    "the action {} has no destination id yet",
-                    after().map(|p| p.key.to_string()).unwrap_or_default()
-                )
-            }),
+            "after.destination_id" => {
+                let after = after()?;
+                after
+                    .destination_id
+                    .clone()
+                    .map(Value::String)
+                    .ok_or_else(|| TemplateError::NoDestinationIdYet { after: after.key.to_string() })
+            }
             _ => match name.strip_prefix("payload.") {
-                Some(path) => field(&a.payload.value(), path).ok_or_else(|| format!("the payload has no field {path}")),
-                None => Err(format!("unknown placeholder {{{{{name}}}}}; use one of {NAMES}")),
+                Some(path) => {
+                    field(&a.payload.value(), path).ok_or_else(|| TemplateError::NoField { path: path.to_owned() })
+                }
+                None => Err(TemplateError::UnknownPlaceholder { placeholder: name.to_owned() }),
             },
         }
     }
@@ -70,11 +94,11 @@ fn as_text(value: &Value) -> String {
 }
 
 /// Splits a template into literal text and placeholder names.
-fn pieces(template: &str) -> Result<Vec<(bool, &str)>, String> {
+fn pieces(template: &str) -> Result<Vec<(bool, &str)>, TemplateError> {
     let mut out = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
-        let end = rest[start..].find("}}").ok_or_else(|| format!("unclosed {{{{ in template {template:?}"))?;
+        let end = rest[start..].find("}}").ok_or_else(|| TemplateError::Unclosed { template: template.to_owned() })?;
         out.push((false, &rest[..start]));
         out.push((true, &rest[start + 2..start + end]));
         rest = &rest[start + end + 2..];
@@ -85,7 +109,7 @@ fn pieces(template: &str) -> Result<Vec<(bool, &str)>, String> {
 
 /// Fills a text template; `encode` percent-encodes each value, for URLs. `{{base_url}}` is
 /// inserted as it is, being the address itself.
-pub fn render_text(template: &str, context: &Context<'_>, encode: bool) -> Result<String, String> {
+pub fn render_text(template: &str, context: &Context<'_>, encode: bool) -> Result<String, TemplateError> {
     let mut out = String::new();
     for (is_name, piece) in pieces(template)? {
         if !is_name {
@@ -103,7 +127,7 @@ pub fn render_text(template: &str, context: &Context<'_>, encode: bool) -> Resul
 }
 
 /// Fills a body template.
-pub fn render_body(template: &toml::Value, context: &Context<'_>) -> Result<Value, String> {
+pub fn render_body(template: &toml::Value, context: &Context<'_>) -> Result<Value, TemplateError> {
     Ok(match template {
         toml::Value::String(s) => match pieces(s)?.as_slice() {
             [(false, ""), (true, name), (false, "")] => context.resolve(name)?,
@@ -117,7 +141,10 @@ pub fn render_body(template: &toml::Value, context: &Context<'_>) -> Result<Valu
             Value::Array(items.iter().map(|i| render_body(i, context)).collect::<Result<_, _>>()?)
         }
         toml::Value::Table(table) => Value::Object(
-            table.iter().map(|(k, v)| Ok((k.clone(), render_body(v, context)?))).collect::<Result<_, String>>()?,
+            table
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), render_body(v, context)?)))
+                .collect::<Result<_, TemplateError>>()?,
         ),
     })
 }
@@ -169,9 +196,24 @@ mod tests {
     fn missing_fields_and_unknown_names_are_errors() {
         let a = action("{}");
         let ctx = Context { action: &a, external_ref: None, base_url: None, after: None };
-        assert!(render_text("{{payload.nope}}", &ctx, false).unwrap_err().contains("no field nope"));
-        assert!(render_text("{{secret}}", &ctx, false).unwrap_err().contains("unknown placeholder"));
-        assert!(render_text("{{after.destination_id}}", &ctx, false).unwrap_err().contains("--after"));
-        assert!(render_text("{{key", &ctx, false).unwrap_err().contains("unclosed"));
+        let error = |template| render_text(template, &ctx, false).unwrap_err().to_string();
+        assert_eq!(error("{{payload.nope}}"), "the payload has no field nope");
+        assert_eq!(
+            error("{{ secret }}"),
+            format!("unknown placeholder {{{{secret}}}}; use one of {NAMES}"),
+            "the name as trimmed"
+        );
+        assert_eq!(
+            error("{{after.destination_id}}"),
+            "{{after.destination_id}} needs an action submitted with --after"
+        );
+        assert_eq!(error("{{key"), r#"unclosed {{ in template "{{key""#);
+        let mut predecessor = action("{}");
+        predecessor.key = crate::domain::ActionKey::parse("acme:o:0").unwrap();
+        let ctx = Context { action: &a, external_ref: None, base_url: None, after: Some(&predecessor) };
+        let error = render_text("{{after.destination_id}}", &ctx, false).unwrap_err().to_string();
+        assert_eq!(error, "the action acme:o:0 has no destination id yet");
+        let error = render_text("{{external_ref}}/{{base_url}}", &ctx, false).unwrap_err().to_string();
+        assert_eq!(error, "{{external_ref}} cannot refer to itself");
     }
 }

@@ -48,7 +48,7 @@ impl Submission {
                 .as_deref()
                 .map(|v| Label::parse(field, v).map(|l| l.0))
                 .transpose()
-                .map_err(|message| SubmissionRefused { problem: "invalid_field", message })
+                .map_err(|e| SubmissionRefused { problem: "invalid_field", message: e.to_string() })
         };
         let event_id = label("event id", &raw.event_id)?;
         let source = label("source", &raw.source)?;
@@ -57,7 +57,7 @@ impl Submission {
             .as_deref()
             .map(validate_destination_name)
             .transpose()
-            .map_err(|message| SubmissionRefused { problem: "invalid_destination", message })?;
+            .map_err(|e| SubmissionRefused { problem: "invalid_destination", message: e.to_string() })?;
         if let Some(version) = raw.source_version
             && version < 0
         {
@@ -118,18 +118,46 @@ fn payload_problem(error: &PayloadError) -> &'static str {
     }
 }
 
+/// Why a name, label or reason a person or a configuration gave was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// A destination name with characters or a length that names may not have.
+    #[error(
+        "the destination name {:?} is invalid: use 1 to 64 letters, digits, '_', '-' or '.'",
+        escape_untrusted(&truncate(name, 80))
+    )]
+    DestinationName { name: String },
+    /// A required field that is empty or blank.
+    #[error("the {field} is empty")]
+    Empty { field: String },
+    /// A field longer than [`Label`] allows.
+    #[error("the {field} is {bytes} bytes long; at most 255 bytes are allowed")]
+    TooLong { field: String, bytes: usize },
+    /// A control or invisible character in a single-line field.
+    #[error("the {field} contains the character {}, which is not allowed", escape_untrusted(&character.to_string()))]
+    Character { field: String, character: char },
+    /// An owner name longer than 100 bytes.
+    #[error("the owner name is longer than 100 bytes")]
+    OwnerNameTooLong,
+    /// No reason given.
+    #[error("a reason is required: say why, for the audit trail")]
+    ReasonMissing,
+    /// A reason longer than 1,000 characters.
+    #[error("the reason is longer than 1,000 characters")]
+    ReasonTooLong,
+    /// A control or invisible character in a reason.
+    #[error(
+        "the reason contains the character {}, which is not allowed (one line of plain text)",
+        escape_untrusted(&character.to_string())
+    )]
+    ReasonCharacter { character: char },
+}
+
 /// A destination name as configured: letters, digits, `_`, `-` and `.`, up to 64 bytes.
-pub fn validate_destination_name(name: &str) -> Result<String, String> {
+pub fn validate_destination_name(name: &str) -> Result<String, InputError> {
     let ok =
         !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-    if ok {
-        Ok(name.to_owned())
-    } else {
-        Err(format!(
-            "the destination name {:?} is invalid: use 1 to 64 letters, digits, '_', '-' or '.'",
-            escape_untrusted(&truncate(name, 80))
-        ))
-    }
+    if ok { Ok(name.to_owned()) } else { Err(InputError::DestinationName { name: name.to_owned() }) }
 }
 
 /// A short single-line text field (event id, source, person, destination id): printable, no
@@ -138,18 +166,15 @@ pub fn validate_destination_name(name: &str) -> Result<String, String> {
 pub struct Label(pub String);
 
 impl Label {
-    pub fn parse(field: &str, value: &str) -> Result<Self, String> {
+    pub fn parse(field: &str, value: &str) -> Result<Self, InputError> {
         if value.trim().is_empty() {
-            return Err(format!("the {field} is empty"));
+            return Err(InputError::Empty { field: field.to_owned() });
         }
         if value.len() > 255 {
-            return Err(format!("the {field} is {} bytes long; at most 255 bytes are allowed", value.len()));
+            return Err(InputError::TooLong { field: field.to_owned(), bytes: value.len() });
         }
-        if let Some(ch) = value.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
-            return Err(format!(
-                "the {field} contains the character {}, which is not allowed",
-                escape_untrusted(&ch.to_string())
-            ));
+        if let Some(character) = value.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
+            return Err(InputError::Character { field: field.to_owned(), character });
         }
         Ok(Self(value.to_owned()))
     }
@@ -160,10 +185,10 @@ impl Label {
 pub struct Person(String);
 
 impl Person {
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, InputError> {
         let label = Label::parse("owner name", name)?;
         if label.0.len() > 100 {
-            return Err("the owner name is longer than 100 bytes".to_owned());
+            return Err(InputError::OwnerNameTooLong);
         }
         Ok(Self(label.0))
     }
@@ -178,19 +203,16 @@ impl Person {
 pub struct Reason(String);
 
 impl Reason {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, InputError> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
-            return Err("a reason is required: say why, for the audit trail".to_owned());
+            return Err(InputError::ReasonMissing);
         }
         if trimmed.chars().count() > 1000 {
-            return Err("the reason is longer than 1,000 characters".to_owned());
+            return Err(InputError::ReasonTooLong);
         }
-        if let Some(ch) = trimmed.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
-            return Err(format!(
-                "the reason contains the character {}, which is not allowed (one line of plain text)",
-                escape_untrusted(&ch.to_string())
-            ));
+        if let Some(character) = trimmed.chars().find(|&c| c.is_control() || is_invisible_format(c)) {
+            return Err(InputError::ReasonCharacter { character });
         }
         Ok(Self(trimmed.to_owned()))
     }
@@ -246,5 +268,34 @@ mod tests {
         assert!(Reason::parse("   ").is_err());
         assert!(Reason::parse("two\nlines").is_err());
         assert_eq!(Reason::parse(" checked CRM ").unwrap().as_str(), "checked CRM");
+    }
+
+    #[test]
+    fn refusals_of_names_and_reasons_read_as_before() {
+        let cases = [
+            (Person::parse(" ").unwrap_err(), "the owner name is empty"),
+            (Person::parse(&"a".repeat(101)).unwrap_err(), "the owner name is longer than 100 bytes"),
+            (
+                Label::parse("worker id", &"a".repeat(256)).unwrap_err(),
+                "the worker id is 256 bytes long; at most 255 bytes are allowed",
+            ),
+            (
+                Label::parse("destination id", "T\u{202e}1").unwrap_err(),
+                "the destination id contains the character \\u{202e}, which is not allowed",
+            ),
+            (Reason::parse("").unwrap_err(), "a reason is required: say why, for the audit trail"),
+            (Reason::parse(&"r".repeat(1001)).unwrap_err(), "the reason is longer than 1,000 characters"),
+            (
+                Reason::parse("two\nlines").unwrap_err(),
+                "the reason contains the character \\n, which is not allowed (one line of plain text)",
+            ),
+            (
+                validate_destination_name("crm prod").unwrap_err(),
+                "the destination name \"crm prod\" is invalid: use 1 to 64 letters, digits, '_', '-' or '.'",
+            ),
+        ];
+        for (error, message) in cases {
+            assert_eq!(error.to_string(), message);
+        }
     }
 }

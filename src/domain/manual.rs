@@ -3,7 +3,8 @@
 
 use super::capability::ClaimFacts;
 use super::record::{ActionRecord, Timestamp, Transition};
-use super::state::{self, Event, State, join_states};
+use super::refusal::Refusal;
+use super::state::{self, Event, State};
 
 /// A command a named person runs on one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,17 +78,15 @@ pub fn plan(
     command: &ManualCommand,
     now: Timestamp,
     claim: ClaimFacts,
-) -> Result<ManualPlan, String> {
+) -> Result<ManualPlan, Refusal> {
     let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
     let proposal_waits = action.proposal.is_some() && (from == State::Conflict || command.sends_again());
     let settles_payload = command.sends_again() || matches!(command, ManualCommand::ResolveCompleted { .. });
     if proposal_waits && settles_payload {
-        return Err(format!(
-            "cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first"
-        ));
+        return Err(Refusal::ProposalWaiting { verb, key: key.clone() });
     }
     if matches!(command, ManualCommand::Approve | ManualCommand::Reject) && action.proposal.is_none() {
-        return Err(format!("cannot {verb} {key}: it has no proposed payload to decide on"));
+        return Err(Refusal::NoProposal { verb, key: key.clone() });
     }
     let to = match command {
         ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => State::Pending,
@@ -97,32 +96,34 @@ pub fn plan(
             return Ok(ManualPlan { event, from, to: from });
         }
         ManualCommand::Assign { .. } if from.is_terminal() => {
-            return Err(format!("cannot assign {key}: it is {from}, which is final; there is nothing to follow up"));
+            return Err(Refusal::Final { key: key.clone(), state: from });
         }
         ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
         ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
         ManualCommand::Takeover => {
             if action.lease_is_live(now) {
                 let until = action.lease_expires_at.unwrap_or(now);
-                return Err(format!(
-                    "cannot take over {key}: the claim by {} is live for {} more seconds (until {}); only a \
-                     stale claim, whose lease has expired, can be taken over",
-                    action.claimed_by.as_deref().unwrap_or("?"),
-                    (until - now).num_seconds().max(1),
-                    until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ));
+                return Err(Refusal::ClaimLive {
+                    key: key.clone(),
+                    claimed_by: action.claimed_by.clone(),
+                    seconds_left: (until - now).num_seconds().max(1),
+                    until,
+                });
             }
             // Rule 5 (docs/RULES.md): repeat only what cannot take effect twice.
             if claim.takeover_is_safe() { State::Pending } else { State::Held }
         }
     };
-    state::check(event, from, to).map_err(|_| {
-        let condition = match command {
-            ManualCommand::Takeover => "in_progress with an expired lease".to_owned(),
-            ManualCommand::Approve => "conflict with a proposed payload".to_owned(),
-            _ => join_states(&state::allowed_from(event)),
-        };
-        format!("cannot {verb} {key}: it is {from}; {verb} is allowed only when it is {condition}")
+    state::check(event, from, to).map_err(|_| Refusal::StateForbids {
+        verb,
+        key: key.clone(),
+        state: from,
+        allowed: state::allowed_from(event),
+        requirement: match command {
+            ManualCommand::Takeover => Some("with an expired lease"),
+            ManualCommand::Approve => Some("with a proposed payload"),
+            _ => None,
+        },
     })?;
     Ok(ManualPlan { event, from, to })
 }
@@ -192,7 +193,7 @@ mod tests {
         let refused =
             plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), ClaimFacts::WORST_CASE);
         assert_eq!(
-            refused.unwrap_err(),
+            refused.unwrap_err().to_string(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
         );
     }
@@ -210,7 +211,7 @@ mod tests {
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE).unwrap_err();
+        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE).unwrap_err().to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 

@@ -6,11 +6,12 @@ pub mod key;
 pub mod manual;
 pub mod payload;
 pub mod record;
+pub mod refusal;
 pub mod state;
 pub mod text;
 
 pub use capability::{Capabilities, ClaimFacts, DestinationCatalog};
-pub use input::{Person, RawSubmission, Reason, Submission, SubmissionRefused};
+pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan};
 pub use payload::{Fingerprint, Payload, PayloadError};
@@ -18,4 +19,5 @@ pub use record::{
     ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord, LookupVerdict,
     Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
+pub use refusal::Refusal;
 pub use state::{Event, State, StatePair, TransitionRefused};

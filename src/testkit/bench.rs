@@ -34,6 +34,22 @@ pub struct Case {
     pub actions: usize,
 }
 
+/// A benchmark's own check of what the ledger did, failed: the numbers would mean nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("duplicate storm: {actions} actions for {keys} keys")]
+    DuplicateStorm { actions: usize, keys: usize },
+    #[error("recovery sweep: found {found} expired claims, made {made}")]
+    ClaimsNotFound { found: usize, made: usize },
+    #[error("recovery sweep: settled {settled} of {claims}")]
+    ClaimsNotSettled { settled: usize, claims: usize },
+    /// The worker measured by `--worker-memory` was gone before it could be sampled.
+    #[error("the worker exited at once")]
+    WorkerExitedAtOnce,
+    #[error("the worker failed ({0})")]
+    WorkerFailed(std::process::ExitStatus),
+}
+
 /// How big the run is.
 #[derive(Debug, Clone, Copy)]
 pub struct Sizes {
@@ -107,7 +123,7 @@ where
     }
     let mut all = Vec::new();
     for task in tasks {
-        all.extend(task.await.map_err(|e| Error::Invalid(e.to_string()))??);
+        all.extend(task.await??);
     }
     Ok((started.elapsed(), all))
 }
@@ -263,7 +279,7 @@ async fn duplicate_storm<S: Store>(
     };
     let actions = ledger.list(&filter).await?.len();
     if actions != keys {
-        return Err(Error::Invalid(format!("duplicate storm: {actions} actions for {keys} keys")));
+        return Err(BenchError::DuplicateStorm { actions, keys }.into());
     }
     Ok(measured)
 }
@@ -272,7 +288,7 @@ async fn duplicate_storm<S: Store>(
 async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(Duration, Vec<Duration>), Error> {
     let expired = ledger.store().expired_claims(i64::try_from(claims).unwrap_or(i64::MAX)).await?;
     if expired.len() != claims {
-        return Err(Error::Invalid(format!("recovery sweep: found {} expired claims, made {claims}", expired.len())));
+        return Err(BenchError::ClaimsNotFound { found: expired.len(), made: claims }.into());
     }
     let expired = Arc::new(expired);
     let workers = 16;
@@ -300,7 +316,7 @@ async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(
     .await?;
     let settled = settled.load(std::sync::atomic::Ordering::Relaxed);
     if settled != claims {
-        return Err(Error::Invalid(format!("recovery sweep: settled {settled} of {claims}")));
+        return Err(BenchError::ClaimsNotSettled { settled, claims }.into());
     }
     Ok((measured.0, measured.1.into_iter().take(claims).collect()))
 }

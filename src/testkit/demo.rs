@@ -53,8 +53,7 @@ create = {{ url = "{{{{base_url}}}}/invoices", body = {{ external_ref = "{{{{ext
 "#,
         crm_block = crm.destination_config("crm")
     );
-    let config = Config::parse(&text).map_err(Error::Invalid)?;
-    Destinations::from_config(&config).map_err(Error::Invalid)
+    Ok(Destinations::from_config(&Config::parse(&text)?)?)
 }
 
 fn event(key: Option<&str>, payload: &str, destination: &str, source: &str, event_id: &str) -> RawSubmission {
@@ -104,7 +103,7 @@ async fn deliver<S: Store>(ledger: &Ledger<S>) -> Result<(), Error> {
         })
         .collect();
     for task in concurrent {
-        task.await.map_err(|e| Error::Invalid(e.to_string()))??;
+        task.await??;
     }
     // A two-step workflow: the confirmation e-mail waits for its task.
     for n in [2001, 2002, 2003] {
@@ -200,12 +199,13 @@ pub async fn run<S: Store>(
     owner: Person,
     ui: bool,
 ) -> Result<DemoSummary, Error> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| Error::Invalid(e.to_string()))?;
+    let listener =
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| Error::io("cannot listen on loopback", e))?;
     let faults = FaultPlan {
         script: [Fault::Ok, Fault::DropAfterCommit].into(),
         rates: vec![(Fault::DropAfterCommit, 0.2), (Fault::Unavailable, 0.1), (Fault::Delay(400), 0.1)],
     };
-    let crm = SimCrm::start(listener, Options { faults, ..Options::default() }).map_err(Error::Invalid)?;
+    let crm = SimCrm::start(listener, Options { faults, ..Options::default() })?;
     let destinations = destinations(&crm)?;
     deliver(ledger).await?;
     worker_dies_holding_a_claim(ledger, &destinations).await?;

@@ -194,15 +194,37 @@ fn reply(status: u16, body: &Value) -> Reply {
     Reply::Respond { status, headers: Vec::new(), body: body.to_string() }
 }
 
+/// Why the simulated CRM could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimCrmError {
+    /// The listener has no local address.
+    #[error("{0}")]
+    Address(#[source] std::io::Error),
+    /// The state file named could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    ReadState { path: PathBuf, source: std::io::Error },
+    /// The state file named holds something else.
+    #[error("{} is not a sim-crm state file: {source}", path.display())]
+    NotAStateFile { path: PathBuf, source: serde_json::Error },
+}
+
+impl SimCrmError {
+    /// Whether the user named a state file that cannot be used, rather than the machine failing.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Self::ReadState { .. } | Self::NotAStateFile { .. })
+    }
+}
+
 impl SimCrm {
     /// Starts serving on `listener` in the background.
-    pub fn start(listener: TcpListener, options: Options) -> Result<Self, String> {
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    pub fn start(listener: TcpListener, options: Options) -> Result<Self, SimCrmError> {
+        let addr = listener.local_addr().map_err(SimCrmError::Address)?;
         let state = match &options.state_file {
             Some(path) if path.exists() => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| SimCrmError::ReadState { path: path.clone(), source })?;
                 serde_json::from_str(&text)
-                    .map_err(|e| format!("{} is not a sim-crm state file: {e}", path.display()))?
+                    .map_err(|source| SimCrmError::NotAStateFile { path: path.clone(), source })?
             }
             _ => State::default(),
         };

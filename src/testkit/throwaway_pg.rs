@@ -6,13 +6,43 @@
 use sqlx::Connection as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Set this to use an existing server instead; its role needs CREATEDB.
 pub const URL_VARIABLE: &str = "ACTIONLEDGER_TEST_PG_URL";
 
-static ADMIN_URL: OnceLock<Result<String, String>> = OnceLock::new();
+/// Why no throwaway database could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ThrowawayPgError {
+    #[error("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")]
+    NoServerBinaries,
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("chown: {0}")]
+    Chown(#[source] std::io::Error),
+    #[error("cannot hand the test cluster's directory to the postgres user")]
+    ChownFailed,
+    #[error("no free port: {0}")]
+    NoFreePort(#[source] std::io::Error),
+    /// The free port's listener has no local address.
+    #[error("{0}")]
+    Port(#[source] std::io::Error),
+    #[error("cannot run {}: {source}", program.display())]
+    Run { program: PathBuf, source: std::io::Error },
+    /// A server binary ran and failed; `output` is what it printed.
+    #[error("{} failed: {output}", program.display())]
+    Failed { program: PathBuf, output: String },
+    #[error("cannot connect to {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("cannot create a database: {0}")]
+    CreateDatabase(#[source] sqlx::Error),
+    /// The server failed to start earlier in this process; every caller gets that failure.
+    #[error(transparent)]
+    Start(Arc<ThrowawayPgError>),
+}
+
+static ADMIN_URL: OnceLock<Result<String, Arc<ThrowawayPgError>>> = OnceLock::new();
 static DURABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Makes the server this process starts commit durably (`fsync`, `synchronous_commit=on`), as
@@ -24,26 +54,29 @@ static NEXT_DATABASE: AtomicUsize = AtomicUsize::new(0);
 
 /// Creates an empty database on the throwaway server (started on first use, or the server at
 /// `ACTIONLEDGER_TEST_PG_URL`) and returns its URL.
-pub async fn fresh_database() -> Result<String, String> {
+pub async fn fresh_database() -> Result<String, ThrowawayPgError> {
     let admin = admin_url()?;
     let name = format!("al_{}_{}", std::process::id(), NEXT_DATABASE.fetch_add(1, Ordering::SeqCst));
-    let mut conn = sqlx::PgConnection::connect(&admin).await.map_err(|e| format!("cannot connect to {admin}: {e}"))?;
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .map_err(|source| ThrowawayPgError::Connect { url: admin.clone(), source })?;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
-        .map_err(|e| format!("cannot create a database: {e}"))?;
+        .map_err(ThrowawayPgError::CreateDatabase)?;
     conn.close().await.ok();
     Ok(with_database(&admin, &name))
 }
 
 /// The URL of the server's maintenance database, starting the cluster on first use.
-fn admin_url() -> Result<String, String> {
+fn admin_url() -> Result<String, ThrowawayPgError> {
     ADMIN_URL
         .get_or_init(|| match std::env::var(URL_VARIABLE) {
             Ok(url) if !url.trim().is_empty() => Ok(url),
-            _ => start_cluster(),
+            _ => start_cluster().map_err(Arc::new),
         })
         .clone()
+        .map_err(ThrowawayPgError::Start)
 }
 
 fn with_database(url: &str, name: &str) -> String {
@@ -59,19 +92,19 @@ fn with_database(url: &str, name: &str) -> String {
     }
 }
 
-fn start_cluster() -> Result<String, String> {
-    let bindir = pg_bindir().ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
+fn start_cluster() -> Result<String, ThrowawayPgError> {
+    let bindir = pg_bindir().ok_or(ThrowawayPgError::NoServerBinaries)?;
     let root = Path::new("/tmp").join(format!("actionledger-test-pg-{}", std::process::id()));
-    std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    std::fs::create_dir_all(&root).map_err(|source| ThrowawayPgError::CreateDir { path: root.clone(), source })?;
     let as_postgres = running_as_root();
     if as_postgres {
         let status = Command::new("chown")
             .args(["-R", "postgres:postgres"])
             .arg(&root)
             .status()
-            .map_err(|e| format!("chown: {e}"))?;
+            .map_err(ThrowawayPgError::Chown)?;
         if !status.success() {
-            return Err("cannot hand the test cluster's directory to the postgres user".to_owned());
+            return Err(ThrowawayPgError::ChownFailed);
         }
     }
     let data = root.join("data");
@@ -133,13 +166,13 @@ fn running_as_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+fn free_port() -> Result<u16, ThrowawayPgError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(ThrowawayPgError::NoFreePort)?;
+    listener.local_addr().map(|a| a.port()).map_err(ThrowawayPgError::Port)
 }
 
 /// Runs a server binary, as the postgres user when the tests run as root (initdb refuses root).
-fn run(as_postgres: bool, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
+fn run(as_postgres: bool, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(), ThrowawayPgError> {
     let mut command = if as_postgres {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
@@ -151,16 +184,14 @@ fn run(as_postgres: bool, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(|source| ThrowawayPgError::Run { program: program.to_owned(), source })?;
     if output.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} failed: {}{}",
-            program.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
+        Err(ThrowawayPgError::Failed {
+            program: program.to_owned(),
+            output: format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)),
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! `actionledger bench --worker-memory N`: a real worker process performs N actions against the
 //! simulated CRM while its resident memory is sampled, to show it stays flat however long it runs.
 
+use super::BenchError;
 use crate::domain::RawSubmission;
 use crate::error::Error;
 use crate::ledger::Ledger;
@@ -46,16 +47,15 @@ pub async fn worker_memory(scratch: &Path, actions: usize, batch: usize, print: 
     let url = format!("sqlite://{}", path.display());
     let store = SqliteStore::open_with(&url, SqliteSynchronous::Normal).await?;
     let ledger = Ledger::new(store.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| Error::Invalid(format!("cannot listen on loopback: {e}")))?;
-    let crm = SimCrm::start(listener, Options::default()).map_err(Error::Invalid)?;
+    let listener =
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| Error::io("cannot listen on loopback", e))?;
+    let crm = SimCrm::start(listener, Options::default())?;
     load(&ledger, actions, print).await?;
     store.close().await;
     let config = scratch.join("memory.toml");
     std::fs::write(&config, crm.destination_config("crm"))
-        .map_err(|e| Error::Invalid(format!("cannot write {}: {e}", config.display())))?;
-    let exe = std::env::current_exe().map_err(|e| Error::Invalid(format!("cannot find this program: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot write {}", config.display()), e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?;
     let mut child = tokio::process::Command::new(exe)
         .arg("--db")
         .arg(&url)
@@ -67,7 +67,7 @@ pub async fn worker_memory(scratch: &Path, actions: usize, batch: usize, print: 
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| Error::Invalid(format!("cannot start a worker: {e}")))?;
+        .map_err(|e| Error::io("cannot start a worker", e))?;
     let started = Instant::now();
     let samples = sample_until_exit(&mut child, &crm, actions, print).await?;
     let elapsed = started.elapsed();
@@ -135,7 +135,7 @@ async fn sample_until_exit(
     actions: usize,
     print: bool,
 ) -> Result<Vec<Sample>, Error> {
-    let pid = child.id().ok_or_else(|| Error::Invalid("the worker exited at once".to_owned()))?;
+    let pid = child.id().ok_or(BenchError::WorkerExitedAtOnce)?;
     let started = Instant::now();
     let total = u64::try_from(actions).unwrap_or(u64::MAX);
     let mut samples: Vec<Sample> = Vec::new();
@@ -160,9 +160,9 @@ async fn sample_until_exit(
         }
         last = Some(sample);
     }
-    .map_err(|e| Error::Invalid(format!("the worker could not be waited for: {e}")))?;
+    .map_err(|e| Error::io("the worker could not be waited for", e))?;
     if !status.success() {
-        return Err(Error::Invalid(format!("the worker failed ({status})")));
+        return Err(BenchError::WorkerFailed(status).into());
     }
     if let Some(last) = last
         && samples.last().is_none_or(|s| s.done != last.done)

@@ -1,0 +1,143 @@
+//! Why the ledger refuses a change: one kind per reason, each carrying the facts it is worded
+//! from, so that callers can tell the kinds apart and people read which key, why, and when the
+//! change would be allowed.
+
+use super::key::ActionKey;
+use super::record::{ActionRecord, Timestamp};
+use super::state::{State, TransitionRefused, join_states};
+
+/// A change the ledger refused. Every kind exits with [`crate::error::exit::REFUSED`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The command is not allowed from the state the action is in.
+    #[error("cannot {verb} {key}: it is {state}; {verb} is allowed only when it is {}", condition(allowed, *requirement))]
+    StateForbids {
+        verb: &'static str,
+        key: ActionKey,
+        state: State,
+        /// The states the command may start from.
+        allowed: Vec<State>,
+        /// What else those states need, such as an expired lease.
+        requirement: Option<&'static str>,
+    },
+    /// A proposed payload awaits a decision, and the command would settle or send the approved
+    /// one past it.
+    #[error("cannot {verb} {key}: a proposed payload is waiting for a decision; approve or reject it first")]
+    ProposalWaiting { verb: &'static str, key: ActionKey },
+    /// Approving or rejecting an action that has no proposed payload.
+    #[error("cannot {verb} {key}: it has no proposed payload to decide on")]
+    NoProposal { verb: &'static str, key: ActionKey },
+    /// Assigning an action whose state is final.
+    #[error("cannot assign {key}: it is {state}, which is final; there is nothing to follow up")]
+    Final { key: ActionKey, state: State },
+    /// Taking over a claim whose lease is still running.
+    #[error(
+        "cannot take over {key}: the claim by {} is live for {seconds_left} more seconds (until {}); only a stale \
+         claim, whose lease has expired, can be taken over",
+        claimed_by.as_deref().unwrap_or("?"),
+        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )]
+    ClaimLive { key: ActionKey, claimed_by: Option<String>, seconds_left: i64, until: Timestamp },
+    /// The action is no longer at the version the person saw.
+    #[error(
+        "cannot {verb} {key}: it changed since you read it (you saw version {seen}, it is now at version {current} \
+         and {state}); read it again with `actionledger show {key}`"
+    )]
+    ChangedSinceRead { verb: &'static str, key: ActionKey, seen: i64, current: i64, state: State },
+    /// Another transaction wrote the actions after they were read in this one.
+    #[error("{} changed while this change was being written; read it again", join_keys(keys))]
+    ChangedWhileWriting { keys: Vec<ActionKey> },
+    /// A batch named one key twice.
+    #[error("{key} appears twice in one batch")]
+    RepeatedKey { key: ActionKey },
+    /// The transition table does not allow the change.
+    #[error(transparent)]
+    Transition(#[from] TransitionRefused),
+}
+
+impl Refusal {
+    /// `verb` refused on `action` because it is no longer at the revision `seen` the person read.
+    pub fn changed_since_read(verb: &'static str, action: &ActionRecord, seen: i64) -> Self {
+        Self::ChangedSinceRead { verb, key: action.key.clone(), seen, current: action.revision, state: action.state }
+    }
+}
+
+fn condition(allowed: &[State], requirement: Option<&str>) -> String {
+    match requirement {
+        Some(requirement) => format!("{} {requirement}", join_states(allowed)),
+        None => join_states(allowed),
+    }
+}
+
+fn join_keys(keys: &[ActionKey]) -> String {
+    keys.iter().map(ActionKey::as_str).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Event, state};
+    use chrono::TimeZone as _;
+
+    fn key(text: &str) -> ActionKey {
+        ActionKey::parse(text).unwrap()
+    }
+
+    #[test]
+    fn each_kind_reads_as_a_sentence_with_its_facts() {
+        let until = chrono::Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap();
+        let cases = [
+            (
+                Refusal::StateForbids {
+                    verb: "take over",
+                    key: key("k"),
+                    state: State::Pending,
+                    allowed: vec![State::InProgress],
+                    requirement: Some("with an expired lease"),
+                },
+                "cannot take over k: it is pending; take over is allowed only when it is in_progress with an expired \
+                 lease",
+            ),
+            (
+                Refusal::ProposalWaiting { verb: "retry", key: key("k") },
+                "cannot retry k: a proposed payload is waiting for a decision; approve or reject it first",
+            ),
+            (
+                Refusal::NoProposal { verb: "approve", key: key("k") },
+                "cannot approve k: it has no proposed payload to decide on",
+            ),
+            (
+                Refusal::Final { key: key("k"), state: State::Cancelled },
+                "cannot assign k: it is cancelled, which is final; there is nothing to follow up",
+            ),
+            (
+                Refusal::ClaimLive { key: key("k"), claimed_by: Some("w1".into()), seconds_left: 30, until },
+                "cannot take over k: the claim by w1 is live for 30 more seconds (until 2030-01-02T03:04:05Z); only \
+                 a stale claim, whose lease has expired, can be taken over",
+            ),
+            (
+                Refusal::ChangedSinceRead {
+                    verb: "look up",
+                    key: key("k"),
+                    seen: 3,
+                    current: 5,
+                    state: State::Unknown,
+                },
+                "cannot look up k: it changed since you read it (you saw version 3, it is now at version 5 and \
+                 unknown); read it again with `actionledger show k`",
+            ),
+            (
+                Refusal::ChangedWhileWriting { keys: vec![key("a"), key("b")] },
+                "a, b changed while this change was being written; read it again",
+            ),
+            (Refusal::RepeatedKey { key: key("k") }, "k appears twice in one batch"),
+            (
+                Refusal::Transition(state::check(Event::Completed, State::Pending, State::Completed).unwrap_err()),
+                "completed is not allowed from pending; it is allowed from in_progress",
+            ),
+        ];
+        for (refusal, message) in cases {
+            assert_eq!(refusal.to_string(), message);
+        }
+    }
+}

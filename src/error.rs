@@ -70,6 +70,8 @@ impl Error {
         match self {
             Self::Store(e) if e.is_not_permitted() => exit::REFUSED,
             Self::SimCrm(e) if e.is_usage() => exit::USAGE,
+            // The command needed a --config that declares the action's destination.
+            Self::Destination(crate::destination::DestinationError::NotConfigured { .. }) => exit::USAGE,
             Self::Store(_)
             | Self::Destination(_)
             | Self::Io { .. }

@@ -4,6 +4,7 @@
 //! pure domain rules, write it back conditionally on the revision read, append to the audit
 //! trail, commit. Workers, the CLI and the review console all go through these calls.
 
+pub use crate::domain::LookupReport;
 use crate::domain::SubmissionRefused;
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, ClaimFacts, Delivery, DestinationCatalog,
@@ -146,16 +147,6 @@ pub struct ActionDetail {
     pub attempts: Vec<Attempt>,
     pub lookups: Vec<LookupRecord>,
     pub audit: Vec<AuditEntry>,
-}
-
-/// What a lookup at the destination concluded about an uncertain action, with its evidence.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LookupReport {
-    pub verdict: LookupVerdict,
-    pub records: i64,
-    pub destination_id: Option<String>,
-    pub evidence: Evidence,
-    pub detail: Option<String>,
 }
 
 impl<S: Store> Ledger<S> {

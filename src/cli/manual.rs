@@ -95,12 +95,7 @@ pub(super) async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Re
     {
         return Err(crate::domain::Refusal::changed_since_read("look up", &action, expected).into());
     }
-    let destination = destinations.of(&action).ok_or_else(|| {
-        Error::Invalid(format!(
-            "no configuration for destination {}: give --config FILE with its [destinations.NAME] block",
-            action.destination.as_deref().unwrap_or("(none)")
-        ))
-    })?;
+    let destination = destinations.require(&action)?;
     let looked = crate::reconcile::look_up(
         ledger,
         destination,

@@ -82,12 +82,7 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
                         action.revision
                     ));
                 }
-                let destination = destinations.of(&action).ok_or_else(|| {
-                    format!(
-                        "no configuration for destination {}: start the console with --config FILE",
-                        action.destination.as_deref().unwrap_or("(none)")
-                    )
-                })?;
+                let destination = destinations.require(&action).map_err(|e| e.to_string())?;
                 let looked = reconcile::look_up(
                     ledger,
                     destination,

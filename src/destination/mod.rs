@@ -6,8 +6,7 @@ pub mod template;
 use crate::config::{DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::truncate;
-use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupVerdict};
-use crate::ledger::LookupReport;
+use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict};
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -32,6 +31,9 @@ pub enum DestinationError {
     Template(#[from] TemplateError),
     #[error("destination {name} offers no lookup")]
     NoLookup { name: String },
+    /// The action's destination is not in the configuration this front end was given.
+    #[error("no configuration for destination {name}: give --config FILE with its [destinations.NAME] block")]
+    NotConfigured { name: String },
     /// The lookup request got no response.
     #[error("lookup failed: {}", describe(.0))]
     LookupFailed(#[source] reqwest::Error),
@@ -72,6 +74,13 @@ impl Destinations {
     /// The destination an action goes to, if it is configured here.
     pub fn of(&self, action: &ActionRecord) -> Option<&Destination> {
         self.by_name.get(action.destination.as_ref().or(self.default_destination.as_ref())?)
+    }
+
+    /// [`Destinations::of`], for a caller that cannot go on without it.
+    pub fn require(&self, action: &ActionRecord) -> Result<&Destination, DestinationError> {
+        self.of(action).ok_or_else(|| DestinationError::NotConfigured {
+            name: action.destination.as_deref().or(self.default_destination.as_deref()).unwrap_or("(none)").to_owned(),
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&Destination> {

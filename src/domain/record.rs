@@ -332,3 +332,13 @@ pub struct LookupRecord {
     pub evidence: Evidence,
     pub detail: Option<String>,
 }
+
+/// What a lookup at the destination concluded about an uncertain action, with its evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupReport {
+    pub verdict: LookupVerdict,
+    pub records: i64,
+    pub destination_id: Option<String>,
+    pub evidence: Evidence,
+    pub detail: Option<String>,
+}

@@ -69,16 +69,19 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Store(e) if e.is_not_permitted() => exit::REFUSED,
+            // A sim-crm state file that cannot be used, or a command that needed a --config
+            // declaring the action's destination: the user's input.
             Self::SimCrm(e) if e.is_usage() => exit::USAGE,
-            // The command needed a --config that declares the action's destination.
-            Self::Destination(crate::destination::DestinationError::NotConfigured { .. }) => exit::USAGE,
+            Self::Config(_)
+            | Self::Input(_)
+            | Self::Invalid(_)
+            | Self::Destination(DestinationError::NotConfigured { .. }) => exit::USAGE,
             Self::Store(_)
             | Self::Destination(_)
             | Self::Io { .. }
             | Self::Task(_)
             | Self::SimCrm(_)
             | Self::Bench(_) => exit::ERROR,
-            Self::Config(_) | Self::Input(_) | Self::Invalid(_) => exit::USAGE,
             Self::SubmissionRefused(_) | Self::Refused(_) | Self::Fenced { .. } => exit::REFUSED,
             Self::NotFound(_) => exit::NOT_FOUND,
         }

@@ -8,10 +8,12 @@
 mod postgres;
 mod sql;
 mod sqlite;
+mod url;
 
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
+pub use url::redact_url;
 
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,

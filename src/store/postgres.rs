@@ -2,6 +2,7 @@
 
 use super::StoreError;
 use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
+use super::url::redact_url;
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
@@ -131,9 +132,9 @@ impl PostgresStore {
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         // One direct connection first: a wrong address or password fails at once, where the
         // pool would keep retrying until its acquire timeout.
-        let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| {
-            StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", crate::cli::redact_url(url)))
-        })?;
+        let options: sqlx::postgres::PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
         // An operator's own limit, given in the URL's `options`, is kept.
         let options = if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
             options
@@ -142,14 +143,14 @@ impl PostgresStore {
         };
         let first = sqlx::ConnectOptions::connect(&options)
             .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
+            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
         sqlx::Connection::close(first).await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options)
             .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
+            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
         let migrator = sqlx::migrate!("migrations/postgres");
         // Only a member of actionledger_owner may migrate; workers, reviewers and viewers open a
         // current schema without touching it.
@@ -162,7 +163,7 @@ impl PostgresStore {
                     StoreError::Open(format!(
                         "the ledger schema at {} needs migrating and this role may not do it ({}); run \
                          `actionledger migrate` as the schema owner (a member of actionledger_owner)",
-                        crate::cli::redact_url(url),
+                        redact_url(url),
                         db.message()
                     ))
                 }

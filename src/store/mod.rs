@@ -6,6 +6,7 @@
 //! they read, inside transactions that lock what they change.
 
 mod postgres;
+mod rows;
 mod sql;
 mod sqlite;
 mod url;

@@ -1,9 +1,9 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
 use super::StoreError;
-use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
+use super::sql::{Dialect, Params, claim_sql, impl_store};
 use super::url::redact_url;
-use sqlx::postgres::{PgPoolOptions, PgRow};
+use sqlx::postgres::PgPoolOptions;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
@@ -22,8 +22,6 @@ pub(crate) const DIALECT: Dialect = Dialect { params: Params::Numbered, lock_suf
 /// The claim statement of this dialect.
 pub(crate) const CLAIM: &str =
     claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))");
-
-impl_columns!(PgRow);
 
 impl_store! {
     store = PostgresStore,

@@ -1,15 +1,8 @@
-//! SQL shared by both stores, row mapping, and the one implementation of the store traits that
-//! each backend instantiates with its own connection types and locking clauses.
+//! SQL shared by both stores, and the one implementation of the store traits that each backend
+//! instantiates with its own connection types and locking clauses.
 //!
 //! Both dialects accept `$1`-style parameters and `RETURNING`, and both keep times as integer
 //! milliseconds of database time, so the statements below are written once.
-
-use super::StoreError;
-use crate::domain::record::from_millis;
-use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
-    LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome,
-};
 
 macro_rules! action_columns {
     () => {
@@ -382,193 +375,6 @@ pub(crate) const PANE_PAGE: &str = concat!(
 
 pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
 
-/// Typed access to a result row, implemented by each backend's row type.
-pub(crate) trait Columns {
-    fn int(&self, column: &str) -> Result<i64, sqlx::Error>;
-    fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
-    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
-    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
-    fn flag(&self, column: &str) -> Result<bool, sqlx::Error>;
-}
-
-fn corrupt(what: &str, value: &str) -> StoreError {
-    StoreError::Corrupt(format!("{what} {value:?}"))
-}
-
-fn state(text: &str) -> Result<State, StoreError> {
-    text.parse().map_err(|_| corrupt("state", text))
-}
-
-/// An action's key and a number from one row: attempts counted, attempt ids inserted.
-pub(crate) fn keyed_number(
-    row: &impl Columns,
-    key_column: &str,
-    number_column: &str,
-) -> Result<(ActionKey, i64), StoreError> {
-    Ok((key(&row.text(key_column)?)?, row.int(number_column)?))
-}
-
-fn key(text: &str) -> Result<ActionKey, StoreError> {
-    ActionKey::parse(text).map_err(|_| corrupt("action key", text))
-}
-
-pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {
-    let proposal = match (row.opt_text("proposed_payload")?, row.opt_text("proposed_fingerprint")?) {
-        (Some(payload), Some(fingerprint)) => Some(Proposal {
-            payload: Payload::from_stored(payload, fingerprint),
-            source_version: row.opt_int("proposed_source_version")?,
-        }),
-        _ => None,
-    };
-    Ok(ActionRecord {
-        id: row.int("id")?,
-        key: key(&row.text("key")?)?,
-        state: state(&row.text("state")?)?,
-        payload: Payload::from_stored(row.text("payload")?, row.text("fingerprint")?),
-        proposal,
-        resume_state: row.opt_text("resume_state")?.as_deref().map(state).transpose()?,
-        source: row.opt_text("source")?,
-        source_version: row.opt_int("source_version")?,
-        destination: row.opt_text("destination")?,
-        after: row.opt_text("after_key")?.as_deref().map(key).transpose()?,
-        claimed_by: row.opt_text("claimed_by")?,
-        ownership_version: row.int("ownership_version")?,
-        revision: row.int("revision")?,
-        lease_expires_at: row.opt_int("lease_expires_at")?.map(from_millis),
-        not_before: row.opt_int("not_before")?.map(from_millis),
-        attempts: row.int("attempts")?,
-        attempts_in_round: row.int("attempts_in_round")?,
-        assignee: row.opt_text("assignee")?,
-        destination_id: row.opt_text("destination_id")?,
-        first_sent_at: row.opt_int("first_sent_at")?.map(from_millis),
-        last_error: row.opt_text("last_error")?,
-        created_at: from_millis(row.int("created_at")?),
-        updated_at: from_millis(row.int("updated_at")?),
-    })
-}
-
-pub(crate) fn delivery_from_row(row: &impl Columns) -> Result<Delivery, StoreError> {
-    let outcome = row.text("outcome")?;
-    Ok(Delivery {
-        id: row.int("id")?,
-        key: key(&row.text("action_key")?)?,
-        event_id: row.opt_text("event_id")?,
-        source: row.opt_text("source")?,
-        source_version: row.opt_int("source_version")?,
-        fingerprint: row.text("fingerprint")?,
-        outcome: SubmitOutcome::parse(&outcome).ok_or_else(|| corrupt("delivery outcome", &outcome))?,
-        received_at: from_millis(row.int("received_at")?),
-    })
-}
-
-pub(crate) fn attempt_from_row(row: &impl Columns) -> Result<Attempt, StoreError> {
-    let outcome = row
-        .opt_text("outcome")?
-        .map(|o| AttemptOutcome::parse(&o).ok_or_else(|| corrupt("attempt outcome", &o)))
-        .transpose()?;
-    Ok(Attempt {
-        id: row.int("id")?,
-        key: key(&row.text("action_key")?)?,
-        number: row.int("number")?,
-        worker: row.text("worker")?,
-        ownership_version: row.int("ownership_version")?,
-        started_at: from_millis(row.int("started_at")?),
-        ended_at: row.opt_int("ended_at")?.map(from_millis),
-        outcome,
-        error: row.opt_text("error")?,
-        evidence: Evidence {
-            status: row.opt_int("response_status")?,
-            destination_id: row.opt_text("destination_id")?,
-            body: row.opt_text("response_body")?,
-        },
-        stale: row.flag("stale")?,
-    })
-}
-
-pub(crate) fn audit_from_row(row: &impl Columns) -> Result<AuditEntry, StoreError> {
-    let kind = row.text("actor_kind")?;
-    let event_text = row.text("event")?;
-    let event: Event = serde_json::from_value(serde_json::Value::String(event_text.clone()))
-        .map_err(|_| corrupt("audit event", &event_text))?;
-    Ok(AuditEntry {
-        id: row.int("id")?,
-        key: key(&row.text("action_key")?)?,
-        at: from_millis(row.int("at")?),
-        actor: row.text("actor")?,
-        actor_kind: ActorKind::parse(&kind).ok_or_else(|| corrupt("actor kind", &kind))?,
-        event,
-        from_state: row.opt_text("from_state")?.as_deref().map(state).transpose()?,
-        to_state: state(&row.text("to_state")?)?,
-        ownership_version: row.int("ownership_version")?,
-        revision: row.int("revision")?,
-        reason: row.opt_text("reason")?,
-    })
-}
-
-pub(crate) fn refusal_from_row(row: &impl Columns) -> Result<RefusedSubmission, StoreError> {
-    Ok(RefusedSubmission {
-        id: row.int("id")?,
-        received_at: from_millis(row.int("received_at")?),
-        key_excerpt: row.opt_text("key_excerpt")?,
-        problem: row.text("problem")?,
-        message: row.text("message")?,
-        event_id: row.opt_text("event_id")?,
-        source: row.opt_text("source")?,
-        destination: row.opt_text("destination")?,
-    })
-}
-
-pub(crate) fn lookup_from_row(row: &impl Columns) -> Result<LookupRecord, StoreError> {
-    let verdict = row.text("verdict")?;
-    Ok(LookupRecord {
-        id: row.int("id")?,
-        key: key(&row.text("action_key")?)?,
-        at: from_millis(row.int("at")?),
-        actor: row.text("actor")?,
-        verdict: LookupVerdict::parse(&verdict).ok_or_else(|| corrupt("lookup verdict", &verdict))?,
-        records: row.int("records")?,
-        destination_id: row.opt_text("destination_id")?,
-        evidence: Evidence {
-            status: row.opt_int("response_status")?,
-            destination_id: row.opt_text("destination_id")?,
-            body: row.opt_text("response_body")?,
-        },
-        detail: row.opt_text("detail")?,
-    })
-}
-
-pub(crate) fn state_pair_from_row(row: &impl Columns) -> Result<(State, State), StoreError> {
-    Ok((state(&row.text("from_state")?)?, state(&row.text("to_state")?)?))
-}
-
-pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), StoreError> {
-    Ok((state(&row.text("state")?)?, row.int("count")?))
-}
-
-/// Implements [`Columns`] for a backend's row type.
-macro_rules! impl_columns {
-    ($row:ty) => {
-        impl $crate::store::sql::Columns for $row {
-            fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn text(&self, column: &str) -> Result<String, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn flag(&self, column: &str) -> Result<bool, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-        }
-    };
-}
-pub(crate) use impl_columns;
-
 /// The store implementation, written once. Each backend supplies its store and transaction
 /// types and the statements that differ: reading the clock (`None`: the database runs in this
 /// process, so its clock is this host's), the [`Dialect`] of generated statements, and claiming.
@@ -640,7 +446,7 @@ macro_rules! impl_store {
                         q = q.bind(key.as_str());
                     }
                     for row in q.fetch_all(&mut *self.tx).await? {
-                        actions.push($crate::store::sql::action_from_row(&row)?);
+                        actions.push($crate::store::rows::action_from_row(&row)?);
                     }
                 }
                 Ok(actions)
@@ -667,7 +473,7 @@ macro_rules! impl_store {
                             .bind(a.created_at.timestamp_millis());
                     }
                     for row in q.fetch_all(&mut *self.tx).await? {
-                        inserted.push($crate::store::sql::action_from_row(&row)?);
+                        inserted.push($crate::store::rows::action_from_row(&row)?);
                     }
                 }
                 Ok(inserted)
@@ -732,7 +538,7 @@ macro_rules! impl_store {
                     .bind(scope.include_unassigned)
                     .fetch_all(&mut *self.tx)
                     .await?;
-                rows.iter().map($crate::store::sql::action_from_row).collect()
+                rows.iter().map($crate::store::rows::action_from_row).collect()
             }
 
             async fn renew_lease(
@@ -764,7 +570,7 @@ macro_rules! impl_store {
                         q = q.bind(key.as_str()).bind(*ownership_version);
                     }
                     for row in q.fetch_all(&mut *self.tx).await? {
-                        counted.push($crate::store::sql::keyed_number(&row, "key", "attempts")?);
+                        counted.push($crate::store::rows::keyed_number(&row, "key", "attempts")?);
                     }
                 }
                 Ok(counted)
@@ -789,7 +595,7 @@ macro_rules! impl_store {
             ) -> Result<Option<$crate::domain::Attempt>, $crate::store::StoreError> {
                 let row =
                     sqlx::query($crate::store::sql::SELECT_ATTEMPT).bind(id).fetch_optional(&mut *self.tx).await?;
-                row.as_ref().map($crate::store::sql::attempt_from_row).transpose()
+                row.as_ref().map($crate::store::rows::attempt_from_row).transpose()
             }
 
             async fn insert_deliveries(
@@ -840,7 +646,7 @@ macro_rules! impl_store {
                             .bind(a.stale);
                     }
                     for row in q.fetch_all(&mut *self.tx).await? {
-                        ids.push($crate::store::sql::keyed_number(&row, "action_key", "id")?);
+                        ids.push($crate::store::rows::keyed_number(&row, "action_key", "id")?);
                     }
                 }
                 Ok(ids)
@@ -947,7 +753,7 @@ macro_rules! impl_store {
                     .bind(key.as_str())
                     .fetch_optional(&self.pool)
                     .await?;
-                row.as_ref().map($crate::store::sql::action_from_row).transpose()
+                row.as_ref().map($crate::store::rows::action_from_row).transpose()
             }
 
             async fn deliveries(
@@ -956,7 +762,7 @@ macro_rules! impl_store {
             ) -> Result<Vec<$crate::domain::Delivery>, $crate::store::StoreError> {
                 let rows =
                     sqlx::query($crate::store::sql::SELECT_DELIVERIES).bind(key.as_str()).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::delivery_from_row).collect()
+                rows.iter().map($crate::store::rows::delivery_from_row).collect()
             }
 
             async fn attempts(
@@ -965,7 +771,7 @@ macro_rules! impl_store {
             ) -> Result<Vec<$crate::domain::Attempt>, $crate::store::StoreError> {
                 let rows =
                     sqlx::query($crate::store::sql::SELECT_ATTEMPTS).bind(key.as_str()).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::attempt_from_row).collect()
+                rows.iter().map($crate::store::rows::attempt_from_row).collect()
             }
 
             async fn audit_trail(
@@ -974,7 +780,7 @@ macro_rules! impl_store {
             ) -> Result<Vec<$crate::domain::AuditEntry>, $crate::store::StoreError> {
                 let rows =
                     sqlx::query($crate::store::sql::SELECT_AUDIT).bind(key.as_str()).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::audit_from_row).collect()
+                rows.iter().map($crate::store::rows::audit_from_row).collect()
             }
 
             async fn lookups(
@@ -983,7 +789,7 @@ macro_rules! impl_store {
             ) -> Result<Vec<$crate::domain::LookupRecord>, $crate::store::StoreError> {
                 let rows =
                     sqlx::query($crate::store::sql::SELECT_LOOKUPS).bind(key.as_str()).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::lookup_from_row).collect()
+                rows.iter().map($crate::store::rows::lookup_from_row).collect()
             }
 
             async fn list(
@@ -1021,7 +827,7 @@ macro_rules! impl_store {
                 let ascending = f.after_id.is_some();
                 q.push(if ascending { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " }).push_bind(f.limit);
                 let rows = q.build().fetch_all(&self.pool).await?;
-                let mut actions = rows.iter().map($crate::store::sql::action_from_row).collect::<Result<Vec<_>, _>>()?;
+                let mut actions = rows.iter().map($crate::store::rows::action_from_row).collect::<Result<Vec<_>, _>>()?;
                 if ascending {
                     actions.reverse();
                 }
@@ -1038,12 +844,12 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::refusal_from_row).collect()
+                rows.iter().map($crate::store::rows::refusal_from_row).collect()
             }
 
             async fn count_by_state(&self) -> Result<Vec<($crate::domain::State, i64)>, $crate::store::StoreError> {
                 let rows = sqlx::query($crate::store::sql::COUNT_BY_STATE).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::state_count_from_row).collect()
+                rows.iter().map($crate::store::rows::state_count_from_row).collect()
             }
 
             async fn count_refused(&self) -> Result<i64, $crate::store::StoreError> {
@@ -1068,26 +874,21 @@ macro_rules! impl_store {
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::store::sql::action_from_row).collect()
+                rows.iter().map($crate::store::rows::action_from_row).collect()
             }
 
             async fn pending_backoffs(
                 &self,
             ) -> Result<Vec<(Option<String>, $crate::domain::Timestamp)>, $crate::store::StoreError> {
                 let rows = sqlx::query($crate::store::sql::PENDING_BACKOFFS).fetch_all(&self.pool).await?;
-                rows.iter()
-                    .map(|row| {
-                        use $crate::store::sql::Columns as _;
-                        Ok((row.opt_text("destination")?, $crate::domain::record::from_millis(row.int("until")?)))
-                    })
-                    .collect()
+                rows.iter().map($crate::store::rows::backoff_from_row).collect()
             }
 
             async fn enforced_state_pairs(
                 &self,
             ) -> Result<Vec<($crate::domain::State, $crate::domain::State)>, $crate::store::StoreError> {
                 let rows = sqlx::query($crate::store::sql::ENFORCED_PAIRS).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::store::sql::state_pair_from_row).collect()
+                rows.iter().map($crate::store::rows::state_pair_from_row).collect()
             }
 
             fn advance_clock(&self, by: std::time::Duration) {

@@ -1,8 +1,8 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
 use super::StoreError;
-use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use super::sql::{Dialect, Params, claim_sql, impl_store};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -25,8 +25,6 @@ pub(crate) const DIALECT: Dialect = Dialect { params: Params::InOrder, lock_suff
 
 /// The claim statement of this dialect.
 pub(crate) const CLAIM: &str = claim_sql!("", "(SELECT value FROM json_each($5))");
-
-impl_columns!(SqliteRow);
 
 impl_store! {
     store = SqliteStore,

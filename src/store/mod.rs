@@ -37,7 +37,8 @@ use std::time::Duration;
 
 /// The statements on the hot paths of workers and consoles, by name, in the dialect of the
 /// store, as the store sends them: each must be served by an index (`tests/plans.rs` checks with
-/// EXPLAIN). Statements written for many rows are given for a batch of three.
+/// EXPLAIN, and checks the lists of [`list_statement`] too). Statements written for many rows are
+/// given for a batch of three.
 pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
     let dialect = if postgres { statements::POSTGRES } else { statements::SQLITE };
     let params = dialect.params;
@@ -56,17 +57,16 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),
         ("audit trail of an action", statements::SELECT_AUDIT.to_owned()),
         ("lookups of an action", statements::SELECT_LOOKUPS.to_owned()),
-        ("a page of a pane", pane_page(postgres)),
     ]
 }
 
-/// The console's page query for one pane, as `list` builds it.
-fn pane_page(postgres: bool) -> String {
-    let filter = ListFilter { state: Some(State::Pending), before_id: Some(1), limit: 1, ..ListFilter::default() };
+/// The text [`Store::list`] sends for `filter`, in the dialect of the store.
+#[doc(hidden)]
+pub fn list_statement(postgres: bool, filter: &ListFilter) -> String {
     if postgres {
-        statements::list_actions::<sqlx::Postgres>(&filter).sql().to_owned()
+        statements::list_actions::<sqlx::Postgres>(filter).sql().to_owned()
     } else {
-        statements::list_actions::<sqlx::Sqlite>(&filter).sql().to_owned()
+        statements::list_actions::<sqlx::Sqlite>(filter).sql().to_owned()
     }
 }
 

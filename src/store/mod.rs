@@ -98,14 +98,14 @@ impl From<sqlx::Error> for StoreError {
 }
 
 impl StoreError {
-    /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
-    /// PostgreSQL, a busy or locked database on SQLite.
     /// The database refused for lack of privilege: the session's role may not do this, and
     /// trying again will not help.
     pub fn is_not_permitted(&self) -> bool {
         matches!(self, Self::NotPermitted(_))
     }
 
+    /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
+    /// PostgreSQL, a busy or locked database on SQLite.
     pub fn is_transient(&self) -> bool {
         let Self::Database(sqlx::Error::Database(db)) = self else {
             return false;

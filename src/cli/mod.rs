@@ -21,6 +21,7 @@ pub use worker::{ReconcileArgs, WorkerArgs};
 use crate::domain::{ActionKey, ManualCommand};
 use crate::error::{Error, exit};
 use crate::ledger::Ledger;
+use crate::store::redact_url;
 use crate::store::{PostgresStore, SqliteStore, Store};
 use clap::{Parser, Subcommand};
 
@@ -114,27 +115,6 @@ pub fn resolve_db_url(flag: Option<String>) -> String {
         .unwrap_or_else(|| DEFAULT_DB_URL.to_owned())
 }
 
-/// Hides a password in a database URL (`postgres://user:***@host/db`, `password=***`).
-pub fn redact_url(url: &str) -> String {
-    let mut shown = url.to_owned();
-    if let Some(scheme_end) = shown.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = shown[rest_start..].find(['/', '?']).map_or(shown.len(), |i| rest_start + i);
-        if let Some(at) = shown[rest_start..authority_end].rfind('@') {
-            let userinfo = &shown[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                shown.replace_range(rest_start + colon + 1..rest_start + at, "***");
-            }
-        }
-    }
-    if let Some(start) = shown.find("password=") {
-        let value_start = start + "password=".len();
-        let value_end = shown[value_start..].find('&').map_or(shown.len(), |i| value_start + i);
-        shown.replace_range(value_start..value_end, "***");
-    }
-    shown
-}
-
 /// Runs one command line; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32, Error> {
     let command = match cli.command {
@@ -202,20 +182,4 @@ fn parse_key(text: &str) -> Result<ActionKey, Error> {
 
 fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(redact_url("postgres://al:s3cret@db:5432/ledger"), "postgres://al:***@db:5432/ledger");
-        assert_eq!(
-            redact_url("postgres://al@db/ledger?password=s3cret&x=1"),
-            "postgres://al@db/ledger?password=***&x=1"
-        );
-        assert_eq!(redact_url("sqlite://actionledger.db"), "sqlite://actionledger.db");
-        assert_eq!(redact_url("postgres://a:b:c@h/d"), "postgres://a:***@h/d");
-    }
 }

@@ -4,14 +4,30 @@
 //! statements, and answers read queries. The rules (what may change, and when) live once in
 //! [`crate::ledger`]; the stores only read and write rows, always conditionally on the revision
 //! they read, inside transactions that lock what they change.
+//!
+//! The files:
+//!
+//! - `statements.rs`: every statement, named and commented, and the two dialects.
+//! - `batch.rs`: how rows are written, many per statement, from one column list per kind of row.
+//! - `rows.rs`: how rows read back become domain records.
+//! - `sql_store.rs`, `sql_tx.rs`: [`Store`] and [`LedgerTx`], written once for both databases.
+//! - `backend.rs`: what that shared code needs of a database; `sqlite.rs` and `postgres.rs`
+//!   supply it, and open their databases.
 
+mod backend;
+mod batch;
 mod postgres;
-mod sql;
+mod rows;
+mod sql_store;
+mod sql_tx;
 mod sqlite;
+mod statements;
+mod url;
 
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
+pub use url::redact_url;
 
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
@@ -20,26 +36,38 @@ use std::future::Future;
 use std::time::Duration;
 
 /// The statements on the hot paths of workers and consoles, by name, in the dialect of the
-/// store: each must be served by an index (`tests/plans.rs` checks with EXPLAIN).
-/// Statements written for many rows are given for a batch of three.
+/// store, as the store sends them: each must be served by an index (`tests/plans.rs` checks with
+/// EXPLAIN, and checks the lists of [`list_statement`] too). Statements written for many rows are
+/// given for a batch of three.
 pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
-    let dialect = if postgres { postgres::DIALECT } else { sqlite::DIALECT };
+    let dialect = if postgres { statements::POSTGRES } else { statements::SQLITE };
+    let params = dialect.params;
     vec![
-        ("find an action by key", sql::SELECT_ACTION.to_owned()),
-        ("lock actions by key", sql::lock_actions_sql(dialect, 3)),
-        ("claim", (if postgres { postgres::CLAIM } else { sqlite::CLAIM }).to_owned()),
-        ("count attempts", sql::count_attempts_sql(dialect.params, 3)),
-        ("renew a lease", sql::RENEW_LEASE.to_owned()),
-        ("write actions back", sql::update_actions_sql(dialect.params, 3)),
-        ("finish attempts", sql::finish_attempts_sql(dialect.params, 3)),
-        ("expired claims", sql::EXPIRED_CLAIMS.to_owned()),
-        ("stale claim count", sql::COUNT_STALE_CLAIMS.to_owned()),
-        ("attempt started under a claim", sql::ATTEMPT_STARTED_UNDER.to_owned()),
-        ("deliveries of an action", sql::SELECT_DELIVERIES.to_owned()),
-        ("attempts of an action", sql::SELECT_ATTEMPTS.to_owned()),
-        ("audit trail of an action", sql::SELECT_AUDIT.to_owned()),
-        ("a page of a pane", sql::PANE_PAGE.to_owned()),
+        ("find an action by key", statements::SELECT_ACTION.to_owned()),
+        ("lock actions by key", statements::lock_actions_sql(dialect, 3)),
+        ("claim", dialect.claim.to_owned()),
+        ("count attempts", statements::count_attempts_sql(params, 3)),
+        ("renew a lease", statements::RENEW_LEASE.to_owned()),
+        ("write actions back", statements::update_actions_sql(params, 3)),
+        ("finish attempts", statements::finish_attempts_sql(params, 3)),
+        ("expired claims", statements::EXPIRED_CLAIMS.to_owned()),
+        ("stale claim count", statements::COUNT_STALE_CLAIMS.to_owned()),
+        ("attempt started under a claim", statements::ATTEMPT_STARTED_UNDER.to_owned()),
+        ("deliveries of an action", statements::SELECT_DELIVERIES.to_owned()),
+        ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),
+        ("audit trail of an action", statements::SELECT_AUDIT.to_owned()),
+        ("lookups of an action", statements::SELECT_LOOKUPS.to_owned()),
     ]
+}
+
+/// The text [`Store::list`] sends for `filter`, in the dialect of the store.
+#[doc(hidden)]
+pub fn list_statement(postgres: bool, filter: &ListFilter) -> String {
+    if postgres {
+        statements::list_actions::<sqlx::Postgres>(filter).sql().to_owned()
+    } else {
+        statements::list_actions::<sqlx::Sqlite>(filter).sql().to_owned()
+    }
 }
 
 /// Errors from the database layer.
@@ -70,14 +98,14 @@ impl From<sqlx::Error> for StoreError {
 }
 
 impl StoreError {
-    /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
-    /// PostgreSQL, a busy or locked database on SQLite.
     /// The database refused for lack of privilege: the session's role may not do this, and
     /// trying again will not help.
     pub fn is_not_permitted(&self) -> bool {
         matches!(self, Self::NotPermitted(_))
     }
 
+    /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
+    /// PostgreSQL, a busy or locked database on SQLite.
     pub fn is_transient(&self) -> bool {
         let Self::Database(sqlx::Error::Database(db)) = self else {
             return false;

@@ -1,8 +1,13 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
 use super::StoreError;
-use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
-use sqlx::postgres::{PgPoolOptions, PgRow};
+use super::backend::{Backend, Dialect, Statement};
+use super::sql_store::SqlStore;
+use super::statements;
+use super::url::redact_url;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArguments, PgConnection, PgPoolOptions, PgRow};
+use sqlx::{Arguments as _, Postgres};
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
@@ -15,31 +20,22 @@ pub struct PostgresStore {
     clock_offset: Arc<AtomicI64>,
 }
 
-/// Numbered parameters; rows read for a change are locked `FOR UPDATE` until the transaction ends.
-pub(crate) const DIALECT: Dialect = Dialect { params: Params::Numbered, lock_suffix: " FOR UPDATE" };
+impl SqlStore for PostgresStore {
+    type Backend = Postgres;
 
-/// The claim statement of this dialect.
-pub(crate) const CLAIM: &str =
-    claim_sql!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))");
+    fn connections(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
 
-impl_columns!(PgRow);
-
-impl_store! {
-    store = PostgresStore,
-    tx = PostgresTx,
-    database = sqlx::Postgres,
-    begin_sql = "BEGIN",
-    now_sql = Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
-    dialect = DIALECT,
-    claim_sql = CLAIM,
+    fn clock_offset(&self) -> &AtomicI64 {
+        &self.clock_offset
+    }
 
     async fn access_report(&self) -> Result<Option<String>, StoreError> {
         describe_access(&self.pool).await.map(Some)
     }
 
-    async fn listen_for_changes(
-        &self,
-    ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError> {
+    async fn listen_for_changes(&self) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError> {
         let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
         listener.listen(CHANGES_CHANNEL).await?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
@@ -57,6 +53,40 @@ impl_store! {
             }
         });
         Ok(Some(receiver))
+    }
+}
+
+impl Backend for Postgres {
+    const DIALECT: Dialect = statements::POSTGRES;
+
+    fn add_text(arguments: &mut PgArguments, value: Option<&str>) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+
+    fn add_int(arguments: &mut PgArguments, value: Option<i64>) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+
+    fn add_flag(arguments: &mut PgArguments, value: bool) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+
+    async fn fetch_all(connection: &mut PgConnection, statement: Statement<Self>) -> Result<Vec<PgRow>, sqlx::Error> {
+        let (sql, arguments) = statement.into_parts()?;
+        sqlx::query_with(sql, arguments).fetch_all(connection).await
+    }
+
+    async fn fetch_optional(
+        connection: &mut PgConnection,
+        statement: Statement<Self>,
+    ) -> Result<Option<PgRow>, sqlx::Error> {
+        let (sql, arguments) = statement.into_parts()?;
+        sqlx::query_with(sql, arguments).fetch_optional(connection).await
+    }
+
+    async fn execute(connection: &mut PgConnection, statement: Statement<Self>) -> Result<u64, sqlx::Error> {
+        let (sql, arguments) = statement.into_parts()?;
+        Ok(sqlx::query_with(sql, arguments).execute(connection).await?.rows_affected())
     }
 }
 
@@ -131,9 +161,9 @@ impl PostgresStore {
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         // One direct connection first: a wrong address or password fails at once, where the
         // pool would keep retrying until its acquire timeout.
-        let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| {
-            StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", crate::cli::redact_url(url)))
-        })?;
+        let options: sqlx::postgres::PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
         // An operator's own limit, given in the URL's `options`, is kept.
         let options = if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
             options
@@ -142,14 +172,14 @@ impl PostgresStore {
         };
         let first = sqlx::ConnectOptions::connect(&options)
             .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
+            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
         sqlx::Connection::close(first).await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options)
             .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", crate::cli::redact_url(url))))?;
+            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
         let migrator = sqlx::migrate!("migrations/postgres");
         // Only a member of actionledger_owner may migrate; workers, reviewers and viewers open a
         // current schema without touching it.
@@ -162,7 +192,7 @@ impl PostgresStore {
                     StoreError::Open(format!(
                         "the ledger schema at {} needs migrating and this role may not do it ({}); run \
                          `actionledger migrate` as the schema owner (a member of actionledger_owner)",
-                        crate::cli::redact_url(url),
+                        redact_url(url),
                         db.message()
                     ))
                 }

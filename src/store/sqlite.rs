@@ -1,8 +1,15 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
 use super::StoreError;
-use super::sql::{Dialect, Params, claim_sql, impl_columns, impl_store};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use super::backend::{Backend, Dialect, Statement};
+use super::sql_store::SqlStore;
+use super::statements;
+use sqlx::error::BoxDynError;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Arguments as _, Sqlite};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -19,25 +26,53 @@ pub struct SqliteStore {
     clock_offset: Arc<AtomicI64>,
 }
 
-/// Parameters bound in order (see [`Params::InOrder`]), and nothing to lock: a write transaction
-/// holds the whole database from its start (`BEGIN IMMEDIATE`).
-pub(crate) const DIALECT: Dialect = Dialect { params: Params::InOrder, lock_suffix: "" };
+impl SqlStore for SqliteStore {
+    type Backend = Sqlite;
 
-/// The claim statement of this dialect.
-pub(crate) const CLAIM: &str = claim_sql!("", "(SELECT value FROM json_each($5))");
+    fn connections(&self) -> &sqlx::SqlitePool {
+        &self.pool
+    }
 
-impl_columns!(SqliteRow);
+    fn clock_offset(&self) -> &AtomicI64 {
+        &self.clock_offset
+    }
+}
 
-impl_store! {
-    store = SqliteStore,
-    tx = SqliteTx,
-    database = sqlx::Sqlite,
-    begin_sql = "BEGIN IMMEDIATE",
-    // SQLite runs inside this process: its `julianday('now')` reads the same clock as Rust, so
-    // asking it would be one more statement per transaction for the same answer.
-    now_sql = None::<&'static str>,
-    dialect = DIALECT,
-    claim_sql = CLAIM,
+impl Backend for Sqlite {
+    const DIALECT: Dialect = statements::SQLITE;
+
+    fn add_text(arguments: &mut SqliteArguments, value: Option<&str>) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+
+    fn add_int(arguments: &mut SqliteArguments, value: Option<i64>) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+
+    fn add_flag(arguments: &mut SqliteArguments, value: bool) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+
+    async fn fetch_all(
+        connection: &mut SqliteConnection,
+        statement: Statement<Self>,
+    ) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        let (sql, arguments) = statement.into_parts()?;
+        sqlx::query_with(sql, arguments).fetch_all(connection).await
+    }
+
+    async fn fetch_optional(
+        connection: &mut SqliteConnection,
+        statement: Statement<Self>,
+    ) -> Result<Option<SqliteRow>, sqlx::Error> {
+        let (sql, arguments) = statement.into_parts()?;
+        sqlx::query_with(sql, arguments).fetch_optional(connection).await
+    }
+
+    async fn execute(connection: &mut SqliteConnection, statement: Statement<Self>) -> Result<u64, sqlx::Error> {
+        let (sql, arguments) = statement.into_parts()?;
+        Ok(sqlx::query_with(sql, arguments).execute(connection).await?.rows_affected())
+    }
 }
 
 impl SqliteStore {

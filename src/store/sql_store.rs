@@ -1,0 +1,170 @@
+//! [`Store`] written once for both databases: each store names its pool, and the rest follows.
+
+use super::backend::{Backend, Statement};
+use super::rows::{
+    Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, delivery_from_row,
+    lookup_from_row, refusal_from_row, state_count_from_row, state_pair_from_row,
+};
+use super::sql_tx::SqlTx;
+use super::statements as sql;
+use super::{ListFilter, Store, StoreError};
+use crate::domain::record::from_millis;
+use crate::domain::{
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
+};
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// A store on one of the databases: what the shared [`Store`] implementation needs of it, and the
+/// features only some databases have.
+pub trait SqlStore: Clone + Send + Sync + 'static {
+    type Backend: Backend;
+
+    fn connections(&self) -> &sqlx::Pool<Self::Backend>;
+
+    /// Milliseconds added to the database's clock; shared by every clone of the store.
+    fn clock_offset(&self) -> &AtomicI64;
+
+    /// See [`Store::access_report`].
+    fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// See [`Store::listen_for_changes`].
+    fn listen_for_changes(
+        &self,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send {
+        async { Ok(None) }
+    }
+}
+
+impl<S: SqlStore> Store for S {
+    type Tx = SqlTx<S::Backend>;
+
+    async fn begin(&self) -> Result<Self::Tx, StoreError> {
+        let tx = self.connections().begin_with(S::Backend::DIALECT.begin).await?;
+        Ok(SqlTx::new(tx, self.clock_offset().load(Ordering::SeqCst)))
+    }
+
+    async fn now(&self) -> Result<Timestamp, StoreError> {
+        let ms = match S::Backend::DIALECT.clock {
+            Some(clock) => read_one(self, Statement::new(clock)).await?.int("now")?,
+            None => chrono::Utc::now().timestamp_millis(),
+        };
+        Ok(from_millis(ms + self.clock_offset().load(Ordering::SeqCst)))
+    }
+
+    async fn find(&self, key: &ActionKey) -> Result<Option<ActionRecord>, StoreError> {
+        let row = read_optional(self, Statement::new(sql::SELECT_ACTION).text(key.as_str())).await?;
+        row.as_ref().map(action_from_row).transpose()
+    }
+
+    async fn deliveries(&self, key: &ActionKey) -> Result<Vec<Delivery>, StoreError> {
+        let rows = read(self, Statement::new(sql::SELECT_DELIVERIES).text(key.as_str())).await?;
+        rows.iter().map(delivery_from_row).collect()
+    }
+
+    async fn attempts(&self, key: &ActionKey) -> Result<Vec<Attempt>, StoreError> {
+        let rows = read(self, Statement::new(sql::SELECT_ATTEMPTS).text(key.as_str())).await?;
+        rows.iter().map(attempt_from_row).collect()
+    }
+
+    async fn audit_trail(&self, key: &ActionKey) -> Result<Vec<AuditEntry>, StoreError> {
+        let rows = read(self, Statement::new(sql::SELECT_AUDIT).text(key.as_str())).await?;
+        rows.iter().map(audit_from_row).collect()
+    }
+
+    async fn lookups(&self, key: &ActionKey) -> Result<Vec<LookupRecord>, StoreError> {
+        let rows = read(self, Statement::new(sql::SELECT_LOOKUPS).text(key.as_str())).await?;
+        rows.iter().map(lookup_from_row).collect()
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, StoreError> {
+        let rows = read(self, sql::list_actions(filter)).await?;
+        let mut actions = rows.iter().map(action_from_row).collect::<Result<Vec<_>, _>>()?;
+        if filter.after_id.is_some() {
+            actions.reverse();
+        }
+        Ok(actions)
+    }
+
+    async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, StoreError> {
+        let rows = read(self, Statement::new(sql::LIST_REFUSED).int(before_id).int(limit)).await?;
+        rows.iter().map(refusal_from_row).collect()
+    }
+
+    async fn count_by_state(&self) -> Result<Vec<(State, i64)>, StoreError> {
+        read(self, Statement::new(sql::COUNT_BY_STATE)).await?.iter().map(state_count_from_row).collect()
+    }
+
+    async fn count_refused(&self) -> Result<i64, StoreError> {
+        Ok(read_one(self, Statement::new(sql::COUNT_REFUSED)).await?.int("count")?)
+    }
+
+    async fn count_stale_claims(&self) -> Result<i64, StoreError> {
+        let now = Store::now(self).await?;
+        let count = Statement::new(sql::COUNT_STALE_CLAIMS).int(now.timestamp_millis());
+        Ok(read_one(self, count).await?.int("count")?)
+    }
+
+    async fn expired_claims(&self, limit: i64) -> Result<Vec<ActionRecord>, StoreError> {
+        let now = Store::now(self).await?;
+        let expired = Statement::new(sql::EXPIRED_CLAIMS).int(now.timestamp_millis()).int(limit);
+        read(self, expired).await?.iter().map(action_from_row).collect()
+    }
+
+    async fn pending_backoffs(&self) -> Result<Vec<(Option<String>, Timestamp)>, StoreError> {
+        read(self, Statement::new(sql::PENDING_BACKOFFS)).await?.iter().map(backoff_from_row).collect()
+    }
+
+    async fn enforced_state_pairs(&self) -> Result<Vec<(State, State)>, StoreError> {
+        read(self, Statement::new(sql::ENFORCED_PAIRS)).await?.iter().map(state_pair_from_row).collect()
+    }
+
+    fn advance_clock(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.clock_offset().fetch_add(ms, Ordering::SeqCst);
+    }
+
+    async fn close(&self) {
+        self.connections().close().await;
+    }
+
+    fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        SqlStore::access_report(self)
+    }
+
+    fn listen_for_changes(
+        &self,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send {
+        SqlStore::listen_for_changes(self)
+    }
+}
+
+/// Runs a read on a connection from the pool.
+async fn read<S: SqlStore>(
+    store: &S,
+    statement: Statement<S::Backend>,
+) -> Result<Vec<<S::Backend as sqlx::Database>::Row>, sqlx::Error> {
+    let mut connection = store.connections().acquire().await?;
+    S::Backend::fetch_all(&mut *connection, statement).await
+}
+
+/// Runs a read that answers at most one row on a connection from the pool.
+async fn read_optional<S: SqlStore>(
+    store: &S,
+    statement: Statement<S::Backend>,
+) -> Result<Option<<S::Backend as sqlx::Database>::Row>, sqlx::Error> {
+    let mut connection = store.connections().acquire().await?;
+    S::Backend::fetch_optional(&mut *connection, statement).await
+}
+
+/// Runs a read that answers exactly one row on a connection from the pool.
+async fn read_one<S: SqlStore>(
+    store: &S,
+    statement: Statement<S::Backend>,
+) -> Result<<S::Backend as sqlx::Database>::Row, sqlx::Error> {
+    let mut connection = store.connections().acquire().await?;
+    S::Backend::fetch_one(&mut *connection, statement).await
+}

@@ -1,0 +1,189 @@
+//! The write transaction of both stores: [`LedgerTx`] written once, over any [`Backend`].
+
+use super::backend::{Backend, Statement};
+use super::batch::{MAX_BINDS_PER_STATEMENT, rows_per_statement};
+use super::rows::{Columns as _, action_from_row, attempt_from_row, keyed_number};
+use super::statements as sql;
+use super::{ClaimScope, LedgerTx, StoreError};
+use crate::domain::record::from_millis;
+use crate::domain::{
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, Timestamp,
+};
+
+/// A write transaction on a ledger database.
+pub struct SqlTx<B: Backend> {
+    tx: sqlx::Transaction<'static, B>,
+    clock_offset_ms: i64,
+    /// Audit entries waiting for the commit; nothing in a transaction reads them back.
+    audit: Vec<AuditEntry>,
+}
+
+impl<B: Backend> std::fmt::Debug for SqlTx<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlTx")
+            .field("database", &B::NAME)
+            .field("clock_offset_ms", &self.clock_offset_ms)
+            .field("audit", &self.audit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> SqlTx<B> {
+    pub(crate) fn new(tx: sqlx::Transaction<'static, B>, clock_offset_ms: i64) -> Self {
+        Self { tx, clock_offset_ms, audit: Vec::new() }
+    }
+
+    /// Writes the waiting audit entries, many rows per statement.
+    async fn write_audit(&mut self) -> Result<(), StoreError> {
+        for chunk in self.audit.chunks(rows_per_statement(sql::AUDIT_ROW)) {
+            B::execute(&mut *self.tx, sql::append_audit(chunk)).await?;
+        }
+        self.audit.clear();
+        Ok(())
+    }
+}
+
+impl<B: Backend> LedgerTx for SqlTx<B> {
+    async fn now(&mut self) -> Result<Timestamp, StoreError> {
+        let ms = match B::DIALECT.clock {
+            Some(clock) => B::fetch_one(&mut *self.tx, Statement::new(clock)).await?.int("now")?,
+            None => chrono::Utc::now().timestamp_millis(),
+        };
+        Ok(from_millis(ms + self.clock_offset_ms))
+    }
+
+    async fn lock_actions(&mut self, keys: &[&ActionKey]) -> Result<Vec<ActionRecord>, StoreError> {
+        let mut keys = keys.to_vec();
+        keys.sort();
+        keys.dedup();
+        let mut actions = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_BINDS_PER_STATEMENT) {
+            for row in B::fetch_all(&mut *self.tx, sql::lock_actions(chunk)).await? {
+                actions.push(action_from_row(&row)?);
+            }
+        }
+        Ok(actions)
+    }
+
+    async fn insert_actions_if_absent(&mut self, new: &[ActionRecord]) -> Result<Vec<ActionRecord>, StoreError> {
+        let mut inserted = Vec::with_capacity(new.len());
+        for chunk in new.chunks(rows_per_statement(sql::NEW_ACTION_ROW)) {
+            for row in B::fetch_all(&mut *self.tx, sql::insert_actions(chunk)).await? {
+                inserted.push(action_from_row(&row)?);
+            }
+        }
+        Ok(inserted)
+    }
+
+    async fn update_actions(&mut self, changed: &[&ActionRecord]) -> Result<u64, StoreError> {
+        let mut written = 0;
+        for chunk in changed.chunks(rows_per_statement(sql::CHANGED_ACTION_ROW)) {
+            written += B::execute(&mut *self.tx, sql::update_actions(chunk)).await?;
+        }
+        Ok(written)
+    }
+
+    async fn claim_pending(
+        &mut self,
+        worker: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+        scope: &ClaimScope,
+    ) -> Result<Vec<ActionRecord>, StoreError> {
+        let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
+        let claim = Statement::new(B::DIALECT.claim)
+            .text(worker)
+            .int(now.timestamp_millis())
+            .int(lease_until.timestamp_millis())
+            .int(limit)
+            .text(destinations.as_deref())
+            .flag(scope.include_unassigned);
+        B::fetch_all(&mut *self.tx, claim).await?.iter().map(action_from_row).collect()
+    }
+
+    async fn renew_lease(
+        &mut self,
+        key: &ActionKey,
+        ownership_version: i64,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let renew =
+            Statement::new(sql::RENEW_LEASE).text(key.as_str()).int(ownership_version).int(until.timestamp_millis());
+        Ok(B::execute(&mut *self.tx, renew).await? == 1)
+    }
+
+    async fn count_attempts(
+        &mut self,
+        claims: &[(&ActionKey, i64)],
+        now: Timestamp,
+    ) -> Result<Vec<(ActionKey, i64)>, StoreError> {
+        let mut counted = Vec::with_capacity(claims.len());
+        for chunk in claims.chunks(MAX_BINDS_PER_STATEMENT / 2) {
+            for row in B::fetch_all(&mut *self.tx, sql::count_attempts(chunk, now.timestamp_millis())).await? {
+                counted.push(keyed_number(&row, "key", "attempts")?);
+            }
+        }
+        Ok(counted)
+    }
+
+    async fn attempt_started_under(&mut self, key: &ActionKey, ownership_version: i64) -> Result<bool, StoreError> {
+        let count = Statement::new(sql::ATTEMPT_STARTED_UNDER).text(key.as_str()).int(ownership_version);
+        Ok(B::fetch_one(&mut *self.tx, count).await?.int("count")? > 0)
+    }
+
+    async fn find_attempt(&mut self, id: i64) -> Result<Option<Attempt>, StoreError> {
+        let row = B::fetch_optional(&mut *self.tx, Statement::new(sql::SELECT_ATTEMPT).int(id)).await?;
+        row.as_ref().map(attempt_from_row).transpose()
+    }
+
+    async fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> Result<(), StoreError> {
+        for chunk in deliveries.chunks(rows_per_statement(sql::DELIVERY_ROW)) {
+            B::execute(&mut *self.tx, sql::insert_deliveries(chunk)).await?;
+        }
+        Ok(())
+    }
+
+    async fn insert_attempts(&mut self, attempts: &[Attempt]) -> Result<Vec<(ActionKey, i64)>, StoreError> {
+        let mut ids = Vec::with_capacity(attempts.len());
+        for chunk in attempts.chunks(rows_per_statement(sql::ATTEMPT_ROW)) {
+            for row in B::fetch_all(&mut *self.tx, sql::insert_attempts(chunk)).await? {
+                ids.push(keyed_number(&row, "action_key", "id")?);
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn finish_attempts(&mut self, attempts: &[Attempt]) -> Result<(), StoreError> {
+        for chunk in attempts.chunks(rows_per_statement(sql::FINISHED_ATTEMPT_ROW)) {
+            B::execute(&mut *self.tx, sql::finish_attempts(chunk)).await?;
+        }
+        Ok(())
+    }
+
+    async fn insert_lookup(&mut self, lookup: &LookupRecord) -> Result<(), StoreError> {
+        B::execute(&mut *self.tx, sql::insert_lookup(lookup)).await?;
+        Ok(())
+    }
+
+    async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.audit.push(entry.clone());
+        Ok(())
+    }
+
+    async fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> Result<(), StoreError> {
+        B::execute(&mut *self.tx, sql::insert_refusal(refusal)).await?;
+        Ok(())
+    }
+
+    async fn commit(mut self) -> Result<(), StoreError> {
+        self.write_audit().await?;
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        self.tx.rollback().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,416 @@
+//! Every statement the stores send, named, with what it does and why.
+//!
+//! Both dialects accept `$1`-style parameters and `RETURNING`, and both keep times as integer
+//! milliseconds of database time, so each statement is written once; the few differences are
+//! the two [`Dialect`]s at the top. Then come the statements on actions, on attempts, and on the
+//! other tables. Statements for many rows are generated for a number of rows, from a column list
+//! that also binds their values ([`super::batch`]); SQLite's use `?` in order (see
+//! [`Params::InOrder`]).
+//!
+//! Each statement on a hot path must be served by an index: `tests/plans.rs` EXPLAINs these same
+//! texts (see [`super::hot_statements`]).
+
+use super::ListFilter;
+use super::backend::{Backend, Dialect, Params, Statement};
+use super::batch::{Cell, Column, insert_sql, names, set_from, values};
+use crate::domain::{
+    ActionKey, ActionRecord, Attempt, AttemptOutcome, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State,
+};
+use Cell::{BigInt, Boolean, Constant, Text};
+
+/// Every column of `actions`, as read back.
+macro_rules! action_columns {
+    () => {
+        "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
+         proposed_source_version, resume_state, source, source_version, destination, after_key, \
+         claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
+         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at"
+    };
+}
+
+/// Every column of `attempts`, as read back.
+macro_rules! attempt_columns {
+    () => {
+        "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
+         response_status, destination_id, response_body, stale"
+    };
+}
+
+/// Claims up to `$4` runnable pending actions for worker `$1` at database time `$2` with a lease
+/// until `$3`, for the destinations in the JSON list `$5` (all when NULL) and, when `$6`, actions
+/// without a destination; returns the claimed rows. Runnable: its backoff is over, no proposal
+/// waits for a person, and the action it must follow (if any) has completed.
+///
+/// `$lock` lets PostgreSQL skip rows another worker is claiming at the same moment; `$in_list`
+/// tests membership of `$5` with the dialect's JSON functions.
+macro_rules! claim {
+    ($lock:literal, $in_list:literal) => {
+        // The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT
+        // subquery under IN more than once and claim more rows than asked.
+        concat!(
+            "WITH picked AS MATERIALIZED (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
+            "AND (a.not_before IS NULL OR a.not_before <= $2) AND a.proposed_payload IS NULL ",
+            "AND (CAST($5 AS TEXT) IS NULL OR a.destination IN ",
+            $in_list,
+            " OR (a.destination IS NULL AND $6)) ",
+            "AND (a.after_key IS NULL OR EXISTS ",
+            "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
+            "ORDER BY a.id LIMIT $4",
+            $lock,
+            ") UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
+            "ownership_version = ownership_version + 1, revision = revision + 1, lease_expires_at = $3, ",
+            "not_before = NULL, updated_at = $2 ",
+            "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
+            action_columns!()
+        )
+    };
+}
+
+/// SQLite runs inside this process, as one writer at a time: a write transaction takes the
+/// database's write lock as it begins (`BEGIN IMMEDIATE`), so what it reads stays true until it
+/// commits and there is nothing left to lock row by row; its clock is this host's, so asking it
+/// would be one more statement per transaction for the same answer.
+pub(crate) const SQLITE: Dialect = Dialect {
+    params: Params::InOrder,
+    begin: "BEGIN IMMEDIATE",
+    clock: None,
+    lock_suffix: "",
+    claim: claim!("", "(SELECT value FROM json_each($5))"),
+};
+
+/// PostgreSQL serves many workers on many machines: rows read for a change are locked
+/// `FOR UPDATE`, claims skip rows that another worker is claiming, and time is the server's.
+pub(crate) const POSTGRES: Dialect = Dialect {
+    params: Params::Numbered,
+    begin: "BEGIN",
+    clock: Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now"),
+    lock_suffix: " FOR UPDATE",
+    claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+};
+
+/// One action by key `$1`.
+pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+
+/// Reads actions by key and locks them (where the dialect locks rows), in key order, so that
+/// concurrent batches lock rows in one order and cannot deadlock.
+pub(crate) fn lock_actions_sql(dialect: Dialect, keys: usize) -> String {
+    let params = (1..=keys).map(|n| dialect.params.at(n)).collect::<Vec<_>>().join(", ");
+    format!("SELECT {} FROM actions WHERE key IN ({params}) ORDER BY key{}", action_columns!(), dialect.lock_suffix)
+}
+
+pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
+    let statement = Statement::new(lock_actions_sql(B::DIALECT, keys.len()));
+    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
+}
+
+/// A new action: pending, never claimed or attempted.
+pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
+    ("key", Text(|a| Some(a.key.as_str()))),
+    ("state", Constant("'pending'")),
+    ("payload", Text(|a| Some(a.payload.canonical()))),
+    ("fingerprint", Text(|a| Some(a.payload.fingerprint().as_str()))),
+    ("source", Text(|a| a.source.as_deref())),
+    ("source_version", BigInt(|a| a.source_version)),
+    ("destination", Text(|a| a.destination.as_deref())),
+    ("after_key", Text(|a| a.after.as_ref().map(ActionKey::as_str))),
+    ("ownership_version", Constant("0")),
+    ("revision", Constant("1")),
+    ("attempts", Constant("0")),
+    ("attempts_in_round", Constant("0")),
+    ("created_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
+    // Created is the last change so far.
+    ("updated_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
+];
+
+/// Inserts new pending actions, skipping keys that exist (a concurrent submission of the same key
+/// won); returns the rows inserted.
+pub(crate) fn insert_actions_sql(params: Params, rows: usize) -> String {
+    let insert = insert_sql("actions", params, rows, NEW_ACTION_ROW);
+    format!("{insert} ON CONFLICT (key) DO NOTHING RETURNING {}", action_columns!())
+}
+
+pub(crate) fn insert_actions<B: Backend>(actions: &[ActionRecord]) -> Statement<B> {
+    Statement::new(insert_actions_sql(B::DIALECT.params, actions.len())).rows(NEW_ACTION_ROW, actions)
+}
+
+/// Every mutable column of an action, the id that finds it and the revision it was read at.
+pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
+    ("id", BigInt(|a| Some(a.id))),
+    ("state", Text(|a| Some(a.state.as_str()))),
+    ("payload", Text(|a| Some(a.payload.canonical()))),
+    ("fingerprint", Text(|a| Some(a.payload.fingerprint().as_str()))),
+    ("proposed_payload", Text(|a| a.proposal.as_ref().map(|p| p.payload.canonical()))),
+    ("proposed_fingerprint", Text(|a| a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()))),
+    ("proposed_source_version", BigInt(|a| a.proposal.as_ref().and_then(|p| p.source_version))),
+    ("resume_state", Text(|a| a.resume_state.map(State::as_str))),
+    ("source", Text(|a| a.source.as_deref())),
+    ("source_version", BigInt(|a| a.source_version)),
+    ("destination", Text(|a| a.destination.as_deref())),
+    ("after_key", Text(|a| a.after.as_ref().map(ActionKey::as_str))),
+    ("claimed_by", Text(|a| a.claimed_by.as_deref())),
+    ("ownership_version", BigInt(|a| Some(a.ownership_version))),
+    ("lease_expires_at", BigInt(|a| a.lease_expires_at.map(|t| t.timestamp_millis()))),
+    ("not_before", BigInt(|a| a.not_before.map(|t| t.timestamp_millis()))),
+    ("attempts", BigInt(|a| Some(a.attempts))),
+    ("attempts_in_round", BigInt(|a| Some(a.attempts_in_round))),
+    ("assignee", Text(|a| a.assignee.as_deref())),
+    ("destination_id", Text(|a| a.destination_id.as_deref())),
+    ("first_sent_at", BigInt(|a| a.first_sent_at.map(|t| t.timestamp_millis()))),
+    ("last_error", Text(|a| a.last_error.as_deref())),
+    ("updated_at", BigInt(|a| Some(a.updated_at.timestamp_millis()))),
+    ("revision", BigInt(|a| Some(a.revision))),
+];
+
+/// Writes back every mutable field of many actions, each only if its revision is still the one
+/// read (a change made meanwhile wins, and the write is not counted), and advances their revisions.
+pub(crate) fn update_actions_sql(params: Params, rows: usize) -> String {
+    format!(
+        "WITH changed ({}) AS (VALUES {}) UPDATE actions SET {}, revision = actions.revision + 1 \
+         FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
+        names(CHANGED_ACTION_ROW),
+        values(params, rows, CHANGED_ACTION_ROW),
+        set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
+    )
+}
+
+pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement<B> {
+    Statement::new(update_actions_sql(B::DIALECT.params, actions.len()))
+        .rows(CHANGED_ACTION_ROW, actions.iter().copied())
+}
+
+/// Extends lease `$3` of the claim on action `$1`, only while ownership version `$2` still holds
+/// it: a claim taken over meanwhile stays with its new owner.
+pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
+     WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
+
+/// Counts an attempt under each claim (key and ownership version) that is still current, in one
+/// conditional statement whose WHERE clause is the fencing check, and sets the first send time
+/// where unset (the first two parameters are the time); returns the key and attempt number of
+/// each claim counted.
+pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
+    let current = (0..claims)
+        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(3 + 2 * i), params.at(4 + 2 * i)))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    format!(
+        "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
+         first_sent_at = COALESCE(first_sent_at, {}), updated_at = {}, revision = revision + 1 \
+         WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
+        params.at(1),
+        params.at(2)
+    )
+}
+
+pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i64) -> Statement<B> {
+    let statement = Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms);
+    claims
+        .iter()
+        .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))
+}
+
+/// How many claims outlived their lease by time `$1`: the console's warning.
+pub(crate) const COUNT_STALE_CLAIMS: &str =
+    "SELECT COUNT(*) AS count FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1";
+
+/// Up to `$2` claims whose lease ran out by time `$1`, oldest expiry first: those to recover.
+pub(crate) const EXPIRED_CLAIMS: &str = concat!(
+    "SELECT ",
+    action_columns!(),
+    " FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2"
+);
+
+/// For each destination with pending actions waiting out a backoff, when the last wait ends.
+pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) AS until FROM actions \
+     WHERE state = 'pending' AND not_before IS NOT NULL GROUP BY destination";
+
+/// How many actions are in each state.
+pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
+
+/// A page of actions matching a filter, newest first; with `after_id`, the oldest of the newer
+/// ones (the caller turns them round). Built per filter rather than with `$n IS NULL OR ...`
+/// terms, so that each combination gets a plan that uses its index: `state` and `destination`
+/// have one with `id`, and the keyset cursors walk it.
+pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
+    let mut statement = Statement::new(concat!("SELECT ", action_columns!(), " FROM actions WHERE 1 = 1"));
+    if let Some(state) = filter.state {
+        statement = statement.push(" AND state = ").push_text(state.as_str());
+    }
+    if let Some(destination) = &filter.destination {
+        statement = statement.push(" AND destination = ").push_text(destination.as_str());
+    }
+    if let Some(owner) = &filter.owner {
+        statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
+        statement = statement.push(" OR assignee = ").push_text(owner.as_str()).push(")");
+    }
+    if let Some(id) = filter.before_id {
+        statement = statement.push(" AND id < ").push_int(id);
+    }
+    if let Some(id) = filter.after_id {
+        statement = statement.push(" AND id > ").push_int(id);
+    }
+    if let Some(since) = filter.created_since {
+        statement = statement.push(" AND created_at >= ").push_int(since.timestamp_millis());
+    }
+    if let Some(text) = &filter.key_contains {
+        statement = statement.push(" AND key LIKE ").push_text(contains_pattern(text).as_str()).push(" ESCAPE '\\'");
+    }
+    let order = if filter.after_id.is_some() { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " };
+    statement.push(order).push_int(filter.limit)
+}
+
+/// A LIKE pattern matching `text` anywhere, with LIKE's own wildcards taken literally.
+pub(crate) fn contains_pattern(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+/// The (from, to) state pairs the database's trigger accepts.
+pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
+
+/// Whether any attempt was recorded under ownership version `$2` of action `$1`.
+pub(crate) const ATTEMPT_STARTED_UNDER: &str =
+    "SELECT COUNT(*) AS count FROM attempts WHERE action_key = $1 AND ownership_version = $2";
+
+/// One attempt by id `$1`.
+pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE id = $1");
+
+/// The attempts of action `$1`, oldest first.
+pub(crate) const SELECT_ATTEMPTS: &str =
+    concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
+
+pub(crate) const ATTEMPT_ROW: &[Column<Attempt>] = &[
+    ("action_key", Text(|a| Some(a.key.as_str()))),
+    ("number", BigInt(|a| Some(a.number))),
+    ("worker", Text(|a| Some(a.worker.as_str()))),
+    ("ownership_version", BigInt(|a| Some(a.ownership_version))),
+    ("started_at", BigInt(|a| Some(a.started_at.timestamp_millis()))),
+    ("ended_at", BigInt(|a| a.ended_at.map(|t| t.timestamp_millis()))),
+    ("outcome", Text(|a| a.outcome.map(AttemptOutcome::as_str))),
+    ("error", Text(|a| a.error.as_deref())),
+    ("response_status", BigInt(|a| a.evidence.status)),
+    ("destination_id", Text(|a| a.evidence.destination_id.as_deref())),
+    ("response_body", Text(|a| a.evidence.body.as_deref())),
+    ("stale", Boolean(|a| a.stale)),
+];
+
+/// Inserts attempts; returns each new id with its action's key.
+pub(crate) fn insert_attempts_sql(params: Params, rows: usize) -> String {
+    format!("{} RETURNING id, action_key", insert_sql("attempts", params, rows, ATTEMPT_ROW))
+}
+
+pub(crate) fn insert_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
+    Statement::new(insert_attempts_sql(B::DIALECT.params, attempts.len())).rows(ATTEMPT_ROW, attempts)
+}
+
+/// How an attempt ended, and the id that finds it.
+pub(crate) const FINISHED_ATTEMPT_ROW: &[Column<Attempt>] = &[
+    ("id", BigInt(|a| Some(a.id))),
+    ("ended_at", BigInt(|a| a.ended_at.map(|t| t.timestamp_millis()))),
+    ("outcome", Text(|a| a.outcome.map(AttemptOutcome::as_str))),
+    ("error", Text(|a| a.error.as_deref())),
+    ("response_status", BigInt(|a| a.evidence.status)),
+    ("destination_id", Text(|a| a.evidence.destination_id.as_deref())),
+    ("response_body", Text(|a| a.evidence.body.as_deref())),
+    ("stale", Boolean(|a| a.stale)),
+];
+
+/// Records the end of many attempts; an attempt that already ended is left as it was, so that a
+/// late report cannot overwrite the first.
+pub(crate) fn finish_attempts_sql(params: Params, rows: usize) -> String {
+    format!(
+        "WITH finished ({}) AS (VALUES {}) UPDATE attempts SET {} \
+         FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL",
+        names(FINISHED_ATTEMPT_ROW),
+        values(params, rows, FINISHED_ATTEMPT_ROW),
+        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"])
+    )
+}
+
+pub(crate) fn finish_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
+    Statement::new(finish_attempts_sql(B::DIALECT.params, attempts.len())).rows(FINISHED_ATTEMPT_ROW, attempts)
+}
+
+/// The deliveries of action `$1`, oldest first.
+pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, source, source_version, fingerprint, \
+     outcome, received_at FROM deliveries WHERE action_key = $1 ORDER BY id";
+
+pub(crate) const DELIVERY_ROW: &[Column<Delivery>] = &[
+    ("action_key", Text(|d| Some(d.key.as_str()))),
+    ("event_id", Text(|d| d.event_id.as_deref())),
+    ("source", Text(|d| d.source.as_deref())),
+    ("source_version", BigInt(|d| d.source_version)),
+    ("fingerprint", Text(|d| Some(d.fingerprint.as_str()))),
+    ("outcome", Text(|d| Some(d.outcome.as_str()))),
+    ("received_at", BigInt(|d| Some(d.received_at.timestamp_millis()))),
+];
+
+/// Records deliveries of submissions, each with what became of it.
+pub(crate) fn insert_deliveries<B: Backend>(deliveries: &[Delivery]) -> Statement<B> {
+    Statement::new(insert_sql("deliveries", B::DIALECT.params, deliveries.len(), DELIVERY_ROW))
+        .rows(DELIVERY_ROW, deliveries)
+}
+
+/// The lookups of action `$1`, oldest first.
+pub(crate) const SELECT_LOOKUPS: &str = "SELECT id, action_key, at, actor, verdict, records, destination_id, \
+     response_status, response_body, detail FROM lookups WHERE action_key = $1 ORDER BY id";
+
+pub(crate) const LOOKUP_ROW: &[Column<LookupRecord>] = &[
+    ("action_key", Text(|l| Some(l.key.as_str()))),
+    ("at", BigInt(|l| Some(l.at.timestamp_millis()))),
+    ("actor", Text(|l| Some(l.actor.as_str()))),
+    ("verdict", Text(|l| Some(l.verdict.as_str()))),
+    ("records", BigInt(|l| Some(l.records))),
+    ("destination_id", Text(|l| l.destination_id.as_deref())),
+    ("response_status", BigInt(|l| l.evidence.status)),
+    ("response_body", Text(|l| l.evidence.body.as_deref())),
+    ("detail", Text(|l| l.detail.as_deref())),
+];
+
+/// Records what a lookup at the destination found.
+pub(crate) fn insert_lookup<B: Backend>(lookup: &LookupRecord) -> Statement<B> {
+    Statement::new(insert_sql("lookups", B::DIALECT.params, 1, LOOKUP_ROW)).rows(LOOKUP_ROW, [lookup])
+}
+
+/// The audit trail of action `$1`, oldest first.
+pub(crate) const SELECT_AUDIT: &str = "SELECT id, action_key, at, actor, actor_kind, event, from_state, to_state, \
+     ownership_version, revision, reason FROM audit_trail WHERE action_key = $1 ORDER BY id";
+
+pub(crate) const AUDIT_ROW: &[Column<AuditEntry>] = &[
+    ("action_key", Text(|e| Some(e.key.as_str()))),
+    ("at", BigInt(|e| Some(e.at.timestamp_millis()))),
+    ("actor", Text(|e| Some(e.actor.as_str()))),
+    ("actor_kind", Text(|e| Some(e.actor_kind.as_str()))),
+    ("event", Text(|e| Some(e.event.as_str()))),
+    ("from_state", Text(|e| e.from_state.map(State::as_str))),
+    ("to_state", Text(|e| Some(e.to_state.as_str()))),
+    ("ownership_version", BigInt(|e| Some(e.ownership_version))),
+    ("revision", BigInt(|e| Some(e.revision))),
+    ("reason", Text(|e| e.reason.as_deref())),
+];
+
+/// Appends entries to the audit trail, in the order given.
+pub(crate) fn append_audit<B: Backend>(entries: &[AuditEntry]) -> Statement<B> {
+    Statement::new(insert_sql("audit_trail", B::DIALECT.params, entries.len(), AUDIT_ROW)).rows(AUDIT_ROW, entries)
+}
+
+/// Up to `$2` refused submissions older than id `$1` (all when NULL), newest first.
+pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
+     destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
+
+/// How many refused submissions are recorded.
+pub(crate) const COUNT_REFUSED: &str = "SELECT COUNT(*) AS count FROM refused_submissions";
+
+pub(crate) const REFUSAL_ROW: &[Column<RefusedSubmission>] = &[
+    ("received_at", BigInt(|r| Some(r.received_at.timestamp_millis()))),
+    ("key_excerpt", Text(|r| r.key_excerpt.as_deref())),
+    ("problem", Text(|r| Some(r.problem.as_str()))),
+    ("message", Text(|r| Some(r.message.as_str()))),
+    ("event_id", Text(|r| r.event_id.as_deref())),
+    ("source", Text(|r| r.source.as_deref())),
+    ("destination", Text(|r| r.destination.as_deref())),
+];
+
+/// Records a submission refused before it became an action, for the console's refused pane.
+pub(crate) fn insert_refusal<B: Backend>(refusal: &RefusedSubmission) -> Statement<B> {
+    Statement::new(insert_sql("refused_submissions", B::DIALECT.params, 1, REFUSAL_ROW)).rows(REFUSAL_ROW, [refusal])
+}

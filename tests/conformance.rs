@@ -40,6 +40,7 @@ conformance!(
     a_page_of_submissions_is_one_commit_with_an_outcome_each,
     regression_a_refused_command_leaves_no_row_locked,
     regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict,
+    regression_the_largest_worker_batch_starts_and_records,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -782,4 +783,27 @@ async fn regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict<S: 
     let approved = l.manual(&person_request("proposed", ManualCommand::Approve)).await.unwrap();
     assert_eq!(approved.action.state, State::Pending);
     assert_eq!(claim_one(l, "w").await.action.payload.canonical(), r#"{"p":0}"#);
+}
+
+/// A worker may batch up to `MAX_BATCH` claims; SQLite once refused to count that many attempts in
+/// one statement (an expression tree over 1,000 deep).
+async fn regression_the_largest_worker_batch_starts_and_records<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let batch = actionledger::config::MAX_BATCH;
+    let raws: Vec<RawSubmission> = (0..batch).map(|i| raw(&format!("batch:{i}"), "{}")).collect();
+    l.submit_many(&raws).await.unwrap();
+    let claims = l.claim("w", LEASE, i64::try_from(batch).unwrap()).await.unwrap();
+    assert_eq!(claims.len(), batch);
+    let started = l.start_attempts(&claims).await.unwrap();
+    assert!(started.iter().all(Result::is_ok), "every claim is current, so every attempt starts");
+    let results: Vec<_> = claims
+        .into_iter()
+        .zip(started)
+        .map(|(claim, attempt)| {
+            let id = format!("D-{}", claim.key());
+            (claim, attempt.unwrap(), report(Outcome::Completed { destination_id: id }))
+        })
+        .collect();
+    let recorded = l.record_results(&results).await.unwrap();
+    assert!(recorded.iter().all(|r| matches!(r, Recorded::Applied(a) if a.state == State::Completed)));
 }

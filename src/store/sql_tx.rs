@@ -119,7 +119,9 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         now: Timestamp,
     ) -> Result<Vec<(ActionKey, i64)>, StoreError> {
         let mut counted = Vec::with_capacity(claims.len());
-        for chunk in claims.chunks(MAX_BINDS_PER_STATEMENT / 2) {
+        // The claims are an OR chain, and SQLite refuses an expression more than 1,000 deep: a
+        // worker batch of 1,000 is counted in two statements.
+        for chunk in claims.chunks(sql::CLAIMS_PER_COUNT) {
             for row in B::fetch_all(&mut *self.tx, sql::count_attempts(chunk, now.timestamp_millis())).await? {
                 counted.push(keyed_number(&row, "key", "attempts")?);
             }

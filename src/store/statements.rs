@@ -183,6 +183,10 @@ pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement
 pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
      WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
 
+/// Most claims one attempt count names: its WHERE clause is an OR chain, and SQLite refuses an
+/// expression tree deeper than 1,000.
+pub(crate) const CLAIMS_PER_COUNT: usize = 400;
+
 /// Counts an attempt under each claim (key and ownership version) that is still current, in one
 /// conditional statement whose WHERE clause is the fencing check, and sets the first send time
 /// where unset (the first two parameters are the time); returns the key and attempt number of

@@ -100,7 +100,7 @@ async fn concurrent_recovery_takes_each_expired_claim_once<S: Store>(db: TestDb<
     submit_storm(&db).await;
     let first = claim_everything(&db).await;
     assert_eq!(first.len(), KEYS);
-    db.ledger.store().advance_clock(LEASE * 2);
+    db.ledger.store().clock().advance(LEASE * 2);
     let expired = db.ledger.store().expired_claims(1000).await.unwrap();
     assert_eq!(expired.len(), KEYS);
 

@@ -238,7 +238,7 @@ async fn late_result_conflict<S: Store>(ledger: &Ledger<S>, k: &str) {
     ledger.submit(&raw(k, r#"{"n":1}"#)).await.unwrap();
     let old = claim_one(ledger, "old-owner").await;
     let attempt = ledger.start_attempt(&old).await.unwrap();
-    ledger.store().advance_clock(LEASE * 2);
+    ledger.store().clock().advance(LEASE * 2);
     let recovered = support::protected_by_lookup(ledger, &["crm"])
         .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
         .await
@@ -275,7 +275,7 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                 action_in(l, &k, state).await;
             }
             if state == State::InProgress {
-                l.store().advance_clock(LEASE * 2);
+                l.store().clock().advance(LEASE * 2);
             }
             let before = l.detail(&key(&k)).await.unwrap();
             let by_table = state::allowed_from(*event).contains(&state);
@@ -405,7 +405,7 @@ async fn a_taken_over_worker_cannot_complete<S: Store>(db: TestDb<S>) {
     l.submit(&raw("t", r#"{"n":1}"#)).await.unwrap();
     let a = claim_one(l, "worker-a").await;
     let attempt_a = l.start_attempt(&a).await.unwrap();
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let Recovery::Claimed(b) =
         support::protected_by_lookup(l, &["crm"]).recover_expired(a.key(), 1, "worker-b", LEASE).await.unwrap()
     else {
@@ -445,7 +445,7 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
     assert!(l.store().expired_claims(10).await.unwrap().is_empty());
     assert_eq!(l.recover_expired(claim.key(), 1, "w2", LEASE).await.unwrap(), Recovery::NotExpired);
 
-    l.store().advance_clock(LEASE + Duration::from_secs(1));
+    l.store().clock().advance(LEASE + Duration::from_secs(1));
     let expired = l.store().expired_claims(10).await.unwrap();
     assert_eq!(expired.len(), 1);
     // Nothing was sent under the expired claim: safe to take over even without protection.
@@ -457,7 +457,7 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
 
     // Something was sent and the destination offers no protection: held, for a person (rule 5).
     l.start_attempt(&second).await.unwrap();
-    l.store().advance_clock(LEASE + Duration::from_secs(1));
+    l.store().clock().advance(LEASE + Duration::from_secs(1));
     let Recovery::Held(action) = l.recover_expired(claim.key(), 2, "w3", LEASE).await.unwrap() else {
         panic!("an unprotected expired claim after a send is held")
     };
@@ -477,7 +477,7 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
         panic!("a live claim cannot be taken over")
     };
     assert!(refusal.to_string().contains("is live"), "{refusal}");
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let outcome = l.manual(&person_request("stale", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Held, "a request may have been sent: held, not a blind retry");
     assert_eq!(outcome.action.ownership_version, 2);
@@ -486,7 +486,7 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     l.submit(&raw("stale2", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let outcome = support::protected_by_lookup(l, &["crm"])
         .manual(&person_request("stale2", ManualCommand::Takeover))
         .await
@@ -498,10 +498,10 @@ async fn heartbeats_extend_only_a_current_claim<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     l.submit(&raw("hb", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
-    l.store().advance_clock(Duration::from_secs(20));
+    l.store().clock().advance(Duration::from_secs(20));
     let until = l.heartbeat(&claim, LEASE).await.unwrap();
     assert!(until > claim.action.lease_expires_at.unwrap());
-    l.store().advance_clock(Duration::from_secs(20));
+    l.store().clock().advance(Duration::from_secs(20));
     assert!(l.store().expired_claims(10).await.unwrap().is_empty(), "the renewed lease still runs");
     assert_eq!(
         l.store().find(&key("hb")).await.unwrap().unwrap().revision,
@@ -521,7 +521,7 @@ async fn claims_respect_backoff_dependencies_and_proposals<S: Store>(db: TestDb<
     let attempt = l.start_attempt(first).await.unwrap();
     l.record_result(first, attempt, &report(Outcome::RetryLater { after: Duration::from_mins(2) })).await.unwrap();
     assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty(), "backoff: not before its time");
-    l.store().advance_clock(Duration::from_secs(121));
+    l.store().clock().advance(Duration::from_secs(121));
     let first = claim_one(l, "w").await;
     assert_eq!(first.key().as_str(), "first");
     let attempt = l.start_attempt(&first).await.unwrap();
@@ -601,7 +601,7 @@ async fn batched_attempts_and_results_keep_each_fencing_check<S: Store>(db: Test
     let claims = l.claim("batcher", LEASE, 5).await.unwrap();
     assert_eq!(claims.len(), 5, "one statement claims the batch");
     // One claim is lost to a takeover before the batch starts its attempts.
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let lost = claims[2].clone();
     assert!(matches!(
         support::protected_by_lookup(l, &["crm"]).recover_expired(lost.key(), 1, "rescuer", LEASE).await.unwrap(),
@@ -638,7 +638,7 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
     let started: Vec<_> = l.start_attempts(&claims).await.unwrap().into_iter().map(Result::unwrap).collect();
     assert!(started.iter().all(|a| a.number == 1), "{started:?}");
     // The batch stalls past its lease, and one claim is taken over before its results land.
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let lost = &claims[1];
     let takeover = support::protected_by_lookup(l, &["crm"])
         .recover_expired(lost.key(), lost.ownership_version(), "rescuer", LEASE)
@@ -775,7 +775,7 @@ async fn regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict<S: 
     let l = &db.ledger;
     l.submit(&raw("proposed", r#"{"p":1}"#)).await.unwrap();
     claim_one(l, "w").await;
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     l.submit(&raw("proposed", r#"{"p":0}"#)).await.unwrap();
     let outcome = l.manual(&person_request("proposed", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Conflict);

@@ -131,7 +131,7 @@ async fn every_command_from_the_keyboard<S: Store>(db: TestDb<S>) {
     for (_, key, state, _, _, _) in claimed.into_iter().chain(waiting) {
         action_in(l, key, state).await;
     }
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let mut console = ScriptedConsole::start(l, &options("Ana Lima"), 100, 30).await.unwrap();
     for (pane, key, _, keys, expected, event) in cases {
         let before = record(l, key).await.action.revision;
@@ -281,7 +281,7 @@ async fn screens() {
     action_in(l, "acme:order:ORD-1045:create-task", State::InProgress).await;
     action_in(l, "acme:order:ORD-1046:create-task", State::Pending).await;
     l.submit(&RawSubmission { key: Some("acme:contact:jane@example.com".into()), ..raw("x", "{}") }).await.unwrap_err();
-    l.store().advance_clock(LEASE * 2);
+    l.store().clock().advance(LEASE * 2);
     let scenes: [(&str, &[&str]); 11] = [
         ("pending", &["1"]),
         ("in_progress_stale", &["2"]),

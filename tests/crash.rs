@@ -85,7 +85,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     assert_eq!(status.signal(), Some(9), "{point}: the worker died by SIGKILL");
 
     // Recovery: the leases run out (the database clock moves), and a new worker drains.
-    db.ledger.store().advance_clock(Duration::from_mins(10));
+    db.ledger.store().clock().advance(Duration::from_mins(10));
     let parsed = Config::parse(&config_text).unwrap();
     let mut destinations = std::collections::BTreeMap::new();
     let mut settings = parsed.destinations[&destination].clone();

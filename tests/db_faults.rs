@@ -189,7 +189,7 @@ async fn sqlite_survives_workers_killed_mid_write() {
             sqlx::query_scalar("PRAGMA integrity_check").fetch_one(db.ledger.store().pool()).await.unwrap();
         assert_eq!(check, "ok", "round {round}");
     }
-    db.ledger.store().advance_clock(Duration::from_mins(10));
+    db.ledger.store().clock().advance(Duration::from_mins(10));
     let summary = tokio::time::timeout(
         Duration::from_mins(1),
         worker::run(db.ledger.clone(), worker_options("rescuer", &crm, true), std::future::pending()),

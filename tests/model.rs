@@ -398,7 +398,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 }
             }
             Op::Expire => {
-                ledger.store().advance_clock(LEASE * 2);
+                ledger.store().clock().advance(LEASE * 2);
                 for a in model.actions.values_mut().filter(|a| a.state == State::InProgress) {
                     a.lease_expired = true;
                 }

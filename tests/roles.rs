@@ -217,8 +217,8 @@ async fn a_reviewer_changes_only_what_commands_change() {
         .expect("a reviewer assigns");
     reviewer.manual(&person_request("a:reject", ManualCommand::Cancel)).await.expect("a reviewer cancels");
     let stale = claim_one(&admin, "gone-worker").await;
-    admin.store().advance_clock(Duration::from_mins(1));
-    reviewer.store().advance_clock(Duration::from_mins(1));
+    admin.store().clock().advance(Duration::from_mins(1));
+    reviewer.store().clock().advance(Duration::from_mins(1));
     reviewer
         .manual(&person_request(stale.key().as_str(), ManualCommand::Takeover))
         .await

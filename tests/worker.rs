@@ -117,7 +117,7 @@ async fn a_paused_worker_taken_over_has_no_second_effect_where_the_destination_p
     // Worker A claims, records its attempt, and pauses before its request.
     let a = db.ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
     let a_attempt = db.ledger.start_attempt(&a).await.unwrap();
-    db.ledger.store().advance_clock(LEASE * 2);
+    db.ledger.store().clock().advance(LEASE * 2);
     // Worker B finds the expired claim; the key is inside its idempotency window: takeover.
     let b = drain(&db.ledger, options("worker-b", dests.clone())).await;
     assert_eq!((b.recovered, b.completed), (1, 1));
@@ -160,7 +160,7 @@ async fn a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect
     db.ledger.submit(&order(key, r#"{"n":3}"#)).await.unwrap();
     let a = db.ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
     let a_attempt = db.ledger.start_attempt(&a).await.unwrap();
-    db.ledger.store().advance_clock(LEASE * 2);
+    db.ledger.store().clock().advance(LEASE * 2);
     let b = drain(&db.ledger, options("worker-b", dests.clone())).await;
     assert_eq!((b.recovered, b.held), (0, 1), "no takeover where a repeat could take effect twice");
     assert_eq!(crm.stats().requests, 0, "B sent nothing");
@@ -200,7 +200,7 @@ async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effec
     let stuck = state(&db.ledger, key).await;
     assert_eq!((stuck.state, stuck.claimed_by.as_deref()), (State::InProgress, Some("doomed")));
 
-    db.ledger.store().advance_clock(Duration::from_mins(2));
+    db.ledger.store().clock().advance(Duration::from_mins(2));
     let rescue = drain(&db.ledger, options("rescuer", destinations(&crm, ""))).await;
     assert_eq!((rescue.recovered, rescue.completed), (1, 1));
     let crm_stats = crm.stats();
@@ -269,7 +269,7 @@ async fn a_replay_after_the_retention_window_is_held_not_sent<S: Store>(db: Test
         evidence: actionledger::domain::Evidence::default(),
     };
     db.ledger.record_result(&claim, attempt, &retry).await.unwrap();
-    db.ledger.store().advance_clock(Duration::from_hours(2));
+    db.ledger.store().clock().advance(Duration::from_hours(2));
     let summary = drain(&db.ledger, first).await;
     assert_eq!(summary.held, 1);
     let action = state(&db.ledger, key).await;

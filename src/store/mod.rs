@@ -16,6 +16,7 @@
 
 mod backend;
 mod batch;
+mod clock;
 mod postgres;
 mod rows;
 mod sql_store;
@@ -24,6 +25,7 @@ mod sqlite;
 mod statements;
 mod url;
 
+pub use clock::Clock;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
@@ -33,7 +35,6 @@ use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
 };
 use std::future::Future;
-use std::time::Duration;
 
 /// The statements on the hot paths of workers and consoles, by name, in the dialect of the
 /// store, as the store sends them: each must be served by an index (`tests/plans.rs` checks with
@@ -184,9 +185,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The (from, to) state pairs the database itself will accept.
     fn enforced_state_pairs(&self) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
 
-    /// Moves this store's view of the database clock forward, for simulations and tests of lease
-    /// expiry that must not sleep. Every connection of this store sees the same offset.
-    fn advance_clock(&self, by: Duration);
+    /// The clock this store was opened with, which [`Store::now`] and every transaction read.
+    fn clock(&self) -> &Clock;
 
     fn close(&self) -> impl Future<Output = ()> + Send;
 

@@ -1,6 +1,6 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
-use super::StoreError;
+use super::{Clock, StoreError};
 use super::backend::{Backend, Dialect, Statement};
 use super::sql_store::SqlStore;
 use super::statements;
@@ -8,8 +8,6 @@ use super::url::redact_url;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArguments, PgConnection, PgPoolOptions, PgRow};
 use sqlx::{Arguments as _, Postgres};
-use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 /// A ledger in a PostgreSQL database. Rows read for a change are locked `FOR UPDATE`; claims skip
@@ -17,7 +15,7 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: sqlx::PgPool,
-    clock_offset: Arc<AtomicI64>,
+    clock: Clock,
 }
 
 impl SqlStore for PostgresStore {
@@ -27,8 +25,8 @@ impl SqlStore for PostgresStore {
         &self.pool
     }
 
-    fn clock_offset(&self) -> &AtomicI64 {
-        &self.clock_offset
+    fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     async fn access_report(&self) -> Result<Option<String>, StoreError> {
@@ -199,7 +197,7 @@ impl PostgresStore {
                 _ => StoreError::Migrate(error),
             })?;
         }
-        Ok(Self { pool, clock_offset: Arc::default() })
+        Ok(Self { pool, clock: Clock::database() })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.

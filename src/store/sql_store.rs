@@ -7,14 +7,12 @@ use super::rows::{
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
-use super::{ListFilter, Store, StoreError};
+use super::{Clock, ListFilter, Store, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
 };
 use std::future::Future;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
 
 /// A store on one of the databases: what the shared [`Store`] implementation needs of it, and the
 /// features only some databases have.
@@ -23,8 +21,8 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
 
     fn connections(&self) -> &sqlx::Pool<Self::Backend>;
 
-    /// Milliseconds added to the database's clock; shared by every clone of the store.
-    fn clock_offset(&self) -> &AtomicI64;
+    /// See [`Store::clock`].
+    fn clock(&self) -> &Clock;
 
     /// See [`Store::access_report`].
     fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
@@ -44,7 +42,7 @@ impl<S: SqlStore> Store for S {
 
     async fn begin(&self) -> Result<Self::Tx, StoreError> {
         let tx = self.connections().begin_with(S::Backend::DIALECT.begin).await?;
-        Ok(SqlTx::new(tx, self.clock_offset().load(Ordering::SeqCst)))
+        Ok(SqlTx::new(tx, SqlStore::clock(self).shift_ms()))
     }
 
     async fn now(&self) -> Result<Timestamp, StoreError> {
@@ -52,7 +50,7 @@ impl<S: SqlStore> Store for S {
             Some(clock) => read_one(self, Statement::new(clock)).await?.int("now")?,
             None => chrono::Utc::now().timestamp_millis(),
         };
-        Ok(from_millis(ms + self.clock_offset().load(Ordering::SeqCst)))
+        Ok(from_millis(ms + SqlStore::clock(self).shift_ms()))
     }
 
     async fn find(&self, key: &ActionKey) -> Result<Option<ActionRecord>, StoreError> {
@@ -122,9 +120,8 @@ impl<S: SqlStore> Store for S {
         read(self, Statement::new(sql::ENFORCED_PAIRS)).await?.iter().map(state_pair_from_row).collect()
     }
 
-    fn advance_clock(&self, by: Duration) {
-        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-        self.clock_offset().fetch_add(ms, Ordering::SeqCst);
+    fn clock(&self) -> &Clock {
+        SqlStore::clock(self)
     }
 
     async fn close(&self) {

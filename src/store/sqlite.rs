@@ -1,6 +1,6 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
-use super::StoreError;
+use super::{Clock, StoreError};
 use super::backend::{Backend, Dialect, Statement};
 use super::sql_store::SqlStore;
 use super::statements;
@@ -12,8 +12,6 @@ use sqlx::sqlite::{
 use sqlx::{Arguments as _, Sqlite};
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 /// How long a writer waits for the single write lock before reporting the database busy.
@@ -23,7 +21,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: sqlx::SqlitePool,
-    clock_offset: Arc<AtomicI64>,
+    clock: Clock,
 }
 
 impl SqlStore for SqliteStore {
@@ -33,8 +31,8 @@ impl SqlStore for SqliteStore {
         &self.pool
     }
 
-    fn clock_offset(&self) -> &AtomicI64 {
-        &self.clock_offset
+    fn clock(&self) -> &Clock {
+        &self.clock
     }
 }
 
@@ -108,7 +106,7 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool, clock_offset: Arc::default() })
+        Ok(Self { pool, clock: Clock::database() })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.

@@ -3,7 +3,6 @@
 //! Credentials are never written here or in the ledger: a header value may name an environment
 //! variable, read when the worker starts.
 
-use crate::destination::DestinationError;
 use crate::domain::input::{InputError, validate_destination_name};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -213,9 +212,6 @@ pub enum ConfigError {
     /// One destination's settings are inconsistent.
     #[error("destination {name}: {problem}")]
     Destination { name: String, problem: DestinationSettingError },
-    /// A destination could not be built from its settings (its HTTP client, its headers).
-    #[error(transparent)]
-    Build(#[from] DestinationError),
 }
 
 /// What is wrong with one destination's settings.

@@ -4,6 +4,7 @@ use crate::bench::BenchError;
 use crate::config::ConfigError;
 use crate::destination::DestinationError;
 use crate::domain::{InputError, Refusal, SubmissionRefused, TransitionRefused};
+use crate::ledger::LedgerError;
 use crate::sim_crm::SimCrmError;
 use crate::store::StoreError;
 
@@ -18,21 +19,9 @@ pub mod exit {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// What the ledger answered: a refusal, a fenced claim, a missing action, a database error.
     #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The submission was invalid; it was recorded as a refused submission.
-    #[error(transparent)]
-    SubmissionRefused(#[from] SubmissionRefused),
-    #[error("no action with key {0}")]
-    NotFound(String),
-    /// The ledger refused a change: wrong state, changed since read, or similar.
-    #[error(transparent)]
-    Refused(#[from] Refusal),
-    /// A worker's claim passed to a newer ownership version; its write changed nothing.
-    #[error(
-        "the claim on {key} is no longer yours: you hold ownership version {held}, the action is at {current} ({state})"
-    )]
-    Fenced { key: String, held: i64, current: i64, state: String },
+    Ledger(#[from] LedgerError),
     /// A destination could not be asked, or its answer could not be used.
     #[error(transparent)]
     Destination(#[from] DestinationError),
@@ -68,38 +57,63 @@ impl Error {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Store(e) if e.is_not_permitted() => exit::REFUSED,
-            // A sim-crm state file that cannot be used, or a command that needed a --config
-            // declaring the action's destination: the user's input.
+            Self::Ledger(LedgerError::Store(e)) if e.is_not_permitted() => exit::REFUSED,
+            Self::Ledger(LedgerError::SubmissionRefused(_) | LedgerError::Refused(_) | LedgerError::Fenced { .. }) => {
+                exit::REFUSED
+            }
+            Self::Ledger(LedgerError::NotFound(_)) => exit::NOT_FOUND,
+            // The user's input: a sim-crm state file that cannot be used, a command that needed a
+            // --config declaring the action's destination, a destination whose declared headers
+            // or method cannot be used.
             Self::SimCrm(e) if e.is_usage() => exit::USAGE,
             Self::Config(_)
             | Self::Input(_)
             | Self::Invalid(_)
-            | Self::Destination(DestinationError::NotConfigured { .. }) => exit::USAGE,
-            Self::Store(_)
+            | Self::Destination(
+                DestinationError::NotConfigured { .. }
+                | DestinationError::MissingEnv { .. }
+                | DestinationError::HeaderValue { .. }
+                | DestinationError::HeaderName { .. }
+                | DestinationError::Method { .. },
+            ) => exit::USAGE,
+            Self::Ledger(LedgerError::Store(_))
             | Self::Destination(_)
             | Self::Io { .. }
             | Self::Task(_)
             | Self::SimCrm(_)
             | Self::Bench(_) => exit::ERROR,
-            Self::SubmissionRefused(_) | Self::Refused(_) | Self::Fenced { .. } => exit::REFUSED,
-            Self::NotFound(_) => exit::NOT_FOUND,
         }
     }
 
     /// The database refused the session's role; waiting or retrying will not change that.
     pub fn is_not_permitted(&self) -> bool {
-        matches!(self, Self::Store(e) if e.is_not_permitted())
+        matches!(self, Self::Ledger(e) if e.is_not_permitted())
     }
+}
 
-    pub(crate) fn is_transient(&self) -> bool {
-        matches!(self, Self::Store(e) if e.is_transient())
+// What the ledger's own kinds are made of reaches the front ends as the ledger's error, so that
+// each kind has one place.
+impl From<StoreError> for Error {
+    fn from(error: StoreError) -> Self {
+        Self::Ledger(error.into())
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Self {
+        Self::Ledger(refusal.into())
     }
 }
 
 impl From<TransitionRefused> for Error {
     fn from(refused: TransitionRefused) -> Self {
-        Self::Refused(Refusal::Transition(refused))
+        Self::Ledger(refused.into())
+    }
+}
+
+impl From<SubmissionRefused> for Error {
+    fn from(refused: SubmissionRefused) -> Self {
+        Self::Ledger(refused.into())
     }
 }
 
@@ -122,7 +136,7 @@ mod tests {
             (Error::from(SimCrmError::ReadState { path: "state.json".into(), source: io() }), exit::USAGE),
             (Error::from(BenchError::WorkerExitedAtOnce), exit::ERROR),
             (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
-            (Error::NotFound("k".to_owned()), exit::NOT_FOUND),
+            (Error::from(LedgerError::NotFound("k".to_owned())), exit::NOT_FOUND),
             (
                 Error::from(
                     crate::domain::state::check(crate::domain::Event::Retry, State::Completed, State::Pending)

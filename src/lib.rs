@@ -8,26 +8,29 @@
 //! above it (the rules the code cites are in `docs/RULES.md`).
 //!
 //! - [`domain`]: plain data and pure rules, no I/O. Action keys, payloads and their fingerprints,
-//!   states and the one transition table, what a person's command will do, the capabilities a
-//!   destination declares and what they make safe, records (attempts, evidence, audit entries),
-//!   input validation, and the escaping of untrusted text.
-//! - [`store`]: one store interface with a SQLite and a PostgreSQL implementation. Stores read and
-//!   write rows, conditionally and inside short transactions; they decide nothing.
+//!   states and the one transition table, what a person's command will do and why it may be
+//!   refused, the capabilities a destination declares and what they make safe, records (attempts,
+//!   evidence, audit entries, lookups), input validation, and the escaping of untrusted text.
+//! - [`store`]: one store interface, written once over SQLite and PostgreSQL: named statements,
+//!   row mapping, the clock a store is opened with. Stores read and write rows, conditionally and
+//!   inside short transactions; they decide nothing.
 //! - [`ledger`]: every operation and every decision (submit, claim, heartbeat, attempts and
 //!   results, recovery of expired claims, manual commands, queries), written once over any store
-//!   and made inside its transaction. Front ends ask it; none decides for itself.
+//!   and made inside its transaction, with its own error type. Front ends ask it; none decides.
 //! - [`config`], [`destination`]: destinations declared in `actionledger.toml`, their declared
 //!   capabilities (handed to the ledger), templates, the HTTP client and how each outcome is
 //!   classified.
+//! - [`error`]: what a front end can answer, wrapping the ledger's errors, and the exit code of
+//!   each kind.
 //! - [`reconcile`]: what a destination holds for an action, judged and settled one way for every
 //!   caller; and the comparison of the ledger with a destination.
 //! - The front ends, each over the ledger: [`worker`] claims, performs, retries, settles uncertain
 //!   outcomes by lookup, recovers expired claims; [`console`] is the review console (Elm-shaped:
 //!   pure update, effects performed by a driver, one view file per part of the screen) and its
-//!   scripted mode; [`cli`] is the `actionledger` command line.
-//! - [`error`]: the error type and the exit code of each kind of error.
-//! - `testkit`: the simulated CRM, a throwaway PostgreSQL, the crash switch, the benchmarks and the
-//!   demo. Not product API: public only with the `testkit` feature that the tests enable.
+//!   scripted mode; [`cli`] is the `actionledger` command line, one file per command group.
+//! - `testkit`: the simulated CRM, a throwaway PostgreSQL, the benchmarks and the demo. Not product
+//!   API: public only with the `testkit` feature that the tests enable. The crash switch it drives
+//!   sits at the bottom of the crate (`faults`), and does nothing without that feature.
 //!
 //! Leases and every recorded time come from the database's clock, never a worker's.
 
@@ -37,6 +40,7 @@ pub mod console;
 pub mod destination;
 pub mod domain;
 pub mod error;
+mod faults;
 pub mod ledger;
 pub mod reconcile;
 pub mod store;
@@ -47,7 +51,7 @@ mod testkit;
 pub mod worker;
 
 // The test kit's modules by their short names, for the commands and crash points that use them.
-use testkit::{bench, demo, faults, sim_crm, throwaway_pg};
+use testkit::{bench, demo, sim_crm, throwaway_pg};
 
 pub use error::Error;
 pub use ledger::Ledger;

@@ -7,7 +7,7 @@
 use crate::destination::{self, Destination, Destinations, SendOutcome};
 use crate::domain::{ActionRecord, ActorKind, Evidence, LookupVerdict, State};
 use crate::error::Error;
-use crate::ledger::{Claim, Ledger, LookupReport, Outcome, Recorded, Recovery, Report};
+use crate::ledger::{Claim, Ledger, LedgerError, LookupReport, Outcome, Recorded, Recovery, Report};
 use crate::reconcile::{self, Settlement};
 use crate::store::{ClaimScope, ListFilter, Store};
 use serde::Serialize;
@@ -372,7 +372,10 @@ fn keep_leases<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) -> tokio::
             let mut still_ours = Vec::with_capacity(live.len());
             for claim in live {
                 // Fenced: the claim is gone, stop. Any other error: the next beat may get through.
-                if !matches!(shared.ledger.heartbeat(&claim, shared.options.lease).await, Err(Error::Fenced { .. })) {
+                if !matches!(
+                    shared.ledger.heartbeat(&claim, shared.options.lease).await,
+                    Err(LedgerError::Fenced { .. })
+                ) {
                     still_ours.push(claim);
                 }
             }

@@ -8,7 +8,7 @@ use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
     ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, Refusal, State, SubmitOutcome,
 };
-use actionledger::error::Error;
+use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
 use actionledger::store::{ListFilter, Store};
 use std::time::Duration;
@@ -176,7 +176,7 @@ async fn rejecting_a_proposal_returns_to_where_the_action_was<S: Store>(db: Test
     assert_eq!(l.submit(&raw("done", r#"{"n":7}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
     assert_eq!(state_of(l, "done").await, State::Completed);
     let err = l.manual(&person_request("done", ManualCommand::Approve)).await.unwrap_err();
-    assert!(matches!(err, Error::Refused(_)), "{err}");
+    assert!(matches!(err, LedgerError::Refused(_)), "{err}");
     let kept = l.manual(&person_request("done", ManualCommand::Reject)).await.unwrap();
     assert_eq!(kept.transition, None);
     assert_eq!(kept.action.state, State::Completed);
@@ -217,7 +217,7 @@ async fn refused_submissions_write_no_action_and_are_listed<S: Store>(db: TestDb
     ];
     for (submission, problem) in &cases {
         match l.submit(submission).await {
-            Err(Error::SubmissionRefused(refusal)) => assert_eq!(refusal.problem, *problem),
+            Err(LedgerError::SubmissionRefused(refusal)) => assert_eq!(refusal.problem, *problem),
             other => panic!("{problem}: expected a refusal, got {other:?}"),
         }
     }
@@ -300,7 +300,7 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                     assert_eq!(entry.event, *event);
                     assert_eq!(entry.reason.as_deref().map(|r| r.starts_with("checked the CRM by hand")), Some(true));
                 }
-                Err(Error::Refused(refusal)) => {
+                Err(LedgerError::Refused(refusal)) => {
                     let message = refusal.to_string();
                     assert!(
                         !expected,
@@ -327,7 +327,7 @@ async fn manual_commands_check_the_version_the_person_saw<S: Store>(db: TestDb<S
     let seen = l.store().find(&key("v")).await.unwrap().unwrap().revision;
     let mut stale = person_request("v", ManualCommand::Retry);
     stale.expect_version = Some(seen - 1);
-    let Err(Error::Refused(refusal @ Refusal::ChangedSinceRead { .. })) = l.manual(&stale).await else {
+    let Err(LedgerError::Refused(refusal @ Refusal::ChangedSinceRead { .. })) = l.manual(&stale).await else {
         panic!("an old version must be refused")
     };
     assert!(refusal.to_string().contains("changed since you read it"), "{refusal}");
@@ -338,12 +338,12 @@ async fn manual_commands_check_the_version_the_person_saw<S: Store>(db: TestDb<S
     let outcome = l.manual(&current).await.unwrap();
     assert_eq!(outcome.action.state, State::Pending);
     // A second person acting on what they saw before the first one: refused.
-    let Err(Error::Refused(Refusal::ChangedSinceRead { .. })) =
+    let Err(LedgerError::Refused(Refusal::ChangedSinceRead { .. })) =
         l.manual(&ManualRequest { command: ManualCommand::Cancel, ..current.clone() }).await
     else {
         panic!("the second command on the same version must be refused")
     };
-    assert!(matches!(l.manual(&person_request("nobody", ManualCommand::Cancel)).await, Err(Error::NotFound(_))));
+    assert!(matches!(l.manual(&person_request("nobody", ManualCommand::Cancel)).await, Err(LedgerError::NotFound(_))));
 }
 
 async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
@@ -386,7 +386,7 @@ async fn worker_results_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         }
         // Completed and the rest are final for this claim: a second result is stale.
         let again = l.start_attempt(&claim).await;
-        assert!(matches!(again, Err(Error::Fenced { .. })), "{again:?}");
+        assert!(matches!(again, Err(LedgerError::Fenced { .. })), "{again:?}");
     }
     // Rule 2 (docs/RULES.md): an unknown outcome is never claimed again automatically.
     assert!(l.claim("worker-1", LEASE, 100).await.unwrap().iter().all(|c| c.key().as_str() != "w3"));
@@ -431,8 +431,8 @@ async fn a_taken_over_worker_cannot_complete<S: Store>(db: TestDb<S>) {
 
     // B's own result is now stale too: the conflict waits for a person.
     let attempt_b = l.start_attempt(&b).await;
-    assert!(matches!(attempt_b, Err(Error::Fenced { held: 2, .. })), "{attempt_b:?}");
-    assert!(matches!(l.heartbeat(&a, LEASE).await, Err(Error::Fenced { .. })));
+    assert!(matches!(attempt_b, Err(LedgerError::Fenced { held: 2, .. })), "{attempt_b:?}");
+    assert!(matches!(l.heartbeat(&a, LEASE).await, Err(LedgerError::Fenced { .. })));
 }
 
 async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
@@ -471,7 +471,7 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     l.submit(&raw("stale", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
-    let Err(Error::Refused(refusal @ Refusal::ClaimLive { .. })) =
+    let Err(LedgerError::Refused(refusal @ Refusal::ClaimLive { .. })) =
         l.manual(&person_request("stale", ManualCommand::Takeover)).await
     else {
         panic!("a live claim cannot be taken over")
@@ -481,7 +481,7 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     let outcome = l.manual(&person_request("stale", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Held, "a request may have been sent: held, not a blind retry");
     assert_eq!(outcome.action.ownership_version, 2);
-    assert!(matches!(l.heartbeat(&claim, LEASE).await, Err(Error::Fenced { .. })));
+    assert!(matches!(l.heartbeat(&claim, LEASE).await, Err(LedgerError::Fenced { .. })));
 
     l.submit(&raw("stale2", "{}")).await.unwrap();
     let claim = claim_one(l, "w1").await;
@@ -608,7 +608,7 @@ async fn batched_attempts_and_results_keep_each_fencing_check<S: Store>(db: Test
         Recovery::Claimed(_)
     ));
     let started = l.start_attempts(&claims).await.unwrap();
-    assert!(matches!(started[2], Err(Error::Fenced { .. })), "{:?}", started[2]);
+    assert!(matches!(started[2], Err(LedgerError::Fenced { .. })), "{:?}", started[2]);
     let results: Vec<_> = claims
         .iter()
         .zip(&started)
@@ -655,7 +655,7 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
 
     let repeated = vec![results[0].clone(), results[0].clone()];
     assert!(
-        matches!(l.record_results(&repeated).await, Err(Error::Refused(Refusal::RepeatedKey { .. }))),
+        matches!(l.record_results(&repeated).await, Err(LedgerError::Refused(Refusal::RepeatedKey { .. }))),
         "a key twice in one batch"
     );
     assert_eq!(state_of(l, "mixed:0").await, State::InProgress, "the refused batch wrote nothing");
@@ -706,7 +706,7 @@ async fn assigning_changes_only_the_assignee<S: Store>(db: TestDb<S>) {
     action_in(l, "done", State::Completed).await;
     assert!(matches!(
         l.manual(&person_request("done", ManualCommand::Assign { to: "x".into() })).await,
-        Err(Error::Refused(Refusal::Final { .. }))
+        Err(LedgerError::Refused(Refusal::Final { .. }))
     ));
 }
 
@@ -725,7 +725,7 @@ async fn a_page_of_submissions_is_one_commit_with_an_outcome_each<S: Store>(db: 
         .iter()
         .map(|o| match o {
             Ok(report) => Ok(report.outcome),
-            Err(Error::SubmissionRefused(refusal)) => Err(refusal.problem),
+            Err(LedgerError::SubmissionRefused(refusal)) => Err(refusal.problem),
             Err(other) => panic!("{other}"),
         })
         .collect();

@@ -4,7 +4,7 @@
 mod support;
 
 use actionledger::domain::RawSubmission;
-use actionledger::error::Error;
+use actionledger::ledger::LedgerError;
 use actionledger::store::{ListFilter, Store};
 use support::TestDb;
 
@@ -60,7 +60,7 @@ async fn hostile_submissions_are_refused_and_nothing_is_written<S: Store>(db: Te
     let corpus = corpus();
     for (what, submission, words) in &corpus {
         match db.ledger.submit(submission).await {
-            Err(Error::SubmissionRefused(refusal)) => {
+            Err(LedgerError::SubmissionRefused(refusal)) => {
                 assert!(refusal.message.contains(words), "{what}: {:?} should say {words:?}", refusal.message);
             }
             other => panic!("{what}: expected a refusal, got {other:?}"),

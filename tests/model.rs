@@ -11,7 +11,7 @@ mod support;
 
 use actionledger::Ledger;
 use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
-use actionledger::error::Error;
+use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
 use actionledger::store::{ClaimScope, Store};
 use proptest::prelude::*;
@@ -334,7 +334,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                         *started = Some(attempt);
                         model.actions.get_mut(k).expect("claimed").sent = true;
                     }
-                    Err(Error::Fenced { .. }) if !current => {}
+                    Err(LedgerError::Fenced { .. }) if !current => {}
                     other => return Err(format!("step {step}: start attempt: {other:?}, model current {current}")),
                 }
             }
@@ -364,7 +364,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                             *started = Some(attempt);
                             model.actions.get_mut(k).expect("claimed").sent = true;
                         }
-                        Err(Error::Fenced { .. }) if !current => {}
+                        Err(LedgerError::Fenced { .. }) if !current => {}
                         other => return Err(format!("step {step}: start batch: {other:?}, model current {current}")),
                     }
                 }
@@ -427,7 +427,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 let allowed = model.manual(*k, *command);
                 match ledger.manual(&request).await {
                     Ok(_) if allowed => {}
-                    Err(Error::Refused(_)) if !allowed => {}
+                    Err(LedgerError::Refused(_)) if !allowed => {}
                     other => {
                         return Err(format!(
                             "step {step}: {:?}: ledger {other:?}, model allowed {allowed}",

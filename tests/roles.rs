@@ -7,7 +7,7 @@ mod support;
 use actionledger::Ledger;
 use actionledger::domain::state::{self, StatePair};
 use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State};
-use actionledger::error::Error;
+use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, Outcome, Report};
 use actionledger::store::{PostgresStore, Store};
 use std::time::Duration;
@@ -65,7 +65,7 @@ async fn refused(ledger: &Ledger<PostgresStore>, sql: &str) {
 }
 
 /// Asserts a ledger operation was refused for lack of privilege, with a message naming why.
-fn not_permitted<T: std::fmt::Debug>(result: Result<T, Error>, what: &str, says: &str) {
+fn not_permitted<T: std::fmt::Debug>(result: Result<T, LedgerError>, what: &str, says: &str) {
     match result {
         Err(error) if error.is_not_permitted() => {
             let message = error.to_string();

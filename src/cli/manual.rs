@@ -5,7 +5,7 @@ use super::{parse_key, render};
 use crate::destination::Destinations;
 use crate::domain::{ActorKind, ManualCommand, Person, Reason, input::Label};
 use crate::error::{Error, exit};
-use crate::ledger::{Ledger, ManualRequest};
+use crate::ledger::{Ledger, LedgerError, ManualRequest};
 use crate::store::Store;
 use clap::{Args, ValueEnum};
 
@@ -89,7 +89,7 @@ pub(super) async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Re
     let key = parse_key(&args.key)?;
     let person = Person::parse(&args.owner)?;
     let reason = Reason::parse(&args.reason)?;
-    let action = ledger.store().find(&key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+    let action = ledger.store().find(&key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
     if let Some(expected) = args.expect_version
         && action.revision != expected
     {

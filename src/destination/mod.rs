@@ -62,7 +62,7 @@ impl Destinations {
     }
 
     /// Builds every destination a configuration declares.
-    pub fn from_config(config: &crate::config::Config) -> Result<Self, crate::config::ConfigError> {
+    pub fn from_config(config: &crate::config::Config) -> Result<Self, DestinationError> {
         let by_name = config
             .destinations
             .iter()

@@ -1,10 +1,10 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
-use super::{Clock, StoreError};
 use super::backend::{Backend, Dialect, Statement};
 use super::sql_store::SqlStore;
 use super::statements;
 use super::url::redact_url;
+use super::{Clock, StoreError};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArguments, PgConnection, PgPoolOptions, PgRow};
 use sqlx::{Arguments as _, Postgres};

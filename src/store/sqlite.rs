@@ -1,9 +1,9 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
-use super::{Clock, StoreError};
 use super::backend::{Backend, Dialect, Statement};
 use super::sql_store::SqlStore;
 use super::statements;
+use super::{Clock, StoreError};
 use sqlx::error::BoxDynError;
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,

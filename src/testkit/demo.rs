@@ -6,7 +6,7 @@ use crate::console::ConsoleOptions;
 use crate::destination::Destinations;
 use crate::domain::{Person, RawSubmission, State};
 use crate::error::Error;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, LedgerError};
 use crate::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use crate::store::Store;
 use crate::worker::{self, WorkerOptions};
@@ -73,8 +73,8 @@ fn event(key: Option<&str>, payload: &str, destination: &str, source: &str, even
 async fn deliver<S: Store>(ledger: &Ledger<S>) -> Result<(), Error> {
     let submit = |raw: RawSubmission| async move {
         match ledger.submit(&raw).await {
-            Ok(_) | Err(Error::SubmissionRefused(_)) => Ok(()),
-            Err(other) => Err(other),
+            Ok(_) | Err(LedgerError::SubmissionRefused(_)) => Ok::<(), Error>(()),
+            Err(other) => Err(other.into()),
         }
     };
     for n in 2001..=2012 {
@@ -162,8 +162,8 @@ async fn change_an_order<S: Store>(ledger: &Ledger<S>) -> Result<(), Error> {
     );
     changed.source_version = Some(2);
     ledger.submit(&changed).await.map(|_| ()).or_else(|e| match e {
-        Error::Refused(_) => Ok(()),
-        other => Err(other),
+        LedgerError::Refused(_) => Ok(()),
+        other => Err(other.into()),
     })
 }
 

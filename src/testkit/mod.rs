@@ -13,6 +13,12 @@
 
 pub mod bench;
 pub mod demo;
-pub mod faults;
 pub mod sim_crm;
 pub mod throwaway_pg;
+
+/// The crash switch's variable and points, for the crash tests. The switch itself sits at the
+/// bottom of the crate, where the ledger, the destinations and the worker reach it.
+#[cfg(feature = "testkit")]
+pub mod faults {
+    pub use crate::faults::{AFTER_CLAIM, AFTER_RESPONSE, ALL, BEFORE_SEND, DURING_HEARTBEAT, DURING_RECORD, VARIABLE};
+}

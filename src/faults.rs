@@ -4,8 +4,10 @@
 //! Only builds with the `testkit` feature (the test suites') have the switch: in a release build
 //! every crash point is an empty function, so no environment variable can kill a worker.
 
+#[cfg(feature = "testkit")]
 use std::sync::OnceLock;
 
+#[cfg(feature = "testkit")]
 pub const VARIABLE: &str = "ACTIONLEDGER_CRASH_AT";
 
 /// After a claim committed, before anything else.
@@ -19,7 +21,8 @@ pub const DURING_HEARTBEAT: &str = "during_heartbeat";
 /// Inside the transaction that records a result, after its writes and before it commits.
 pub const DURING_RECORD: &str = "during_record";
 
-/// Every crash point, for tests and `--help` texts.
+/// Every crash point, for the crash tests.
+#[cfg(feature = "testkit")]
 pub const ALL: [&str; 5] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT, DURING_RECORD];
 
 #[cfg(feature = "testkit")]

@@ -12,8 +12,10 @@ use crate::domain::{
     RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
     record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
-use crate::error::Error;
+mod error;
+
 use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
+pub use error::LedgerError;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::marker::PhantomData;
@@ -27,7 +29,7 @@ const TRANSIENT_RETRIES: u32 = 5;
 
 /// The body of one write transaction: a future borrowing the transaction; see
 /// [`Ledger::transact`].
-type TxBody<'t, R> = Pin<Box<dyn Future<Output = Result<R, Error>> + Send + 't>>;
+type TxBody<'t, R> = Pin<Box<dyn Future<Output = Result<R, LedgerError>> + Send + 't>>;
 
 /// Says that what the caller lends a transaction's body (`'a`) outlives its borrow of the
 /// transaction (`'t`), which lets the body's future hold both.
@@ -179,7 +181,7 @@ impl<S: Store> Ledger<S> {
     /// start: commits what it returns, rolls back on any error or refusal, and runs the whole
     /// transaction again after a transient conflict (a serialization failure, a deadlock, a busy
     /// database).
-    async fn transact<'a, R, F>(&'a self, mut body: F) -> Result<R, Error>
+    async fn transact<'a, R, F>(&'a self, mut body: F) -> Result<R, LedgerError>
     where
         R: Send,
         F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
@@ -196,7 +198,7 @@ impl<S: Store> Ledger<S> {
         }
     }
 
-    async fn transact_once<'a, R, F>(&'a self, body: &mut F) -> Result<R, Error>
+    async fn transact_once<'a, R, F>(&'a self, body: &mut F) -> Result<R, LedgerError>
     where
         R: Send,
         F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
@@ -210,8 +212,8 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Records an intended action, or one more delivery of it. An invalid submission is recorded
-    /// as refused (for review) and returned as [`Error::SubmissionRefused`].
-    pub async fn submit(&self, raw: &RawSubmission) -> Result<SubmitReport, Error> {
+    /// as refused (for review) and returned as [`LedgerError::SubmissionRefused`].
+    pub async fn submit(&self, raw: &RawSubmission) -> Result<SubmitReport, LedgerError> {
         let submission = match Submission::validate(raw) {
             Ok(submission) => submission,
             Err(refusal) => {
@@ -235,7 +237,10 @@ impl<S: Store> Ledger<S> {
     /// Records many submissions in one transaction (one durable commit), for sources that deliver
     /// events in pages. Each gets its own outcome; an invalid one is recorded as refused and
     /// returned as its own error, without stopping the others.
-    pub async fn submit_many(&self, raws: &[RawSubmission]) -> Result<Vec<Result<SubmitReport, Error>>, Error> {
+    pub async fn submit_many(
+        &self,
+        raws: &[RawSubmission],
+    ) -> Result<Vec<Result<SubmitReport, LedgerError>>, LedgerError> {
         let validated: Vec<Result<Submission, SubmissionRefused>> = raws.iter().map(Submission::validate).collect();
         let keys: Vec<Option<&ActionKey>> = validated.iter().map(|v| v.as_ref().ok().map(|s| &s.key)).collect();
         let mut order: Vec<usize> = (0..raws.len()).collect();
@@ -245,13 +250,13 @@ impl<S: Store> Ledger<S> {
             Box::pin(async move {
                 let valid: Vec<&Submission> = order.iter().filter_map(|&i| validated[i].as_ref().ok()).collect();
                 let mut recorded = submit_in(tx, &valid, now).await?.into_iter();
-                let mut reports: Vec<Option<Result<SubmitReport, Error>>> = raws.iter().map(|_| None).collect();
+                let mut reports: Vec<Option<Result<SubmitReport, LedgerError>>> = raws.iter().map(|_| None).collect();
                 for &index in order {
                     reports[index] = Some(match &validated[index] {
                         Ok(_) => Ok(recorded.next().expect("one report per valid submission")),
                         Err(refusal) => {
                             tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
-                            Err(Error::SubmissionRefused(refusal.clone()))
+                            Err(LedgerError::SubmissionRefused(refusal.clone()))
                         }
                     });
                 }
@@ -263,7 +268,7 @@ impl<S: Store> Ledger<S> {
 
     /// Claims up to `limit` runnable actions for `worker`, each under a new ownership version,
     /// with a lease of `lease` by database time.
-    pub async fn claim(&self, worker: &str, lease: Duration, limit: i64) -> Result<Vec<Claim>, Error> {
+    pub async fn claim(&self, worker: &str, lease: Duration, limit: i64) -> Result<Vec<Claim>, LedgerError> {
         self.claim_scoped(worker, lease, limit, &ClaimScope::any()).await
     }
 
@@ -274,7 +279,7 @@ impl<S: Store> Ledger<S> {
         lease: Duration,
         limit: i64,
         scope: &ClaimScope,
-    ) -> Result<Vec<Claim>, Error> {
+    ) -> Result<Vec<Claim>, LedgerError> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
         self.transact(|tx, now, _| {
             Box::pin(async move {
@@ -292,7 +297,7 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Extends the lease of a claim that is still current; returns the new expiry.
-    pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, Error> {
+    pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, LedgerError> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
                 let until = now + lease;
@@ -309,14 +314,17 @@ impl<S: Store> Ledger<S> {
 
     /// Records that an attempt is about to be sent, under a claim that is still current. From
     /// here on the destination may act, so the idempotency window counts from the first one.
-    pub async fn start_attempt(&self, claim: &Claim) -> Result<StartedAttempt, Error> {
+    pub async fn start_attempt(&self, claim: &Claim) -> Result<StartedAttempt, LedgerError> {
         self.start_attempts(std::slice::from_ref(claim)).await?.pop().expect("one start per claim")
     }
 
     /// Batched [`Ledger::start_attempt`]: one transaction (one durable commit) and two statements
     /// for many claims, each still checked against its own ownership version. A fenced claim gets
     /// its own error; the others start.
-    pub async fn start_attempts(&self, claims: &[Claim]) -> Result<Vec<Result<StartedAttempt, Error>>, Error> {
+    pub async fn start_attempts(
+        &self,
+        claims: &[Claim],
+    ) -> Result<Vec<Result<StartedAttempt, LedgerError>>, LedgerError> {
         refuse_repeated_keys(claims.iter().map(Claim::key))?;
         self.transact(|tx, now, _| Box::pin(start_attempts_in(tx, claims, now))).await
     }
@@ -329,7 +337,7 @@ impl<S: Store> Ledger<S> {
         claim: &Claim,
         attempt: StartedAttempt,
         report: &Report,
-    ) -> Result<Recorded, Error> {
+    ) -> Result<Recorded, LedgerError> {
         let mut recorded = self.record_results_of(&[(claim, attempt, report)]).await?;
         Ok(recorded.pop().expect("one record per result"))
     }
@@ -337,12 +345,18 @@ impl<S: Store> Ledger<S> {
     /// Batched [`Ledger::record_result`]: the results of many attempts in one transaction (a group
     /// commit), each applied only if its own claim is still current. Until it commits nothing is
     /// recorded, and the claims are recovered like any others whose lease expires.
-    pub async fn record_results(&self, results: &[(Claim, StartedAttempt, Report)]) -> Result<Vec<Recorded>, Error> {
+    pub async fn record_results(
+        &self,
+        results: &[(Claim, StartedAttempt, Report)],
+    ) -> Result<Vec<Recorded>, LedgerError> {
         let results: Vec<(&Claim, StartedAttempt, &Report)> = results.iter().map(|(c, a, r)| (c, *a, r)).collect();
         self.record_results_of(&results).await
     }
 
-    async fn record_results_of(&self, results: &[(&Claim, StartedAttempt, &Report)]) -> Result<Vec<Recorded>, Error> {
+    async fn record_results_of(
+        &self,
+        results: &[(&Claim, StartedAttempt, &Report)],
+    ) -> Result<Vec<Recorded>, LedgerError> {
         refuse_repeated_keys(results.iter().map(|(claim, _, _)| claim.key()))?;
         self.transact(|tx, now, _| {
             Box::pin(async move {
@@ -355,16 +369,22 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
-    pub async fn hold(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
+    pub async fn hold(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, LedgerError> {
         self.give_back(claim, Event::Held, State::Held, reason).await
     }
 
     /// Gives a claim back before anything was sent (a clean shutdown), for another worker.
-    pub async fn release(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, Error> {
+    pub async fn release(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, LedgerError> {
         self.give_back(claim, Event::Released, State::Pending, reason).await
     }
 
-    async fn give_back(&self, claim: &Claim, event: Event, target: State, reason: &str) -> Result<ActionRecord, Error> {
+    async fn give_back(
+        &self,
+        claim: &Claim,
+        event: Event,
+        target: State,
+        reason: &str,
+    ) -> Result<ActionRecord, LedgerError> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
                 let mut action = lock_current(tx, claim).await?;
@@ -385,7 +405,12 @@ impl<S: Store> Ledger<S> {
     /// What is known, inside the transaction and from the claim as locked, about taking over
     /// `action`'s current claim: whether anything was sent under it, and whether its destination
     /// (as this ledger's catalogue declares it) makes a repeat harmless.
-    async fn claim_facts(&self, tx: &mut S::Tx, action: &ActionRecord, now: Timestamp) -> Result<ClaimFacts, Error> {
+    async fn claim_facts(
+        &self,
+        tx: &mut S::Tx,
+        action: &ActionRecord,
+        now: Timestamp,
+    ) -> Result<ClaimFacts, LedgerError> {
         Ok(ClaimFacts {
             sent_under_claim: tx.attempt_started_under(&action.key, action.ownership_version).await?,
             repeat_protected: self.destinations.protects_against_repeat(action, now),
@@ -403,10 +428,10 @@ impl<S: Store> Ledger<S> {
         seen_ownership_version: i64,
         worker: &str,
         lease: Duration,
-    ) -> Result<Recovery, Error> {
+    ) -> Result<Recovery, LedgerError> {
         self.transact(|tx, now, _| Box::pin(async move {
             let Some(mut action) = tx.lock_action(key).await? else {
-                return Err(Error::NotFound(key.to_string()));
+                return Err(LedgerError::NotFound(key.to_string()));
             };
             if action.state != State::InProgress || action.ownership_version != seen_ownership_version {
                 return Ok(Recovery::Changed);
@@ -459,10 +484,10 @@ impl<S: Store> Ledger<S> {
         actor: &str,
         actor_kind: ActorKind,
         report: &LookupReport,
-    ) -> Result<Option<ActionRecord>, Error> {
+    ) -> Result<Option<ActionRecord>, LedgerError> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
-                let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+                let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
                 if action.state != State::Unknown || action.revision != seen_revision {
                     return Ok(None);
                 }
@@ -503,11 +528,11 @@ impl<S: Store> Ledger<S> {
 
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
-    pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, Error> {
+    pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
         let ManualRequest { key, person, reason, expect_version, command } = request;
         self.transact(|tx, now, _| {
             Box::pin(async move {
-                let mut action = tx.lock_action(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+                let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
                 if let Some(expected) = *expect_version
                     && action.revision != expected
                 {
@@ -542,8 +567,8 @@ impl<S: Store> Ledger<S> {
         .await
     }
     /// One action with its deliveries, attempts and audit trail.
-    pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, Error> {
-        let action = self.store.find(key).await?.ok_or_else(|| Error::NotFound(key.to_string()))?;
+    pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, LedgerError> {
+        let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
         Ok(ActionDetail {
             action,
             deliveries: self.store.deliveries(key).await?,
@@ -553,16 +578,20 @@ impl<S: Store> Ledger<S> {
         })
     }
 
-    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, Error> {
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, LedgerError> {
         Ok(self.store.list(filter).await?)
     }
 
-    pub async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, Error> {
+    pub async fn list_refused(
+        &self,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<RefusedSubmission>, LedgerError> {
         Ok(self.store.list_refused(before_id, limit).await?)
     }
 
     /// A count for every state, zero included, in the order of [`State::ALL`].
-    pub async fn counts(&self) -> Result<Vec<(State, i64)>, Error> {
+    pub async fn counts(&self) -> Result<Vec<(State, i64)>, LedgerError> {
         let found = self.store.count_by_state().await?;
         Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
     }
@@ -575,7 +604,7 @@ async fn submit_in<T: LedgerTx>(
     tx: &mut T,
     submissions: &[&Submission],
     now: Timestamp,
-) -> Result<Vec<SubmitReport>, Error> {
+) -> Result<Vec<SubmitReport>, LedgerError> {
     let mut seen = HashSet::new();
     let fresh: Vec<ActionRecord> =
         submissions.iter().filter(|s| seen.insert(&s.key)).map(|s| ActionRecord::new_pending(s, now)).collect();
@@ -615,9 +644,9 @@ async fn submit_existing<T: LedgerTx>(
     submission: &Submission,
     actor: &str,
     now: Timestamp,
-) -> Result<SubmitReport, Error> {
+) -> Result<SubmitReport, LedgerError> {
     let mut action =
-        tx.lock_action(&submission.key).await?.ok_or_else(|| Error::NotFound(submission.key.to_string()))?;
+        tx.lock_action(&submission.key).await?.ok_or_else(|| LedgerError::NotFound(submission.key.to_string()))?;
     let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
     let fingerprint = submission.payload.fingerprint();
     let outcome = match (submission.source_version, recorded_version) {
@@ -670,7 +699,7 @@ async fn start_attempts_in<T: LedgerTx>(
     tx: &mut T,
     claims: &[Claim],
     now: Timestamp,
-) -> Result<Vec<Result<StartedAttempt, Error>>, Error> {
+) -> Result<Vec<Result<StartedAttempt, LedgerError>>, LedgerError> {
     // One conditional statement, no read first: the ownership version and state in its WHERE
     // clause are the fencing check.
     let current: Vec<(&ActionKey, i64)> = claims.iter().map(|c| (c.key(), c.ownership_version())).collect();
@@ -711,14 +740,14 @@ async fn record_results_in<T: LedgerTx>(
     tx: &mut T,
     results: &[(&Claim, StartedAttempt, &Report)],
     now: Timestamp,
-) -> Result<Vec<Recorded>, Error> {
+) -> Result<Vec<Recorded>, LedgerError> {
     let keys: Vec<&ActionKey> = results.iter().map(|(claim, _, _)| claim.key()).collect();
     let mut locked: HashMap<ActionKey, ActionRecord> =
         tx.lock_actions(&keys).await?.into_iter().map(|a| (a.key.clone(), a)).collect();
     let mut finished = Vec::with_capacity(results.len());
     let mut decided = Vec::with_capacity(results.len());
     for &(claim, attempt, report) in results {
-        let action = locked.remove(claim.key()).ok_or_else(|| Error::NotFound(claim.key().to_string()))?;
+        let action = locked.remove(claim.key()).ok_or_else(|| LedgerError::NotFound(claim.key().to_string()))?;
         let (attempt, decision) = decide_result(action, claim, attempt, report, now)?;
         finished.push(attempt);
         decided.push(decision);
@@ -752,7 +781,7 @@ fn decide_result(
     attempt: StartedAttempt,
     report: &Report,
     now: Timestamp,
-) -> Result<(Attempt, ResultDecision), Error> {
+) -> Result<(Attempt, ResultDecision), LedgerError> {
     let (attempt_outcome, event, target) = match &report.outcome {
         Outcome::Completed { .. } => (AttemptOutcome::Succeeded, Event::Completed, State::Completed),
         Outcome::RetryLater { .. } => (AttemptOutcome::FailedBeforeWrite, Event::RetryScheduled, State::Pending),
@@ -808,7 +837,7 @@ fn decide_late_result(
     outcome: AttemptOutcome,
     late_destination_id: Option<&str>,
     now: Timestamp,
-) -> Result<ResultDecision, Error> {
+) -> Result<ResultDecision, LedgerError> {
     let note = format!(
         "late result ({}) from {} under ownership version {}; the action is at {} ({})",
         outcome.as_str(),
@@ -843,8 +872,8 @@ fn is_current(action: &ActionRecord, claim: &Claim) -> bool {
     action.state == State::InProgress && action.ownership_version == claim.ownership_version()
 }
 
-fn fenced(claim: &Claim, current: Option<&ActionRecord>) -> Error {
-    Error::Fenced {
+fn fenced(claim: &Claim, current: Option<&ActionRecord>) -> LedgerError {
+    LedgerError::Fenced {
         key: claim.key().to_string(),
         held: claim.ownership_version(),
         current: current.map_or(-1, |a| a.ownership_version),
@@ -852,7 +881,7 @@ fn fenced(claim: &Claim, current: Option<&ActionRecord>) -> Error {
     }
 }
 
-async fn lock_current<T: LedgerTx>(tx: &mut T, claim: &Claim) -> Result<ActionRecord, Error> {
+async fn lock_current<T: LedgerTx>(tx: &mut T, claim: &Claim) -> Result<ActionRecord, LedgerError> {
     let action = tx.lock_action(claim.key()).await?;
     match action {
         Some(action) if is_current(&action, claim) => Ok(action),
@@ -862,7 +891,7 @@ async fn lock_current<T: LedgerTx>(tx: &mut T, claim: &Claim) -> Result<ActionRe
 
 /// Ends a transaction: commits what succeeded; rolls back, and waits for it, on any error or
 /// refusal, so that no row lock outlives the call in a pooled connection.
-async fn finish<T: LedgerTx, R>(tx: T, result: Result<R, Error>) -> Result<R, Error> {
+async fn finish<T: LedgerTx, R>(tx: T, result: Result<R, LedgerError>) -> Result<R, LedgerError> {
     match result {
         Ok(value) => {
             tx.commit().await?;
@@ -876,13 +905,13 @@ async fn finish<T: LedgerTx, R>(tx: T, result: Result<R, Error>) -> Result<R, Er
 }
 
 /// Writes the action back, conditional on the revision it was read at.
-async fn write_action<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(), Error> {
+async fn write_action<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(), LedgerError> {
     write_actions(tx, std::slice::from_mut(action)).await
 }
 
 /// Writes actions back in one statement, each conditional on the revision it was read at; all
 /// or none.
-async fn write_actions<T: LedgerTx>(tx: &mut T, actions: &mut [ActionRecord]) -> Result<(), Error> {
+async fn write_actions<T: LedgerTx>(tx: &mut T, actions: &mut [ActionRecord]) -> Result<(), LedgerError> {
     let written = tx.update_actions(&actions.iter().collect::<Vec<_>>()).await?;
     if written != actions.len() as u64 {
         return Err(Refusal::ChangedWhileWriting { keys: actions.iter().map(|a| a.key.clone()).collect() }.into());
@@ -895,7 +924,7 @@ async fn write_actions<T: LedgerTx>(tx: &mut T, actions: &mut [ActionRecord]) ->
 
 /// Refuses a batch that names one key twice: one worker never holds two claims on one key, and
 /// a batch is written as one set of rows.
-fn refuse_repeated_keys<'a>(keys: impl Iterator<Item = &'a ActionKey>) -> Result<(), Error> {
+fn refuse_repeated_keys<'a>(keys: impl Iterator<Item = &'a ActionKey>) -> Result<(), LedgerError> {
     let mut seen = HashSet::new();
     for key in keys {
         if !seen.insert(key) {

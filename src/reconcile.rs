@@ -3,10 +3,10 @@
 //! console's and the CLI's `lookup`, and `reconcile` all go through [`look_up`] and [`inspect`],
 //! so that each judges and settles a lookup the same way.
 
-use crate::destination::{Destination, Found};
-use crate::domain::{ActionRecord, ActorKind, State, Timestamp};
+use crate::destination::{Destination, Destinations, Found};
+use crate::domain::{ActionKey, ActionRecord, ActorKind, Person, Reason, Refusal, State, Timestamp};
 use crate::error::Error;
-use crate::ledger::{Ledger, LookupReport};
+use crate::ledger::{Ledger, LedgerError, LookupReport};
 use crate::store::{ListFilter, Store};
 use serde::Serialize;
 
@@ -81,6 +81,29 @@ pub async fn look_up<S: Store>(
     let Inspection { report, .. } = inspect(ledger, destination, action).await?;
     let settlement = settle(ledger, action, report.clone(), actor, actor_kind, note).await?;
     Ok(LookedUp { report, settlement })
+}
+
+/// A named person's lookup, from the console or the CLI: reads the action, refuses if it changed
+/// since the version the person saw, and looks it up at its configured destination with the
+/// person's reason in the audit trail. Returns the action as it was read, and what happened.
+pub async fn look_up_for_person<S: Store>(
+    ledger: &Ledger<S>,
+    destinations: &Destinations,
+    key: &ActionKey,
+    seen_revision: Option<i64>,
+    person: &Person,
+    reason: &Reason,
+) -> Result<(ActionRecord, LookedUp), Error> {
+    let action = ledger.store().find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+    if let Some(seen) = seen_revision
+        && action.revision != seen
+    {
+        return Err(Refusal::changed_since_read("look up", &action, seen).into());
+    }
+    let destination = destinations.require(&action)?;
+    let looked =
+        look_up(ledger, destination, &action, person.as_str(), ActorKind::Person, Some(reason.as_str())).await?;
+    Ok((action, looked))
 }
 
 async fn settle<S: Store>(

@@ -3,9 +3,9 @@
 
 use super::{parse_key, render};
 use crate::destination::Destinations;
-use crate::domain::{ActorKind, ManualCommand, Person, Reason, input::Label};
+use crate::domain::{ManualCommand, Person, Reason, input::Label};
 use crate::error::{Error, exit};
-use crate::ledger::{Ledger, LedgerError, ManualRequest};
+use crate::ledger::{Ledger, ManualRequest};
 use crate::store::Store;
 use clap::{Args, ValueEnum};
 
@@ -89,22 +89,9 @@ pub(super) async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Re
     let key = parse_key(&args.key)?;
     let person = Person::parse(&args.owner)?;
     let reason = Reason::parse(&args.reason)?;
-    let action = ledger.store().find(&key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
-    if let Some(expected) = args.expect_version
-        && action.revision != expected
-    {
-        return Err(crate::domain::Refusal::changed_since_read("look up", &action, expected).into());
-    }
-    let destination = destinations.require(&action)?;
-    let looked = crate::reconcile::look_up(
-        ledger,
-        destination,
-        &action,
-        person.as_str(),
-        ActorKind::Person,
-        Some(reason.as_str()),
-    )
-    .await?;
+    let (action, looked) =
+        crate::reconcile::look_up_for_person(ledger, &destinations, &key, args.expect_version, &person, &reason)
+            .await?;
     render::looked_up(&action, &looked, args.json);
     Ok(match looked.settlement {
         crate::reconcile::Settlement::ChangedMeanwhile => exit::REFUSED,

@@ -11,7 +11,7 @@ pub mod safe_text;
 pub mod view;
 
 use crate::destination::Destinations;
-use crate::domain::{ActorKind, Person};
+use crate::domain::Person;
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
@@ -74,29 +74,9 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
             Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
         }
         Effect::Lookup { key, revision, person, reason } => {
-            let result = async {
-                let action = ledger.store().find(&key).await.map_err(|e| e.to_string())?.ok_or("the action is gone")?;
-                if action.revision != revision {
-                    return Err(format!(
-                        "{key} changed since you saw it (version {revision}, now {})",
-                        action.revision
-                    ));
-                }
-                let destination = destinations.require(&action).map_err(|e| e.to_string())?;
-                let looked = reconcile::look_up(
-                    ledger,
-                    destination,
-                    &action,
-                    person.as_str(),
-                    ActorKind::Person,
-                    Some(reason.as_str()),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-                Ok(looked.describe(&action))
-            }
-            .await;
-            Done::Command(result)
+            let looked =
+                reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
+            Done::Command(looked.map(|(action, looked)| looked.describe(&action)).map_err(|e| e.to_string()))
         }
     }
 }

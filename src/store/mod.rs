@@ -39,7 +39,8 @@ use std::future::Future;
 /// The statements on the hot paths of workers and consoles, by name, in the dialect of the
 /// store, as the store sends them: each must be served by an index (`tests/plans.rs` checks with
 /// EXPLAIN, and checks the lists of [`list_statement`] too). Statements written for many rows are
-/// given for a batch of three.
+/// given for a batch of three. For the plan checks only: part of the test kit.
+#[cfg(feature = "testkit")]
 pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
     let dialect = if postgres { statements::POSTGRES } else { statements::SQLITE };
     let params = dialect.params;
@@ -61,8 +62,9 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The text [`Store::list`] sends for `filter`, in the dialect of the store.
-#[doc(hidden)]
+/// The text [`Store::list`] sends for `filter`, in the dialect of the store. For the plan checks
+/// only: part of the test kit.
+#[cfg(feature = "testkit")]
 pub fn list_statement(postgres: bool, filter: &ListFilter) -> String {
     if postgres {
         statements::list_actions::<sqlx::Postgres>(filter).sql().to_owned()
@@ -192,17 +194,13 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Who may do what in this ledger, where the database manages roles (PostgreSQL); `None`
     /// where it does not.
-    fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
-        async { Ok(None) }
-    }
+    fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
 
     /// A signal each time an action changes state, where the database can push one (PostgreSQL's
     /// LISTEN/NOTIFY); `None` where it cannot, and readers poll.
     fn listen_for_changes(
         &self,
-    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send {
-        async { Ok(None) }
-    }
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send;
 }
 
 /// One write transaction. Dropping it without [`LedgerTx::commit`] rolls it back.

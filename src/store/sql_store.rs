@@ -59,23 +59,19 @@ impl<S: SqlStore> Store for S {
     }
 
     async fn deliveries(&self, key: &ActionKey) -> Result<Vec<Delivery>, StoreError> {
-        let rows = read(self, Statement::new(sql::SELECT_DELIVERIES).text(key.as_str())).await?;
-        rows.iter().map(delivery_from_row).collect()
+        read_history(self, sql::SELECT_DELIVERIES, key, delivery_from_row).await
     }
 
     async fn attempts(&self, key: &ActionKey) -> Result<Vec<Attempt>, StoreError> {
-        let rows = read(self, Statement::new(sql::SELECT_ATTEMPTS).text(key.as_str())).await?;
-        rows.iter().map(attempt_from_row).collect()
+        read_history(self, sql::SELECT_ATTEMPTS, key, attempt_from_row).await
     }
 
     async fn audit_trail(&self, key: &ActionKey) -> Result<Vec<AuditEntry>, StoreError> {
-        let rows = read(self, Statement::new(sql::SELECT_AUDIT).text(key.as_str())).await?;
-        rows.iter().map(audit_from_row).collect()
+        read_history(self, sql::SELECT_AUDIT, key, audit_from_row).await
     }
 
     async fn lookups(&self, key: &ActionKey) -> Result<Vec<LookupRecord>, StoreError> {
-        let rows = read(self, Statement::new(sql::SELECT_LOOKUPS).text(key.as_str())).await?;
-        rows.iter().map(lookup_from_row).collect()
+        read_history(self, sql::SELECT_LOOKUPS, key, lookup_from_row).await
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, StoreError> {
@@ -146,6 +142,17 @@ async fn read<S: SqlStore>(
 ) -> Result<Vec<<S::Backend as sqlx::Database>::Row>, sqlx::Error> {
     let mut connection = store.connections().acquire().await?;
     S::Backend::fetch_all(&mut *connection, statement).await
+}
+
+/// The rows one of an action's histories (deliveries, attempts, audit trail, lookups) holds for
+/// `key`, each turned into its record by `record`.
+async fn read_history<S: SqlStore, T>(
+    store: &S,
+    statement: &'static str,
+    key: &ActionKey,
+    record: fn(&<S::Backend as sqlx::Database>::Row) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    read(store, Statement::new(statement).text(key.as_str())).await?.iter().map(record).collect()
 }
 
 /// Runs a read that answers at most one row on a connection from the pool.

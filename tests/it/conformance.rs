@@ -1,8 +1,7 @@
 //! The conformance suite: every rule of the ledger core, written once and run against SQLite and
 //! PostgreSQL (`sqlite::name` and `postgres::name`).
 
-mod support;
-
+use crate::support::{TestDb, person_request};
 use actionledger::Ledger;
 use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
@@ -12,7 +11,6 @@ use actionledger::error::Error;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
 use actionledger::store::{ListFilter, Store};
 use std::time::Duration;
-use support::{TestDb, person_request};
 
 const LEASE: Duration = Duration::from_secs(30);
 

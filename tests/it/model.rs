@@ -7,8 +7,7 @@
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
 
-mod support;
-
+use crate::support;
 use actionledger::Ledger;
 use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
 use actionledger::error::Error;

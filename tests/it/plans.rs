@@ -2,8 +2,7 @@
 //! (with sequential scans discouraged on PostgreSQL, where a small table would otherwise be scanned
 //! whatever the indexes).
 
-mod support;
-
+use crate::support;
 use actionledger::store::hot_statements;
 
 /// Names the hot statements give their own rows: CTEs and VALUES lists.

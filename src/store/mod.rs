@@ -37,7 +37,7 @@ use crate::domain::{
 use std::future::Future;
 
 /// The statements on the hot paths of workers and consoles, by name, in the dialect of the
-/// store, as the store sends them: each must be served by an index (`tests/plans.rs` checks with
+/// store, as the store sends them: each must be served by an index (`tests/it/plans.rs` checks with
 /// EXPLAIN, and checks the lists of [`list_statement`] too). Statements written for many rows are
 /// given for a batch of three. For the plan checks only: part of the test kit.
 #[cfg(feature = "testkit")]

@@ -7,7 +7,7 @@
 //! that also binds their values ([`super::batch`]); SQLite's use `?` in order (see
 //! [`Params::InOrder`]).
 //!
-//! Each statement on a hot path must be served by an index: `tests/plans.rs` EXPLAINs these same
+//! Each statement on a hot path must be served by an index: `tests/it/plans.rs` EXPLAINs these same
 //! texts (see [`super::hot_statements`]).
 
 use super::ListFilter;

@@ -7,8 +7,7 @@
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
 
-mod support;
-
+use crate::support;
 use actionledger::Ledger;
 use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
 use actionledger::ledger::LedgerError;
@@ -405,8 +404,11 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
             }
             Op::Recover { key: k, protected } => {
                 let Some(version) = model.actions.get(k).map(|a| a.ownership_version) else { continue };
-                let decides =
-                    if *protected { support::protected_by_lookup(ledger, &[&destination]) } else { ledger.clone() };
+                let decides = if *protected {
+                    crate::support::protected_by_lookup(ledger, &[&destination])
+                } else {
+                    ledger.clone()
+                };
                 decides
                     .recover_expired(&key(*k), version, "rescuer", LEASE)
                     .await

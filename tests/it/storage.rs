@@ -1,13 +1,11 @@
 //! What each database itself refuses, whatever code talks to it: forbidden transitions, changes
 //! to the audit trail, fencing tokens going back. And SQLite's file-level promises.
 
-mod support;
-
+use crate::support::{self, TestDb};
 use actionledger::domain::ManualCommand;
 use actionledger::domain::{ActionKey, RawSubmission};
 use actionledger::ledger::ManualRequest;
 use actionledger::store::{PostgresStore, SqliteStore, Store};
-use support::TestDb;
 
 trait RawSql {
     async fn exec(&self, sql: &'static str) -> Result<u64, String>;

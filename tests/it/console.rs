@@ -1,8 +1,7 @@
 //! The review console against a real ledger on both stores: the keys a person presses, then what
 //! the screen shows and what the ledger recorded. Plus whole-screen snapshots and hostile text.
 
-mod support;
-
+use crate::support::{self, TestDb, order as raw};
 use actionledger::Ledger;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
 use actionledger::destination::Destinations;
@@ -11,7 +10,6 @@ use actionledger::ledger::{ManualRequest, Outcome, Report};
 use actionledger::store::Store;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use support::{TestDb, order as raw};
 
 const LEASE: Duration = Duration::from_secs(30);
 

@@ -1,8 +1,7 @@
 //! Workers against the simulated CRM over loopback HTTP, on both stores. Each check of the seed
 //! articles is a named test, and every assertion counts effects in the CRM, not log lines.
 
-mod support;
-
+use crate::support::{self, TestDb, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
@@ -14,7 +13,6 @@ use actionledger::worker::{self, Summary, WorkerOptions};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt as _;
 use std::time::Duration;
-use support::{TestDb, order};
 
 const LEASE: Duration = Duration::from_secs(30);
 

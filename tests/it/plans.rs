@@ -2,8 +2,7 @@
 //! the very text the store sends (with sequential scans discouraged on PostgreSQL, where a small
 //! table would otherwise be scanned whatever the indexes).
 
-mod support;
-
+use crate::support;
 use actionledger::domain::{State, Timestamp};
 use actionledger::store::{ListFilter, hot_statements, list_statement};
 

@@ -3,15 +3,13 @@
 //! ownership versions only grow, and the CRM holds one record. `ACTIONLEDGER_PAUSE_RUNS` sets the
 //! number of pauses (default 3).
 
-mod support;
-
+use crate::support::{TestDb, order};
 use actionledger::domain::{ActionKey, State};
 use actionledger::ledger::Recovery;
 use actionledger::store::Store;
 use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{TestDb, order};
 
 conformance!(a_paused_worker_is_fenced_when_it_resumes);
 

@@ -2,8 +2,7 @@
 //! submitters, then performed by 4 and by 16 workers against the simulated CRM: exactly one
 //! ledger action and one CRM record per key. `ACTIONLEDGER_SCALE_KEYS` changes the size.
 
-mod support;
-
+use crate::support::{TestDb, order};
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::State;
@@ -12,7 +11,6 @@ use actionledger::testkit::sim_crm::{Options, SimCrm};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use support::{TestDb, order};
 
 conformance!(ten_thousand_keys_eight_deliveries_four_and_sixteen_workers);
 

@@ -3,8 +3,7 @@
 //! must reach the ledger's one decision (docs/RULES.md, rule 5): run again where the destination
 //! protects against a repeat, held for a person where it cannot tell one.
 
-mod support;
-
+use crate::support::TestDb;
 use actionledger::domain::{ActionKey, ActorKind, AuditEntry, Event, RawSubmission, State};
 use actionledger::ledger::ActionDetail;
 use actionledger::store::Store;
@@ -12,7 +11,6 @@ use actionledger::testkit::sim_crm::{Options, SimCrm};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
-use support::TestDb;
 
 const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
 

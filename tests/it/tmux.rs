@@ -1,8 +1,7 @@
 //! The real binary in a real terminal: tmux with a private socket and a fixed 80x24 window,
 //! polling `capture-pane` until the expected text appears.
 
-mod support;
-
+use crate::support;
 use actionledger::domain::{ActionKey, RawSubmission, State};
 use actionledger::ledger::{Outcome, Report};
 use actionledger::store::Store as _;

@@ -1,9 +1,8 @@
 //! Least privilege on PostgreSQL: each role of migration 0004, connected as a login member of it,
 //! does its own work and is refused everything else by the database itself. SQLite has no roles;
-//! its file is private to its owner (tests/storage.rs).
+//! its file is private to its owner (tests/it/storage.rs).
 
-mod support;
-
+use crate::support::{self, person_request};
 use actionledger::Ledger;
 use actionledger::domain::state::{self, StatePair};
 use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State};
@@ -11,7 +10,6 @@ use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, Outcome, Report};
 use actionledger::store::{PostgresStore, Store};
 use std::time::Duration;
-use support::person_request;
 
 const LEASE: Duration = Duration::from_secs(30);
 

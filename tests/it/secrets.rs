@@ -1,8 +1,7 @@
 //! Destination credentials and database passwords never reach the ledger, the logs or `--json`
 //! output: a planted secret is searched for everywhere the tool writes.
 
-mod support;
-
+use crate::support;
 use actionledger::testkit::sim_crm::{Options, SimCrm};
 use std::process::Command;
 

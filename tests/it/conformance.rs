@@ -1,8 +1,7 @@
 //! The conformance suite: the rules of docs/RULES.md that the ledger core keeps, written once and
 //! run against SQLite and PostgreSQL (`sqlite::name` and `postgres::name`).
 
-mod support;
-
+use crate::support::{TestDb, person_request};
 use actionledger::Ledger;
 use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
@@ -12,7 +11,6 @@ use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
 use actionledger::store::{ListFilter, Store};
 use std::time::Duration;
-use support::{TestDb, person_request};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -239,7 +237,7 @@ async fn late_result_conflict<S: Store>(ledger: &Ledger<S>, k: &str) {
     let old = claim_one(ledger, "old-owner").await;
     let attempt = ledger.start_attempt(&old).await.unwrap();
     ledger.store().clock().advance(LEASE * 2);
-    let recovered = support::protected_by_lookup(ledger, &["crm"])
+    let recovered = crate::support::protected_by_lookup(ledger, &["crm"])
         .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
         .await
         .unwrap();
@@ -407,7 +405,7 @@ async fn a_taken_over_worker_cannot_complete<S: Store>(db: TestDb<S>) {
     let attempt_a = l.start_attempt(&a).await.unwrap();
     l.store().clock().advance(LEASE * 2);
     let Recovery::Claimed(b) =
-        support::protected_by_lookup(l, &["crm"]).recover_expired(a.key(), 1, "worker-b", LEASE).await.unwrap()
+        crate::support::protected_by_lookup(l, &["crm"]).recover_expired(a.key(), 1, "worker-b", LEASE).await.unwrap()
     else {
         panic!("a protected destination allows the takeover")
     };
@@ -487,7 +485,7 @@ async fn takeover_of_a_stale_claim<S: Store>(db: TestDb<S>) {
     let claim = claim_one(l, "w1").await;
     l.start_attempt(&claim).await.unwrap();
     l.store().clock().advance(LEASE * 2);
-    let outcome = support::protected_by_lookup(l, &["crm"])
+    let outcome = crate::support::protected_by_lookup(l, &["crm"])
         .manual(&person_request("stale2", ManualCommand::Takeover))
         .await
         .unwrap();
@@ -604,7 +602,10 @@ async fn batched_attempts_and_results_keep_each_fencing_check<S: Store>(db: Test
     l.store().clock().advance(LEASE * 2);
     let lost = claims[2].clone();
     assert!(matches!(
-        support::protected_by_lookup(l, &["crm"]).recover_expired(lost.key(), 1, "rescuer", LEASE).await.unwrap(),
+        crate::support::protected_by_lookup(l, &["crm"])
+            .recover_expired(lost.key(), 1, "rescuer", LEASE)
+            .await
+            .unwrap(),
         Recovery::Claimed(_)
     ));
     let started = l.start_attempts(&claims).await.unwrap();
@@ -640,7 +641,7 @@ async fn one_batch_applies_current_results_and_keeps_late_ones<S: Store>(db: Tes
     // The batch stalls past its lease, and one claim is taken over before its results land.
     l.store().clock().advance(LEASE * 2);
     let lost = &claims[1];
-    let takeover = support::protected_by_lookup(l, &["crm"])
+    let takeover = crate::support::protected_by_lookup(l, &["crm"])
         .recover_expired(lost.key(), lost.ownership_version(), "rescuer", LEASE)
         .await
         .unwrap();
@@ -763,7 +764,12 @@ async fn regression_a_refused_command_leaves_no_row_locked<S: Store>(db: TestDb<
     l.submit(&raw("locked", "{}")).await.unwrap();
     for _ in 0..20 {
         assert!(l.manual(&person_request("locked", ManualCommand::Retry)).await.is_err());
-        assert!(support::protected_by_lookup(l, &["crm"]).recover_expired(&key("locked"), 0, "w", LEASE).await.is_ok());
+        assert!(
+            crate::support::protected_by_lookup(l, &["crm"])
+                .recover_expired(&key("locked"), 0, "w", LEASE)
+                .await
+                .is_ok()
+        );
     }
     let claims = l.claim("w", LEASE, 1).await.unwrap();
     assert_eq!(claims.len(), 1, "the action is claimable: nothing holds its row");

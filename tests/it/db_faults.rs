@@ -2,8 +2,7 @@
 //! run; SQLite with many contending writers, and worker processes killed mid-write. No lost or
 //! duplicated transition, the worker and console carry on, SQLite's integrity check passes.
 
-mod support;
-
+use crate::support::{self, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::console::{ConsoleOptions, ScriptedConsole, model::Msg};
@@ -14,7 +13,6 @@ use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use support::order;
 
 async fn crm(delay_ms: u64) -> SimCrm {
     let faults = FaultPlan { script: std::collections::VecDeque::new(), rates: vec![(Fault::Delay(delay_ms), 1.0)] };

@@ -1,7 +1,6 @@
 //! The simulated CRM on its own, and the worker process's clean shutdown.
 
-mod support;
-
+use crate::support;
 use actionledger::config::Config;
 use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
 use std::process::{Command, Stdio};

@@ -1,7 +1,6 @@
 //! Drives the built `actionledger` binary: stdout, `--json` shape and exit codes of each command.
 
-mod support;
-
+use crate::support;
 use actionledger::domain::RawSubmission;
 use actionledger::ledger::{Outcome, Report};
 use serde_json::Value;

@@ -1,12 +1,10 @@
 //! A corpus of hostile submissions: each is refused with a message that names the problem, and
 //! nothing is written but the record of the refusal. Run on both stores.
 
-mod support;
-
+use crate::support::TestDb;
 use actionledger::domain::RawSubmission;
 use actionledger::ledger::LedgerError;
 use actionledger::store::{ListFilter, Store};
-use support::TestDb;
 
 conformance!(hostile_submissions_are_refused_and_nothing_is_written);
 

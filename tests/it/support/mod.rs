@@ -1,8 +1,6 @@
 //! Test databases: a fresh SQLite file per test, and a fresh PostgreSQL database per test on a
 //! throwaway cluster that this test process starts (or on `ACTIONLEDGER_TEST_PG_URL`).
 
-#![allow(dead_code)]
-
 pub mod pg;
 
 use actionledger::Ledger;
@@ -64,7 +62,6 @@ pub async fn postgres() -> Option<TestDb<PostgresStore>> {
 
 /// Runs one generic test body against both stores: `conformance!(name1, name2, ...)` expects
 /// `async fn name<S: Store>(db: TestDb<S>)` in scope and makes `sqlite::name` and `postgres::name`.
-#[macro_export]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {

@@ -5,8 +5,7 @@
 //! recorded together), even runs one action at a time. `ACTIONLEDGER_CRASH_RUNS` sets the runs
 //! per point (default 4).
 
-mod support;
-
+use crate::support::{TestDb, order};
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, State};
@@ -16,7 +15,6 @@ use actionledger::worker::{self, WorkerOptions};
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{TestDb, order};
 
 conformance!(every_crash_point_recovers_without_a_second_effect);
 

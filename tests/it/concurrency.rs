@@ -1,14 +1,12 @@
 //! Concurrency on both stores: many deliveries of the same keys at once, then many workers
 //! claiming and recovering at once. Counts what the ledger holds, not what it logged.
 
-mod support;
-
+use crate::support::TestDb;
 use actionledger::domain::RawSubmission;
 use actionledger::ledger::{Claim, Recovery};
 use actionledger::store::{ListFilter, Store};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
-use support::TestDb;
 
 const KEYS: usize = 200;
 const DELIVERIES_PER_KEY: usize = 8;
@@ -106,7 +104,7 @@ async fn concurrent_recovery_takes_each_expired_claim_once<S: Store>(db: TestDb<
 
     let mut rescuers = Vec::new();
     for w in 0..WORKERS {
-        let ledger = support::protected_by_lookup(&db.ledger, &["crm"]);
+        let ledger = crate::support::protected_by_lookup(&db.ledger, &["crm"]);
         let expired = expired.clone();
         rescuers.push(tokio::spawn(async move {
             let mut won = Vec::new();

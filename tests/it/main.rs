@@ -1,0 +1,27 @@
+//! The integration tests, as one binary: each module was once a binary of its own, and each of
+//! those linked sqlx, ratatui and reqwest again. One link after a change to the crate instead of
+//! one per suite; run one suite with `cargo test --test it <module>::`.
+
+#[macro_use]
+mod support;
+
+mod bench;
+mod cli;
+mod concurrency;
+mod conformance;
+mod console;
+mod crash;
+mod db_faults;
+mod frontends;
+mod hostile;
+mod model;
+mod pause;
+mod plans;
+mod properties;
+mod roles;
+mod scale;
+mod secrets;
+mod sim_crm;
+mod storage;
+mod tmux;
+mod worker;

@@ -259,7 +259,8 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
     fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
     fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> impl Future<Output = Result<(), StoreError>> + Send;
-    /// Inserts attempts; returns each new attempt's id with its action's key.
+    /// Records attempts as they start (how each ends is written by [`LedgerTx::finish_attempts`]);
+    /// returns each new attempt's id with its action's key.
     fn insert_attempts(
         &mut self,
         attempts: &[Attempt],

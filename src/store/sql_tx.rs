@@ -148,7 +148,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
 
     async fn insert_attempts(&mut self, attempts: &[Attempt]) -> Result<Vec<(ActionKey, i64)>, StoreError> {
         let mut ids = Vec::with_capacity(attempts.len());
-        for chunk in attempts.chunks(rows_per_statement(sql::ATTEMPT_ROW)) {
+        for chunk in attempts.chunks(rows_per_statement(sql::STARTED_ATTEMPT_ROW)) {
             for row in B::fetch_all(&mut *self.tx, sql::insert_attempts(chunk)).await? {
                 ids.push(keyed_number(&row, "action_key", "id")?);
             }

@@ -282,28 +282,23 @@ pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), "
 pub(crate) const SELECT_ATTEMPTS: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
 
-pub(crate) const ATTEMPT_ROW: &[Column<Attempt>] = &[
+/// An attempt as it starts: what is known before its request goes out. How it ends is written by
+/// [`finish_attempts`], into the columns that start empty.
+pub(crate) const STARTED_ATTEMPT_ROW: &[Column<Attempt>] = &[
     ("action_key", Text(|a| Some(a.key.as_str()))),
     ("number", BigInt(|a| Some(a.number))),
     ("worker", Text(|a| Some(a.worker.as_str()))),
     ("ownership_version", BigInt(|a| Some(a.ownership_version))),
     ("started_at", BigInt(|a| Some(a.started_at.timestamp_millis()))),
-    ("ended_at", BigInt(|a| a.ended_at.map(|t| t.timestamp_millis()))),
-    ("outcome", Text(|a| a.outcome.map(AttemptOutcome::as_str))),
-    ("error", Text(|a| a.error.as_deref())),
-    ("response_status", BigInt(|a| a.evidence.status)),
-    ("destination_id", Text(|a| a.evidence.destination_id.as_deref())),
-    ("response_body", Text(|a| a.evidence.body.as_deref())),
-    ("stale", Boolean(|a| a.stale)),
 ];
 
-/// Inserts attempts; returns each new id with its action's key.
+/// Inserts attempts as they start; returns each new id with its action's key.
 pub(crate) fn insert_attempts_sql(params: Params, rows: usize) -> String {
-    format!("{} RETURNING id, action_key", insert_sql("attempts", params, rows, ATTEMPT_ROW))
+    format!("{} RETURNING id, action_key", insert_sql("attempts", params, rows, STARTED_ATTEMPT_ROW))
 }
 
 pub(crate) fn insert_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
-    Statement::new(insert_attempts_sql(B::DIALECT.params, attempts.len())).rows(ATTEMPT_ROW, attempts)
+    Statement::new(insert_attempts_sql(B::DIALECT.params, attempts.len())).rows(STARTED_ATTEMPT_ROW, attempts)
 }
 
 /// How an attempt ended, and the id that finds it.

@@ -3,7 +3,7 @@
 use crate::bench::BenchError;
 use crate::config::ConfigError;
 use crate::destination::DestinationError;
-use crate::domain::{InputError, Refusal, SubmissionRefused, TransitionRefused};
+use crate::domain::InputError;
 use crate::ledger::LedgerError;
 use crate::sim_crm::SimCrmError;
 use crate::store::StoreError;
@@ -91,43 +91,25 @@ impl Error {
     }
 }
 
-// What the ledger's own kinds are made of reaches the front ends as the ledger's error, so that
-// each kind has one place.
+// A store error outside a ledger operation (opening the database) is reported as the ledger's,
+// so that each kind has one place.
 impl From<StoreError> for Error {
     fn from(error: StoreError) -> Self {
         Self::Ledger(error.into())
     }
 }
 
-impl From<Refusal> for Error {
-    fn from(refusal: Refusal) -> Self {
-        Self::Ledger(refusal.into())
-    }
-}
-
-impl From<TransitionRefused> for Error {
-    fn from(refused: TransitionRefused) -> Self {
-        Self::Ledger(refused.into())
-    }
-}
-
-impl From<SubmissionRefused> for Error {
-    fn from(refused: SubmissionRefused) -> Self {
-        Self::Ledger(refused.into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{ActionKey, Person, State};
+    use crate::domain::{ActionKey, Person, Refusal, State};
 
     #[test]
     fn the_exit_code_follows_the_kind() {
         let io = || std::io::Error::from(std::io::ErrorKind::NotFound);
         let refusal = Refusal::RepeatedKey { key: ActionKey::parse("k").unwrap() };
         let cases = [
-            (Error::from(refusal), exit::REFUSED),
+            (Error::from(LedgerError::from(refusal)), exit::REFUSED),
             (Error::from(Person::parse("").unwrap_err()), exit::USAGE),
             (Error::from(crate::config::Config::parse("[worker]\nlease = \"0s\"").unwrap_err()), exit::USAGE),
             (Error::from(DestinationError::LookupStatus { status: 500 }), exit::ERROR),
@@ -138,10 +120,10 @@ mod tests {
             (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
             (Error::from(LedgerError::NotFound("k".to_owned())), exit::NOT_FOUND),
             (
-                Error::from(
+                Error::from(LedgerError::from(
                     crate::domain::state::check(crate::domain::Event::Retry, State::Completed, State::Pending)
                         .unwrap_err(),
-                ),
+                )),
                 exit::REFUSED,
             ),
         ];

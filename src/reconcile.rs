@@ -98,7 +98,7 @@ pub async fn look_up_for_person<S: Store>(
     if let Some(seen) = seen_revision
         && action.revision != seen
     {
-        return Err(Refusal::changed_since_read("look up", &action, seen).into());
+        return Err(LedgerError::from(Refusal::changed_since_read("look up", &action, seen)).into());
     }
     let destination = destinations.require(&action)?;
     let looked =

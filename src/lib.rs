@@ -28,9 +28,11 @@
 //!   outcomes by lookup, recovers expired claims; [`console`] is the review console (Elm-shaped:
 //!   pure update, effects performed by a driver, one view file per part of the screen) and its
 //!   scripted mode; [`cli`] is the `actionledger` command line, one file per command group.
-//! - `testkit`: the simulated CRM, a throwaway PostgreSQL, the benchmarks and the demo. Not product
-//!   API: public only with the `testkit` feature that the tests enable. The crash switch it drives
-//!   sits at the bottom of the crate (`faults`), and does nothing without that feature.
+//! - `testkit`: the simulated CRM, a throwaway PostgreSQL, the benchmarks and the demo, over all of
+//!   the above. Not product API: public only with the `testkit` feature that the tests enable. The
+//!   crash switch it drives sits at the bottom of the crate (`faults`), and does nothing without
+//!   that feature. The one edge against the direction: [`error`] names the kit's two error kinds,
+//!   which the `sim-crm` and `bench` commands report.
 //!
 //! Leases and every recorded time come from the database's clock, never a worker's.
 

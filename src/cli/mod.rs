@@ -107,6 +107,15 @@ pub enum Command {
     Bench(BenchArgs),
 }
 
+impl Command {
+    /// Whether the command needs a ledger that already exists: it only reads, or acts only on
+    /// actions already recorded (a person's commands, the console, `reconcile --apply`). Only
+    /// `migrate`, `submit` and `worker` may create the embedded ledger.
+    fn needs_existing_ledger(&self) -> bool {
+        !matches!(self, Self::Migrate | Self::Submit(_) | Self::Worker(_))
+    }
+}
+
 /// Picks the database URL: `--db`, then `ACTIONLEDGER_DB`, then `DATABASE_URL`, then the default.
 pub fn resolve_db_url(flag: Option<String>) -> String {
     let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());
@@ -125,7 +134,13 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     };
     let url = resolve_db_url(cli.db);
     if url.starts_with("sqlite:") {
-        execute(Ledger::new(SqliteStore::open(&url).await?), command, &url).await
+        // A mistyped path must not answer "nothing pending" from a new, empty ledger.
+        let store = if command.needs_existing_ledger() {
+            SqliteStore::open_existing(&url).await?
+        } else {
+            SqliteStore::open(&url).await?
+        };
+        execute(Ledger::new(store), command, &url).await
     } else if is_postgres(&url) {
         execute(Ledger::new(PostgresStore::open(&url).await?), command, &url).await
     } else {

@@ -85,6 +85,13 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("cannot open the ledger database: {0}")]
     Open(String),
+    /// A command that only reads found no ledger, and creates none: a mistyped path must not look
+    /// like an empty ledger.
+    #[error(
+        "no ledger at {ledger}: nothing has been recorded there; check --db (or $ACTIONLEDGER_DB), or create it with \
+         `actionledger migrate`"
+    )]
+    Missing { ledger: String },
     #[error("the database holds a value this version does not understand: {0}")]
     Corrupt(String),
 }

@@ -5,6 +5,7 @@ use super::sql_store::SqlStore;
 use super::statements;
 use super::{Clock, StoreError};
 use sqlx::error::BoxDynError;
+use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -79,9 +80,19 @@ impl SqliteStore {
         Self::open_with(url, SqliteSynchronous::Full).await
     }
 
+    /// Opens the ledger at a `sqlite://` URL only if it exists, for commands that only read:
+    /// they never create a file.
+    pub async fn open_existing(url: &str) -> Result<Self, StoreError> {
+        Self::open_at(url, SqliteSynchronous::Full, false).await
+    }
+
     /// Like [`SqliteStore::open`] with a chosen commit durability: `Full` survives power loss,
     /// `Normal` (in WAL mode) only a crash of the process. Benchmarks compare the two.
     pub async fn open_with(url: &str, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
+        Self::open_at(url, synchronous, true).await
+    }
+
+    async fn open_at(url: &str, synchronous: SqliteSynchronous, create: bool) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::Open(format!("{url} is not a valid SQLite URL: {e}")))?;
         let path = options.get_filename().to_path_buf();
@@ -92,7 +103,11 @@ impl SqliteStore {
                     .to_owned(),
             ));
         }
-        create_private_file(&path)?;
+        if create {
+            create_private_file(&path)?;
+        } else if !path.exists() {
+            return Err(StoreError::Missing { ledger: url.to_owned() });
+        }
         let options = options
             .create_if_missing(false)
             .journal_mode(SqliteJournalMode::Wal)
@@ -105,13 +120,38 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
-        sqlx::migrate!("migrations/sqlite").run(&pool).await?;
+        migrate(&pool).await?;
         Ok(Self { pool, clock: Clock::database() })
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
     pub fn pool(&self) -> &sqlx::SqlitePool {
         &self.pool
+    }
+}
+
+/// How long a process waits for another that is creating the same new ledger.
+const FIRST_MIGRATION_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Brings the schema up to date. Many processes may open a new ledger at the same moment (an
+/// automation's first burst of submissions): SQLite has no migration lock, so two can both find
+/// the schema missing and one then fails on a table the other created. That failure rolls back,
+/// and the loser looks again: once the other has finished, nothing is left to apply.
+async fn migrate(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
+    let migrator = sqlx::migrate!("migrations/sqlite");
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match migrator.run(pool).await {
+            Ok(()) => return Ok(()),
+            Err(MigrateError::Execute(_) | MigrateError::ExecuteMigration(..))
+                if started.elapsed() < FIRST_MIGRATION_PATIENCE =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
 }
 

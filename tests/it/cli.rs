@@ -223,6 +223,54 @@ fn database_url_comes_from_flag_then_environment_then_default() {
     assert_eq!(show(&env_db, "fallback"), Some(4));
 }
 
+#[test]
+fn commands_that_need_a_ledger_never_create_one() {
+    let ws = Workspace::new();
+    let ledger = ws.dir.path().join("ledger.db");
+    let script = ws.dir.path().join("look.keys");
+    std::fs::write(&script, "q\n").unwrap();
+    let script = script.to_str().unwrap();
+    for args in [
+        &["list"][..],
+        &["show", KEY],
+        &["retry", KEY, "--owner", "ana", "--reason", "typo in --db"],
+        &["review", "--owner", "ana", "--script", script],
+    ] {
+        let output = ws.run(args);
+        assert_eq!(output.status.code(), Some(4), "{args:?}: {}", stderr(&output));
+        let said = stderr(&output);
+        assert!(said.contains(&format!("no ledger at {}", ws.db)) && said.contains("actionledger migrate"), "{said}");
+        assert!(!ledger.exists(), "{args:?} created the ledger");
+    }
+    assert_eq!(ws.run(&["submit", "--key", KEY, "--payload", "{}"]).status.code(), Some(0));
+    assert_eq!(ws.run(&["list"]).status.code(), Some(0), "a command that writes created it");
+}
+
+#[test]
+fn sixteen_submits_at_once_on_a_new_ledger_all_succeed() {
+    let ws = Workspace::new();
+    let children: Vec<_> = (0..16)
+        .map(|n| {
+            Command::new(BIN)
+                .current_dir(ws.dir.path())
+                .env_remove("ACTIONLEDGER_DB")
+                .env_remove("DATABASE_URL")
+                .args(["--db", &ws.db, "submit", "--key", &format!("first-day:{n}"), "--payload", "{}"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start actionledger")
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert_eq!(stdout(&output), "created\n");
+    }
+    let listed = json(&ws.run(&["list", "--json"]));
+    assert_eq!(listed["actions"].as_array().unwrap().len(), 16);
+}
+
 #[tokio::test]
 async fn a_person_resolves_a_failed_and_an_unknown_action_from_the_cli() {
     let ws = Workspace::new();

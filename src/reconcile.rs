@@ -39,7 +39,7 @@ pub enum Settlement {
     /// It was `unknown` and is now settled: completed, back to pending, or in conflict.
     Settled(Box<ActionRecord>),
     /// It is not `unknown`: the lookup only reports what the destination holds.
-    NotUncertain(State),
+    NotUncertain,
     /// It changed after it was read; nothing was applied.
     ChangedMeanwhile,
 }
@@ -57,7 +57,7 @@ impl LookedUp {
         let (key, verdict) = (&action.key, self.report.verdict.as_str());
         match &self.settlement {
             Settlement::Settled(settled) => format!("looked up {key}: {verdict}; now {}", settled.state),
-            Settlement::NotUncertain(_) => {
+            Settlement::NotUncertain => {
                 format!("looked up {key}: {verdict} ({} records); nothing changed", self.report.records)
             }
             Settlement::ChangedMeanwhile => {
@@ -115,7 +115,7 @@ async fn settle<S: Store>(
     note: Option<&str>,
 ) -> Result<Settlement, Error> {
     if action.state != State::Unknown {
-        return Ok(Settlement::NotUncertain(action.state));
+        return Ok(Settlement::NotUncertain);
     }
     if let Some(note) = note {
         report.detail = Some(format!("{note} ({})", report.detail.unwrap_or_default()));

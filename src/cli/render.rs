@@ -408,7 +408,7 @@ pub fn looked_up(action: &ActionRecord, looked: &LookedUp, as_json: bool) {
     if as_json {
         let settled_to = match &looked.settlement {
             Settlement::Settled(settled) => Some(settled.state),
-            Settlement::NotUncertain(_) | Settlement::ChangedMeanwhile => None,
+            Settlement::NotUncertain | Settlement::ChangedMeanwhile => None,
         };
         print_json(&json!({
             "key": action.key.as_str(),

@@ -49,16 +49,18 @@ pub enum DestinationError {
 }
 
 /// The destinations a front end was configured with, and the one that actions submitted without
-/// a destination go to.
+/// a destination go to. Which destination an action goes to, and what each declares, is the
+/// catalogue's answer, the same one the ledger decides with.
 #[derive(Debug, Clone, Default)]
 pub struct Destinations {
     by_name: BTreeMap<String, Destination>,
-    default_destination: Option<String>,
+    catalog: DestinationCatalog,
 }
 
 impl Destinations {
     pub fn new(by_name: BTreeMap<String, Destination>, default_destination: Option<String>) -> Self {
-        Self { by_name, default_destination }
+        let capabilities = by_name.iter().map(|(name, d)| (name.clone(), d.capabilities())).collect();
+        Self { catalog: DestinationCatalog::new(capabilities, default_destination), by_name }
     }
 
     /// Builds every destination a configuration declares.
@@ -73,13 +75,13 @@ impl Destinations {
 
     /// The destination an action goes to, if it is configured here.
     pub fn of(&self, action: &ActionRecord) -> Option<&Destination> {
-        self.by_name.get(action.destination.as_ref().or(self.default_destination.as_ref())?)
+        self.by_name.get(self.catalog.destination_name(action)?)
     }
 
     /// [`Destinations::of`], for a caller that cannot go on without it.
     pub fn require(&self, action: &ActionRecord) -> Result<&Destination, DestinationError> {
         self.of(action).ok_or_else(|| DestinationError::NotConfigured {
-            name: action.destination.as_deref().or(self.default_destination.as_deref()).unwrap_or("(none)").to_owned(),
+            name: self.catalog.destination_name(action).unwrap_or("(none)").to_owned(),
         })
     }
 
@@ -95,20 +97,13 @@ impl Destinations {
         self.by_name.keys().map(String::as_str)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
-    }
-
     pub fn default_destination(&self) -> Option<&str> {
-        self.default_destination.as_deref()
+        self.catalog.default_destination()
     }
 
     /// The declared capabilities of each, for the ledger to decide with.
     pub fn catalog(&self) -> DestinationCatalog {
-        DestinationCatalog::new(
-            self.by_name.iter().map(|(name, d)| (name.clone(), d.capabilities())).collect(),
-            self.default_destination.clone(),
-        )
+        self.catalog.clone()
     }
 }
 

@@ -70,6 +70,11 @@ impl DestinationCatalog {
         Self { by_name, default_destination }
     }
 
+    /// The destination of actions submitted without one.
+    pub fn default_destination(&self) -> Option<&str> {
+        self.default_destination.as_deref()
+    }
+
     /// The name of the destination an action goes to: its own, else the default.
     pub fn destination_name<'a>(&'a self, action: &'a ActionRecord) -> Option<&'a str> {
         action.destination.as_deref().or(self.default_destination.as_deref())

@@ -6,6 +6,7 @@ use crate::error::{Error, exit};
 use crate::ledger::Ledger;
 use crate::store::{PostgresStore, SqliteStore};
 use clap::Args;
+use std::io::IsTerminal as _;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -27,6 +28,14 @@ pub(super) async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Erro
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "demo".to_owned());
     let owner = Person::parse(&owner)?;
+    let has_terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if !args.no_ui && !has_terminal {
+        return Err(Error::Invalid(
+            "the demo ends in the review console, which needs a terminal; run `actionledger demo --no-ui` for the \
+             scenario and its summary"
+                .to_owned(),
+        ));
+    }
     let temporary =
         db.is_none().then(|| std::env::temp_dir().join(format!("actionledger-demo-{}", std::process::id())));
     let url = match (&db, &temporary) {

@@ -153,6 +153,16 @@ fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>,
 /// quit, on error and on panic.
 pub async fn run_terminal<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> Result<(), Error> {
     use ratatui::crossterm::{event, execute};
+    use std::io::IsTerminal as _;
+    // Without a terminal (cron, `ssh` without `-t`, a redirect) nothing is set up, so nothing is
+    // written that would have to be undone.
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(Error::Invalid(
+            "the review console needs a terminal on standard input and output: over ssh use `ssh -t`, or run it \
+             headless with --script FILE --size WIDTHxHEIGHT"
+                .to_owned(),
+        ));
+    }
     let mut terminal = ratatui::try_init().map_err(|e| {
         ratatui::restore();
         Error::io("cannot set up the terminal", e)

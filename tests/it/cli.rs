@@ -247,6 +247,18 @@ fn commands_that_need_a_ledger_never_create_one() {
 }
 
 #[test]
+fn the_console_without_a_terminal_says_so_and_writes_nothing_to_the_screen() {
+    let ws = Workspace::new();
+    ws.run(&["submit", "--key", KEY, "--payload", "{}"]);
+    for args in [&["review", "--owner", "ana"][..], &["demo"]] {
+        let output = ws.run(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains("needs a terminal"), "{}", stderr(&output));
+        assert!(output.stdout.is_empty(), "no escape sequence reaches a redirected output");
+    }
+}
+
+#[test]
 fn sixteen_submits_at_once_on_a_new_ledger_all_succeed() {
     let ws = Workspace::new();
     let children: Vec<_> = (0..16)

@@ -17,6 +17,7 @@
 mod backend;
 mod batch;
 mod clock;
+mod pg_tls;
 mod postgres;
 mod rows;
 mod sql_store;
@@ -26,6 +27,7 @@ mod statements;
 mod url;
 
 pub use clock::Clock;
+pub use pg_tls::TlsProblem;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
@@ -85,6 +87,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("cannot open the ledger database: {0}")]
     Open(String),
+    /// A TLS connection to PostgreSQL could not be made; the problem says which parameter to check.
+    #[error("cannot open the ledger database at {url} over TLS (sslmode={mode}): {problem}")]
+    Tls { url: String, mode: &'static str, problem: Box<TlsProblem> },
     /// A command that only reads found no ledger, and creates none: a mistyped path must not look
     /// like an empty ledger.
     #[error(

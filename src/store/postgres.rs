@@ -1,6 +1,7 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
 use super::backend::{Backend, Dialect, Statement};
+use super::pg_tls;
 use super::sql_store::SqlStore;
 use super::statements;
 use super::url::redact_url;
@@ -159,25 +160,23 @@ impl PostgresStore {
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         // One direct connection first: a wrong address or password fails at once, where the
         // pool would keep retrying until its acquire timeout.
-        let options: sqlx::postgres::PgConnectOptions = url
-            .parse()
-            .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
+        let options = pg_tls::connect_options(url)?;
         // An operator's own limit, given in the URL's `options`, is kept.
         let options = if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
             options
         } else {
             options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)])
         };
-        let first = sqlx::ConnectOptions::connect(&options)
-            .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
+        let mut first =
+            sqlx::ConnectOptions::connect(&options).await.map_err(|e| pg_tls::connect_error(url, &options, e))?;
+        pg_tls::warn_if_prefer_fell_back(&mut first, url, &options).await;
         sqlx::Connection::close(first).await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
+            .map_err(|e| pg_tls::connect_error(url, &options, e))?;
         let migrator = sqlx::migrate!("migrations/postgres");
         // Only a member of actionledger_owner may migrate; workers, reviewers and viewers open a
         // current schema without touching it.

@@ -23,5 +23,6 @@ mod scale;
 mod secrets;
 mod sim_crm;
 mod storage;
+mod tls;
 mod tmux;
 mod worker;

@@ -199,7 +199,7 @@ fn is_this_host(options: &PgConnectOptions) -> bool {
     let host = options.get_host().trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost")
         || host.to_ascii_lowercase().ends_with(".localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 fn mode_name(mode: PgSslMode) -> &'static str {
@@ -219,8 +219,8 @@ fn tls_error(url: &str, options: &PgConnectOptions, problem: TlsProblem) -> Stor
 
 /// The error for a failed connection: a TLS failure as a [`TlsProblem`] naming what to check,
 /// anything else as before.
-pub(super) fn connect_error(url: &str, options: &PgConnectOptions, error: sqlx::Error) -> StoreError {
-    match tls_problem(url, options, &error) {
+pub(super) fn connect_error(url: &str, options: &PgConnectOptions, error: &sqlx::Error) -> StoreError {
+    match tls_problem(url, options, error) {
         Some(problem) => tls_error(url, options, problem),
         None => StoreError::Open(format!("{}: {error}", redact_url(url))),
     }
@@ -285,6 +285,8 @@ mod tests {
             "postgres://al:pw@127.0.0.1/l?sslmode=disable",
             "postgres://al:pw@localhost/l?sslmode=disable",
             "postgres://al:pw@[::1]:5432/l?sslmode=disable",
+            "postgres://al:pw@[::ffff:127.0.0.1]:5432/l?sslmode=disable",
+            "postgres://al:pw@127.0.0.2/l?sslmode=disable",
             "postgres://al:pw@%2Fvar%2Frun%2Fpostgresql/l?sslmode=disable",
             "postgres://al:pw@ignored/l?host=/tmp&sslmode=disable",
         ] {

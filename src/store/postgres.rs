@@ -168,7 +168,7 @@ impl PostgresStore {
             options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)])
         };
         let mut first =
-            sqlx::ConnectOptions::connect(&options).await.map_err(|e| pg_tls::connect_error(url, &options, e))?;
+            sqlx::ConnectOptions::connect(&options).await.map_err(|e| pg_tls::connect_error(url, &options, &e))?;
         pg_tls::warn_if_prefer_fell_back(&mut first, url, &options).await;
         sqlx::Connection::close(first).await.ok();
         let pool = PgPoolOptions::new()
@@ -176,7 +176,7 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options.clone())
             .await
-            .map_err(|e| pg_tls::connect_error(url, &options, e))?;
+            .map_err(|e| pg_tls::connect_error(url, &options, &e))?;
         let migrator = sqlx::migrate!("migrations/postgres");
         // Only a member of actionledger_owner may migrate; workers, reviewers and viewers open a
         // current schema without touching it.

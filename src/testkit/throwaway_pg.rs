@@ -104,12 +104,12 @@ fn start_cluster() -> Result<String, ThrowawayPgError> {
 /// intermediates) and key, and optionally an authority for client certificates.
 #[derive(Debug, Clone)]
 pub struct TlsServer {
-    pub certificate_pem: String,
-    pub key_pem: String,
+    pub certificate: String,
+    pub key: String,
     /// With it the server asks for client certificates signed by this authority (`ssl_ca_file`),
     /// and the role [`CERTIFICATE_ROLE`] may log in over TLS only with one whose common name is
     /// its name (pg_hba `hostssl ... cert`).
-    pub client_ca_pem: Option<String>,
+    pub client_authority: Option<String>,
 }
 
 /// The role that logs in to a [`start_tls_server`] server with a client certificate only.
@@ -127,17 +127,16 @@ pub async fn start_tls_server(tls: &TlsServer) -> Result<u16, ThrowawayPgError> 
         NEXT.fetch_add(1, Ordering::SeqCst)
     ));
     let port = launch(&root, |root| {
-        let mut options = format!(
-            "-c ssl=on -c ssl_cert_file={} -c ssl_key_file={} -c hba_file={}",
-            write_private(root, "server.crt", &tls.certificate_pem)?.display(),
-            write_private(root, "server.key", &tls.key_pem)?.display(),
-            write_private(root, "pg_hba.conf", &tls_hba())?.display(),
-        );
-        if let Some(client_ca) = &tls.client_ca_pem {
-            let file = write_private(root, "client-ca.crt", client_ca)?;
-            options.push_str(&format!(" -c ssl_ca_file={}", file.display()));
+        let mut options = vec![
+            "-c ssl=on".to_owned(),
+            format!("-c ssl_cert_file={}", write_private(root, "server.crt", &tls.certificate)?.display()),
+            format!("-c ssl_key_file={}", write_private(root, "server.key", &tls.key)?.display()),
+            format!("-c hba_file={}", write_private(root, "pg_hba.conf", &tls_hba())?.display()),
+        ];
+        if let Some(client_ca) = &tls.client_authority {
+            options.push(format!("-c ssl_ca_file={}", write_private(root, "client-ca.crt", client_ca)?.display()));
         }
-        Ok(options)
+        Ok(options.join(" "))
     })?;
     let admin = format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable");
     let mut conn = sqlx::PgConnection::connect(&admin)
@@ -154,13 +153,13 @@ pub async fn start_tls_server(tls: &TlsServer) -> Result<u16, ThrowawayPgError> 
 /// Who may log in to a TLS server, and how: everyone on this host without a password, except
 /// the certificate role, which needs TLS and a client certificate naming it.
 fn tls_hba() -> String {
-    let mut hba = String::from("local all all trust\n");
+    let mut hba = vec!["local all all trust".to_owned()];
     for network in ["127.0.0.1/32", "::1/128"] {
-        hba.push_str(&format!("hostssl all {CERTIFICATE_ROLE} {network} cert\n"));
-        hba.push_str(&format!("host all {CERTIFICATE_ROLE} {network} reject\n"));
-        hba.push_str(&format!("host all all {network} trust\n"));
+        hba.push(format!("hostssl all {CERTIFICATE_ROLE} {network} cert"));
+        hba.push(format!("host all {CERTIFICATE_ROLE} {network} reject"));
+        hba.push(format!("host all all {network} trust"));
     }
-    hba
+    hba.join("\n") + "\n"
 }
 
 /// Writes a file only its owner may read: the server refuses a key others can read.

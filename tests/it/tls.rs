@@ -40,8 +40,7 @@ impl Pki {
         ] {
             std::fs::write(dir.join(name), contents).unwrap();
         }
-        let server =
-            TlsServer { certificate_pem: server_cert, key_pem: server_key, client_ca_pem: Some(ca_pem.clone()) };
+        let server = TlsServer { certificate: server_cert, key: server_key, client_authority: Some(ca_pem.clone()) };
         Self { dir, server }
     }
 
@@ -136,12 +135,10 @@ async fn encrypted(store: &PostgresStore) -> bool {
 }
 
 async fn refusal(url: &str) -> (TlsProblem, String) {
-    let error = match PostgresStore::open(url).await {
-        Ok(_) => panic!("{url} connected"),
-        Err(error) => error,
-    };
+    let Err(error) = PostgresStore::open(url).await else { panic!("{url} connected") };
     let message = error.to_string();
     assert!(!message.contains("s3cr"), "the password shows: {message}");
+    eprintln!("refused as it should be: {message}");
     match error {
         StoreError::Tls { problem, .. } => (*problem, message),
         other => panic!("not a TLS refusal: {other}"),

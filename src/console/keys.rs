@@ -125,7 +125,7 @@ pub struct Binding {
 /// Every binding, in the order the help screen lists them.
 pub const BINDINGS: &[Binding] = &[
     Binding {
-        keys: "1-7",
+        keys: "1-8",
         actions: &[
             (Key::char('1'), Action::SelectPane(0)),
             (Key::char('2'), Action::SelectPane(1)),

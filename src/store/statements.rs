@@ -193,25 +193,28 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 
 /// Counts an attempt under each claim (key and ownership version) that is still current, in one
 /// conditional statement whose WHERE clause is the fencing check, and sets the first send time
-/// and the start of the idempotency window where unset (the first two parameters are the time);
-/// returns the key and attempt number of each claim counted.
+/// and the start of the idempotency window where unset (the first three parameters are the time,
+/// once per use, since SQLite's parameters are bound in order); returns the key and attempt
+/// number of each claim counted.
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
-        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(3 + 2 * i), params.at(4 + 2 * i)))
+        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
         .collect::<Vec<_>>()
         .join(" OR ");
     format!(
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
-         first_sent_at = COALESCE(first_sent_at, {first}), window_started_at = COALESCE(window_started_at, {first}), \
+         first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
          updated_at = {}, revision = revision + 1 \
          WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
+        params.at(1),
         params.at(2),
-        first = params.at(1),
+        params.at(3)
     )
 }
 
 pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i64) -> Statement<B> {
-    let statement = Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms);
+    let statement =
+        Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms).int(now_ms);
     claims
         .iter()
         .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))

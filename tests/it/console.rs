@@ -329,6 +329,7 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
         reason,
         expect_version: None,
         command: ManualCommand::Assign { to: "ana".into() },
+        old_worker_stopped: false,
     };
     l.manual(&assign).await.unwrap();
 

@@ -425,6 +425,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     reason: Reason::parse("model-based test").unwrap(),
                     expect_version: None,
                     command: manual_command(*command),
+                    old_worker_stopped: false,
                 };
                 let allowed = model.manual(*k, *command);
                 match ledger.manual(&request).await {

@@ -52,7 +52,7 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             if model.mode == Mode::Detail {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
             } else {
-                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-7", "pane"), pair("/", "filter")]);
+                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-8", "pane"), pair("/", "filter")]);
             }
             keys.push(pair("q", "quit"));
             keys

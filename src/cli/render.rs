@@ -292,7 +292,10 @@ fn print_late_results(d: &ActionDetail) {
         return;
     }
     let key = escape_untrusted(d.action.key.as_str());
-    println!("\nlate results ({}) waiting for acknowledgement: `actionledger acknowledge {key} --owner NAME --reason TEXT`", late.len());
+    println!(
+        "\nlate results ({}) waiting for acknowledgement: `actionledger acknowledge {key} --owner NAME --reason TEXT`",
+        late.len()
+    );
     for at in late {
         print_attempt(at);
     }

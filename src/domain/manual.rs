@@ -236,8 +236,13 @@ mod tests {
 
     #[test]
     fn a_refusal_says_which_states_allow_the_command() {
-        let refused =
-            plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), ClaimFacts::WORST_CASE, false);
+        let refused = plan(
+            &action(State::Completed),
+            &ManualCommand::Cancel,
+            Timestamp::default(),
+            ClaimFacts::WORST_CASE,
+            false,
+        );
         assert_eq!(
             refused.unwrap_err().to_string(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
@@ -251,13 +256,16 @@ mod tests {
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
         let takeover = |repeat_protected, sent_under_claim| {
-            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts { sent_under_claim, repeat_protected }, false).unwrap().to
+            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts { sent_under_claim, repeat_protected }, false)
+                .unwrap()
+                .to
         };
         assert_eq!(takeover(false, true), State::Held);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
+        let live =
+            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 

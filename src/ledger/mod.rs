@@ -904,9 +904,11 @@ pub fn late_result_contradicts(
     let possible_write =
         matches!(outcome, AttemptOutcome::Succeeded | AttemptOutcome::Unknown) || late_destination_id.is_some();
     match action.state {
-        State::Completed => late_destination_id.filter(|late| action.destination_id.as_deref() != Some(*late)).map(
-            |late| format!("it names destination record {late}, not {}", action.destination_id.as_deref().unwrap_or("?")),
-        ),
+        State::Completed => {
+            late_destination_id.filter(|late| action.destination_id.as_deref() != Some(*late)).map(|late| {
+                format!("it names destination record {late}, not {}", action.destination_id.as_deref().unwrap_or("?"))
+            })
+        }
         state if possible_write => Some(format!("it reports a possible write while the action is {state}")),
         _ => None,
     }

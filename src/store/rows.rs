@@ -4,8 +4,8 @@
 use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
-    Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
-    LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome, Timestamp,
+    Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
+    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome, Timestamp,
 };
 
 /// Typed access to a result row by column name.

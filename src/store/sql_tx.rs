@@ -169,10 +169,8 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         person: &str,
         now: Timestamp,
     ) -> Result<u64, StoreError> {
-        let acknowledge = Statement::new(sql::ACKNOWLEDGE_LATE_RESULTS)
-            .text(key.as_str())
-            .text(person)
-            .int(now.timestamp_millis());
+        let acknowledge =
+            Statement::new(sql::ACKNOWLEDGE_LATE_RESULTS).text(key.as_str()).text(person).int(now.timestamp_millis());
         Ok(B::execute(&mut *self.tx, acknowledge).await?)
     }
 

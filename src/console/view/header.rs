@@ -48,7 +48,8 @@ pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect)
         // Narrow terminals drop the pane numbers and a space between tabs; the footer and help
         // still give 1-8.
         let wide = area.width >= 100;
-        let label = if wide { format!("{} {} {}", n + 1, pane.title(), total) } else { format!("{} {}", pane.title(), total) };
+        let label =
+            if wide { format!("{} {} {}", n + 1, pane.title(), total) } else { format!("{} {}", pane.title(), total) };
         if pane == model.pane {
             spans.push(Span::styled(format!("[{label}]"), theme.selected()));
         } else if pane == Pane::LateResults && total > 0 {

@@ -62,7 +62,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
                 .iter()
                 .map(|a| {
                     Row::new(vec![
-                        Cell::from(fit(&late_marker(a, SafeText::new(a.key.as_str()).as_str()), width.saturating_sub(36))),
+                        Cell::from(fit(
+                            &late_marker(a, SafeText::new(a.key.as_str()).as_str()),
+                            width.saturating_sub(36),
+                        )),
                         Cell::from(short_duration(now - a.created_at)),
                         Cell::from(a.attempts.to_string()),
                         Cell::from(SafeText::new(a.destination.as_deref().unwrap_or("-")).to_string()),

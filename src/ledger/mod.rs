@@ -896,7 +896,7 @@ fn decide_late_result(
 /// new owner, or waiting for a person who does not know that the old worker may have written. A
 /// late result that reports no write (a failure before writing, a permanent refusal), or that
 /// names the completed action's own record or none, contradicts nothing.
-pub fn late_result_contradicts(
+fn late_result_contradicts(
     action: &ActionRecord,
     outcome: AttemptOutcome,
     late_destination_id: Option<&str>,

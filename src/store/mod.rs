@@ -54,6 +54,7 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("finish attempts", statements::finish_attempts_sql(params, 3)),
         ("expired claims", statements::EXPIRED_CLAIMS.to_owned()),
         ("stale claim count", statements::COUNT_STALE_CLAIMS.to_owned()),
+        ("late results count", statements::COUNT_LATE_RESULTS.to_owned()),
         ("attempt started under a claim", statements::ATTEMPT_STARTED_UNDER.to_owned()),
         ("deliveries of an action", statements::SELECT_DELIVERIES.to_owned()),
         ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),

@@ -26,7 +26,7 @@ UPDATE actions SET old_worker_may_act = true WHERE state = 'held' AND (
     ORDER BY id DESC LIMIT 1) IN ('lease_expired', 'taken_over');
 
 -- A worker raises these facts and never clears them: only a person's command (acknowledge, or a
--- retry that confirms the old worker stopped) does. A separate trigger, so that the action guard
+-- retry that confirms the old worker stopped) does. And no role but the owner clears first_sent_at. A separate trigger, so that the action guard
 -- of migration 0004 stays as it is.
 CREATE FUNCTION actionledger_guard_late_facts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -35,6 +35,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
             'actionledger: role %s may not acknowledge late results or confirm that an old worker stopped: '
             'only a person''s command does that', current_user);
+    END IF;
+    -- No command forgets that a request may have been sent: only the owner may, by hand.
+    IF OLD.first_sent_at IS NOT NULL AND NEW.first_sent_at IS NULL
+       AND NOT (actionledger_session_may('worker') AND actionledger_session_may('reviewer')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may not clear the evidence that a request may have been sent', current_user);
     END IF;
     RETURN NEW;
 END;

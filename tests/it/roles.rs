@@ -181,6 +181,7 @@ async fn a_worker_does_its_work_and_nothing_else() {
     exec(&admin, "UPDATE actions SET late_results = 1, old_worker_may_act = true WHERE key = 'order:1'").await.unwrap();
     refused(&worker, "UPDATE actions SET late_results = 0 WHERE key = 'order:1'").await;
     refused(&worker, "UPDATE actions SET old_worker_may_act = false WHERE key = 'order:1'").await;
+    refused(&worker, "UPDATE actions SET first_sent_at = NULL WHERE key = 'order:1'").await;
     refused(&worker, "UPDATE attempts SET acknowledged_by = 'w1', acknowledged_at = 0").await;
     not_permitted(
         worker.manual(&person_request("order:1", ManualCommand::Acknowledge)).await,
@@ -241,6 +242,7 @@ async fn a_reviewer_changes_only_what_commands_change() {
     exec(&admin, "UPDATE actions SET late_results = 1 WHERE key = 'a:resolve'").await.unwrap();
     reviewer.manual(&person_request("a:resolve", ManualCommand::Acknowledge)).await.expect("a reviewer acknowledges");
     refused(&reviewer, "UPDATE attempts SET acknowledged_by = 'someone else' WHERE action_key = 'a:resolve'").await;
+    refused(&reviewer, "UPDATE actions SET first_sent_at = NULL WHERE key = 'a:resolve'").await;
 
     // Not a worker, not a source.
     not_permitted(reviewer.submit(&raw("a:new", "{}")).await, "submit", "permission denied");

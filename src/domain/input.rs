@@ -37,6 +37,21 @@ pub struct SubmissionRefused {
     pub message: String,
 }
 
+impl SubmissionRefused {
+    /// A new action whose `after` chain leads back to it, so that it could never run: `cycle`
+    /// lists the keys from the new one round to it again.
+    pub fn after_cycle(cycle: &[ActionKey]) -> Self {
+        let chain = cycle.iter().map(ActionKey::as_str).collect::<Vec<_>>().join(" -> ");
+        Self {
+            problem: "after_cycle",
+            message: format!(
+                "the --after key closes a cycle, so none of these actions could ever run: {}",
+                truncate(&chain, 2000)
+            ),
+        }
+    }
+}
+
 impl Submission {
     pub fn validate(raw: &RawSubmission) -> Result<Self, SubmissionRefused> {
         let key = ActionKey::parse(raw.key.as_deref().unwrap_or_default())

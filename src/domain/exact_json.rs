@@ -12,7 +12,7 @@ use super::text::{escape_untrusted, truncate};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use std::cell::RefCell;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// Longest JSON path a refusal quotes, in bytes.
 const MAX_PATH_BYTES: usize = 300;
@@ -23,16 +23,16 @@ pub(super) fn read(text: &str) -> Result<Value, PayloadError> {
     let reader = RefCell::new(Reader { path: Vec::new(), numbers: number_tokens(text).into_iter(), problem: None });
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let read = Node(&reader).deserialize(&mut deserializer).and_then(|value| deserializer.end().map(|()| value));
-    let reader = reader.into_inner();
-    match read {
+    let Reader { path, problem, .. } = reader.into_inner();
+    match (read, problem) {
         // serde_json's own wording for a number beyond what a double holds (1e400): it stops at
         // that number, so the path is still where it stands.
-        Err(error) if error.to_string().starts_with("number out of range") => {
-            Err(PayloadError::NumberOutOfRange { path: render_path(&reader.path) })
+        (Err(error), _) if error.to_string().starts_with("number out of range") => {
+            Err(PayloadError::NumberOutOfRange { path: render_path(&path) })
         }
-        Err(error) => Err(PayloadError::NotJson(error.to_string())),
-        Ok(_) if reader.problem.is_some() => Err(reader.problem.expect("checked")),
-        Ok(value) => Ok(value),
+        (Err(error), _) => Err(PayloadError::NotJson(error.to_string())),
+        (Ok(_), Some(problem)) => Err(problem),
+        (Ok(value), None) => Ok(value),
     }
 }
 
@@ -168,7 +168,9 @@ fn render_path(path: &[Step]) -> String {
     let mut out = String::from("$");
     for step in path {
         match step {
-            Step::Index(i) => out.push_str(&format!("[{i}]")),
+            Step::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
             Step::Key(key) if is_plain_name(key) => {
                 out.push('.');
                 out.push_str(key);

@@ -456,7 +456,9 @@ async fn show_prints_lookups_with_untrusted_text_escaped() {
 async fn reconcile_prints_missing_and_mismatched_records_and_changes_nothing() {
     let ws = Workspace::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm = actionledger::testkit::sim_crm::SimCrm::start(listener, Default::default()).unwrap();
+    let crm =
+        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
+            .unwrap();
     std::fs::write(ws.dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
     let held_there = crate::reconcile::record_at_crm_from_elsewhere(&crm, "acme:rc:mismatch").await;
     {
@@ -471,7 +473,8 @@ async fn reconcile_prints_missing_and_mismatched_records_and_changes_nothing() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("crm: 2 actions compared, 2 disagreements, 0 lookups failed"), "{text}");
-    let missing = format!("{:<24} acme:rc:missing (completed): the ledger says completed as T-404", "missing_at_destination");
+    let missing =
+        format!("{:<24} acme:rc:missing (completed): the ledger says completed as T-404", "missing_at_destination");
     let mismatch = format!(
         "{:<24} acme:rc:mismatch (completed): the ledger kept T-999, the destination holds {held_there}",
         "destination_id_mismatch"

@@ -96,8 +96,8 @@ async fn an_after_chain_that_leads_back_is_refused_naming_the_cycle<S: Store>(db
     assert_eq!(l.submit(&after("g", "a")).await.unwrap().outcome, SubmitOutcome::Created);
     assert_eq!(l.submit(&after("a", "b")).await.unwrap().outcome, SubmitOutcome::Duplicate);
 
-    // In one page of submissions, the second of two actions waiting for each other is refused,
-    // on its own: the first and an unrelated one are recorded.
+    // In one page of submissions (recorded in key order), the later of two actions waiting for
+    // each other is refused, on its own: the other and an unrelated one are recorded.
     let page = [after("x", "y"), after("y", "x"), raw("z", "{}")];
     let mut outcomes = l.submit_many(&page).await.unwrap().into_iter();
     assert_eq!(outcomes.next().unwrap().unwrap().outcome, SubmitOutcome::Created);

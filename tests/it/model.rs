@@ -58,9 +58,11 @@ enum Op {
         key: u8,
         protected: bool,
     },
+    /// `confirm`: the person confirms that the old worker of an unsafe hold stopped.
     Manual {
         key: u8,
         command: u8,
+        confirm: bool,
     },
 }
 
@@ -75,7 +77,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..WORKERS).prop_map(|worker| Op::Heartbeat { worker }),
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
-        3 => (0..KEYS, 0..7u8).prop_map(|(key, command)| Op::Manual { key, command }),
+        3 => (0..KEYS, 0..8u8, any::<bool>()).prop_map(|(key, command, confirm)| Op::Manual { key, command, confirm }),
     ]
 }
 
@@ -92,6 +94,10 @@ struct Modeled {
     sent: bool,
     lease_expired: bool,
     destination_id: Option<String>,
+    /// Late results no person has acknowledged.
+    late_results: i64,
+    /// Held after an unsafe takeover: running it again needs the old worker confirmed stopped.
+    old_worker_may_act: bool,
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +135,8 @@ impl Model {
                         sent: false,
                         lease_expired: false,
                         destination_id: None,
+                        late_results: 0,
+                        old_worker_may_act: false,
                     },
                 );
             }
@@ -177,11 +185,16 @@ impl Model {
             }
             return;
         }
-        // A late result: review, unless final or already in review. A completed action goes to
-        // review only when the late result names another record.
-        let contradicts =
-            a.state == State::Completed && outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}"));
-        if contradicts || !(matches!(a.state, State::Completed | State::Cancelled | State::Conflict)) {
+        // A late result: always listed for review. It contradicts the ledger when it names
+        // another record than a completed action's, or reports a possible write (a success or an
+        // unknown outcome) on an action not completed; then the action goes to conflict, unless
+        // it is cancelled or already in conflict.
+        a.late_results += 1;
+        let contradicts = match a.state {
+            State::Completed => outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}")),
+            _ => outcome == 0 || outcome == 3,
+        };
+        if contradicts && !matches!(a.state, State::Cancelled | State::Conflict) {
             a.state = State::Conflict;
         }
     }
@@ -197,15 +210,22 @@ impl Model {
             a.lease_expired = false;
         } else {
             settle(a, State::Held);
+            a.old_worker_may_act = true;
         }
     }
 
     /// Returns whether the command is allowed.
-    fn manual(&mut self, key: u8, command: u8) -> bool {
+    fn manual(&mut self, key: u8, command: u8, confirm: bool) -> bool {
         let Some(a) = self.actions.get_mut(&key) else { return false };
         let s = a.state;
         let proposal = a.proposed.is_some();
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
+        // Retry, resolve as not written and approve run the action again: after an unsafe hold,
+        // only with the old worker confirmed stopped.
+        let may_run_again = !a.old_worker_may_act || confirm;
+        if matches!(command, 0 | 2 | 4) && !may_run_again {
+            return false;
+        }
         match command {
             // retry
             0 if review && !proposal => a.state = State::Pending,
@@ -238,12 +258,21 @@ impl Model {
                 a.ownership_version += 1;
                 a.lease_expired = false;
                 settle(a, if a.sent { State::Held } else { State::Pending });
+                a.old_worker_may_act |= a.sent;
+                return true;
+            }
+            // acknowledge the late results
+            7 if a.late_results > 0 => {
+                a.late_results = 0;
                 return true;
             }
             _ => return false,
         }
         if a.state != State::Conflict {
             a.resume = None;
+        }
+        if matches!(command, 0 | 2 | 4) {
+            a.old_worker_may_act = false;
         }
         true
     }
@@ -257,7 +286,8 @@ fn manual_command(n: u8) -> ManualCommand {
         3 => ManualCommand::Cancel,
         4 => ManualCommand::Approve,
         5 => ManualCommand::Reject,
-        _ => ManualCommand::Takeover,
+        6 => ManualCommand::Takeover,
+        _ => ManualCommand::Acknowledge,
     }
 }
 
@@ -415,7 +445,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
             }
-            Op::Manual { key: k, command } => {
+            Op::Manual { key: k, command, confirm } => {
                 if !model.actions.contains_key(k) {
                     continue;
                 }
@@ -425,8 +455,9 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     reason: Reason::parse("model-based test").unwrap(),
                     expect_version: None,
                     command: manual_command(*command),
+                    old_worker_stopped: *confirm,
                 };
-                let allowed = model.manual(*k, *command);
+                let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
                     Ok(_) if allowed => {}
                     Err(LedgerError::Refused(_)) if !allowed => {}
@@ -447,11 +478,21 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.ownership_version,
                 actual.payload.canonical() == approved,
                 actual.proposal.is_some(),
+                actual.late_results,
+                actual.old_worker_may_act,
             );
-            let wanted = (expected.state, expected.ownership_version, true, expected.proposed.is_some());
+            let wanted = (
+                expected.state,
+                expected.ownership_version,
+                true,
+                expected.proposed.is_some(),
+                expected.late_results,
+                expected.old_worker_may_act,
+            );
             if seen != wanted {
                 return Err(format!(
-                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal) {seen:?}, model {wanted:?}"
+                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal, late \
+                     results, old worker may act) {seen:?}, model {wanted:?}"
                 ));
             }
         }

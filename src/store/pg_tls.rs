@@ -38,6 +38,11 @@ pub enum TlsProblem {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "sslpassword is not supported: this client reads only unencrypted keys; decrypt the key into a file only \
+         its owner can read (`openssl pkey -in KEY -out PLAIN`) and name that in sslkey"
+    )]
+    EncryptedKey,
     #[error("sslcert and sslkey go together: {given} is given without {missing}")]
     HalfAClientCertificate { given: &'static str, missing: &'static str },
     #[error("the TLS handshake failed: {detail}; check sslmode and sslrootcert")]
@@ -52,8 +57,11 @@ struct TlsFiles {
     client_key: Option<PathBuf>,
     /// A password in the user info, a `password=` parameter or `PGPASSWORD`.
     password: bool,
-    /// The URL names `sslmode` (`PGSSLMODE` counts as naming it).
-    mode_given: bool,
+    /// The `sslmode` the URL names, lowercase (`PGSSLMODE` where it names none).
+    mode: Option<String>,
+    /// The URL gives `sslpassword`, for an encrypted key sqlx cannot read (it ignores the
+    /// parameter silently).
+    key_password: bool,
 }
 
 impl TlsFiles {
@@ -66,18 +74,20 @@ impl TlsFiles {
             client_cert: env_path("PGSSLCERT"),
             client_key: env_path("PGSSLKEY"),
             password: std::env::var_os("PGPASSWORD").is_some(),
-            mode_given: std::env::var_os("PGSSLMODE").is_some(),
+            mode: std::env::var("PGSSLMODE").ok().map(|mode| mode.to_ascii_lowercase()),
+            key_password: false,
         };
         // sqlx parses the URL with the same parser; one it refuses never gets this far.
         let Ok(parsed) = ::url::Url::parse(url) else { return files };
         files.password |= parsed.password().is_some();
         for (key, value) in parsed.query_pairs() {
             match &*key {
-                "sslmode" | "ssl-mode" => files.mode_given = true,
+                "sslmode" | "ssl-mode" => files.mode = Some(value.to_ascii_lowercase()),
                 "sslrootcert" | "ssl-root-cert" | "ssl-ca" => files.root_cert = Some(PathBuf::from(&*value)),
                 "sslcert" | "ssl-cert" => files.client_cert = Some(PathBuf::from(&*value)),
                 "sslkey" | "ssl-key" => files.client_key = Some(PathBuf::from(&*value)),
                 "password" => files.password = true,
+                "sslpassword" => files.key_password = true,
                 _ => {}
             }
         }
@@ -87,6 +97,9 @@ impl TlsFiles {
     /// Each named file must be readable, so that a typo is reported with its parameter's name
     /// (sqlx reports only "No such file or directory").
     fn check(&self) -> Result<(), TlsProblem> {
+        if self.key_password {
+            return Err(TlsProblem::EncryptedKey);
+        }
         match (&self.client_cert, &self.client_key) {
             (Some(_), None) => return Err(TlsProblem::HalfAClientCertificate { given: "sslcert", missing: "sslkey" }),
             (None, Some(_)) => return Err(TlsProblem::HalfAClientCertificate { given: "sslkey", missing: "sslcert" }),
@@ -129,7 +142,7 @@ pub(super) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError>
     if !matches!(options.get_ssl_mode(), PgSslMode::Disable | PgSslMode::Allow) {
         files.check().map_err(|problem| tls_error(url, &options, problem))?;
     }
-    if let Some(warning) = plaintext_warning(&options, files.password, Some(false), files.mode_given) {
+    if let Some(warning) = plaintext_warning(&options, files.password, Some(false), files.mode.is_some()) {
         eprintln!("warning: {warning}");
     }
     Ok(options)
@@ -154,7 +167,7 @@ pub(super) async fn warn_if_prefer_fell_back(
         .await
         .ok()
         .flatten();
-    if let Some(warning) = plaintext_warning(options, true, encrypted.map(|tls| !tls), files.mode_given) {
+    if let Some(warning) = plaintext_warning(options, true, encrypted.map(|tls| !tls), files.mode.is_some()) {
         eprintln!("warning: {warning}");
     }
 }
@@ -214,7 +227,13 @@ fn mode_name(mode: PgSslMode) -> &'static str {
 }
 
 fn tls_error(url: &str, options: &PgConnectOptions, problem: TlsProblem) -> StoreError {
-    StoreError::Tls { url: redact_url(url), mode: mode_name(options.get_ssl_mode()), problem: Box::new(problem) }
+    let mode = match options.get_ssl_mode() {
+        PgSslMode::VerifyCa if TlsFiles::of(url).mode.as_deref() == Some("require") => {
+            "require, checked as verify-ca since sslrootcert is given"
+        }
+        mode => mode_name(mode),
+    };
+    StoreError::Tls { url: redact_url(url), mode, problem: Box::new(problem) }
 }
 
 /// The error for a failed connection: a TLS failure as a [`TlsProblem`] naming what to check,
@@ -321,7 +340,7 @@ mod tests {
         assert_eq!(files.root_cert.as_deref(), Some(ca.as_path()));
         assert_eq!(files.client_cert.as_deref(), Some(std::path::Path::new("/c.pem")));
         assert_eq!(files.client_key.as_deref(), Some(std::path::Path::new("/k.pem")));
-        assert!(files.password && files.mode_given);
+        assert!(files.password && files.mode.is_some());
         // A Unix socket never asks for TLS, whatever the mode says (the server would refuse).
         let socket = connect_options("postgres:///l?host=/tmp&sslmode=verify-full").unwrap();
         assert!(matches!(socket.get_ssl_mode(), PgSslMode::Disable));
@@ -339,6 +358,9 @@ mod tests {
         let error =
             connect_options("postgres://db.example.com/l?sslmode=require&sslcert=/c.pem").unwrap_err().to_string();
         assert!(error.contains("sslcert and sslkey go together"), "{error}");
+        let error =
+            connect_options("postgres://db.example.com/l?sslmode=require&sslpassword=k3y").unwrap_err().to_string();
+        assert!(error.contains("sslpassword is not supported") && !error.contains("k3y"), "{error}");
     }
 
     fn tempfile_dir() -> PathBuf {

@@ -232,12 +232,13 @@ async fn verify_full_with_a_wrong_host_name_is_refused_where_verify_ca_connects(
         assert!(encrypted(&store).await);
     }
     let other = pki.file("other-ca.pem");
-    let (problem, _) =
+    let (problem, message) =
         refusal(&url("127.0.0.1", *port, &database, &format!("sslmode=require&sslrootcert={other}"))).await;
     assert!(
         matches!(problem, TlsProblem::UnknownAuthority { .. }),
         "require with an sslrootcert checks it: {problem:?}"
     );
+    assert!(message.contains("(sslmode=require, checked as verify-ca since sslrootcert is given)"), "{message}");
 }
 
 #[tokio::test]

@@ -112,14 +112,23 @@ pub struct TlsServer {
     pub client_authority: Option<String>,
 }
 
+/// A server [`start_tls_server`] started.
+#[derive(Debug, Clone)]
+pub struct TlsCluster {
+    pub port: u16,
+    /// The server's directory, removed with it when the process ends: a place for the client's
+    /// certificate files too.
+    pub dir: PathBuf,
+}
+
 /// The role that logs in to a [`start_tls_server`] server with a client certificate only.
 pub const CERTIFICATE_ROLE: &str = "cert_user";
 
 /// A server of its own that speaks TLS (`ssl=on`) on a free loopback port, besides plaintext for
 /// every role but [`CERTIFICATE_ROLE`]; removed by a watchdog when the process ends. Answers its
-/// port: the tests choose the host name (`localhost`, `127.0.0.1`) and `sslmode` themselves. Not
+/// port and directory: the tests choose the host name (`localhost`, `127.0.0.1`) and `sslmode` themselves. Not
 /// shared with [`fresh_database`], which needs no TLS; each call starts another server.
-pub async fn start_tls_server(tls: &TlsServer) -> Result<u16, ThrowawayPgError> {
+pub async fn start_tls_server(tls: &TlsServer) -> Result<TlsCluster, ThrowawayPgError> {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let root = Path::new("/tmp").join(format!(
         "actionledger-test-pg-{}-tls-{}",
@@ -147,7 +156,7 @@ pub async fn start_tls_server(tls: &TlsServer) -> Result<u16, ThrowawayPgError> 
         .await
         .map_err(ThrowawayPgError::CreateRole)?;
     conn.close().await.ok();
-    Ok(port)
+    Ok(TlsCluster { port, dir: root })
 }
 
 /// Who may log in to a TLS server, and how: everyone on this host without a password, except

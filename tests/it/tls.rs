@@ -19,29 +19,26 @@ const PASSWORD: &str = "s3cr%2Fet";
 /// The files a client names: the authority that signed the server, another authority, and a
 /// client certificate for [`CERTIFICATE_ROLE`].
 struct Pki {
+    /// The server's directory, removed with it.
     dir: PathBuf,
-    server: TlsServer,
 }
 
 impl Pki {
-    fn make() -> Self {
-        let dir = std::env::temp_dir().join(format!("actionledger-tls-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    /// The server's certificate and key, and the files its clients name, by file name.
+    fn make() -> (TlsServer, Vec<(&'static str, String)>) {
         let (ca_pem, ca) = authority("actionledger test authority");
         let (other_pem, _) = authority("some other authority");
         // The server's certificate names `localhost` only: `127.0.0.1` is a wrong host name.
         let (server_cert, server_key) = signed(&ca, vec!["localhost".to_owned()], "localhost");
         let (client_cert, client_key) = signed(&ca, vec![], CERTIFICATE_ROLE);
-        for (name, contents) in [
-            ("ca.pem", &ca_pem),
-            ("other-ca.pem", &other_pem),
-            ("client.crt", &client_cert),
-            ("client.key", &client_key),
-        ] {
-            std::fs::write(dir.join(name), contents).unwrap();
-        }
         let server = TlsServer { certificate: server_cert, key: server_key, client_authority: Some(ca_pem.clone()) };
-        Self { dir, server }
+        let files = vec![
+            ("ca.pem", ca_pem),
+            ("other-ca.pem", other_pem),
+            ("client.crt", client_cert),
+            ("client.key", client_key),
+        ];
+        (server, files)
     }
 
     fn file(&self, name: &str) -> String {
@@ -71,9 +68,14 @@ async fn tls_server() -> Option<&'static (Pki, u16)> {
     static SERVER: tokio::sync::OnceCell<Option<(Pki, u16)>> = tokio::sync::OnceCell::const_new();
     SERVER
         .get_or_init(|| async {
-            let pki = Pki::make();
-            match throwaway_pg::start_tls_server(&pki.server).await {
-                Ok(port) => Some((pki, port)),
+            let (server, files) = Pki::make();
+            match throwaway_pg::start_tls_server(&server).await {
+                Ok(cluster) => {
+                    for (name, contents) in files {
+                        std::fs::write(cluster.dir.join(name), contents).unwrap();
+                    }
+                    Some((Pki { dir: cluster.dir }, cluster.port))
+                }
                 Err(why) => {
                     assert!(
                         !std::env::var("CI").is_ok_and(|v| v == "true"),

@@ -7,6 +7,7 @@ pub mod manual;
 pub mod payload;
 pub mod record;
 pub mod refusal;
+pub mod retention;
 pub mod state;
 pub mod text;
 
@@ -20,4 +21,5 @@ pub use record::{
     LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
 pub use refusal::Refusal;
+pub use retention::{PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};
 pub use state::{Event, State, StatePair, TransitionRefused};

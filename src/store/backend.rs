@@ -20,6 +20,9 @@ pub struct Dialect {
     pub lock_suffix: &'static str,
     /// Claims pending actions in one statement (`claim!` in `statements.rs`).
     pub claim: &'static str,
+    /// Asks whether this session may purge, as column `may`, with its role's name as `role`;
+    /// `None` where the database has no roles.
+    pub purge_permission: Option<&'static str>,
 }
 
 /// How a dialect writes the parameters of generated statements.

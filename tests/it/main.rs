@@ -18,6 +18,7 @@ mod model;
 mod pause;
 mod plans;
 mod properties;
+mod retention;
 mod roles;
 mod scale;
 mod secrets;

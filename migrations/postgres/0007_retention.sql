@@ -46,9 +46,10 @@ CREATE TRIGGER purged_actions_no_truncate BEFORE TRUNCATE ON purged_actions
     FOR EACH STATEMENT EXECUTE FUNCTION actionledger_refuse_purge_change();
 
 -- A tombstone never changes: a purged key is never claimed, retried, resolved or given a new
--- payload again. (Runs with the privileges of whoever updates actions: every role reads
--- purged_actions.)
-CREATE FUNCTION actionledger_guard_purged_action() RETURNS trigger LANGUAGE plpgsql AS $$
+-- payload again. It reads purged_actions with its owner's rights, so that a role granted by hand
+-- before this migration's grants still updates actions.
+CREATE FUNCTION actionledger_guard_purged_action() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM purged_actions WHERE action_key = OLD.key) THEN
         RAISE EXCEPTION 'actionledger: a purged action never changes (%)', OLD.key;
@@ -62,7 +63,9 @@ CREATE TRIGGER actions_purged_never_change BEFORE UPDATE ON actions
 
 -- Where the ledger is role-managed (0004_roles.sql): every role reads the purge record, only
 -- actionledger_owner writes it, and the new objects belong to actionledger_owner like the rest.
-DO $$
+-- Safe to run again: an operator who creates the roles by hand runs
+-- `SELECT actionledger_grant_roles(); SELECT actionledger_grant_retention();` as the schema owner.
+CREATE FUNCTION actionledger_grant_retention() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     item RECORD;
 BEGIN
@@ -77,7 +80,8 @@ BEGIN
         FOR item IN
             SELECT p.oid::regprocedure AS name FROM pg_proc p
             WHERE p.pronamespace = current_schema()::regnamespace
-              AND p.proname IN ('actionledger_refuse_purge_change', 'actionledger_guard_purged_action')
+              AND p.proname IN ('actionledger_refuse_purge_change', 'actionledger_guard_purged_action',
+                                'actionledger_grant_retention')
         LOOP
             EXECUTE format('ALTER FUNCTION %s OWNER TO actionledger_owner', item.name);
         END LOOP;
@@ -88,3 +92,5 @@ BEGIN
     END;
 END;
 $$;
+
+SELECT actionledger_grant_retention();

@@ -98,6 +98,12 @@ pub fn submitted(report: &SubmitReport, as_json: bool) {
         crate::domain::SubmitOutcome::Stale => {
             format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
         }
+        // Only a purged action refuses to keep a proposal (rule 7).
+        crate::domain::SubmitOutcome::Conflict if a.proposal.is_none() => format!(
+            "{key} was {} and has been purged, with a different payload; this one is not kept and nothing runs; \
+             submit a changed action under a new key",
+            a.state
+        ),
         crate::domain::SubmitOutcome::Conflict => format!(
             "{key} is recorded with a different payload; this one is kept as a proposal for a person to approve \
              or reject (actionledger show {key}); the action is {}",

@@ -432,6 +432,7 @@ fn purge_keeps_a_tombstone_that_show_list_and_submit_still_know() {
     assert_eq!((stdout(&replay).as_str(), replay.status.code()), ("duplicate\n", Some(0)));
     let changed = ws.run(&["submit", "--key", KEY, "--payload", r#"{"qty":3}"#]);
     assert_eq!((stdout(&changed).as_str(), changed.status.code()), ("conflict\n", Some(3)));
+    assert!(stderr(&changed).contains("has been purged") && stderr(&changed).contains("not kept"));
     let retry = ws.run(&["retry", KEY, "--owner", "ana", "--reason", "again"]);
     assert_eq!(retry.status.code(), Some(3));
     assert!(stderr(&retry).contains("was purged by purge run 1"), "{}", stderr(&retry));

@@ -2,14 +2,18 @@
 //! lease expiry (by moving the database clock), recoveries and manual commands, run against each
 //! store and against a small reference model of the rules in docs/RULES.md, compared after
 //! every step. Attempts and results go through the single and the batched APIs at random, and
-//! batches of all of a worker's claims start and finish together.
+//! batches of all of a worker's claims start and finish together. A purge (after two days of
+//! database time) reduces every settled action without a proposal to its tombstone, which the
+//! model then knows forever: replays and late results change nothing, and commands are refused.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
 
 use crate::support;
 use actionledger::Ledger;
-use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::domain::{
+    ActionKey, Evidence, ManualCommand, Person, PurgeRequest, RawSubmission, Reason, Refusal, State,
+};
 use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
 use actionledger::store::{ClaimScope, Store};
@@ -62,6 +66,8 @@ enum Op {
         key: u8,
         command: u8,
     },
+    /// Two days pass, then a purge of what settled more than a day ago.
+    Purge,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -76,6 +82,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
         3 => (0..KEYS, 0..7u8).prop_map(|(key, command)| Op::Manual { key, command }),
+        1 => Just(Op::Purge),
     ]
 }
 
@@ -92,6 +99,8 @@ struct Modeled {
     sent: bool,
     lease_expired: bool,
     destination_id: Option<String>,
+    /// Reduced to its tombstone: it never changes again.
+    purged: bool,
 }
 
 #[derive(Debug, Default)]
@@ -129,10 +138,13 @@ impl Model {
                         sent: false,
                         lease_expired: false,
                         destination_id: None,
+                        purged: false,
                     },
                 );
             }
             Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
+            // A changed payload for a purged key is not kept.
+            Some(a) if a.purged => {}
             Some(a) => {
                 a.proposed = Some(payload);
                 if matches!(a.state, State::Pending | State::Failed | State::Held) {
@@ -160,6 +172,9 @@ impl Model {
     fn finish(&mut self, key: u8, version: i64, outcome: u8) {
         let current = self.current(key, version);
         let a = self.actions.get_mut(&key).expect("claimed actions exist");
+        if a.purged {
+            return;
+        }
         if current {
             a.lease_expired = false;
             match outcome {
@@ -200,9 +215,20 @@ impl Model {
         }
     }
 
+    /// Every settled action without a proposal settled before the two days that just passed.
+    fn purge(&mut self) {
+        for a in self.actions.values_mut() {
+            a.purged |= a.state.is_terminal() && a.proposed.is_none();
+            a.lease_expired |= a.state == State::InProgress;
+        }
+    }
+
     /// Returns whether the command is allowed.
     fn manual(&mut self, key: u8, command: u8) -> bool {
         let Some(a) = self.actions.get_mut(&key) else { return false };
+        if a.purged {
+            return false;
+        }
         let s = a.state;
         let proposal = a.proposed.is_some();
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
@@ -415,6 +441,19 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
             }
+            Op::Purge => {
+                ledger.store().clock().advance(Duration::from_hours(48));
+                let request = PurgeRequest::new(
+                    Duration::from_hours(24),
+                    &[State::Completed, State::Cancelled],
+                    Person::parse("model").unwrap(),
+                    Reason::parse("model-based test").unwrap(),
+                    false,
+                )
+                .unwrap();
+                ledger.purge(&request).await.map_err(|e| format!("step {step}: purge: {e}"))?;
+                model.purge();
+            }
             Op::Manual { key: k, command } => {
                 if !model.actions.contains_key(k) {
                     continue;
@@ -426,9 +465,16 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     expect_version: None,
                     command: manual_command(*command),
                 };
+                let purged = model.actions[k].purged;
                 let allowed = model.manual(*k, *command);
                 match ledger.manual(&request).await {
                     Ok(_) if allowed => {}
+                    Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
+                    Err(LedgerError::Refused(refusal)) if purged => {
+                        return Err(format!(
+                            "step {step}: a purged action refused without naming the purge: {refusal}"
+                        ));
+                    }
                     Err(LedgerError::Refused(_)) if !allowed => {}
                     other => {
                         return Err(format!(
@@ -441,17 +487,23 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
         }
         for (k, expected) in &model.actions {
             let actual = ledger.store().find(&key(*k)).await.map_err(|e| e.to_string())?.ok_or("action missing")?;
-            let approved = format!(r#"{{"p":{}}}"#, expected.approved);
+            let purged = ledger.store().purge_of(&key(*k)).await.map_err(|e| e.to_string())?.is_some();
+            // A tombstone keeps the fingerprint of the approved payload, not the payload.
+            let approved =
+                if expected.purged { "null".to_owned() } else { format!(r#"{{"p":{}}}"#, expected.approved) };
             let seen = (
                 actual.state,
                 actual.ownership_version,
                 actual.payload.canonical() == approved,
                 actual.proposal.is_some(),
+                purged,
             );
-            let wanted = (expected.state, expected.ownership_version, true, expected.proposed.is_some());
+            let wanted =
+                (expected.state, expected.ownership_version, true, expected.proposed.is_some(), expected.purged);
             if seen != wanted {
                 return Err(format!(
-                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal) {seen:?}, model {wanted:?}"
+                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal, \
+                     purged) {seen:?}, model {wanted:?}"
                 ));
             }
         }

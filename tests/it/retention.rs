@@ -286,3 +286,26 @@ async fn every_run_is_recorded_with_its_counts<S: Store>(db: TestDb<S>) {
     assert_eq!(recorded.settled_before, first.record.settled_before);
     assert_eq!(l.store().purge_of(&key("second")).await.unwrap().unwrap().id, second.record.id);
 }
+
+/// The database itself keeps the purge record append-only and the tombstone unchanged (the
+/// PostgreSQL twin is `roles::only_the_owner_purges`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_keeps_the_purge_record_and_the_tombstones() {
+    let db = crate::support::sqlite().await;
+    let l = &db.ledger;
+    action_in(l, "done", State::Completed).await;
+    l.store().clock().advance(DAY * 91);
+    assert_eq!(purge(l, 90).await.record.counts.actions, 1);
+    for change in [
+        "UPDATE purges SET owner = 'someone else'",
+        "DELETE FROM purges",
+        "UPDATE purged_actions SET purge_id = 2",
+        "DELETE FROM purged_actions",
+        "UPDATE actions SET payload = '{}' WHERE key = 'done'",
+        "UPDATE actions SET state = 'conflict' WHERE key = 'done'",
+    ] {
+        let result = sqlx::query(sqlx::AssertSqlSafe(change)).execute(l.store().pool()).await;
+        assert!(result.is_err(), "{change} must be refused");
+    }
+    assert!(l.detail(&key("done")).await.unwrap().purge.is_some());
+}

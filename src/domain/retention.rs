@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn only_final_states_and_a_real_window_are_accepted() {
-        let day = Duration::from_secs(86_400);
+        let day = Duration::from_hours(24);
         assert_eq!(request(Duration::ZERO, &DEFAULT_PURGE_STATES), Err(RetentionError::ZeroWindow));
         assert_eq!(request(day, &[]), Err(RetentionError::NoStates));
         for state in State::ALL.into_iter().filter(|s| !s.is_terminal()) {

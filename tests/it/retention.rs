@@ -22,7 +22,7 @@ conformance!(
     every_run_is_recorded_with_its_counts,
 );
 
-const DAY: Duration = Duration::from_secs(86_400);
+const DAY: Duration = Duration::from_hours(24);
 const LEASE: Duration = Duration::from_secs(30);
 
 fn key(text: &str) -> ActionKey {

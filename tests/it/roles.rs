@@ -412,7 +412,7 @@ async fn the_command_line_names_what_a_role_may_not_do() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn only_the_owner_purges() {
     let Some((admin, url)) = ledger().await else { return };
-    let day = Duration::from_secs(86_400);
+    let day = Duration::from_hours(24);
     admin.submit(&raw("old:1", "{}")).await.unwrap();
     let claim = claim_one(&admin, "setup").await;
     let attempt = admin.start_attempt(&claim).await.unwrap();

@@ -396,6 +396,14 @@ async fn the_command_line_names_what_a_role_may_not_do() {
     assert!(said.contains(&format!("refused by the database: actionledger: role {name}_worker may not")), "{said}");
     assert!(!said.contains("secret-"), "no password in messages: {said}");
     assert_eq!(state_of(&admin, "cli:1").await, State::Unknown);
+    let purge = ["purge", "--older-than", "1ms", "--owner", "Ana Lima", "--reason", "retention", "--dry-run"];
+    let refused = run(&worker_url, &purge);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("role {name}_worker may not purge")), "{said}");
+    let dry = run(&owner_url, &purge);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    assert!(String::from_utf8_lossy(&dry.stdout).starts_with("dry run: would reduce 0 actions"));
 
     let migrated = run(&owner_url, &["migrate"]);
     let said = String::from_utf8_lossy(&migrated.stdout);

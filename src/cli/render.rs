@@ -199,7 +199,7 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     }
     print_record(&d.action);
     if let Some(purge) = &d.purge {
-        print_purge(purge);
+        print_purge(&d.action, purge);
     } else {
         print_payloads(&d.action);
     }
@@ -251,7 +251,7 @@ fn print_record(a: &ActionRecord) {
 }
 
 /// What a purged action keeps instead of its payload: its fingerprint, and which run purged it.
-fn print_purge(p: &PurgeRecord) {
+fn print_purge(a: &ActionRecord, p: &PurgeRecord) {
     println!(
         "\npurged by purge run {} on {} (owner {}: {})",
         p.id,
@@ -259,6 +259,7 @@ fn print_purge(p: &PurgeRecord) {
         escape_untrusted(&p.owner),
         escape_untrusted(&p.reason)
     );
+    println!("  payload fingerprint {} (the payload itself was removed)", a.payload.fingerprint());
     println!(
         "  only the tombstone is kept: key, fingerprint, final state, destination id, settled time and the audit \
          trail; the payload, deliveries, attempts and lookups before the purge were removed"

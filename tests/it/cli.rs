@@ -424,6 +424,8 @@ fn purge_keeps_a_tombstone_that_show_list_and_submit_still_know() {
     assert_eq!(shown["audit"].as_array().unwrap().len(), 2, "the audit trail is kept in full");
     let text = stdout(&ws.run(&["show", KEY]));
     assert!(text.contains("purged by purge run 1") && text.contains("duplicate order"), "{text}");
+    let fingerprint = shown["action"]["fingerprint"].as_str().unwrap();
+    assert!(text.contains(&format!("payload fingerprint sha256:{fingerprint}")), "{text}");
     assert!(json(&ws.run(&["show", waiting, "--json"]))["purge"].is_null(), "a pending action is never purged");
     let listed = stdout(&ws.run(&["list", "--state", "cancelled"]));
     assert!(listed.contains(KEY), "{listed}");

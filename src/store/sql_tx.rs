@@ -213,13 +213,10 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         let mut counts = PurgeCounts::default();
         for chunk in keys.chunks(sql::KEYS_PER_PURGE_STATEMENT) {
             counts.actions += count(B::execute(&mut *self.tx, sql::empty_purged_actions(chunk)).await?);
-            for table in sql::PURGED_HISTORIES {
-                let deleted = count(B::execute(&mut *self.tx, sql::delete_purged_history(table, chunk)).await?);
-                match table {
-                    "deliveries" => counts.deliveries += deleted,
-                    "attempts" => counts.attempts += deleted,
-                    _ => counts.lookups += deleted,
-                }
+            // In the order of PURGED_HISTORIES.
+            let PurgeCounts { deliveries, attempts, lookups, .. } = &mut counts;
+            for (table, removed) in sql::PURGED_HISTORIES.into_iter().zip([deliveries, attempts, lookups]) {
+                *removed += count(B::execute(&mut *self.tx, sql::delete_purged_history(table, chunk)).await?);
             }
         }
         Ok(counts)

@@ -464,8 +464,9 @@ pub(crate) fn empty_purged_actions<B: Backend>(keys: &[ActionKey]) -> Statement<
     bind_keys(Statement::new(empty_purged_actions_sql(B::DIALECT.params, keys.len())), keys)
 }
 
-/// The histories a purge deletes, each with the action's key in `action_key`. The audit trail is
-/// not among them: it is kept in full.
+/// The histories a purge deletes, each with the action's key in `action_key`, in the order of
+/// the counts of [`crate::domain::PurgeCounts`]. The audit trail is not among them: it is kept in
+/// full.
 pub(crate) const PURGED_HISTORIES: [&str; 3] = ["deliveries", "attempts", "lookups"];
 
 /// Deletes the rows of one of [`PURGED_HISTORIES`] that belong to the actions being purged.

@@ -24,7 +24,8 @@ macro_rules! action_columns {
         "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
-         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at"
+         attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
+         old_worker_may_act, last_error, created_at, updated_at"
     };
 }
 
@@ -32,7 +33,7 @@ macro_rules! action_columns {
 macro_rules! attempt_columns {
     () => {
         "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale"
+         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at"
     };
 }
 
@@ -172,6 +173,9 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("assignee", Text(|a| a.assignee.as_deref())),
     ("destination_id", Text(|a| a.destination_id.as_deref())),
     ("first_sent_at", BigInt(|a| a.first_sent_at.map(|t| t.timestamp_millis()))),
+    ("window_started_at", BigInt(|a| a.window_started_at.map(|t| t.timestamp_millis()))),
+    ("late_results", BigInt(|a| Some(a.late_results))),
+    ("old_worker_may_act", Boolean(|a| a.old_worker_may_act)),
     ("last_error", Text(|a| a.last_error.as_deref())),
     ("updated_at", BigInt(|a| Some(a.updated_at.timestamp_millis()))),
     ("revision", BigInt(|a| Some(a.revision))),
@@ -205,24 +209,28 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 
 /// Counts an attempt under each claim (key and ownership version) that is still current, in one
 /// conditional statement whose WHERE clause is the fencing check, and sets the first send time
-/// where unset (the first two parameters are the time); returns the key and attempt number of
-/// each claim counted.
+/// and the start of the idempotency window where unset (the first three parameters are the time,
+/// once per use, since SQLite's parameters are bound in order); returns the key and attempt
+/// number of each claim counted.
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
-        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(3 + 2 * i), params.at(4 + 2 * i)))
+        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
         .collect::<Vec<_>>()
         .join(" OR ");
     format!(
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
-         first_sent_at = COALESCE(first_sent_at, {}), updated_at = {}, revision = revision + 1 \
+         first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
+         updated_at = {}, revision = revision + 1 \
          WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
         params.at(1),
-        params.at(2)
+        params.at(2),
+        params.at(3)
     )
 }
 
 pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i64) -> Statement<B> {
-    let statement = Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms);
+    let statement =
+        Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms).int(now_ms);
     claims
         .iter()
         .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))
@@ -231,6 +239,9 @@ pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i
 /// How many claims outlived their lease by time `$1`: the console's warning.
 pub(crate) const COUNT_STALE_CLAIMS: &str =
     "SELECT COUNT(*) AS count FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1";
+
+/// How many actions have late results that no person has acknowledged: the console's late pane.
+pub(crate) const COUNT_LATE_RESULTS: &str = "SELECT COUNT(*) AS count FROM actions WHERE late_results > 0";
 
 /// Up to `$2` claims whose lease ran out by time `$1`, oldest expiry first: those to recover.
 pub(crate) const EXPIRED_CLAIMS: &str = concat!(
@@ -257,6 +268,9 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     }
     if let Some(destination) = &filter.destination {
         statement = statement.push(" AND destination = ").push_text(destination.as_str());
+    }
+    if filter.late_results {
+        statement = statement.push(" AND late_results > 0");
     }
     if let Some(owner) = &filter.owner {
         statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
@@ -344,6 +358,11 @@ pub(crate) fn finish_attempts_sql(params: Params, rows: usize) -> String {
 pub(crate) fn finish_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
     Statement::new(finish_attempts_sql(B::DIALECT.params, attempts.len())).rows(FINISHED_ATTEMPT_ROW, attempts)
 }
+
+/// Person `$2` acknowledges, at `$3`, every late result (stale attempt) of action `$1` that no
+/// one has acknowledged yet; the attempts' evidence stays as it was.
+pub(crate) const ACKNOWLEDGE_LATE_RESULTS: &str = "UPDATE attempts SET acknowledged_by = $2, acknowledged_at = $3 \
+     WHERE action_key = $1 AND stale AND acknowledged_by IS NULL";
 
 /// The deliveries of action `$1`, oldest first.
 pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, source, source_version, fingerprint, \
@@ -434,8 +453,9 @@ pub(crate) fn insert_refusal<B: Backend>(refusal: &RefusedSubmission) -> Stateme
 pub(crate) const KEYS_PER_PURGE_STATEMENT: usize = 500;
 
 /// Settled actions a purge reduces to their tombstone: in one of the final `states`, settled
-/// (last changed) before `settled_before`, with no proposed payload waiting for a person, and not
-/// purged already; their keys in key order, locked (where the dialect locks rows) like
+/// (last changed) before `settled_before`, with no proposed payload and no unacknowledged late
+/// result waiting for a person (its evidence is among what a purge removes), and not purged
+/// already; their keys in key order, locked (where the dialect locks rows) like
 /// [`lock_actions_sql`], so that a submission of one of these keys waits for the purge to end.
 pub(crate) fn purge_candidates<B: Backend>(states: &[State], settled_before_ms: i64) -> Statement<B> {
     let mut statement = Statement::new("SELECT a.key FROM actions a WHERE a.state IN (");
@@ -446,7 +466,7 @@ pub(crate) fn purge_candidates<B: Backend>(states: &[State], settled_before_ms: 
         .push(") AND a.updated_at < ")
         .push_int(settled_before_ms)
         .push(
-            " AND a.proposed_payload IS NULL \
+            " AND a.proposed_payload IS NULL AND a.late_results = 0 \
              AND NOT EXISTS (SELECT 1 FROM purged_actions p WHERE p.action_key = a.key) ORDER BY a.key",
         )
         .push(B::DIALECT.lock_suffix)

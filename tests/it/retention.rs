@@ -214,19 +214,34 @@ async fn unsettled_recent_and_proposed_actions_are_untouched<S: Store>(db: TestD
     // A settled action with a proposed payload waiting for a person.
     action_in(l, "proposed", State::Completed).await;
     assert_eq!(l.submit(&raw("proposed", r#"{"n":2}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
+    // A completed action with a late result no person has acknowledged yet.
+    l.submit(&raw("late-noted", r#"{"n":1}"#)).await.unwrap();
+    let old = l.claim("old-owner", LEASE, 1).await.unwrap().pop().unwrap();
+    let old_attempt = l.start_attempt(&old).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let recovered = crate::support::protected_by_lookup(l, &["crm"])
+        .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
+        .await
+        .unwrap();
+    let Recovery::Claimed(new) = recovered else { panic!("taken over: {recovered:?}") };
+    let attempt = l.start_attempt(&new).await.unwrap();
+    l.record_result(&new, attempt, &report(Outcome::Completed { destination_id: "crm-1".into() })).await.unwrap();
+    l.record_result(&old, old_attempt, &report(Outcome::Failed { permanent: false })).await.unwrap();
+    let noted = find(l, "late-noted").await;
+    assert_eq!((noted.state, noted.late_results), (State::Completed, 1));
     action_in(l, "old-done", State::Completed).await;
     l.store().clock().advance(DAY * 60);
     action_in(l, "recent", State::Completed).await;
     l.store().clock().advance(DAY * 31);
 
     let mut keys: Vec<String> = unsettled.iter().map(|s| format!("old-{s}")).collect();
-    keys.extend(["proposed".to_owned(), "recent".to_owned()]);
+    keys.extend(["proposed".to_owned(), "late-noted".to_owned(), "recent".to_owned()]);
     let mut before = Vec::new();
     for k in &keys {
         before.push((find(l, k).await, rows(l, k).await));
     }
     let run = purge(l, 90).await;
-    assert_eq!(run.record.counts.actions, 1, "only old-done is settled, older than 90 days and undisputed");
+    assert_eq!(run.record.counts.actions, 1, "only old-done is settled, older than 90 days, with nothing waiting");
     for (k, before) in keys.iter().zip(before) {
         assert_eq!((find(l, k).await, rows(l, k).await), before, "{k} untouched");
         assert!(l.detail(&key(k)).await.unwrap().purge.is_none(), "{k}");

@@ -49,7 +49,8 @@ pub enum TlsProblem {
     Handshake { detail: String },
 }
 
-/// The TLS files a URL (or libpq's `PGSSL*` variables, which sqlx reads too) names.
+/// What a URL (or libpq's `PGSSL*` and `PGPASSWORD` variables, which sqlx reads too) says about
+/// TLS and the password: the files it names, its `sslmode`, whether a password goes with it.
 #[derive(Debug, Default)]
 struct TlsFiles {
     root_cert: Option<PathBuf>,

@@ -61,7 +61,11 @@ impl Error {
             Self::Ledger(LedgerError::SubmissionRefused(_) | LedgerError::Refused(_) | LedgerError::Fenced { .. }) => {
                 exit::REFUSED
             }
-            Self::Ledger(LedgerError::NotFound(_) | LedgerError::Store(StoreError::Missing { .. })) => exit::NOT_FOUND,
+            Self::Ledger(
+                LedgerError::NotFound(_)
+                | LedgerError::Store(StoreError::Missing { .. } | StoreError::LedgerInPublic { .. }),
+            ) => exit::NOT_FOUND,
+            Self::Ledger(LedgerError::Store(StoreError::InvalidSchema { .. })) => exit::USAGE,
             // The user's input: a sim-crm state file that cannot be used, a command that needed a
             // --config declaring the action's destination, a destination whose declared headers
             // or method cannot be used.

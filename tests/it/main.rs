@@ -20,6 +20,7 @@ mod plans;
 mod properties;
 mod roles;
 mod scale;
+mod schema;
 mod secrets;
 mod sim_crm;
 mod storage;

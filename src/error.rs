@@ -123,6 +123,23 @@ mod tests {
             (Error::from(BenchError::WorkerExitedAtOnce), exit::ERROR),
             (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
             (Error::from(LedgerError::NotFound("k".to_owned())), exit::NOT_FOUND),
+            (Error::from(StoreError::LedgerInPublic { ledger: "l".into(), schema: "s".into() }), exit::NOT_FOUND),
+            (
+                Error::from(StoreError::InvalidSchema {
+                    name: "A".into(),
+                    problem: crate::store::SchemaProblem::NotAName,
+                }),
+                exit::USAGE,
+            ),
+            (
+                Error::from(StoreError::NewerSchema {
+                    ledger: "l".into(),
+                    version: 9,
+                    description: "d".into(),
+                    known: 8,
+                }),
+                exit::ERROR,
+            ),
             (
                 Error::from(LedgerError::from(
                     crate::domain::state::check(crate::domain::Event::Retry, State::Completed, State::Pending)

@@ -95,7 +95,7 @@ fn created_names(migrator: &Migrator, kind: &str) -> Vec<String> {
 /// when `public` holds none. Tables move with their indexes, sequences and triggers; the
 /// functions move by signature; the ledger's rows of `public._sqlx_migrations` move (the whole
 /// table, when no other rows share it), so an application's own migrations stay as they were.
-/// Last, the roles are granted on the new schema as migration 0004 grants them.
+/// Each function is told its new schema (migration 0008). Last, the roles are granted on the new schema as migration 0004 grants them.
 pub(crate) async fn move_from_public_sql(
     pool: &sqlx::PgPool,
     schema: &str,
@@ -123,8 +123,10 @@ pub(crate) async fn move_from_public_sql(
     let mut sql = vec![format!("CREATE SCHEMA IF NOT EXISTS {schema};")];
     sql.extend(tables.iter().map(|table| format!("ALTER TABLE public.{table} SET SCHEMA {schema};")));
     for function in &functions {
-        let qualified = if function.starts_with("public.") { function.clone() } else { format!("public.{function}") };
-        sql.push(format!("ALTER FUNCTION {qualified} SET SCHEMA {schema};"));
+        let signature = function.strip_prefix("public.").unwrap_or(function);
+        sql.push(format!("ALTER FUNCTION public.{signature} SET SCHEMA {schema};"));
+        // Where migration 0008 already ran in public, the function would still look there.
+        sql.push(format!("ALTER FUNCTION {schema}.{signature} SET search_path = {schema}, pg_temp;"));
     }
     if ours.len() == rows.len() {
         sql.push(format!("ALTER TABLE public._sqlx_migrations SET SCHEMA {schema};"));

@@ -74,6 +74,13 @@ async fn application_state(conn: &mut sqlx::PgConnection) -> Vec<String> {
     state.extend(
         strings(
             conn,
+            "SELECT 'state_transitions: ' || row_to_json(t)::text FROM public.state_transitions t ORDER BY 1",
+        )
+        .await,
+    );
+    state.extend(
+        strings(
+            conn,
             "SELECT 'object: ' || relkind::text || ' ' || relname::text FROM pg_class \
              WHERE relnamespace = 'public'::regnamespace ORDER BY relname",
         )
@@ -93,7 +100,9 @@ const APPLICATION_SCHEMA: &str = "
         installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, checksum BYTEA NOT NULL,
         execution_time BIGINT NOT NULL);
     INSERT INTO _sqlx_migrations VALUES (1, 'app init', '2026-01-02T03:04:05Z', true, '\\x0101', 5),
-        (20260101000000, 'app orders', '2026-01-03T03:04:05Z', true, '\\x0202', 7);";
+        (20260101000000, 'app orders', '2026-01-03T03:04:05Z', true, '\\x0202', 7);
+    CREATE TABLE state_transitions (from_state text NOT NULL, to_state text NOT NULL);
+    INSERT INTO state_transitions VALUES ('completed', 'pending');";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgres_ledger_leaves_an_applications_tables_as_they_were_row_for_row() {
@@ -134,11 +143,19 @@ async fn a_postgres_ledger_leaves_an_applications_tables_as_they_were_row_for_ro
         "SELECT n.nspname || '.' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
          WHERE p.proname LIKE 'actionledger%' AND n.nspname <> 'actionledger' \
          UNION ALL SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-         WHERE c.relname IN ('deliveries', 'attempts', 'audit_trail', 'lookups', 'refused_submissions', \
-                             'state_transitions') AND n.nspname <> 'actionledger'",
+         WHERE c.relname IN ('deliveries', 'attempts', 'audit_trail', 'lookups', 'refused_submissions') \
+         AND n.nspname <> 'actionledger'",
     )
     .await;
     assert!(outside.is_empty(), "ledger objects outside its schema: {outside:?}");
+
+    // A session in the application's search_path that writes to the ledger is still judged by the
+    // ledger's own transition table, not by the application's table of the same name.
+    let refused = sqlx::query("UPDATE actionledger.actions SET state = 'pending' WHERE state = 'completed'")
+        .execute(&mut app)
+        .await
+        .expect_err("the guard let a completed action go back to pending");
+    assert!(refused.to_string().contains("forbidden state transition from completed to pending"), "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

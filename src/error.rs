@@ -65,12 +65,12 @@ impl Error {
                 LedgerError::NotFound(_)
                 | LedgerError::Store(StoreError::Missing { .. } | StoreError::LedgerInPublic { .. }),
             ) => exit::NOT_FOUND,
-            Self::Ledger(LedgerError::Store(StoreError::InvalidSchema { .. })) => exit::USAGE,
             // The user's input: a sim-crm state file that cannot be used, a command that needed a
             // --config declaring the action's destination, a destination whose declared headers
-            // or method cannot be used.
+            // or method cannot be used, a PostgreSQL schema that cannot hold the ledger.
             Self::SimCrm(e) if e.is_usage() => exit::USAGE,
-            Self::Config(_)
+            Self::Ledger(LedgerError::Store(StoreError::InvalidSchema { .. }))
+            | Self::Config(_)
             | Self::Input(_)
             | Self::Invalid(_)
             | Self::Destination(

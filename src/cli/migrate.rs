@@ -4,6 +4,7 @@
 use super::is_postgres;
 use crate::error::{Error, exit};
 use crate::store::{PostgresStore, SchemaStatus, SqliteStore};
+use std::fmt::Write as _;
 
 #[derive(Debug, Default, clap::Args)]
 pub struct MigrateArgs {
@@ -77,13 +78,13 @@ fn status_text(status: &SchemaStatus) -> String {
         } else {
             ""
         };
-        text.push_str(&format!("applied  {:04}  {}{note}\n", applied.version, applied.description));
+        let _ = writeln!(text, "applied  {:04}  {}{note}", applied.version, applied.description);
     }
     for pending in &status.pending {
-        text.push_str(&format!("pending  {:04}  {}\n", pending.version, pending.description));
+        let _ = writeln!(text, "pending  {:04}  {}", pending.version, pending.description);
     }
     if let Err(refusal) = status.refuse_newer() {
-        text.push_str(&format!("{refusal}\n"));
+        let _ = writeln!(text, "{refusal}");
     }
     text
 }

@@ -158,7 +158,10 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     } else if is_postgres(&url) {
         // Like the embedded ledger's file, a schema is made only by a command that writes.
         let create = !command.needs_existing_ledger();
-        execute(Ledger::new(PostgresStore::open_in(&url, schema.as_deref(), create).await?), command, &url).await
+        let store = PostgresStore::open_in(&url, schema.as_deref(), create).await?;
+        // What people are shown names the schema too: two ledgers may share a database.
+        let shown = format!("{url} (schema {})", store.schema());
+        execute(Ledger::new(store), command, &shown).await
     } else {
         Err(Error::Invalid(format!(
             "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",

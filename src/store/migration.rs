@@ -3,6 +3,7 @@
 
 use super::StoreError;
 use sqlx::migrate::Migrator;
+use std::fmt::Write as _;
 
 /// A migration recorded in the ledger's `_sqlx_migrations` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +97,7 @@ impl SchemaStatus {
             script.push('\n');
         }
         for migration in &self.pending {
-            script.push_str(&format!("\n-- migration {:04} {}\n", migration.version, migration.description));
+            let _ = writeln!(script, "\n-- migration {:04} {}", migration.version, migration.description);
             script.push_str(migration.sql.trim_end());
             script.push('\n');
         }

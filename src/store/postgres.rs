@@ -18,6 +18,8 @@ use std::time::Duration;
 pub struct PostgresStore {
     pool: sqlx::PgPool,
     clock: Clock,
+    /// The schema the ledger lives in, which every pooled connection's `search_path` holds.
+    schema: String,
 }
 
 impl SqlStore for PostgresStore {
@@ -222,7 +224,12 @@ impl PostgresStore {
                 _ => StoreError::Migrate(error),
             })?;
         }
-        Ok(Self { pool, clock: Clock::database() })
+        Ok(Self { pool, clock: Clock::database(), schema })
+    }
+
+    /// The schema the ledger lives in.
+    pub fn schema(&self) -> &str {
+        &self.schema
     }
 
     /// Where the ledger's schema stands against this build's migrations; creates and changes

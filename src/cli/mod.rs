@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod manual;
 mod migrate;
+mod purge;
 mod render;
 mod review;
 mod sim_crm;
@@ -15,6 +16,7 @@ pub use bench::BenchArgs;
 pub use demo::DemoArgs;
 pub use manual::{ManualArgs, Resolution};
 pub use migrate::MigrateArgs;
+pub use purge::PurgeArgs;
 pub use review::ReviewArgs;
 pub use sim_crm::SimCrmArgs;
 pub use submit::{ListArgs, SubmitArgs};
@@ -93,6 +95,9 @@ pub enum Command {
     Takeover(ManualArgs),
     /// Ask the action's destination now what it holds; an unknown action is settled by the answer.
     Lookup(ManualArgs),
+    /// Acknowledge the late results listed on an action (results from an obsolete owner, which
+    /// changed nothing); the state stays as it is.
+    Acknowledge(ManualArgs),
     /// Make an action a person's to follow up (you, or --to NAME).
     Assign {
         #[command(flatten)]
@@ -101,6 +106,10 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         to: Option<String>,
     },
+    /// Retention: reduce settled actions older than --older-than to their tombstone (key,
+    /// fingerprint, final state, destination id, settled time, audit trail), removing payloads,
+    /// deliveries, attempts and lookups. A replay of a purged key is still a duplicate.
+    Purge(PurgeArgs),
     /// The review console: triage uncertain actions in the terminal.
     Review(ReviewArgs),
     /// Perform pending actions against the destinations in the configuration file.
@@ -195,10 +204,12 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Reject(args) => manual::manual(&ledger, args, ManualCommand::Reject).await,
         Command::Takeover(args) => manual::manual(&ledger, args, ManualCommand::Takeover).await,
         Command::Lookup(args) => manual::lookup(&ledger, args).await,
+        Command::Acknowledge(args) => manual::manual(&ledger, args, ManualCommand::Acknowledge).await,
         Command::Assign { manual: args, to } => {
             let command = manual::assignment(&args, to.as_deref())?;
             manual::manual(&ledger, args, command).await
         }
+        Command::Purge(args) => purge::purge(&ledger, args).await,
         Command::Review(args) => review::review(&ledger, args, url).await,
         Command::Worker(args) => worker::worker(ledger.clone(), args).await,
         Command::Reconcile(args) => worker::reconcile(&ledger, args).await,

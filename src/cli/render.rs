@@ -1,9 +1,12 @@
 //! What the CLI prints: one JSON document with `--json`, readable text otherwise. Untrusted text
 //! (payloads, errors, destination bodies) is escaped before it reaches the terminal.
 
+use crate::domain::retention::states_text;
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
-use crate::domain::{ActionRecord, Attempt, AuditEntry, Delivery, ManualCommand, RefusedSubmission, Timestamp};
-use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
+use crate::domain::{
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, PurgeRecord, RefusedSubmission, Timestamp,
+};
+use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
 
@@ -43,6 +46,9 @@ pub fn action_json(a: &ActionRecord) -> Value {
         "assignee": a.assignee,
         "destination_id": a.destination_id,
         "first_sent_at": opt_time(a.first_sent_at),
+        "window_started_at": opt_time(a.window_started_at),
+        "late_results": a.late_results,
+        "old_worker_may_act": a.old_worker_may_act,
         "last_error": a.last_error,
         "created_at": time(a.created_at),
         "updated_at": time(a.updated_at),
@@ -61,9 +67,19 @@ fn attempt_json(a: &Attempt) -> Value {
         "number": a.number, "worker": a.worker, "ownership_version": a.ownership_version,
         "started_at": time(a.started_at), "ended_at": opt_time(a.ended_at), "outcome": a.outcome,
         "error": a.error, "stale": a.stale,
+        "acknowledged_by": a.acknowledged.as_ref().map(|k| k.by.as_str()),
+        "acknowledged_at": opt_time(a.acknowledged.as_ref().map(|k| k.at)),
         "evidence": {
             "status": a.evidence.status, "destination_id": a.evidence.destination_id, "body": a.evidence.body,
         },
+    })
+}
+
+fn lookup_json(l: &LookupRecord) -> Value {
+    json!({
+        "at": time(l.at), "actor": l.actor, "verdict": l.verdict, "records": l.records,
+        "destination_id": l.destination_id, "detail": l.detail,
+        "evidence": { "status": l.evidence.status, "body": l.evidence.body },
     })
 }
 
@@ -95,6 +111,12 @@ pub fn submitted(report: &SubmitReport, as_json: bool) {
         crate::domain::SubmitOutcome::Stale => {
             format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
         }
+        // Only a purged action refuses to keep a proposal (rule 7).
+        crate::domain::SubmitOutcome::Conflict if a.proposal.is_none() => format!(
+            "{key} was {} and has been purged, with a different payload; this one is not kept and nothing runs; \
+             submit a changed action under a new key",
+            a.state
+        ),
         crate::domain::SubmitOutcome::Conflict => format!(
             "{key} is recorded with a different payload; this one is kept as a proposal for a person to approve \
              or reject (actionledger show {key}); the action is {}",
@@ -122,14 +144,15 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
     for a in actions {
         let owner = a.claimed_by.as_deref().or(a.assignee.as_deref()).unwrap_or("-");
         println!(
-            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}",
+            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}{}",
             a.id,
             a.state.as_str(),
             a.attempts,
             escape_untrusted(a.destination.as_deref().unwrap_or("-")),
             escape_untrusted(owner),
             a.updated_at.format("%Y-%m-%d %H:%M:%S"),
-            escape_untrusted(a.key.as_str())
+            escape_untrusted(a.key.as_str()),
+            late_marker(a)
         );
     }
     if let Some(id) = next {
@@ -173,6 +196,15 @@ pub fn refused(refused: &[RefusedSubmission], limit: i64, as_json: bool) {
     }
 }
 
+/// The list's marker of late results waiting for a person, after the key.
+fn late_marker(a: &ActionRecord) -> String {
+    match a.late_results {
+        0 => String::new(),
+        1 => "  [1 late result]".to_owned(),
+        n => format!("  [{n} late results]"),
+    }
+}
+
 fn next_cursor(shown: usize, limit: i64, last_id: Option<i64>) -> Option<i64> {
     (i64::try_from(shown).unwrap_or(i64::MAX) >= limit).then_some(last_id).flatten()
 }
@@ -181,16 +213,25 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     if as_json {
         print_json(&json!({
             "action": action_json(&d.action),
+            "purge": d.purge.as_ref().map(purge_json),
             "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
             "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
+            "late_results": d.late_results().map(attempt_json).collect::<Vec<_>>(),
+            "lookups": d.lookups.iter().map(lookup_json).collect::<Vec<_>>(),
             "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
         }));
         return;
     }
     print_record(&d.action);
-    print_payloads(&d.action);
+    print_late_results(d);
+    if let Some(purge) = &d.purge {
+        print_purge(&d.action, purge);
+    } else {
+        print_payloads(&d.action);
+    }
     print_deliveries(&d.deliveries);
     print_attempts(&d.attempts);
+    print_lookups(&d.lookups);
     print_audit(&d.audit);
 }
 
@@ -224,6 +265,9 @@ fn print_record(a: &ActionRecord) {
     if let Some(error) = &a.last_error {
         field("last error", error);
     }
+    if a.old_worker_may_act {
+        field("old worker", "may still act: confirm it stopped (--old-worker-stopped) to run this action again");
+    }
     field(
         "source",
         &format!(
@@ -234,6 +278,58 @@ fn print_record(a: &ActionRecord) {
     );
     field("created", &time(a.created_at));
     field("updated", &time(a.updated_at));
+}
+
+/// What a purged action keeps instead of its payload: its fingerprint, and which run purged it.
+fn print_purge(a: &ActionRecord, p: &PurgeRecord) {
+    println!(
+        "\npurged by purge run {} on {} (owner {}: {})",
+        p.id,
+        time(p.at),
+        escape_untrusted(&p.owner),
+        escape_untrusted(&p.reason)
+    );
+    println!("  payload fingerprint {} (the payload itself was removed)", a.payload.fingerprint());
+    println!(
+        "  only the tombstone is kept: key, fingerprint, final state, destination id, settled time and the audit \
+         trail; the payload, deliveries, attempts and lookups before the purge were removed"
+    );
+}
+
+fn purge_json(p: &PurgeRecord) -> Value {
+    json!({
+        "run": p.id,
+        "at": time(p.at),
+        "owner": p.owner,
+        "reason": p.reason,
+        "older_than": crate::config::duration_text::format(p.older_than),
+        "settled_before": time(p.settled_before),
+        "states": p.states,
+        "counts": p.counts,
+    })
+}
+
+/// What a purge run removed, or would remove.
+pub fn purged(report: &PurgeReport, as_json: bool) {
+    let p = &report.record;
+    if as_json {
+        let mut value = purge_json(p);
+        value["run"] = if report.dry_run { Value::Null } else { json!(p.id) };
+        value["dry_run"] = json!(report.dry_run);
+        print_json(&value);
+        return;
+    }
+    let c = &p.counts;
+    let removed = format!(
+        "{} actions to their tombstone, {} deliveries, {} attempts, {} lookups",
+        c.actions, c.deliveries, c.attempts, c.lookups
+    );
+    let scope = format!("{} actions settled before {}", states_text(&p.states), time(p.settled_before));
+    if report.dry_run {
+        println!("dry run: would reduce {removed} ({scope}); nothing changed");
+    } else {
+        println!("purge run {}: reduced {removed} ({scope})", p.id);
+    }
 }
 
 fn print_payloads(a: &ActionRecord) {
@@ -264,11 +360,38 @@ fn print_deliveries(deliveries: &[Delivery]) {
     }
 }
 
+/// The late results no person has acknowledged, with their evidence, above everything else
+/// that follows the record: they are what a person must look at.
+fn print_late_results(d: &ActionDetail) {
+    let late: Vec<&Attempt> = d.late_results().collect();
+    if late.is_empty() {
+        return;
+    }
+    let key = escape_untrusted(d.action.key.as_str());
+    println!(
+        "\nlate results ({}) waiting for acknowledgement: `actionledger acknowledge {key} --owner NAME --reason TEXT`",
+        late.len()
+    );
+    for at in late {
+        print_attempt(at);
+    }
+}
+
 fn print_attempts(attempts: &[Attempt]) {
     println!("\nattempts ({})", attempts.len());
     for at in attempts {
+        print_attempt(at);
+    }
+}
+
+fn print_attempt(at: &Attempt) {
+    {
         let outcome = at.outcome.map_or("in flight", |o| o.as_str());
-        let stale = if at.stale { "  STALE (late result from an obsolete owner; changed nothing)" } else { "" };
+        let stale = match &at.acknowledged {
+            _ if !at.stale => String::new(),
+            None => "  LATE (a result from an obsolete owner; changed nothing)".to_owned(),
+            Some(k) => format!("  LATE, acknowledged by {} at {}", escape_untrusted(&k.by), time(k.at)),
+        };
         println!(
             "  #{} {}  by {} under ownership version {}  {} -> {}{stale}",
             at.number,
@@ -291,6 +414,27 @@ fn print_attempts(attempts: &[Attempt]) {
             if let Some(body) = &ev.body {
                 println!("      body: {}", escape_untrusted(body));
             }
+        }
+    }
+}
+
+fn print_lookups(lookups: &[LookupRecord]) {
+    println!("\nlookups ({})", lookups.len());
+    for l in lookups {
+        println!(
+            "  {}  {:<10}  {} record(s)  destination id {}  status {}  by {}",
+            time(l.at),
+            l.verdict.as_str(),
+            l.records,
+            escape_untrusted(l.destination_id.as_deref().unwrap_or("-")),
+            l.evidence.status.map_or("-".to_owned(), |s| s.to_string()),
+            escape_untrusted(&l.actor)
+        );
+        if let Some(detail) = &l.detail {
+            println!("      {}", escape_untrusted(detail));
+        }
+        if let Some(body) = &l.evidence.body {
+            println!("      body: {}", escape_untrusted(body));
         }
     }
 }
@@ -346,6 +490,7 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
     } else {
         let what = match &request.command {
             ManualCommand::Assign { to } => format!("now assigned to {}", escape_untrusted(to)),
+            ManualCommand::Acknowledge => "its late results are acknowledged".to_owned(),
             _ => "the proposed payload was discarded".to_owned(),
         };
         println!(

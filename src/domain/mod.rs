@@ -1,12 +1,14 @@
 //! Domain types: plain data and pure rules, no I/O.
 
 pub mod capability;
+mod exact_json;
 pub mod input;
 pub mod key;
 pub mod manual;
 pub mod payload;
 pub mod record;
 pub mod refusal;
+pub mod retention;
 pub mod state;
 pub mod text;
 
@@ -16,8 +18,9 @@ pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan};
 pub use payload::{Fingerprint, Payload, PayloadError};
 pub use record::{
-    ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord, LookupReport,
-    LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
+    Acknowledgement, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord,
+    LookupReport, LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
 pub use refusal::Refusal;
+pub use retention::{PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};
 pub use state::{Event, State, StatePair, TransitionRefused};

@@ -8,8 +8,8 @@ pub use crate::domain::LookupReport;
 use crate::domain::SubmissionRefused;
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, ClaimFacts, Delivery, DestinationCatalog,
-    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason, Refusal,
-    RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
+    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, PurgeRecord, PurgeRequest,
+    RawSubmission, Reason, Refusal, RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
     record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 mod error;
@@ -123,6 +123,9 @@ pub struct ManualRequest {
     /// The revision the person saw; the command is refused if the action changed since.
     pub expect_version: Option<i64>,
     pub command: ManualCommand,
+    /// The person confirms that the worker of an expired claim, held because taking it over was
+    /// unsafe, can no longer act; a command that would run such an action again needs it (rule 5).
+    pub old_worker_stopped: bool,
 }
 
 /// The result of a manual command.
@@ -132,6 +135,14 @@ pub struct ManualOutcome {
     /// `None` when the command changed the record without changing its state (a rejected
     /// proposal on an action that had already moved on).
     pub transition: Option<Transition>,
+}
+
+/// What a purge run removed, or with `dry_run` would remove (then nothing changed and nothing
+/// was recorded, and the record's id is 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeReport {
+    pub record: PurgeRecord,
+    pub dry_run: bool,
 }
 
 /// The result of a submission.
@@ -145,10 +156,20 @@ pub struct SubmitReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionDetail {
     pub action: ActionRecord,
+    /// The purge run that reduced the action to its tombstone, if one did: its payload, last
+    /// error, deliveries, attempts and lookups are gone; its audit trail is kept in full.
+    pub purge: Option<PurgeRecord>,
     pub deliveries: Vec<Delivery>,
     pub attempts: Vec<Attempt>,
     pub lookups: Vec<LookupRecord>,
     pub audit: Vec<AuditEntry>,
+}
+
+impl ActionDetail {
+    /// The late results (stale attempts) that no person has acknowledged yet, oldest first.
+    pub fn late_results(&self) -> impl Iterator<Item = &Attempt> {
+        self.attempts.iter().filter(|a| a.is_unacknowledged_late_result())
+    }
 }
 
 impl<S: Store> Ledger<S> {
@@ -181,14 +202,24 @@ impl<S: Store> Ledger<S> {
     /// start: commits what it returns, rolls back on any error or refusal, and runs the whole
     /// transaction again after a transient conflict (a serialization failure, a deadlock, a busy
     /// database).
-    async fn transact<'a, R, F>(&'a self, mut body: F) -> Result<R, LedgerError>
+    async fn transact<'a, R, F>(&'a self, body: F) -> Result<R, LedgerError>
+    where
+        R: Send,
+        F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
+    {
+        self.transact_then(true, body).await
+    }
+
+    /// [`Ledger::transact`], committing only if `commit`; otherwise what `body` did is rolled back
+    /// and only its answer is kept (a dry run).
+    async fn transact_then<'a, R, F>(&'a self, commit: bool, mut body: F) -> Result<R, LedgerError>
     where
         R: Send,
         F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
     {
         let mut tries = 0;
         loop {
-            match self.transact_once(&mut body).await {
+            match self.transact_once(commit, &mut body).await {
                 Err(error) if error.is_transient() && tries < TRANSIENT_RETRIES => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(10 * u64::from(tries))).await;
@@ -198,7 +229,7 @@ impl<S: Store> Ledger<S> {
         }
     }
 
-    async fn transact_once<'a, R, F>(&'a self, body: &mut F) -> Result<R, LedgerError>
+    async fn transact_once<'a, R, F>(&'a self, commit: bool, body: &mut F) -> Result<R, LedgerError>
     where
         R: Send,
         F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
@@ -208,7 +239,13 @@ impl<S: Store> Ledger<S> {
             Ok(now) => body(&mut tx, now, PhantomData).await,
             Err(error) => Err(error.into()),
         };
-        finish(tx, result).await
+        if commit {
+            finish(tx, result).await
+        } else {
+            // Rolled back whatever it answered, and waited for, like a refusal.
+            let _ = tx.rollback().await;
+            result
+        }
     }
 
     /// Records an intended action, or one more delivery of it. An invalid submission is recorded
@@ -227,11 +264,20 @@ impl<S: Store> Ledger<S> {
         };
         let submission = &submission;
         self.transact(|tx, now, _| {
-            Box::pin(
-                async move { Ok(submit_in(tx, &[submission], now).await?.pop().expect("one report per submission")) },
-            )
+            Box::pin(async move {
+                match submit_in(tx, &[submission], now).await?.pop().expect("one report per submission") {
+                    Ok(report) => Ok(Ok(report)),
+                    // Refused inside the transaction (an `after` cycle): the refusal is recorded
+                    // and committed, and nothing else was written.
+                    Err(refusal) => {
+                        tx.insert_refusal(&refused_submission(raw, &refusal, now)).await?;
+                        Ok(Err(refusal))
+                    }
+                }
+            })
         })
-        .await
+        .await?
+        .map_err(LedgerError::from)
     }
 
     /// Records many submissions in one transaction (one durable commit), for sources that deliver
@@ -253,7 +299,13 @@ impl<S: Store> Ledger<S> {
                 let mut reports: Vec<Option<Result<SubmitReport, LedgerError>>> = raws.iter().map(|_| None).collect();
                 for &index in order {
                     reports[index] = Some(match &validated[index] {
-                        Ok(_) => Ok(recorded.next().expect("one report per valid submission")),
+                        Ok(_) => match recorded.next().expect("one report per valid submission") {
+                            Ok(report) => Ok(report),
+                            Err(refusal) => {
+                                tx.insert_refusal(&refused_submission(&raws[index], &refusal, now)).await?;
+                                Err(LedgerError::SubmissionRefused(refusal))
+                            }
+                        },
                         Err(refusal) => {
                             tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
                             Err(LedgerError::SubmissionRefused(refusal.clone()))
@@ -464,6 +516,7 @@ impl<S: Store> Ledger<S> {
                          a repeat: taking over is unsafe; check the destination, then resolve"
                 );
                 action.last_error = Some(reason.clone());
+                action.old_worker_may_act = true;
                 write_action(tx, &mut action).await?;
                 tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
                     .await?;
@@ -529,10 +582,20 @@ impl<S: Store> Ledger<S> {
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
-        let ManualRequest { key, person, reason, expect_version, command } = request;
+        let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
         self.transact(|tx, now, _| {
             Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+                if let Some(purge) = purge_of_settled(tx, &action).await? {
+                    return Err(Refusal::Purged {
+                        verb: command.verb(),
+                        key: action.key.clone(),
+                        state: action.state,
+                        run: purge.id,
+                        at: purge.at,
+                    }
+                    .into());
+                }
                 if let Some(expected) = *expect_version
                     && action.revision != expected
                 {
@@ -543,8 +606,14 @@ impl<S: Store> Ledger<S> {
                 } else {
                     ClaimFacts::WORST_CASE
                 };
-                let plan = manual::plan(&action, command, now, facts)?;
+                let plan = manual::plan(&action, command, now, facts, *old_worker_stopped)?;
+                let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
                 let transition = manual::apply(&mut action, command, plan, now)?;
+                let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
+                    tx.acknowledge_late_results(&action.key, person.as_str(), now).await?
+                } else {
+                    0
+                };
                 write_action(tx, &mut action).await?;
                 let detail = match command {
                     ManualCommand::ResolveCompleted { destination_id } => {
@@ -556,6 +625,12 @@ impl<S: Store> Ledger<S> {
                             reason.as_str()
                         )
                     }
+                    ManualCommand::Acknowledge => {
+                        format!("{} ({acknowledged} late result(s) acknowledged)", reason.as_str())
+                    }
+                    _ if confirmed_stopped => {
+                        format!("{}; the person confirmed that the old worker can no longer act", reason.as_str())
+                    }
                     _ => reason.as_str().to_owned(),
                 };
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
@@ -566,10 +641,47 @@ impl<S: Store> Ledger<S> {
         })
         .await
     }
-    /// One action with its deliveries, attempts and audit trail.
+    /// Retention (rule 7): reduces the settled actions of `request` to their tombstone, in one
+    /// transaction, and records the run with its counts; with `dry_run`, the same transaction
+    /// answers the same counts and is rolled back.
+    ///
+    /// One transaction, not batches: the run's record commits with exactly what it removed, or
+    /// nothing does, and the tombstones never hold a half-purged action. It locks only settled
+    /// rows, which nothing else changes (on PostgreSQL workers and reviewers go on); on SQLite it
+    /// holds the one write lock while it runs, so retention is run often (daily), each run
+    /// removing one day's settlements.
+    pub async fn purge(&self, request: &PurgeRequest) -> Result<PurgeReport, LedgerError> {
+        self.transact_then(!request.dry_run, |tx, now, _| {
+            Box::pin(async move {
+                tx.check_may_purge().await?;
+                let settled_before = request.settled_before(now);
+                let keys = tx.purge_candidates(request.states(), settled_before).await?;
+                let counts = tx.tombstone(&keys).await?;
+                let mut record = PurgeRecord {
+                    id: 0,
+                    at: now,
+                    owner: request.owner.as_str().to_owned(),
+                    reason: request.reason.as_str().to_owned(),
+                    older_than: request.older_than(),
+                    settled_before,
+                    states: request.states().to_vec(),
+                    counts,
+                };
+                if !request.dry_run {
+                    record.id = tx.record_purge(&record, &keys).await?;
+                }
+                Ok(PurgeReport { record, dry_run: request.dry_run })
+            })
+        })
+        .await
+    }
+
+    /// One action with its deliveries, attempts and audit trail, and the purge run that reduced
+    /// it to its tombstone, if one did.
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
         Ok(ActionDetail {
+            purge: self.store.purge_of(key).await?,
             action,
             deliveries: self.store.deliveries(key).await?,
             attempts: self.store.attempts(key).await?,
@@ -599,20 +711,29 @@ impl<S: Store> Ledger<S> {
 
 /// Records validated submissions inside a transaction, in the order given; see
 /// [`Ledger::submit`]. New keys are inserted in one statement, and every delivery is written in
-/// one more, in this order.
+/// one more, in this order. A new action whose `after` chain leads back to it is refused here,
+/// where the chain is read: its refusal is returned in its place and nothing of it is written.
 async fn submit_in<T: LedgerTx>(
     tx: &mut T,
     submissions: &[&Submission],
     now: Timestamp,
-) -> Result<Vec<SubmitReport>, LedgerError> {
+) -> Result<Vec<Result<SubmitReport, SubmissionRefused>>, LedgerError> {
+    let cycles = after_cycles(tx, submissions).await?;
     let mut seen = HashSet::new();
-    let fresh: Vec<ActionRecord> =
-        submissions.iter().filter(|s| seen.insert(&s.key)).map(|s| ActionRecord::new_pending(s, now)).collect();
+    let fresh: Vec<ActionRecord> = submissions
+        .iter()
+        .filter(|s| !cycles.contains_key(&s.key) && seen.insert(&s.key))
+        .map(|s| ActionRecord::new_pending(s, now))
+        .collect();
     let mut created: HashMap<ActionKey, ActionRecord> =
         tx.insert_actions_if_absent(&fresh).await?.into_iter().map(|a| (a.key.clone(), a)).collect();
     let mut reports = Vec::with_capacity(submissions.len());
     let mut deliveries = Vec::with_capacity(submissions.len());
     for &submission in submissions {
+        if let Some(refusal) = cycles.get(&submission.key) {
+            reports.push(Err(refusal.clone()));
+            continue;
+        }
         let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
         let report = if let Some(action) = created.remove(&submission.key) {
             let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
@@ -631,10 +752,55 @@ async fn submit_in<T: LedgerTx>(
             outcome: report.outcome,
             received_at: now,
         });
-        reports.push(report);
+        reports.push(Ok(report));
     }
     tx.insert_deliveries(&deliveries).await?;
     Ok(reports)
+}
+
+/// The submissions that would create an action waiting, through its `after` chain, for itself:
+/// by key, each with its refusal. Only a new key can close a cycle (a recorded action's `after`
+/// never changes), so only submissions of keys not recorded yet are checked, in order, against
+/// the links recorded and those of the batch's new actions accepted before them.
+async fn after_cycles<T: LedgerTx>(
+    tx: &mut T,
+    submissions: &[&Submission],
+) -> Result<HashMap<ActionKey, SubmissionRefused>, LedgerError> {
+    let mut refused = HashMap::new();
+    let waiting: Vec<&ActionKey> = submissions.iter().filter(|s| s.after.is_some()).map(|s| &s.key).collect();
+    if waiting.is_empty() {
+        return Ok(refused);
+    }
+    let recorded: HashSet<ActionKey> = tx.lock_actions(&waiting).await?.into_iter().map(|a| a.key).collect();
+    // Links known so far: read from the database (from each start only once) and the batch's own.
+    let mut links: HashMap<ActionKey, ActionKey> = HashMap::new();
+    let mut read_from: HashSet<ActionKey> = HashSet::new();
+    let mut batch: HashSet<&ActionKey> = HashSet::new();
+    for submission in submissions {
+        let Some(after) = &submission.after else { continue };
+        let key = &submission.key;
+        if recorded.contains(key) || refused.contains_key(key) || !batch.insert(key) {
+            continue;
+        }
+        // Walk the chain from `after`; the path walked names the cycle if it comes back to `key`.
+        let mut path = vec![key.clone(), after.clone()];
+        let mut visited: HashSet<ActionKey> = HashSet::new();
+        let mut current = after.clone();
+        while &current != key && visited.insert(current.clone()) {
+            if !links.contains_key(&current) && read_from.insert(current.clone()) {
+                links.extend(tx.after_links(&current).await?);
+            }
+            let Some(next) = links.get(&current) else { break };
+            current = next.clone();
+            path.push(current.clone());
+        }
+        if &current == key {
+            refused.insert(key.clone(), SubmissionRefused::after_cycle(&path));
+        } else {
+            links.insert(key.clone(), after.clone());
+        }
+    }
+    Ok(refused)
 }
 
 /// One more delivery of a key that exists: the fingerprint is compared on this path too, never
@@ -655,6 +821,23 @@ async fn submit_existing<T: LedgerTx>(
         _ => SubmitOutcome::Conflict,
     };
     let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+    if outcome == SubmitOutcome::Conflict
+        && !already_proposed
+        && let Some(purge) = purge_of_settled(tx, &action).await?
+    {
+        // The tombstone never changes (rule 7): the changed payload is not kept for approval,
+        // since nothing could ever run it under this key, and the answer is still `conflict`.
+        let reason = format!(
+            "proposed payload {} differs from approved {}; the action was purged by purge run {}: the change is not \
+             kept and nothing runs; submit it under a new key",
+            fingerprint.short(),
+            action.payload.fingerprint().short(),
+            purge.id
+        );
+        let transition = Transition { event: Event::PayloadChanged, from: action.state, to: action.state };
+        tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
+        return Ok(SubmitReport { outcome, action });
+    }
     if outcome == SubmitOutcome::Conflict && !already_proposed {
         action.proposal =
             Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
@@ -719,6 +902,7 @@ async fn start_attempts_in<T: LedgerTx>(
                 error: None,
                 evidence: Evidence::default(),
                 stale: false,
+                acknowledged: None,
             })
         })
         .collect();
@@ -748,13 +932,36 @@ async fn record_results_in<T: LedgerTx>(
     let mut decided = Vec::with_capacity(results.len());
     for &(claim, attempt, report) in results {
         let action = locked.remove(claim.key()).ok_or_else(|| LedgerError::NotFound(claim.key().to_string()))?;
-        let (attempt, decision) = decide_result(action, claim, attempt, report, now)?;
+        // A late result for a purged action changes nothing, not even its note: the tombstone
+        // never changes (rule 7). Asked only of settled actions the claim no longer holds.
+        let purge = if is_current(&action, claim) { None } else { purge_of_settled(tx, &action).await? };
+        let tombstone = purge.map(|purge| (action.clone(), purge));
+        let (attempt, mut decision) = decide_result(action, claim, attempt, report, now)?;
+        if let Some((action, purge)) = tombstone {
+            let note = format!(
+                "{}; the action was purged by purge run {}: nothing changes",
+                decision.reason.as_deref().unwrap_or("late result"),
+                purge.id
+            );
+            decision = ResultDecision {
+                transition: Transition { event: Event::LateResult, from: action.state, to: action.state },
+                action,
+                reason: Some(note),
+                stale: true,
+                tombstone: true,
+            };
+        }
         finished.push(attempt);
         decided.push(decision);
     }
     tx.finish_attempts(&finished).await?;
-    let mut actions: Vec<ActionRecord> = decided.iter().map(|d| d.action.clone()).collect();
-    write_actions(tx, &mut actions).await?;
+    let mut writes: Vec<ActionRecord> = decided.iter().filter(|d| !d.tombstone).map(|d| d.action.clone()).collect();
+    write_actions(tx, &mut writes).await?;
+    let mut written = writes.into_iter();
+    let actions: Vec<ActionRecord> = decided
+        .iter()
+        .map(|d| if d.tombstone { d.action.clone() } else { written.next().expect("one write per change") })
+        .collect();
     let mut recorded = Vec::with_capacity(results.len());
     for ((action, decision), &(claim, _, _)) in actions.into_iter().zip(decided).zip(results) {
         let entry = audit_entry(&action, decision.transition, &claim.worker, ActorKind::Worker, decision.reason, now);
@@ -771,6 +978,8 @@ struct ResultDecision {
     reason: Option<String>,
     /// The claim had passed to a newer ownership version.
     stale: bool,
+    /// The action is a purged tombstone: nothing is written to it.
+    tombstone: bool,
 }
 
 /// Decides what one result does, from the action as locked: the attempt as it ended, and the
@@ -804,6 +1013,7 @@ fn decide_result(
         error: report.error.clone(),
         evidence,
         stale: !current,
+        acknowledged: None,
     };
 
     if !current {
@@ -822,15 +1032,21 @@ fn decide_result(
         Outcome::RetryLater { after } => action.not_before = Some(now + *after),
         Outcome::Failed { .. } | Outcome::Unknown => {}
     }
-    action.last_error.clone_from(&report.error);
-    let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false };
+    // A completed action keeps no error (see `ActionRecord::transition`); a report's note on a
+    // completion still goes to the audit trail below.
+    if action.state != State::Completed {
+        action.last_error.clone_from(&report.error);
+    }
+    let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false, tombstone: false };
     Ok((finished, decision))
 }
 
-/// A result from an obsolete owner changes nothing but the state and the last-error note: to `conflict` for review, unless
-/// the action is already in conflict or final. A completed action goes to review only when the
-/// late result names another destination record, which means a second effect. The attempt itself
-/// is kept as evidence.
+/// A result from an obsolete owner never changes the action's record (rule 8): no outcome,
+/// payload, destination id or error note. It is kept as a stale attempt with its evidence, and
+/// always reaches review: it is listed on the action as a late result until a person
+/// acknowledges it, and when it contradicts what the ledger holds ([`late_result_contradicts`])
+/// the action also goes to `conflict`, where the state allows it (not from `conflict` or
+/// `cancelled`).
 fn decide_late_result(
     mut action: ActionRecord,
     claim: &Claim,
@@ -847,25 +1063,53 @@ fn decide_late_result(
         action.state
     );
     let from = action.state;
-    let contradicts = from == State::Completed
-        && late_destination_id.is_some_and(|late| action.destination_id.as_deref() != Some(late));
-    let transition = if (from.is_terminal() && !contradicts) || from == State::Conflict {
-        Transition { event: Event::LateResult, from, to: from }
-    } else {
-        action.transition(Event::LateResult, State::Conflict, now)?
+    let (transition, note) = match late_result_contradicts(&action, outcome, late_destination_id) {
+        Some(why) if state::check(Event::LateResult, from, State::Conflict).is_ok() => {
+            // Only the state moves (a claim in progress ends with it); nothing the late result
+            // reported is written into the record.
+            (action.transition(Event::LateResult, State::Conflict, now)?, format!("{note}; {why}: to conflict"))
+        }
+        Some(why) => (Transition { event: Event::LateResult, from, to: from }, format!("{note}; {why}")),
+        None => (Transition { event: Event::LateResult, from, to: from }, format!("{note}; it contradicts nothing")),
     };
-    let note = if contradicts {
-        format!(
-            "{note}; it names destination record {}, not {}",
-            late_destination_id.unwrap_or("?"),
-            action.destination_id.as_deref().unwrap_or("?")
-        )
-    } else {
-        note
-    };
-    action.last_error = Some(note.clone());
-    action.updated_at = now;
-    Ok(ResultDecision { action, transition, reason: Some(note), stale: true })
+    // The notice: counted on the action until a person acknowledges it. The revision moves with
+    // it, so that a person who read the action before it arrived is asked to read it again.
+    action.late_results += 1;
+    Ok(ResultDecision { action, transition, reason: Some(note), stale: true, tombstone: false })
+}
+
+/// The purge run that reduced `action` to its tombstone, if one did. Only settled actions are
+/// ever purged, so only they are asked about: no cost on the paths of live actions.
+async fn purge_of_settled<T: LedgerTx>(tx: &mut T, action: &ActionRecord) -> Result<Option<PurgeRecord>, LedgerError> {
+    if !action.state.is_terminal() {
+        return Ok(None);
+    }
+    Ok(tx.purge_of(&action.key).await?)
+}
+
+/// Rule 8: whether a late result contradicts what the ledger holds, and why. It does when the
+/// action completed with another destination record than the one the late result names (a second
+/// effect), and when it reports a possible write (a success, an unknown outcome, or a
+/// destination record) while the action is not completed: waiting to run, running again under a
+/// new owner, or waiting for a person who does not know that the old worker may have written. A
+/// late result that reports no write (a failure before writing, a permanent refusal), or that
+/// names the completed action's own record or none, contradicts nothing.
+fn late_result_contradicts(
+    action: &ActionRecord,
+    outcome: AttemptOutcome,
+    late_destination_id: Option<&str>,
+) -> Option<String> {
+    let possible_write =
+        matches!(outcome, AttemptOutcome::Succeeded | AttemptOutcome::Unknown) || late_destination_id.is_some();
+    match action.state {
+        State::Completed => {
+            late_destination_id.filter(|late| action.destination_id.as_deref() != Some(*late)).map(|late| {
+                format!("it names destination record {late}, not {}", action.destination_id.as_deref().unwrap_or("?"))
+            })
+        }
+        state if possible_write => Some(format!("it reports a possible write while the action is {state}")),
+        _ => None,
+    }
 }
 
 fn is_current(action: &ActionRecord, claim: &Claim) -> bool {

@@ -36,7 +36,8 @@ pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
 
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeCounts, PurgeRecord, RefusedSubmission,
+    State, Timestamp,
 };
 use std::future::Future;
 
@@ -58,6 +59,7 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("finish attempts", statements::finish_attempts_sql(params, 3)),
         ("expired claims", statements::EXPIRED_CLAIMS.to_owned()),
         ("stale claim count", statements::COUNT_STALE_CLAIMS.to_owned()),
+        ("late results count", statements::COUNT_LATE_RESULTS.to_owned()),
         ("attempt started under a claim", statements::ATTEMPT_STARTED_UNDER.to_owned()),
         ("deliveries of an action", statements::SELECT_DELIVERIES.to_owned()),
         ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),
@@ -152,6 +154,8 @@ pub struct ListFilter {
     pub destination: Option<String>,
     /// Matches the worker holding the claim or the person the action is assigned to.
     pub owner: Option<String>,
+    /// Only actions with late results that no person has acknowledged (rule 8).
+    pub late_results: bool,
     /// Keyset cursor: only actions with a smaller id (older) than this.
     pub before_id: Option<i64>,
     /// Only actions created at or after this time.
@@ -196,6 +200,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn attempts(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
     fn audit_trail(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
     fn lookups(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<LookupRecord>, StoreError>> + Send;
+    /// The purge run that reduced action `key` to its tombstone, if one did.
+    fn purge_of(&self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     fn list_refused(
         &self,
@@ -205,6 +211,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many actions have late results that no person has acknowledged.
+    fn count_late_results(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many claims have outlived their lease by database time.
     fn count_stale_claims(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.
@@ -247,6 +255,14 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send {
         async move { Ok(self.lock_actions(&[key]).await?.pop()) }
     }
+    /// The `after` links reachable from `from` (each action's key and the key it waits for), in
+    /// no particular order. Where the database serves many writers at once, submissions that read
+    /// them take turns from here to the end of their transactions, so that two new actions cannot
+    /// each miss the other and close a cycle between them.
+    fn after_links(
+        &mut self,
+        from: &ActionKey,
+    ) -> impl Future<Output = Result<Vec<(ActionKey, ActionKey)>, StoreError>> + Send;
     /// Inserts new pending actions, skipping keys that exist; returns those inserted.
     fn insert_actions_if_absent(
         &mut self,
@@ -295,11 +311,41 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Vec<(ActionKey, i64)>, StoreError>> + Send;
     /// Records how attempts ended; one that already ended is left as it was.
     fn finish_attempts(&mut self, attempts: &[Attempt]) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Marks every late result of `key` that no one has acknowledged as acknowledged by `person`
+    /// at `now`; returns how many.
+    fn acknowledge_late_results(
+        &mut self,
+        key: &ActionKey,
+        person: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
     fn insert_lookup(&mut self, lookup: &LookupRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Appends an audit entry. Entries are written together, in the order given, as the
     /// transaction commits: one statement for a whole batch.
     fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Refuses ([`StoreError::NotPermitted`], naming the role) unless this session may purge:
+    /// on PostgreSQL only the owner role may; SQLite has no roles.
+    fn check_may_purge(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// The keys of settled actions a purge would reduce to their tombstone (see
+    /// [`crate::domain::retention`]), in key order, locked until the transaction ends.
+    fn purge_candidates(
+        &mut self,
+        states: &[State],
+        settled_before: Timestamp,
+    ) -> impl Future<Output = Result<Vec<ActionKey>, StoreError>> + Send;
+    /// Reduces these actions to their tombstone: empties their bulk, deletes their deliveries,
+    /// attempts and lookups; answers how many rows went.
+    fn tombstone(&mut self, keys: &[ActionKey]) -> impl Future<Output = Result<PurgeCounts, StoreError>> + Send;
+    /// Records a purge run (its id is assigned) and marks these actions as purged by it; answers
+    /// the run's id.
+    fn record_purge(
+        &mut self,
+        run: &PurgeRecord,
+        keys: &[ActionKey],
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// [`Store::purge_of`], inside the transaction.
+    fn purge_of(&mut self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn rollback(self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

@@ -4,8 +4,9 @@
 use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
-    LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome, Timestamp,
+    Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
+    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, PurgeCounts, PurgeRecord, RefusedSubmission, State,
+    SubmitOutcome, Timestamp,
 };
 
 /// Typed access to a result row by column name.
@@ -32,6 +33,11 @@ pub(crate) fn keyed_number(
     number_column: &str,
 ) -> Result<(ActionKey, i64), StoreError> {
     Ok((key(&row.text(key_column)?)?, row.int(number_column)?))
+}
+
+/// One `after` link: an action's key and the key it waits for.
+pub(crate) fn after_link(row: &impl Columns) -> Result<(ActionKey, ActionKey), StoreError> {
+    Ok((key(&row.text("key")?)?, key(&row.text("after_key")?)?))
 }
 
 fn key(text: &str) -> Result<ActionKey, StoreError> {
@@ -67,6 +73,9 @@ pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreE
         assignee: row.opt_text("assignee")?,
         destination_id: row.opt_text("destination_id")?,
         first_sent_at: row.opt_int("first_sent_at")?.map(from_millis),
+        window_started_at: row.opt_int("window_started_at")?.map(from_millis),
+        late_results: row.int("late_results")?,
+        old_worker_may_act: row.flag("old_worker_may_act")?,
         last_error: row.opt_text("last_error")?,
         created_at: from_millis(row.int("created_at")?),
         updated_at: from_millis(row.int("updated_at")?),
@@ -108,6 +117,10 @@ pub(crate) fn attempt_from_row(row: &impl Columns) -> Result<Attempt, StoreError
             body: row.opt_text("response_body")?,
         },
         stale: row.flag("stale")?,
+        acknowledged: match (row.opt_text("acknowledged_by")?, row.opt_int("acknowledged_at")?) {
+            (Some(by), Some(at)) => Some(Acknowledgement { by, at: from_millis(at) }),
+            _ => None,
+        },
     })
 }
 
@@ -160,6 +173,28 @@ pub(crate) fn lookup_from_row(row: &impl Columns) -> Result<LookupRecord, StoreE
             body: row.opt_text("response_body")?,
         },
         detail: row.opt_text("detail")?,
+    })
+}
+
+pub(crate) fn purge_from_row(row: &impl Columns) -> Result<PurgeRecord, StoreError> {
+    let states = row.text("states")?;
+    let older_than_ms = row.int("older_than_ms")?;
+    Ok(PurgeRecord {
+        id: row.int("id")?,
+        at: from_millis(row.int("at")?),
+        owner: row.text("owner")?,
+        reason: row.text("reason")?,
+        older_than: std::time::Duration::from_millis(
+            u64::try_from(older_than_ms).map_err(|_| corrupt("purge window", &older_than_ms.to_string()))?,
+        ),
+        settled_before: from_millis(row.int("settled_before")?),
+        states: states.split(',').map(state).collect::<Result<_, _>>()?,
+        counts: PurgeCounts {
+            actions: row.int("actions")?,
+            deliveries: row.int("deliveries")?,
+            attempts: row.int("attempts")?,
+            lookups: row.int("lookups")?,
+        },
     })
 }
 

@@ -3,14 +3,15 @@
 use super::backend::{Backend, Statement};
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, delivery_from_row,
-    lookup_from_row, refusal_from_row, state_count_from_row, state_pair_from_row,
+    lookup_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::{Clock, ListFilter, Store, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeRecord, RefusedSubmission, State,
+    Timestamp,
 };
 use std::future::Future;
 
@@ -74,6 +75,11 @@ impl<S: SqlStore> Store for S {
         read_history(self, sql::SELECT_LOOKUPS, key, lookup_from_row).await
     }
 
+    async fn purge_of(&self, key: &ActionKey) -> Result<Option<PurgeRecord>, StoreError> {
+        let row = read_optional(self, Statement::new(sql::SELECT_PURGE_OF).text(key.as_str())).await?;
+        row.as_ref().map(purge_from_row).transpose()
+    }
+
     async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, StoreError> {
         let rows = read(self, sql::list_actions(filter)).await?;
         let mut actions = rows.iter().map(action_from_row).collect::<Result<Vec<_>, _>>()?;
@@ -100,6 +106,10 @@ impl<S: SqlStore> Store for S {
         let now = Store::now(self).await?;
         let count = Statement::new(sql::COUNT_STALE_CLAIMS).int(now.timestamp_millis());
         Ok(read_one(self, count).await?.int("count")?)
+    }
+
+    async fn count_late_results(&self) -> Result<i64, StoreError> {
+        Ok(read_one(self, Statement::new(sql::COUNT_LATE_RESULTS)).await?.int("count")?)
     }
 
     async fn expired_claims(&self, limit: i64) -> Result<Vec<ActionRecord>, StoreError> {

@@ -24,7 +24,8 @@ macro_rules! action_columns {
         "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
-         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at"
+         attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
+         old_worker_may_act, last_error, created_at, updated_at"
     };
 }
 
@@ -32,7 +33,7 @@ macro_rules! action_columns {
 macro_rules! attempt_columns {
     () => {
         "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale"
+         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at"
     };
 }
 
@@ -76,6 +77,8 @@ pub(crate) const SQLITE: Dialect = Dialect {
     clock: None,
     lock_suffix: "",
     claim: claim!("", "(SELECT value FROM json_each($5))"),
+    purge_permission: None,
+    after_links_lock: None,
 };
 
 /// PostgreSQL serves many workers on many machines: rows read for a change are locked
@@ -86,10 +89,24 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     clock: Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now"),
     lock_suffix: " FOR UPDATE",
     claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+    // Only the owner role purges (migration 0007): the function of migration 0004 answers for a
+    // ledger that is not role-managed too.
+    purge_permission: Some("SELECT actionledger_session_may('owner') AS may, CAST(current_user AS TEXT) AS role"),
+    // A transaction-scoped advisory lock, one number for the whole ledger: two new actions that
+    // would wait for each other must not each miss the other's uncommitted row.
+    after_links_lock: Some("SELECT pg_advisory_xact_lock(7429916350244813907)"),
 };
 
 /// One action by key `$1`.
 pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+
+/// The `after` links reachable from key `$1`: each action's key and the key it waits for,
+/// following the chain from `$1` (UNION stops at a key seen before, so even a cycle ends). The
+/// ledger reads it to refuse a new action whose chain leads back to itself. The key column is
+/// indexed, and each step reads one action by it.
+pub(crate) const AFTER_LINKS: &str = "WITH RECURSIVE chain (key) AS (SELECT CAST($1 AS TEXT) \
+     UNION SELECT a.after_key FROM actions a JOIN chain c ON a.key = c.key WHERE a.after_key IS NOT NULL) \
+     SELECT a.key, a.after_key FROM actions a JOIN chain c ON a.key = c.key WHERE a.after_key IS NOT NULL";
 
 /// Reads actions by key and locks them (where the dialect locks rows), in key order, so that
 /// concurrent batches lock rows in one order and cannot deadlock.
@@ -156,6 +173,9 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("assignee", Text(|a| a.assignee.as_deref())),
     ("destination_id", Text(|a| a.destination_id.as_deref())),
     ("first_sent_at", BigInt(|a| a.first_sent_at.map(|t| t.timestamp_millis()))),
+    ("window_started_at", BigInt(|a| a.window_started_at.map(|t| t.timestamp_millis()))),
+    ("late_results", BigInt(|a| Some(a.late_results))),
+    ("old_worker_may_act", Boolean(|a| a.old_worker_may_act)),
     ("last_error", Text(|a| a.last_error.as_deref())),
     ("updated_at", BigInt(|a| Some(a.updated_at.timestamp_millis()))),
     ("revision", BigInt(|a| Some(a.revision))),
@@ -189,24 +209,28 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 
 /// Counts an attempt under each claim (key and ownership version) that is still current, in one
 /// conditional statement whose WHERE clause is the fencing check, and sets the first send time
-/// where unset (the first two parameters are the time); returns the key and attempt number of
-/// each claim counted.
+/// and the start of the idempotency window where unset (the first three parameters are the time,
+/// once per use, since SQLite's parameters are bound in order); returns the key and attempt
+/// number of each claim counted.
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
-        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(3 + 2 * i), params.at(4 + 2 * i)))
+        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
         .collect::<Vec<_>>()
         .join(" OR ");
     format!(
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
-         first_sent_at = COALESCE(first_sent_at, {}), updated_at = {}, revision = revision + 1 \
+         first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
+         updated_at = {}, revision = revision + 1 \
          WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
         params.at(1),
-        params.at(2)
+        params.at(2),
+        params.at(3)
     )
 }
 
 pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i64) -> Statement<B> {
-    let statement = Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms);
+    let statement =
+        Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms).int(now_ms);
     claims
         .iter()
         .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))
@@ -215,6 +239,9 @@ pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i
 /// How many claims outlived their lease by time `$1`: the console's warning.
 pub(crate) const COUNT_STALE_CLAIMS: &str =
     "SELECT COUNT(*) AS count FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1";
+
+/// How many actions have late results that no person has acknowledged: the console's late pane.
+pub(crate) const COUNT_LATE_RESULTS: &str = "SELECT COUNT(*) AS count FROM actions WHERE late_results > 0";
 
 /// Up to `$2` claims whose lease ran out by time `$1`, oldest expiry first: those to recover.
 pub(crate) const EXPIRED_CLAIMS: &str = concat!(
@@ -241,6 +268,9 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     }
     if let Some(destination) = &filter.destination {
         statement = statement.push(" AND destination = ").push_text(destination.as_str());
+    }
+    if filter.late_results {
+        statement = statement.push(" AND late_results > 0");
     }
     if let Some(owner) = &filter.owner {
         statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
@@ -329,6 +359,11 @@ pub(crate) fn finish_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> 
     Statement::new(finish_attempts_sql(B::DIALECT.params, attempts.len())).rows(FINISHED_ATTEMPT_ROW, attempts)
 }
 
+/// Person `$2` acknowledges, at `$3`, every late result (stale attempt) of action `$1` that no
+/// one has acknowledged yet; the attempts' evidence stays as it was.
+pub(crate) const ACKNOWLEDGE_LATE_RESULTS: &str = "UPDATE attempts SET acknowledged_by = $2, acknowledged_at = $3 \
+     WHERE action_key = $1 AND stale AND acknowledged_by IS NULL";
+
 /// The deliveries of action `$1`, oldest first.
 pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, source, source_version, fingerprint, \
      outcome, received_at FROM deliveries WHERE action_key = $1 ORDER BY id";
@@ -413,6 +448,90 @@ pub(crate) const REFUSAL_ROW: &[Column<RefusedSubmission>] = &[
 pub(crate) fn insert_refusal<B: Backend>(refusal: &RefusedSubmission) -> Statement<B> {
     Statement::new(insert_sql("refused_submissions", B::DIALECT.params, 1, REFUSAL_ROW)).rows(REFUSAL_ROW, [refusal])
 }
+
+/// Most keys one purge statement names: a bounded list of parameters per statement.
+pub(crate) const KEYS_PER_PURGE_STATEMENT: usize = 500;
+
+/// Settled actions a purge reduces to their tombstone: in one of the final `states`, settled
+/// (last changed) before `settled_before`, with no proposed payload and no unacknowledged late
+/// result waiting for a person (its evidence is among what a purge removes), and not purged
+/// already; their keys in key order, locked (where the dialect locks rows) like
+/// [`lock_actions_sql`], so that a submission of one of these keys waits for the purge to end.
+pub(crate) fn purge_candidates<B: Backend>(states: &[State], settled_before_ms: i64) -> Statement<B> {
+    let mut statement = Statement::new("SELECT a.key FROM actions a WHERE a.state IN (");
+    for (i, state) in states.iter().enumerate() {
+        statement = statement.push(if i == 0 { "" } else { ", " }).push_text(state.as_str());
+    }
+    statement
+        .push(") AND a.updated_at < ")
+        .push_int(settled_before_ms)
+        .push(
+            " AND a.proposed_payload IS NULL AND a.late_results = 0 \
+             AND NOT EXISTS (SELECT 1 FROM purged_actions p WHERE p.action_key = a.key) ORDER BY a.key",
+        )
+        .push(B::DIALECT.lock_suffix)
+}
+
+/// `column IN (...)` over `keys.len()` parameters, starting at parameter `first`.
+fn keys_in(params: Params, column: &str, first: usize, keys: usize) -> String {
+    let list = (0..keys).map(|i| params.at(first + i)).collect::<Vec<_>>().join(", ");
+    format!("{column} IN ({list})")
+}
+
+fn bind_keys<B: Backend>(statement: Statement<B>, keys: &[ActionKey]) -> Statement<B> {
+    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
+}
+
+/// Empties the bulk of actions about to be purged: the approved payload becomes JSON null (the
+/// column stays NOT NULL, and readers still parse it) and the last error goes. Key, fingerprint,
+/// state, destination id and settled time (`updated_at`, left as it was) are the tombstone.
+pub(crate) fn empty_purged_actions_sql(params: Params, keys: usize) -> String {
+    format!(
+        "UPDATE actions SET payload = 'null', last_error = NULL, revision = revision + 1 WHERE {}",
+        keys_in(params, "key", 1, keys)
+    )
+}
+
+pub(crate) fn empty_purged_actions<B: Backend>(keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(empty_purged_actions_sql(B::DIALECT.params, keys.len())), keys)
+}
+
+/// The histories a purge deletes, each with the action's key in `action_key`, in the order of
+/// the counts of [`crate::domain::PurgeCounts`]. The audit trail is not among them: it is kept in
+/// full.
+pub(crate) const PURGED_HISTORIES: [&str; 3] = ["deliveries", "attempts", "lookups"];
+
+/// Deletes the rows of one of [`PURGED_HISTORIES`] that belong to the actions being purged.
+pub(crate) fn delete_purged_history_sql(params: Params, table: &str, keys: usize) -> String {
+    assert!(PURGED_HISTORIES.contains(&table), "{table} is not a history a purge deletes");
+    format!("DELETE FROM {table} WHERE {}", keys_in(params, "action_key", 1, keys))
+}
+
+pub(crate) fn delete_purged_history<B: Backend>(table: &str, keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(delete_purged_history_sql(B::DIALECT.params, table, keys.len())), keys)
+}
+
+/// Records one purge run with what it removed; returns its id.
+pub(crate) const INSERT_PURGE: &str = "INSERT INTO purges (at, owner, reason, older_than_ms, settled_before, \
+     states, actions, deliveries, attempts, lookups) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
+
+/// Marks actions as purged by run `$1`: their tombstone marker.
+pub(crate) fn mark_purged_sql(params: Params, keys: usize) -> String {
+    format!(
+        "INSERT INTO purged_actions (action_key, purge_id) SELECT key, {} FROM actions WHERE {}",
+        params.at(1),
+        keys_in(params, "key", 2, keys)
+    )
+}
+
+pub(crate) fn mark_purged<B: Backend>(purge_id: i64, keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(mark_purged_sql(B::DIALECT.params, keys.len())).int(purge_id), keys)
+}
+
+/// The purge run that purged action `$1`, if one did.
+pub(crate) const SELECT_PURGE_OF: &str = "SELECT p.id, p.at, p.owner, p.reason, p.older_than_ms, \
+     p.settled_before, p.states, p.actions, p.deliveries, p.attempts, p.lookups \
+     FROM purged_actions m JOIN purges p ON p.id = m.purge_id WHERE m.action_key = $1";
 
 // The schema's own version, as sqlx records it in `_sqlx_migrations`: read before migrating, so
 // that a build older than the ledger refuses to write, and `migrate --status` can say where the

@@ -2,7 +2,7 @@
 
 use crate::support;
 use actionledger::domain::RawSubmission;
-use actionledger::ledger::{Outcome, Report};
+use actionledger::ledger::{Outcome, Recorded, Report};
 use serde_json::Value;
 use std::io::Write as _;
 use std::path::Path;
@@ -375,4 +375,241 @@ async fn approve_reject_and_takeover_from_the_cli() {
     let body = json(&taken);
     assert_eq!((body["from"].as_str(), body["to"].as_str()), (Some("in_progress"), Some("held")));
     assert_eq!(body["action"]["ownership_version"], 2);
+}
+
+/// Rules 5 and 8 from the command line: a retry after an unsafe takeover needs
+/// `--old-worker-stopped`; a late result is marked in `list`, listed in `show` (text and JSON),
+/// and acknowledged with `acknowledge`, once.
+#[tokio::test]
+async fn acknowledge_and_retry_with_the_old_worker_stopped_from_the_cli() {
+    let ws = Workspace::new();
+    let key = "acme:order:LATE-1:create-task";
+    assert_eq!(stdout(&ws.run(&["submit", "--key", key, "--payload", "{}"])), "created\n");
+    let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+    let claim = ledger.claim("worker-a", Duration::from_millis(50), 1).await.unwrap().pop().unwrap();
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let taken = ws.run(&["takeover", key, "--owner", "ana", "--reason", "worker-a hung"]);
+    assert!(stdout(&taken).contains("in_progress -> held"), "{}", stderr(&taken));
+
+    let refused = ws.run(&["retry", key, "--owner", "ana", "--reason", "CRM has nothing"]);
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("the old worker may still send its request"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--old-worker-stopped"), "{}", stderr(&refused));
+    assert!(json(&ws.run(&["show", key, "--json"]))["action"]["old_worker_may_act"].as_bool().unwrap());
+    let retried = ws.run(&["retry", key, "--owner", "ana", "--reason", "CRM has nothing", "--old-worker-stopped"]);
+    assert!(stdout(&retried).contains("held -> pending"), "{}", stderr(&retried));
+    let shown = json(&ws.run(&["show", key, "--json"]));
+    assert_eq!(shown["action"]["old_worker_may_act"], false);
+    let reason = shown["audit"].as_array().unwrap().last().unwrap()["reason"].as_str().unwrap().to_owned();
+    assert!(reason.ends_with("the person confirmed that the old worker can no longer act"), "{reason}");
+    assert!(!shown["action"]["first_sent_at"].is_null(), "the evidence of the first send stays");
+
+    // Worker A resumes and reports a record: late, and it contradicts a pending action.
+    let late = Report {
+        outcome: Outcome::Completed { destination_id: "CRM-77".into() },
+        error: None,
+        evidence: actionledger::domain::Evidence { destination_id: Some("CRM-77".into()), ..Default::default() },
+    };
+    ledger.record_result(&claim, attempt, &late).await.unwrap();
+    let listed = stdout(&ws.run(&["list"]));
+    assert!(listed.lines().any(|l| l.contains(key) && l.ends_with("[1 late result]")), "{listed}");
+    let shown = stdout(&ws.run(&["show", key]));
+    assert!(shown.contains("late results (1) waiting for acknowledgement"), "{shown}");
+    assert!(shown.contains("destination id CRM-77"), "{shown}");
+    let shown = json(&ws.run(&["show", key, "--json"]));
+    assert_eq!(shown["action"]["state"], "conflict");
+    assert_eq!(shown["late_results"][0]["evidence"]["destination_id"], "CRM-77");
+
+    let acknowledged = ws.run(&["acknowledge", key, "--owner", "ana", "--reason", "CRM-77 is the one record"]);
+    assert_eq!(acknowledged.status.code(), Some(0), "{}", stderr(&acknowledged));
+    assert!(stdout(&acknowledged).contains("stays conflict"), "{}", stdout(&acknowledged));
+    let shown = json(&ws.run(&["show", key, "--json"]));
+    assert_eq!(shown["action"]["late_results"], 0);
+    assert_eq!(shown["late_results"].as_array().unwrap().len(), 0);
+    assert_eq!(shown["attempts"][0]["acknowledged_by"], "ana");
+    assert_eq!(shown["audit"].as_array().unwrap().last().unwrap()["event"], "late_results_acknowledged");
+    let again = ws.run(&["acknowledge", key, "--owner", "ana", "--reason", "twice"]);
+    assert_eq!(again.status.code(), Some(3));
+    assert!(stderr(&again).contains("has no unacknowledged late result"), "{}", stderr(&again));
+}
+
+#[test]
+fn purge_keeps_a_tombstone_that_show_list_and_submit_still_know() {
+    let ws = Workspace::new();
+    let purge = |extra: &[&str]| {
+        let mut args = vec!["purge", "--owner", "ana", "--reason", "retention policy"];
+        args.extend_from_slice(extra);
+        ws.run(&args)
+    };
+    let waiting = "acme:order:ORD-7:create-task";
+    ws.run(&["submit", "--key", waiting, "--payload", r#"{"qty":1}"#]);
+    ws.run(&["submit", "--key", KEY, "--payload", r#"{"qty":2}"#]);
+    let cancelled = ws.run(&["cancel", KEY, "--owner", "ana", "--reason", "duplicate order"]);
+    assert_eq!(cancelled.status.code(), Some(0), "{}", stderr(&cancelled));
+
+    for (args, says) in [
+        (&["--older-than", "90x"][..], "no known unit"),
+        (&["--older-than", "ninety"][..], "not a duration"),
+        (&["--older-than", "0d"][..], "longer than zero"),
+        (&["--older-than", "90d", "--states", "completed,failed"][..], "failed is not final"),
+        (&["--older-than", "90d", "--states", "done"][..], "is not a state"),
+    ] {
+        let refused = purge(args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains(says), "{args:?}: {}", stderr(&refused));
+        assert!(stdout(&refused).is_empty());
+    }
+    std::thread::sleep(Duration::from_millis(20));
+
+    let dry = json(&purge(&["--older-than", "1ms", "--dry-run", "--json"]));
+    assert_eq!((dry["dry_run"].as_bool(), dry["run"].is_null()), (Some(true), true));
+    assert_eq!((dry["counts"]["actions"].as_i64(), dry["counts"]["deliveries"].as_i64()), (Some(1), Some(1)));
+    assert!(json(&ws.run(&["show", KEY, "--json"]))["purge"].is_null(), "a dry run changes nothing");
+
+    let run = json(&purge(&["--older-than", "1ms", "--json"]));
+    assert_eq!((run["run"].as_i64(), run["counts"]["actions"].as_i64()), (Some(1), Some(1)));
+    assert_eq!(run["states"], serde_json::json!(["cancelled", "completed"]));
+    let again = purge(&["--older-than", "1ms"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(stdout(&again).starts_with("purge run 2: reduced 0 actions"), "{}", stdout(&again));
+
+    let shown = json(&ws.run(&["show", KEY, "--json"]));
+    assert_eq!((shown["purge"]["run"].as_i64(), shown["purge"]["owner"].as_str()), (Some(1), Some("ana")));
+    assert_eq!(shown["action"]["state"], "cancelled");
+    assert!(shown["deliveries"].as_array().unwrap().is_empty());
+    assert_eq!(shown["audit"].as_array().unwrap().len(), 2, "the audit trail is kept in full");
+    let text = stdout(&ws.run(&["show", KEY]));
+    assert!(text.contains("purged by purge run 1") && text.contains("duplicate order"), "{text}");
+    let fingerprint = shown["action"]["fingerprint"].as_str().unwrap();
+    assert!(text.contains(&format!("payload fingerprint sha256:{fingerprint}")), "{text}");
+    assert!(json(&ws.run(&["show", waiting, "--json"]))["purge"].is_null(), "a pending action is never purged");
+    let listed = stdout(&ws.run(&["list", "--state", "cancelled"]));
+    assert!(listed.contains(KEY), "{listed}");
+
+    let replay = ws.run(&["submit", "--key", KEY, "--payload", r#"{ "qty": 2 }"#]);
+    assert_eq!((stdout(&replay).as_str(), replay.status.code()), ("duplicate\n", Some(0)));
+    let changed = ws.run(&["submit", "--key", KEY, "--payload", r#"{"qty":3}"#]);
+    assert_eq!((stdout(&changed).as_str(), changed.status.code()), ("conflict\n", Some(3)));
+    assert!(stderr(&changed).contains("has been purged") && stderr(&changed).contains("not kept"));
+    let retry = ws.run(&["retry", KEY, "--owner", "ana", "--reason", "again"]);
+    assert_eq!(retry.status.code(), Some(3));
+    assert!(stderr(&retry).contains("was purged by purge run 1"), "{}", stderr(&retry));
+}
+
+#[test]
+fn a_payload_that_cannot_be_kept_exactly_is_refused_naming_the_field() {
+    let ws = Workspace::new();
+    let cases = [
+        (r#"{"items":[{"qty":1},{"qty":2},{"qty":3,"qty":4}]}"#, "$.items[2].qty", "payload_duplicate_key"),
+        (r#"{"id":18446744073709551617}"#, "$.id", "payload_integer_out_of_range"),
+        (r#"{"x":[1e400]}"#, "$.x[0]", "payload_number_out_of_range"),
+    ];
+    for (payload, path, _) in cases {
+        let out = ws.run(&["submit", "--key", "acme:exact", "--payload", payload]);
+        assert_eq!(out.status.code(), Some(3), "{payload}: {}", stderr(&out));
+        assert!(stderr(&out).contains(path), "{payload}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+    let listed = json(&ws.run(&["list", "--json"]));
+    assert_eq!(listed["actions"].as_array().unwrap().len(), 0, "nothing written");
+    let refused = json(&ws.run(&["list", "--refused", "--json"]));
+    let problems: Vec<&str> =
+        refused["refused"].as_array().unwrap().iter().rev().map(|r| r["problem"].as_str().unwrap()).collect();
+    assert_eq!(problems, cases.map(|(_, _, problem)| problem));
+}
+
+#[tokio::test]
+async fn show_prints_lookups_with_untrusted_text_escaped() {
+    let ws = Workspace::new();
+    {
+        let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+        let raw = RawSubmission { key: Some("acme:looked-up".into()), payload: b"{}".to_vec(), ..Default::default() };
+        ledger.submit(&raw).await.unwrap();
+        let claim = ledger.claim("worker-1", Duration::from_secs(30), 1).await.unwrap().pop().unwrap();
+        let attempt = ledger.start_attempt(&claim).await.unwrap();
+        let report = Report {
+            outcome: Outcome::Unknown,
+            error: Some("timed out".into()),
+            evidence: actionledger::domain::Evidence::default(),
+        };
+        let Recorded::Applied(unknown) = ledger.record_result(&claim, attempt, &report).await.unwrap() else {
+            panic!("the claim was current")
+        };
+        let found = actionledger::domain::LookupReport {
+            verdict: actionledger::domain::LookupVerdict::Found,
+            records: 1,
+            destination_id: Some("CRM-7\u{202e}".into()),
+            evidence: actionledger::domain::Evidence {
+                status: Some(200),
+                destination_id: None,
+                body: Some("{\"records\":[\"\u{1b}[31mred\"]}".into()),
+            },
+            detail: Some("one record \u{1b}[2J".into()),
+        };
+        let kind = actionledger::domain::ActorKind::Person;
+        ledger.settle_unknown(&unknown.key, unknown.revision, "Ana Lima", kind, &found).await.unwrap().unwrap();
+    }
+    let text = stdout(&ws.run(&["show", "acme:looked-up"]));
+    assert!(text.contains("lookups (1)"), "{text}");
+    let line = text.lines().find(|l| l.contains("found")).unwrap_or_else(|| panic!("{text}"));
+    for expected in ["1 record(s)", "destination id CRM-7\\u{202e}", "status 200", "by Ana Lima"] {
+        assert!(line.contains(expected), "{expected:?} in {line:?}");
+    }
+    assert!(text.contains("one record \\x1b[2J") && text.contains("body: {\"records\":[\"\\x1b[31mred\"]}"), "{text}");
+    assert!(!text.contains(['\u{1b}', '\u{202e}']), "untrusted text escaped: {text:?}");
+    assert!(!text.contains("last error"), "a completed action keeps no error: {text}");
+
+    let shown = json(&ws.run(&["show", "acme:looked-up", "--json"]));
+    let lookup = &shown["lookups"][0];
+    assert_eq!(shown["lookups"].as_array().unwrap().len(), 1);
+    assert_eq!((lookup["verdict"].as_str(), lookup["records"].as_i64()), (Some("found"), Some(1)));
+    assert_eq!((lookup["actor"].as_str(), lookup["evidence"]["status"].as_i64()), (Some("Ana Lima"), Some(200)));
+    assert_eq!(lookup["destination_id"], "CRM-7\u{202e}");
+    assert_eq!(lookup["detail"], "one record \u{1b}[2J");
+    assert!(lookup["at"].is_string());
+    assert_eq!(shown["action"]["last_error"], Value::Null);
+}
+
+/// `reconcile` prints each finding, exits 3 while any is unsettled, and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_prints_missing_and_mismatched_records_and_changes_nothing() {
+    let ws = Workspace::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let crm =
+        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
+            .unwrap();
+    std::fs::write(ws.dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
+    let held_there = crate::reconcile::record_at_crm_from_elsewhere(&crm, "acme:rc:mismatch").await;
+    {
+        let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+        crate::reconcile::completed_without_sending(&ledger, "acme:rc:missing", "T-404").await;
+        crate::reconcile::completed_without_sending(&ledger, "acme:rc:mismatch", "T-999").await;
+    }
+    let show = |key: &str| json(&ws.run(&["show", key, "--json"]));
+    let before = [show("acme:rc:missing"), show("acme:rc:mismatch")];
+
+    let out = ws.run(&["reconcile"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("crm: 2 actions compared, 2 disagreements, 0 lookups failed"), "{text}");
+    let missing =
+        format!("{:<24} acme:rc:missing (completed): the ledger says completed as T-404", "missing_at_destination");
+    let mismatch = format!(
+        "{:<24} acme:rc:mismatch (completed): the ledger kept T-999, the destination holds {held_there}",
+        "destination_id_mismatch"
+    );
+    assert!(text.contains(&missing) && text.contains(&mismatch), "{text}");
+
+    let as_json = json(&ws.run(&["reconcile", "--json"]));
+    let mut kinds: Vec<&str> = as_json["destinations"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["destination_id_mismatch", "missing_at_destination"]);
+    assert_eq!([show("acme:rc:missing"), show("acme:rc:mismatch")], before, "nothing changed without --apply");
+    assert_eq!(crm.stats().records, 1, "nothing sent");
 }

@@ -2,14 +2,18 @@
 //! lease expiry (by moving the database clock), recoveries and manual commands, run against each
 //! store and against a small reference model of the rules in docs/RULES.md, compared after
 //! every step. Attempts and results go through the single and the batched APIs at random, and
-//! batches of all of a worker's claims start and finish together.
+//! batches of all of a worker's claims start and finish together. A purge (after two days of
+//! database time) reduces every settled action without a proposal to its tombstone, which the
+//! model then knows forever: replays and late results change nothing, and commands are refused.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
 
 use crate::support;
 use actionledger::Ledger;
-use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::domain::{
+    ActionKey, Evidence, ManualCommand, Person, PurgeRequest, RawSubmission, Reason, Refusal, State,
+};
 use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
 use actionledger::store::{ClaimScope, Store};
@@ -58,10 +62,14 @@ enum Op {
         key: u8,
         protected: bool,
     },
+    /// `confirm`: the person confirms that the old worker of an unsafe hold stopped.
     Manual {
         key: u8,
         command: u8,
+        confirm: bool,
     },
+    /// Two days pass, then a purge of what settled more than a day ago.
+    Purge,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -75,12 +83,14 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..WORKERS).prop_map(|worker| Op::Heartbeat { worker }),
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
-        3 => (0..KEYS, 0..7u8).prop_map(|(key, command)| Op::Manual { key, command }),
+        3 => (0..KEYS, 0..8u8, any::<bool>()).prop_map(|(key, command, confirm)| Op::Manual { key, command, confirm }),
+        1 => Just(Op::Purge),
     ]
 }
 
 /// The reference model of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::struct_excessive_bools, reason = "the model keeps each fact of the record it checks as its own flag")]
 struct Modeled {
     state: State,
     ownership_version: i64,
@@ -92,6 +102,12 @@ struct Modeled {
     sent: bool,
     lease_expired: bool,
     destination_id: Option<String>,
+    /// Late results no person has acknowledged.
+    late_results: i64,
+    /// Held after an unsafe takeover: running it again needs the old worker confirmed stopped.
+    old_worker_may_act: bool,
+    /// Reduced to its tombstone: it never changes again.
+    purged: bool,
 }
 
 #[derive(Debug, Default)]
@@ -129,10 +145,15 @@ impl Model {
                         sent: false,
                         lease_expired: false,
                         destination_id: None,
+                        late_results: 0,
+                        old_worker_may_act: false,
+                        purged: false,
                     },
                 );
             }
             Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
+            // A changed payload for a purged key is not kept.
+            Some(a) if a.purged => {}
             Some(a) => {
                 a.proposed = Some(payload);
                 if matches!(a.state, State::Pending | State::Failed | State::Held) {
@@ -160,6 +181,9 @@ impl Model {
     fn finish(&mut self, key: u8, version: i64, outcome: u8) {
         let current = self.current(key, version);
         let a = self.actions.get_mut(&key).expect("claimed actions exist");
+        if a.purged {
+            return;
+        }
         if current {
             a.lease_expired = false;
             match outcome {
@@ -177,11 +201,16 @@ impl Model {
             }
             return;
         }
-        // A late result: review, unless final or already in review. A completed action goes to
-        // review only when the late result names another record.
-        let contradicts =
-            a.state == State::Completed && outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}"));
-        if contradicts || !(matches!(a.state, State::Completed | State::Cancelled | State::Conflict)) {
+        // A late result: always listed for review. It contradicts the ledger when it names
+        // another record than a completed action's, or reports a possible write (a success or an
+        // unknown outcome) on an action not completed; then the action goes to conflict, unless
+        // it is cancelled or already in conflict.
+        a.late_results += 1;
+        let contradicts = match a.state {
+            State::Completed => outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}")),
+            _ => outcome == 0 || outcome == 3,
+        };
+        if contradicts && !matches!(a.state, State::Cancelled | State::Conflict) {
             a.state = State::Conflict;
         }
     }
@@ -197,15 +226,34 @@ impl Model {
             a.lease_expired = false;
         } else {
             settle(a, State::Held);
+            a.old_worker_may_act = true;
+        }
+    }
+
+    /// Every settled action without a proposal or an unacknowledged late result, settled before the
+    /// two days that just passed.
+    fn purge(&mut self) {
+        for a in self.actions.values_mut() {
+            a.purged |= a.state.is_terminal() && a.proposed.is_none() && a.late_results == 0;
+            a.lease_expired |= a.state == State::InProgress;
         }
     }
 
     /// Returns whether the command is allowed.
-    fn manual(&mut self, key: u8, command: u8) -> bool {
+    fn manual(&mut self, key: u8, command: u8, confirm: bool) -> bool {
         let Some(a) = self.actions.get_mut(&key) else { return false };
+        if a.purged {
+            return false;
+        }
         let s = a.state;
         let proposal = a.proposed.is_some();
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
+        // Retry, resolve as not written and approve run the action again: after an unsafe hold,
+        // only with the old worker confirmed stopped.
+        let may_run_again = !a.old_worker_may_act || confirm;
+        if matches!(command, 0 | 2 | 4) && !may_run_again {
+            return false;
+        }
         match command {
             // retry
             0 if review && !proposal => a.state = State::Pending,
@@ -238,12 +286,21 @@ impl Model {
                 a.ownership_version += 1;
                 a.lease_expired = false;
                 settle(a, if a.sent { State::Held } else { State::Pending });
+                a.old_worker_may_act |= a.sent;
+                return true;
+            }
+            // acknowledge the late results
+            7 if a.late_results > 0 => {
+                a.late_results = 0;
                 return true;
             }
             _ => return false,
         }
         if a.state != State::Conflict {
             a.resume = None;
+        }
+        if matches!(command, 0 | 2 | 4) {
+            a.old_worker_may_act = false;
         }
         true
     }
@@ -257,7 +314,8 @@ fn manual_command(n: u8) -> ManualCommand {
         3 => ManualCommand::Cancel,
         4 => ManualCommand::Approve,
         5 => ManualCommand::Reject,
-        _ => ManualCommand::Takeover,
+        6 => ManualCommand::Takeover,
+        _ => ManualCommand::Acknowledge,
     }
 }
 
@@ -415,7 +473,20 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
             }
-            Op::Manual { key: k, command } => {
+            Op::Purge => {
+                ledger.store().clock().advance(Duration::from_hours(48));
+                let request = PurgeRequest::new(
+                    Duration::from_hours(24),
+                    &[State::Completed, State::Cancelled],
+                    Person::parse("model").unwrap(),
+                    Reason::parse("model-based test").unwrap(),
+                    false,
+                )
+                .unwrap();
+                ledger.purge(&request).await.map_err(|e| format!("step {step}: purge: {e}"))?;
+                model.purge();
+            }
+            Op::Manual { key: k, command, confirm } => {
                 if !model.actions.contains_key(k) {
                     continue;
                 }
@@ -425,10 +496,18 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     reason: Reason::parse("model-based test").unwrap(),
                     expect_version: None,
                     command: manual_command(*command),
+                    old_worker_stopped: *confirm,
                 };
-                let allowed = model.manual(*k, *command);
+                let purged = model.actions[k].purged;
+                let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
                     Ok(_) if allowed => {}
+                    Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
+                    Err(LedgerError::Refused(refusal)) if purged => {
+                        return Err(format!(
+                            "step {step}: a purged action refused without naming the purge: {refusal}"
+                        ));
+                    }
                     Err(LedgerError::Refused(_)) if !allowed => {}
                     other => {
                         return Err(format!(
@@ -441,17 +520,32 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
         }
         for (k, expected) in &model.actions {
             let actual = ledger.store().find(&key(*k)).await.map_err(|e| e.to_string())?.ok_or("action missing")?;
-            let approved = format!(r#"{{"p":{}}}"#, expected.approved);
+            let purged = ledger.store().purge_of(&key(*k)).await.map_err(|e| e.to_string())?.is_some();
+            // A tombstone keeps the fingerprint of the approved payload, not the payload.
+            let approved =
+                if expected.purged { "null".to_owned() } else { format!(r#"{{"p":{}}}"#, expected.approved) };
             let seen = (
                 actual.state,
                 actual.ownership_version,
                 actual.payload.canonical() == approved,
                 actual.proposal.is_some(),
+                actual.late_results,
+                actual.old_worker_may_act,
+                purged,
             );
-            let wanted = (expected.state, expected.ownership_version, true, expected.proposed.is_some());
+            let wanted = (
+                expected.state,
+                expected.ownership_version,
+                true,
+                expected.proposed.is_some(),
+                expected.late_results,
+                expected.old_worker_may_act,
+                expected.purged,
+            );
             if seen != wanted {
                 return Err(format!(
-                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal) {seen:?}, model {wanted:?}"
+                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal, late \
+                     results, old worker may act, purged) {seen:?}, model {wanted:?}"
                 ));
             }
         }

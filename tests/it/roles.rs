@@ -175,6 +175,20 @@ async fn a_worker_does_its_work_and_nothing_else() {
     refused(&worker, "UPDATE actions SET state = 'pending' WHERE key = 'order:2'").await;
     refused(&worker, "UPDATE actions SET payload = '{}' WHERE key = 'order:1'").await;
 
+    // Late results and a hold after an unsafe takeover are facts a worker raises and only a
+    // person's command clears (rules 5 and 8).
+    exec(&admin, "UPDATE attempts SET stale = true WHERE action_key = 'order:1'").await.unwrap();
+    exec(&admin, "UPDATE actions SET late_results = 1, old_worker_may_act = true WHERE key = 'order:1'").await.unwrap();
+    refused(&worker, "UPDATE actions SET late_results = 0 WHERE key = 'order:1'").await;
+    refused(&worker, "UPDATE actions SET old_worker_may_act = false WHERE key = 'order:1'").await;
+    refused(&worker, "UPDATE actions SET first_sent_at = NULL WHERE key = 'order:1'").await;
+    refused(&worker, "UPDATE attempts SET acknowledged_by = 'w1', acknowledged_at = 0").await;
+    not_permitted(
+        worker.manual(&person_request("order:1", ManualCommand::Acknowledge)).await,
+        "acknowledge",
+        "only a person's command",
+    );
+
     // The audit trail: appended to in its own name only, never changed.
     refused(&worker, "UPDATE audit_trail SET reason = 'rewritten'").await;
     refused(&worker, "DELETE FROM audit_trail").await;
@@ -224,6 +238,11 @@ async fn a_reviewer_changes_only_what_commands_change() {
     assert_eq!(state_of(&admin, "a:retry").await, State::Pending);
     assert_eq!(state_of(&admin, "a:resolve").await, State::Completed);
     assert_eq!(state_of(&admin, "a:reject").await, State::Cancelled);
+    exec(&admin, "UPDATE attempts SET stale = true WHERE action_key = 'a:resolve'").await.unwrap();
+    exec(&admin, "UPDATE actions SET late_results = 1 WHERE key = 'a:resolve'").await.unwrap();
+    reviewer.manual(&person_request("a:resolve", ManualCommand::Acknowledge)).await.expect("a reviewer acknowledges");
+    refused(&reviewer, "UPDATE attempts SET acknowledged_by = 'someone else' WHERE action_key = 'a:resolve'").await;
+    refused(&reviewer, "UPDATE actions SET first_sent_at = NULL WHERE key = 'a:resolve'").await;
 
     // Not a worker, not a source.
     not_permitted(reviewer.submit(&raw("a:new", "{}")).await, "submit", "permission denied");
@@ -273,7 +292,11 @@ async fn the_owner_role_owns_the_schema_and_each_session_is_told_its_duties() {
     .fetch_all(admin.store().pool())
     .await
     .unwrap();
-    assert_eq!(owners.len(), 8, "{owners:?}");
+    let tables: Vec<&str> = owners.iter().map(|(table, _)| table.as_str()).collect();
+    for table in ["actions", "deliveries", "attempts", "audit_trail", "lookups", "refused_submissions", "purges"] {
+        assert!(tables.contains(&table), "{table} in {owners:?}");
+    }
+    assert!(tables.contains(&"purged_actions") && tables.contains(&"state_transitions"), "{owners:?}");
     assert!(owners.iter().all(|(_, owner)| owner == "actionledger_owner"), "{owners:?}");
 
     let owner = open_as(&admin, &url, "actionledger_owner").await;
@@ -321,23 +344,24 @@ async fn a_schema_owner_without_createrole_migrates_and_keeps_the_tables() {
 async fn only_the_owner_migrates_and_others_say_so() {
     let Some((admin, url)) = ledger().await else { return };
     let worker_url = login_in(&admin, &url, "actionledger_worker").await;
-    // As if this build brought a migration the database has not had yet.
-    exec(&admin, "DELETE FROM _sqlx_migrations WHERE version = 4").await.unwrap();
-    let versions = || async {
-        sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations ORDER BY version")
+    let applied = || async {
+        let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
             .fetch_all(admin.store().pool())
             .await
-            .unwrap()
+            .unwrap();
+        versions
     };
-    let before = versions().await;
-    assert!(!before.contains(&4));
+    let mut expected = applied().await;
+    expected.retain(|&version| version != 4);
+    // As if this build brought a migration the database has not had yet.
+    exec(&admin, "DELETE FROM _sqlx_migrations WHERE version = 4").await.unwrap();
     let error = PostgresStore::open(&worker_url).await.unwrap_err().to_string();
     assert!(
         error.contains("needs migrating and this role may not do it")
             && error.contains("as the schema owner (a member of actionledger_owner)"),
         "{error}"
     );
-    assert_eq!(versions().await, before, "the worker changed nothing");
+    assert_eq!(applied().await, expected, "the worker changed nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -391,6 +415,14 @@ async fn the_command_line_names_what_a_role_may_not_do() {
     assert!(said.contains(&format!("refused by the database: actionledger: role {name}_worker may not")), "{said}");
     assert!(!said.contains("secret-"), "no password in messages: {said}");
     assert_eq!(state_of(&admin, "cli:1").await, State::Unknown);
+    let purge = ["purge", "--older-than", "1ms", "--owner", "Ana Lima", "--reason", "retention", "--dry-run"];
+    let refused = run(&worker_url, &purge);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("role {name}_worker may not purge")), "{said}");
+    let dry = run(&owner_url, &purge);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    assert!(String::from_utf8_lossy(&dry.stdout).starts_with("dry run: would reduce 0 actions"));
 
     let migrated = run(&owner_url, &["migrate"]);
     let said = String::from_utf8_lossy(&migrated.stdout);
@@ -399,4 +431,62 @@ async fn the_command_line_names_what_a_role_may_not_do() {
         said.contains("access: tables owned by actionledger_owner;") && said.contains("may do everything"),
         "{said}"
     );
+}
+
+/// Retention (rule 7): only a member of actionledger_owner purges; a worker, reviewer or viewer
+/// is refused with a message naming its role, dry run or not, and nothing is removed. The purge
+/// record is append-only even for the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_owner_purges() {
+    let Some((admin, url)) = ledger().await else { return };
+    let day = Duration::from_hours(24);
+    admin.submit(&raw("old:1", "{}")).await.unwrap();
+    let claim = claim_one(&admin, "setup").await;
+    let attempt = admin.start_attempt(&claim).await.unwrap();
+    admin.record_result(&claim, attempt, &report(Outcome::Completed { destination_id: "CRM-1".into() })).await.unwrap();
+    let request = |dry_run| {
+        actionledger::domain::PurgeRequest::new(
+            day * 90,
+            &[State::Completed, State::Cancelled],
+            actionledger::domain::Person::parse("Ana Lima").unwrap(),
+            actionledger::domain::Reason::parse("retention").unwrap(),
+            dry_run,
+        )
+        .unwrap()
+    };
+    let attempts = |ledger: Ledger<PostgresStore>| async move { ledger.store().attempts(&key("old:1")).await.unwrap() };
+
+    let mut others = Vec::new();
+    for group in ["actionledger_worker", "actionledger_reviewer", "actionledger_viewer"] {
+        let other = open_as(&admin, &url, group).await;
+        others.push(other.clone());
+        other.store().clock().advance(day * 91);
+        for dry_run in [false, true] {
+            not_permitted(other.purge(&request(dry_run)).await, group, "may not purge");
+        }
+        refused(&other, "DELETE FROM deliveries").await;
+        refused(
+            &other,
+            "INSERT INTO purges (at, owner, reason, older_than_ms, settled_before, states, actions, \
+                         deliveries, attempts, lookups) VALUES (0, 'x', 'x', 1, 0, 'completed', 0, 0, 0, 0)",
+        )
+        .await;
+        assert_eq!(attempts(admin.clone()).await.len(), 1, "nothing removed by {group}");
+        assert!(admin.store().purge_of(&key("old:1")).await.unwrap().is_none());
+    }
+    // A worker still changes actions: the tombstone guard reads purged_actions with its rights.
+    let worker = &others[0];
+    worker.submit(&raw("new:1", "{}")).await.unwrap();
+    claim_one(worker, "w1").await;
+
+    let owner = open_as(&admin, &url, "actionledger_owner").await;
+    owner.store().clock().advance(day * 91);
+    let run = owner.purge(&request(false)).await.expect("the owner purges");
+    assert_eq!(run.record.counts.actions, 1);
+    assert!(attempts(admin.clone()).await.is_empty());
+    assert_eq!(admin.store().purge_of(&key("old:1")).await.unwrap().unwrap().id, run.record.id);
+    for change in ["UPDATE purges SET owner = 'someone else'", "DELETE FROM purges", "DELETE FROM purged_actions"] {
+        assert!(exec(&owner, change).await.is_err(), "{change} must be refused: the purge record is append-only");
+    }
+    assert!(exec(&owner, "UPDATE actions SET payload = '{}' WHERE key = 'old:1'").await.is_err(), "a tombstone");
 }

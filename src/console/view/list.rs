@@ -62,7 +62,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
                 .iter()
                 .map(|a| {
                     Row::new(vec![
-                        Cell::from(fit(SafeText::new(a.key.as_str()).as_str(), width.saturating_sub(36))),
+                        Cell::from(fit(
+                            &late_marker(a, SafeText::new(a.key.as_str()).as_str()),
+                            width.saturating_sub(36),
+                        )),
                         Cell::from(short_duration(now - a.created_at)),
                         Cell::from(a.attempts.to_string()),
                         Cell::from(SafeText::new(a.destination.as_deref().unwrap_or("-")).to_string()),
@@ -103,4 +106,10 @@ fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme
         Cell::from(a.ownership_version.to_string()),
         Cell::from(a.attempts.to_string()),
     ])
+}
+
+/// The key, after a marker of late results waiting for acknowledgement (rule 8): in front, so
+/// that a long key cut short never hides it.
+fn late_marker(a: &ActionRecord, key: &str) -> String {
+    if a.late_results > 0 { format!("[{} late] {key}", a.late_results) } else { key.to_owned() }
 }

@@ -17,6 +17,8 @@
 mod backend;
 mod batch;
 mod clock;
+mod migration;
+mod pg_schema;
 mod pg_tls;
 mod postgres;
 mod rows;
@@ -27,6 +29,8 @@ mod statements;
 mod url;
 
 pub use clock::Clock;
+pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
+pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
@@ -99,6 +103,23 @@ pub enum StoreError {
          `actionledger migrate`"
     )]
     Missing { ledger: String },
+    /// A newer build migrated the ledger: this one does not know what that schema requires of
+    /// writers, and refuses rather than write rows it may get wrong.
+    #[error(
+        "the ledger at {ledger} has schema version {version} ({description}), newer than this actionledger, which \
+         knows versions up to {known}: it refuses to write there; use an actionledger that carries migration {version}"
+    )]
+    NewerSchema { ledger: String, version: i64, description: String, known: i64 },
+    /// The PostgreSQL schema asked for cannot hold the ledger.
+    #[error("cannot keep the ledger in schema {name:?}: {problem}")]
+    InvalidSchema { name: String, problem: SchemaProblem },
+    /// The ledger's schema holds no ledger, but `public` holds one an earlier version made there.
+    #[error(
+        "no ledger in schema {schema} at {ledger}, but the schema public holds one made by an earlier actionledger; \
+         move it with `actionledger migrate --move-from-public` (add --dry-run to see the SQL first), or keep using \
+         it where it is with --schema public"
+    )]
+    LedgerInPublic { ledger: String, schema: String },
     #[error("the database holds a value this version does not understand: {0}")]
     Corrupt(String),
 }

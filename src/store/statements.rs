@@ -532,3 +532,42 @@ pub(crate) fn mark_purged<B: Backend>(purge_id: i64, keys: &[ActionKey]) -> Stat
 pub(crate) const SELECT_PURGE_OF: &str = "SELECT p.id, p.at, p.owner, p.reason, p.older_than_ms, \
      p.settled_before, p.states, p.actions, p.deliveries, p.attempts, p.lookups \
      FROM purged_actions m JOIN purges p ON p.id = m.purge_id WHERE m.action_key = $1";
+
+// The schema's own version, as sqlx records it in `_sqlx_migrations`: read before migrating, so
+// that a build older than the ledger refuses to write, and `migrate --status` can say where the
+// ledger stands without changing it.
+
+/// Whether the migrations table exists in the ledger's schema (PostgreSQL: the session's
+/// `search_path`, which holds the ledger's schema only).
+pub(crate) const POSTGRES_HAS_MIGRATIONS: &str = "SELECT to_regclass('_sqlx_migrations') IS NOT NULL";
+
+/// Whether the migrations table exists in the ledger file (SQLite).
+pub(crate) const SQLITE_HAS_MIGRATIONS: &str =
+    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')";
+
+/// The migrations applied to the ledger, oldest first.
+pub(crate) const APPLIED_MIGRATIONS: &str =
+    "SELECT version, description, checksum FROM _sqlx_migrations WHERE success ORDER BY version";
+
+/// Whether a schema of name `$1` exists (PostgreSQL).
+pub(crate) const SCHEMA_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)";
+
+/// Whether `public` holds a ledger made before ledgers had a schema of their own: its `actions`
+/// table, the guard function only this ledger defines, and a migrations table. An application's
+/// own `actions` table or sqlx migrations alone do not look like one.
+pub(crate) const LEDGER_IN_PUBLIC: &str = "SELECT to_regclass('public.actions') IS NOT NULL \
+     AND to_regclass('public._sqlx_migrations') IS NOT NULL \
+     AND EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'public'::regnamespace \
+                 AND proname = 'actionledger_guard_action')";
+
+/// Rows of `public._sqlx_migrations`: the ledger's own are moved with it, any others belong to
+/// the application that shares the schema.
+pub(crate) const PUBLIC_MIGRATIONS: &str = "SELECT version, description, checksum FROM public._sqlx_migrations";
+
+/// The signatures (`public.name(args)`) of the functions named in `$1` that `public` holds.
+pub(crate) const PUBLIC_FUNCTIONS: &str = "SELECT p.oid::regprocedure::text FROM pg_proc p \
+     WHERE p.pronamespace = 'public'::regnamespace AND p.proname = ANY($1) ORDER BY 1";
+
+/// The tables of the names in `$1` that `public` holds.
+pub(crate) const PUBLIC_TABLES: &str = "SELECT c.relname::text FROM pg_class c \
+     WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname = ANY($1) ORDER BY 1";

@@ -23,6 +23,7 @@ mod reconcile;
 mod retention;
 mod roles;
 mod scale;
+mod schema;
 mod secrets;
 mod sim_crm;
 mod storage;

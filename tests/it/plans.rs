@@ -141,10 +141,10 @@ async fn postgres_plan(conn: &mut sqlx::PgConnection, name: &str, sql: &str) -> 
 
 /// A connection to a fresh ledger that avoids sequential scans wherever an index could serve.
 async fn postgres_connection() -> Option<sqlx::PgConnection> {
-    use sqlx::Connection as _;
     let url = support::pg::fresh_database().await?;
-    actionledger::store::PostgresStore::open(&url).await.unwrap();
-    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let store = actionledger::store::PostgresStore::open(&url).await.unwrap();
+    // One of the store's own connections: it works in the ledger's schema.
+    let mut conn = store.pool().acquire().await.unwrap().detach();
     sqlx::query("SET enable_seqscan = off").execute(&mut conn).await.unwrap();
     Some(conn)
 }

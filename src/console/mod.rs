@@ -11,7 +11,7 @@ pub mod safe_text;
 pub mod view;
 
 use crate::destination::Destinations;
-use crate::domain::Person;
+use crate::domain::{Person, State};
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
@@ -105,6 +105,9 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
             ledger
                 .list(&ListFilter {
                     state: Some(state),
+                    // A proposed payload waits for a decision in the conflict pane, whatever the
+                    // state of its action (a completed action's new version, for one).
+                    or_proposed: state == State::Conflict,
                     before_id,
                     after_id,
                     limit: request.limit,

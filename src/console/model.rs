@@ -602,6 +602,11 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                     "Record that the destination has no record: it runs again.".to_owned()
                 }
                 CommandKind::Cancel => "Cancel it: it must not happen.".to_owned(),
+                CommandKind::Approve if planned.from == State::Completed => format!(
+                    "Approve the proposed payload: it becomes the approved one, and the update action \
+                     {key}#update-{} changes the record at the destination.",
+                    action.payload_revision + 1
+                ),
                 CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
                 CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
                 CommandKind::Assign => format!("Assign it to {}.", model.owner.as_str()),

@@ -128,6 +128,9 @@ impl StoreError {
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub state: Option<State>,
+    /// With `state`: also actions in any other state whose proposed payload awaits a decision
+    /// (the console's conflict pane).
+    pub or_proposed: bool,
     pub destination: Option<String>,
     /// Matches the worker holding the claim or the person the action is assigned to.
     pub owner: Option<String>,

@@ -24,7 +24,8 @@ macro_rules! action_columns {
         "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
-         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at"
+         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at, \
+         payload_revision, idempotency_key, updates_key, updates_destination_id"
     };
 }
 
@@ -32,7 +33,7 @@ macro_rules! action_columns {
 macro_rules! attempt_columns {
     () => {
         "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale"
+         response_status, destination_id, response_body, stale, idempotency_key"
     };
 }
 
@@ -103,7 +104,8 @@ pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
     keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
 }
 
-/// A new action: pending, never claimed or attempted.
+/// A new action: pending, never claimed or attempted; an update action names the action it
+/// updates.
 pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("key", Text(|a| Some(a.key.as_str()))),
     ("state", Constant("'pending'")),
@@ -117,6 +119,9 @@ pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("revision", Constant("1")),
     ("attempts", Constant("0")),
     ("attempts_in_round", Constant("0")),
+    ("payload_revision", Constant("1")),
+    ("updates_key", Text(|a| a.updates.as_ref().map(ActionKey::as_str))),
+    ("updates_destination_id", Text(|a| a.updates_destination_id.as_deref())),
     ("created_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
     // Created is the last change so far.
     ("updated_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
@@ -157,6 +162,8 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("destination_id", Text(|a| a.destination_id.as_deref())),
     ("first_sent_at", BigInt(|a| a.first_sent_at.map(|t| t.timestamp_millis()))),
     ("last_error", Text(|a| a.last_error.as_deref())),
+    ("payload_revision", BigInt(|a| Some(a.payload_revision))),
+    ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
     ("updated_at", BigInt(|a| Some(a.updated_at.timestamp_millis()))),
     ("revision", BigInt(|a| Some(a.revision))),
 ];
@@ -236,8 +243,13 @@ pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM ac
 /// have one with `id`, and the keyset cursors walk it.
 pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     let mut statement = Statement::new(concat!("SELECT ", action_columns!(), " FROM actions WHERE 1 = 1"));
-    if let Some(state) = filter.state {
-        statement = statement.push(" AND state = ").push_text(state.as_str());
+    match (filter.state, filter.or_proposed) {
+        (Some(state), true) => {
+            statement = statement.push(" AND (state = ").push_text(state.as_str());
+            statement = statement.push(" OR proposed_payload IS NOT NULL)");
+        }
+        (Some(state), false) => statement = statement.push(" AND state = ").push_text(state.as_str()),
+        (None, _) => {}
     }
     if let Some(destination) = &filter.destination {
         statement = statement.push(" AND destination = ").push_text(destination.as_str());
@@ -290,6 +302,7 @@ pub(crate) const STARTED_ATTEMPT_ROW: &[Column<Attempt>] = &[
     ("worker", Text(|a| Some(a.worker.as_str()))),
     ("ownership_version", BigInt(|a| Some(a.ownership_version))),
     ("started_at", BigInt(|a| Some(a.started_at.timestamp_millis()))),
+    ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
 ];
 
 /// Inserts attempts as they start; returns each new id with its action's key.

@@ -1,0 +1,30 @@
+-- Reviewed updates and derived idempotency keys (docs/RULES.md, "Changed payloads").
+--
+-- payload_revision counts the approved payloads of an action, from 1; every approval adds one.
+-- idempotency_key is the key requests carry once an approval changed the payload after a request
+-- may have been sent (KEY#rev-N); NULL means the action key itself.
+-- updates_key and updates_destination_id name, on an update action (KEY#update-N), the completed
+-- action it updates and that action's record at the destination.
+ALTER TABLE actions
+    ADD COLUMN payload_revision       BIGINT NOT NULL DEFAULT 1,
+    ADD COLUMN idempotency_key        TEXT,
+    ADD COLUMN updates_key            TEXT REFERENCES actions (key),
+    ADD COLUMN updates_destination_id TEXT;
+
+-- Which idempotency key each attempt's request carried.
+ALTER TABLE attempts ADD COLUMN idempotency_key TEXT;
+
+-- The conflict pane also lists actions of any state whose proposed payload awaits a decision.
+CREATE INDEX actions_proposed ON actions (id) WHERE proposed_payload IS NOT NULL;
+
+-- Approving a changed payload for a completed action records the update action: a reviewer
+-- inserts that one new pending row (the insert guard still holds it to pending, ownership
+-- version 0), and nothing else.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'actionledger_reviewer') THEN
+        GRANT INSERT ON actions TO actionledger_reviewer;
+        GRANT USAGE ON SEQUENCE actions_id_seq TO actionledger_reviewer;
+    END IF;
+END;
+$$;

@@ -531,7 +531,11 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
 
 /// What a lookup before re-sending an update found: already applied (completed), not applied
 /// (`None`: send it), or something a person must look at.
-fn update_looked_up(destination: &Destination, action: &ActionRecord, found: &destination::Found) -> Option<SendOutcome> {
+fn update_looked_up(
+    destination: &Destination,
+    action: &ActionRecord,
+    found: &destination::Found,
+) -> Option<SendOutcome> {
     match destination.judge(action, None, found) {
         Ok(LookupReport { verdict: LookupVerdict::NotFound, .. }) => None,
         Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), .. }) => {

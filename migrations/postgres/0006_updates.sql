@@ -28,3 +28,19 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- A session that may review but not work inserts only update actions: everything else a reviewer
+-- might insert into actions is a submission, which is a worker's (or a source's) to make.
+CREATE FUNCTION actionledger_guard_reviewer_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.updates_key IS NULL AND NOT actionledger_session_may('worker') THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may record only the update action of an approved change, not submit actions',
+            current_user);
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER actions_reviewer_inserts_only_updates BEFORE INSERT ON actions
+    FOR EACH ROW EXECUTE FUNCTION actionledger_guard_reviewer_insert();

@@ -214,10 +214,7 @@ fn print_record(a: &ActionRecord) {
         field("runs after", after.as_str());
     }
     if let Some(updated) = &a.updates {
-        field(
-            "updates",
-            &format!("{updated} (destination id {})", a.updates_destination_id.as_deref().unwrap_or("-")),
-        );
+        field("updates", &format!("{updated} (destination id {})", a.updates_destination_id.as_deref().unwrap_or("-")));
     }
     field("payload revision", &a.payload_revision.to_string());
     if a.idempotency_key.is_some() {

@@ -151,13 +151,13 @@ pub fn apply(
     plan: ManualPlan,
     now: Timestamp,
 ) -> Result<Option<Transition>, state::TransitionRefused> {
-    let transition = if plan.to == plan.from && matches!(plan.event, Event::Rejected | Event::Assigned | Event::Approved)
-    {
-        action.updated_at = now;
-        None
-    } else {
-        Some(action.transition(plan.event, plan.to, now)?)
-    };
+    let transition =
+        if plan.to == plan.from && matches!(plan.event, Event::Rejected | Event::Assigned | Event::Approved) {
+            action.updated_at = now;
+            None
+        } else {
+            Some(action.transition(plan.event, plan.to, now)?)
+        };
     match command {
         ManualCommand::Retry => {
             // A retry from `held` starts a new idempotency window: the person has checked the

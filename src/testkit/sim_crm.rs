@@ -421,7 +421,8 @@ async fn handle(shared: &Shared, request: &Request) -> Reply {
         ("POST", c) if !c.is_empty() && !c.contains('/') => create(shared, c, request).await,
         ("PATCH" | "PUT", c) => match c.split_once('/') {
             Some((collection, id)) if !collection.is_empty() && !id.is_empty() && !id.contains('/') => {
-                let reply = update(shared, collection, id, request);
+                let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+                let reply = update(shared, collection, &id, request);
                 persist(shared);
                 reply
             }

@@ -24,4 +24,5 @@ mod secrets;
 mod sim_crm;
 mod storage;
 mod tmux;
+mod updates;
 mod worker;

@@ -3,6 +3,9 @@
 //! store and against a small reference model of the rules in docs/RULES.md, compared after
 //! every step. Attempts and results go through the single and the batched APIs at random, and
 //! batches of all of a worker's claims start and finish together.
+//! Approving a new payload of a completed action records its update action (`KEY#update-N`),
+//! which the model claims and finishes like any other; an approval after a send moves requests
+//! to a derived idempotency key (`KEY#rev-N`), which the model expects too.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
@@ -79,6 +82,10 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// An action of the model: a submitted key (revision 0), or the update action of that key that
+/// carries payload revision N (`KEY#update-N`).
+type Id = (u8, i64);
+
 /// The reference model of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Modeled {
@@ -92,13 +99,37 @@ struct Modeled {
     sent: bool,
     lease_expired: bool,
     destination_id: Option<String>,
+    /// The approved payload's revision, from 1.
+    payload_revision: i64,
+    /// An attempt was ever started: a request may have gone out under the key.
+    attempted: bool,
+    /// The payload revision whose derived idempotency key requests carry, if not the key.
+    derived_key: Option<i64>,
+}
+
+impl Modeled {
+    fn new(approved: u8) -> Self {
+        Self {
+            state: State::Pending,
+            ownership_version: 0,
+            approved,
+            proposed: None,
+            resume: None,
+            sent: false,
+            lease_expired: false,
+            destination_id: None,
+            payload_revision: 1,
+            attempted: false,
+            derived_key: None,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct Model {
-    actions: BTreeMap<u8, Modeled>,
+    actions: BTreeMap<Id, Modeled>,
     /// Creation order: claims take the oldest pending action.
-    order: Vec<u8>,
+    order: Vec<Id>,
 }
 
 /// What the model expects of an automatic result that would make the action runnable again
@@ -115,22 +146,10 @@ fn settle(action: &mut Modeled, target: State) {
 
 impl Model {
     fn submit(&mut self, key: u8, payload: u8) {
-        match self.actions.get_mut(&key) {
+        match self.actions.get_mut(&(key, 0)) {
             None => {
-                self.order.push(key);
-                self.actions.insert(
-                    key,
-                    Modeled {
-                        state: State::Pending,
-                        ownership_version: 0,
-                        approved: payload,
-                        proposed: None,
-                        resume: None,
-                        sent: false,
-                        lease_expired: false,
-                        destination_id: None,
-                    },
-                );
+                self.order.push((key, 0));
+                self.actions.insert((key, 0), Modeled::new(payload));
             }
             Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
             Some(a) => {
@@ -143,7 +162,7 @@ impl Model {
         }
     }
 
-    fn claim(&mut self) -> Option<(u8, i64)> {
+    fn claim(&mut self) -> Option<(Id, i64)> {
         let key = *self.order.iter().find(|k| self.actions[k].state == State::Pending)?;
         let a = self.actions.get_mut(&key)?;
         a.state = State::InProgress;
@@ -153,11 +172,11 @@ impl Model {
         Some((key, a.ownership_version))
     }
 
-    fn current(&self, key: u8, version: i64) -> bool {
+    fn current(&self, key: Id, version: i64) -> bool {
         self.actions.get(&key).is_some_and(|a| a.state == State::InProgress && a.ownership_version == version)
     }
 
-    fn finish(&mut self, key: u8, version: i64, outcome: u8) {
+    fn finish(&mut self, key: Id, version: i64, outcome: u8) {
         let current = self.current(key, version);
         let a = self.actions.get_mut(&key).expect("claimed actions exist");
         if current {
@@ -187,7 +206,7 @@ impl Model {
     }
 
     fn recover(&mut self, key: u8, protected: bool) {
-        let Some(a) = self.actions.get_mut(&key) else { return };
+        let Some(a) = self.actions.get_mut(&(key, 0)) else { return };
         if a.state != State::InProgress || !a.lease_expired {
             return;
         }
@@ -202,7 +221,7 @@ impl Model {
 
     /// Returns whether the command is allowed.
     fn manual(&mut self, key: u8, command: u8) -> bool {
-        let Some(a) = self.actions.get_mut(&key) else { return false };
+        let Some(a) = self.actions.get_mut(&(key, 0)) else { return false };
         let s = a.state;
         let proposal = a.proposed.is_some();
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
@@ -221,10 +240,25 @@ impl Model {
                 a.state = State::Cancelled;
                 a.proposed = None;
             }
-            // approve
+            // approve: after a possible send, under a derived idempotency key
             4 if proposal && s == State::Conflict => {
                 a.approved = a.proposed.take().expect("checked");
+                a.payload_revision += 1;
+                if a.attempted {
+                    a.derived_key = Some(a.payload_revision);
+                }
                 a.state = State::Pending;
+            }
+            // approve a new version of a completed action: it stays completed, and its update
+            // action carries the new payload
+            4 if proposal && s == State::Completed => {
+                a.approved = a.proposed.take().expect("checked");
+                a.payload_revision += 1;
+                let update = (key, a.payload_revision);
+                let payload = a.approved;
+                self.order.push(update);
+                self.actions.insert(update, Modeled::new(payload));
+                return true;
             }
             // reject
             5 if proposal => {
@@ -272,7 +306,7 @@ fn outcome(n: u8, version: i64) -> Report {
 }
 
 /// One worker's claims, newest last, with the attempt started under each.
-type Held = Vec<(u8, Claim, Option<StartedAttempt>)>;
+type Held = Vec<(Id, Claim, Option<StartedAttempt>)>;
 
 /// The positions of the newest claim on each key: a batch names each key once.
 fn newest_per_key(held: &Held) -> Vec<usize> {
@@ -290,14 +324,17 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
     let case = CASE.fetch_add(1, Ordering::SeqCst);
     let destination = format!("m{case}");
     let scope = ClaimScope { destinations: Some(vec![destination.clone()]), include_unassigned: false };
-    let key = |k: u8| ActionKey::parse(&format!("model:{case}:{k}")).unwrap();
+    let key = |(k, update): Id| {
+        let text = if update == 0 { format!("model:{case}:{k}") } else { format!("model:{case}:{k}#update-{update}") };
+        ActionKey::parse(&text).unwrap()
+    };
     let mut model = Model::default();
     let mut claims: BTreeMap<u8, Held> = BTreeMap::new();
     for (step, op) in ops.iter().enumerate() {
         match op {
             Op::Submit { key: k, payload } => {
                 let raw = RawSubmission {
-                    key: Some(key(*k).to_string()),
+                    key: Some(key((*k, 0)).to_string()),
                     payload: format!(r#"{{"p":{payload}}}"#).into_bytes(),
                     destination: Some(destination.clone()),
                     ..RawSubmission::default()
@@ -331,7 +368,8 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 match result {
                     Ok(attempt) if current => {
                         *started = Some(attempt);
-                        model.actions.get_mut(k).expect("claimed").sent = true;
+                        let a = model.actions.get_mut(k).expect("claimed");
+                        (a.sent, a.attempted) = (true, true);
                     }
                     Err(LedgerError::Fenced { .. }) if !current => {}
                     other => return Err(format!("step {step}: start attempt: {other:?}, model current {current}")),
@@ -403,24 +441,24 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 }
             }
             Op::Recover { key: k, protected } => {
-                let Some(version) = model.actions.get(k).map(|a| a.ownership_version) else { continue };
+                let Some(version) = model.actions.get(&(*k, 0)).map(|a| a.ownership_version) else { continue };
                 let decides = if *protected {
                     crate::support::protected_by_lookup(ledger, &[&destination])
                 } else {
                     ledger.clone()
                 };
                 decides
-                    .recover_expired(&key(*k), version, "rescuer", LEASE)
+                    .recover_expired(&key((*k, 0)), version, "rescuer", LEASE)
                     .await
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
             }
             Op::Manual { key: k, command } => {
-                if !model.actions.contains_key(k) {
+                if !model.actions.contains_key(&(*k, 0)) {
                     continue;
                 }
                 let request = ManualRequest {
-                    key: key(*k),
+                    key: key((*k, 0)),
                     person: Person::parse("model").unwrap(),
                     reason: Reason::parse("model-based test").unwrap(),
                     expect_version: None,
@@ -447,11 +485,25 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.ownership_version,
                 actual.payload.canonical() == approved,
                 actual.proposal.is_some(),
+                actual.payload_revision,
+                actual.sending_key().to_owned(),
             );
-            let wanted = (expected.state, expected.ownership_version, true, expected.proposed.is_some());
+            let sending = match expected.derived_key {
+                Some(revision) => format!("{}#rev-{revision}", key(*k)),
+                None => key(*k).to_string(),
+            };
+            let wanted = (
+                expected.state,
+                expected.ownership_version,
+                true,
+                expected.proposed.is_some(),
+                expected.payload_revision,
+                sending,
+            );
             if seen != wanted {
                 return Err(format!(
-                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal) {seen:?}, model {wanted:?}"
+                    "after step {step} ({op:?}), key {k:?}: ledger (state, version, approved payload, proposal, \
+                     payload revision, idempotency key) {seen:?}, model {wanted:?}"
                 ));
             }
         }

@@ -123,6 +123,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
             by_state: ledger.counts().await?,
             refused: store.count_refused().await?,
             stale_claims: store.count_stale_claims().await?,
+            proposed_elsewhere: store.count_proposed_elsewhere().await?,
         })
     } else {
         None

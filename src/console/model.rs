@@ -137,6 +137,9 @@ pub struct Counts {
     pub by_state: Vec<(State, i64)>,
     pub refused: i64,
     pub stale_claims: i64,
+    /// Actions outside `conflict` whose proposed payload awaits a decision: the conflict pane
+    /// lists them too.
+    pub proposed_elsewhere: i64,
 }
 
 /// One load: the requested window, the database time, and the counts when asked for.
@@ -228,6 +231,8 @@ pub struct Model {
     pub counts: Vec<(State, i64)>,
     pub refused: i64,
     pub stale_claims: i64,
+    /// See [`Counts::proposed_elsewhere`].
+    pub proposed_elsewhere: i64,
     /// Database time of the last refresh; ages and lease countdowns are measured from it.
     pub now: Option<Timestamp>,
     pub filter: Option<String>,
@@ -267,6 +272,7 @@ impl Model {
             counts: Vec::new(),
             refused: 0,
             stale_claims: 0,
+            proposed_elsewhere: 0,
             now: None,
             filter: None,
             mode: Mode::List,
@@ -778,6 +784,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         model.counts = counts.by_state;
         model.refused = counts.refused;
         model.stale_claims = counts.stale_claims;
+        model.proposed_elsewhere = counts.proposed_elsewhere;
     }
     model.now = Some(snapshot.now);
     let short = snapshot.rows.len() < limit;

@@ -187,6 +187,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many actions outside `conflict` have a proposed payload awaiting a decision.
+    fn count_proposed_elsewhere(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many claims have outlived their lease by database time.
     fn count_stale_claims(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.

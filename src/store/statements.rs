@@ -409,6 +409,10 @@ pub(crate) fn append_audit<B: Backend>(entries: &[AuditEntry]) -> Statement<B> {
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
 
+/// How many actions outside `conflict` have a proposed payload awaiting a decision.
+pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str =
+    "SELECT COUNT(*) AS count FROM actions WHERE proposed_payload IS NOT NULL AND state <> 'conflict'";
+
 /// How many refused submissions are recorded.
 pub(crate) const COUNT_REFUSED: &str = "SELECT COUNT(*) AS count FROM refused_submissions";
 

@@ -41,8 +41,12 @@ pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect)
     let mut spans = Vec::new();
     for (n, pane) in Pane::ALL.into_iter().enumerate() {
         let total = match pane.state() {
-            Some(state) => count(model, state),
-            None => model.refused,
+            // The conflict pane also lists proposals waiting on actions in other states.
+            Some(State::Conflict) if model.proposed_elsewhere > 0 => {
+                format!("{}+{}", count(model, State::Conflict), model.proposed_elsewhere)
+            }
+            Some(state) => count(model, state).to_string(),
+            None => model.refused.to_string(),
         };
         // Narrow terminals drop the pane numbers; the footer and help still give 1-7.
         let label = if area.width >= 100 {

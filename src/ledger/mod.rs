@@ -557,20 +557,19 @@ impl<S: Store> Ledger<S> {
                 let detail = match command {
                     // The revision history of the payload, kept in the audit trail.
                     ManualCommand::Approve => {
-                        let mut detail = format!(
-                            "{}; payload revision {} ({}) replaced by revision {} ({})",
+                        let then = match (&update, &action.idempotency_key) {
+                            (Some(update), _) => format!("; performed by update action {}", update.key),
+                            (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
+                            (None, None) => String::new(),
+                        };
+                        format!(
+                            "{}; payload revision {} ({}) replaced by revision {} ({}){then}",
                             reason.as_str(),
                             before.0,
                             before.1,
                             action.payload_revision,
                             action.payload.fingerprint().short()
-                        );
-                        if let Some(update) = &update {
-                            detail.push_str(&format!("; performed by update action {}", update.key));
-                        } else if let Some(sending) = &action.idempotency_key {
-                            detail.push_str(&format!("; requests now carry idempotency key {sending}"));
-                        }
-                        detail
+                        )
                     }
                     ManualCommand::ResolveCompleted { destination_id } => {
                         format!("{} (destination id {destination_id})", reason.as_str())

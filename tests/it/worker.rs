@@ -613,9 +613,9 @@ async fn a_new_body_approved_after_a_send_goes_out_under_a_derived_key<S: Store>
     assert_eq!(detail.action.key.as_str(), key, "the action key itself never changes");
 
     // The same body under the old key is what the CRM would have refused.
-    let mut reused = detail.action.clone();
-    reused.idempotency_key = None;
-    let refused = dests["crm"].send(&reused, None).await.unwrap();
+    let mut under_the_old_key = detail.action.clone();
+    under_the_old_key.idempotency_key = None;
+    let refused = dests["crm"].send(&under_the_old_key, None).await.unwrap();
     assert!(
         matches!(&refused, actionledger::destination::SendOutcome::Permanent { response, .. } if response.status == 422),
         "{refused:?}"

@@ -358,7 +358,7 @@ async fn only_the_owner_migrates_and_others_say_so() {
         .fetch_all(admin.store().pool())
         .await
         .unwrap();
-    assert_eq!(versions, [1, 2, 3], "the worker changed nothing");
+    assert!(!versions.contains(&4), "the worker changed nothing: {versions:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

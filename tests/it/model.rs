@@ -399,7 +399,8 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     match result {
                         Ok(attempt) if current => {
                             *started = Some(attempt);
-                            model.actions.get_mut(k).expect("claimed").sent = true;
+                            let a = model.actions.get_mut(k).expect("claimed");
+                            (a.sent, a.attempted) = (true, true);
                         }
                         Err(LedgerError::Fenced { .. }) if !current => {}
                         other => return Err(format!("step {step}: start batch: {other:?}, model current {current}")),

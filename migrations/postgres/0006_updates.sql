@@ -4,11 +4,12 @@
 -- idempotency_key is the key requests carry once an approval changed the payload after a request
 -- may have been sent (KEY#rev-N); NULL means the action key itself.
 -- updates_key and updates_destination_id name, on an update action (KEY#update-N), the completed
--- action it updates and that action's record at the destination.
+-- action it updates and that action's record at the destination (a plain reference, not a foreign
+-- key, so that retention may settle the two actions' rows independently).
 ALTER TABLE actions
     ADD COLUMN payload_revision       BIGINT NOT NULL DEFAULT 1,
     ADD COLUMN idempotency_key        TEXT,
-    ADD COLUMN updates_key            TEXT REFERENCES actions (key),
+    ADD COLUMN updates_key            TEXT,
     ADD COLUMN updates_destination_id TEXT;
 
 -- Which idempotency key each attempt's request carried.

@@ -2,7 +2,9 @@
 //! (payloads, errors, destination bodies) is escaped before it reaches the terminal.
 
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
-use crate::domain::{ActionRecord, Attempt, AuditEntry, Delivery, ManualCommand, RefusedSubmission, Timestamp};
+use crate::domain::{
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, RefusedSubmission, Timestamp,
+};
 use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
@@ -68,6 +70,14 @@ fn attempt_json(a: &Attempt) -> Value {
         "evidence": {
             "status": a.evidence.status, "destination_id": a.evidence.destination_id, "body": a.evidence.body,
         },
+    })
+}
+
+fn lookup_json(l: &LookupRecord) -> Value {
+    json!({
+        "at": time(l.at), "actor": l.actor, "verdict": l.verdict, "records": l.records,
+        "destination_id": l.destination_id, "detail": l.detail,
+        "evidence": { "status": l.evidence.status, "body": l.evidence.body },
     })
 }
 
@@ -192,6 +202,7 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             "action": action_json(&d.action),
             "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
             "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
+            "lookups": d.lookups.iter().map(lookup_json).collect::<Vec<_>>(),
             "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
         }));
         return;
@@ -200,6 +211,7 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     print_payloads(&d.action);
     print_deliveries(&d.deliveries);
     print_attempts(&d.attempts);
+    print_lookups(&d.lookups);
     print_audit(&d.audit);
 }
 
@@ -317,6 +329,27 @@ fn print_attempts(attempts: &[Attempt]) {
             if let Some(body) = &ev.body {
                 println!("      body: {}", escape_untrusted(body));
             }
+        }
+    }
+}
+
+fn print_lookups(lookups: &[LookupRecord]) {
+    println!("\nlookups ({})", lookups.len());
+    for l in lookups {
+        println!(
+            "  {}  {:<10}  {} record(s)  destination id {}  status {}  by {}",
+            time(l.at),
+            l.verdict.as_str(),
+            l.records,
+            escape_untrusted(l.destination_id.as_deref().unwrap_or("-")),
+            l.evidence.status.map_or("-".to_owned(), |s| s.to_string()),
+            escape_untrusted(&l.actor)
+        );
+        if let Some(detail) = &l.detail {
+            println!("      {}", escape_untrusted(detail));
+        }
+        if let Some(body) = &l.evidence.body {
+            println!("      body: {}", escape_untrusted(body));
         }
     }
 }

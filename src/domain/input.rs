@@ -37,6 +37,21 @@ pub struct SubmissionRefused {
     pub message: String,
 }
 
+impl SubmissionRefused {
+    /// A new action whose `after` chain leads back to it, so that it could never run: `cycle`
+    /// lists the keys from the new one round to it again.
+    pub fn after_cycle(cycle: &[ActionKey]) -> Self {
+        let chain = cycle.iter().map(ActionKey::as_str).collect::<Vec<_>>().join(" -> ");
+        Self {
+            problem: "after_cycle",
+            message: format!(
+                "the --after key closes a cycle, so none of these actions could ever run: {}",
+                truncate(&chain, 2000)
+            ),
+        }
+    }
+}
+
 impl Submission {
     pub fn validate(raw: &RawSubmission) -> Result<Self, SubmissionRefused> {
         let key = ActionKey::parse(raw.key.as_deref().unwrap_or_default())
@@ -115,6 +130,10 @@ fn payload_problem(error: &PayloadError) -> &'static str {
         PayloadError::NotUtf8 { .. } => "payload_not_utf8",
         PayloadError::ContainsNul => "payload_contains_nul",
         PayloadError::NotJson(_) => "payload_not_json",
+        PayloadError::DuplicateKey { .. } => "payload_duplicate_key",
+        PayloadError::IntegerOutOfRange { .. } => "payload_integer_out_of_range",
+        PayloadError::InexactNumber { .. } => "payload_inexact_number",
+        PayloadError::NumberOutOfRange { .. } => "payload_number_out_of_range",
     }
 }
 
@@ -242,6 +261,10 @@ mod tests {
             (RawSubmission { key: None, payload: b"{}".to_vec(), ..Default::default() }, "key_missing"),
             (raw("c:jane@example.com", "{}"), "key_contains_email"),
             (raw("k", "{"), "payload_not_json"),
+            (raw("k", r#"{"a":1,"a":1}"#), "payload_duplicate_key"),
+            (raw("k", "18446744073709551616"), "payload_integer_out_of_range"),
+            (raw("k", "0.10000000000000000001"), "payload_inexact_number"),
+            (raw("k", "1e400"), "payload_number_out_of_range"),
             (raw("k", ""), "payload_missing"),
             (RawSubmission { destination: Some("crm prod".into()), ..raw("k", "{}") }, "invalid_destination"),
             (RawSubmission { after: Some("k".into()), ..raw("k", "{}") }, "invalid_after_key"),

@@ -1,6 +1,7 @@
 //! Domain types: plain data and pure rules, no I/O.
 
 pub mod capability;
+mod exact_json;
 pub mod input;
 pub mod key;
 pub mod manual;

@@ -30,6 +30,25 @@ pub enum PayloadError {
     ContainsNul,
     #[error("the payload is not valid JSON: {0}")]
     NotJson(String),
+    /// An object names a key twice: which value was meant cannot be told, so neither is kept.
+    #[error("the payload repeats the key {path}: each key may appear once in an object")]
+    DuplicateKey { path: String },
+    /// An integer beyond the range kept exactly, which would come back as a different number.
+    #[error(
+        "the integer at {path} is outside the range kept exactly ({} to {}); send it as a string",
+        i64::MIN,
+        u64::MAX
+    )]
+    IntegerOutOfRange { path: String },
+    /// A number with more precision than a 64-bit float keeps, which would come back rounded.
+    #[error(
+        "the number at {path} cannot be kept exactly as written (a 64-bit floating-point number keeps about 17 \
+         significant digits); send it as a string"
+    )]
+    InexactNumber { path: String },
+    /// A number beyond what a 64-bit float can represent at all, such as `1e400`.
+    #[error("the number at {path} is too large to represent (beyond about ±1.8e308); send it as a string")]
+    NumberOutOfRange { path: String },
 }
 
 impl Payload {
@@ -45,7 +64,7 @@ impl Payload {
         if text.contains('\0') {
             return Err(PayloadError::ContainsNul);
         }
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+        let value = super::exact_json::read(text)?;
         if contains_nul(&value) {
             return Err(PayloadError::ContainsNul);
         }
@@ -151,6 +170,66 @@ mod tests {
         assert!(matches!(Payload::parse(deep.as_bytes()), Err(PayloadError::NotJson(_))));
         let big = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES));
         assert!(matches!(Payload::parse(big.as_bytes()), Err(PayloadError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn a_repeated_key_is_refused_naming_it() {
+        let refused = |text: &str| Payload::parse(text.as_bytes()).unwrap_err();
+        assert_eq!(refused(r#"{"a":1,"a":2}"#), PayloadError::DuplicateKey { path: "$.a".into() });
+        assert_eq!(refused(r#"{"a":1,"a":1}"#), PayloadError::DuplicateKey { path: "$.a".into() });
+        let nested = r#"{"items":[{"qty":1},{"qty":2},{"sku":"x","qty":3,"qty":4}]}"#;
+        assert_eq!(refused(nested), PayloadError::DuplicateKey { path: "$.items[2].qty".into() });
+        assert_eq!(
+            refused(nested).to_string(),
+            "the payload repeats the key $.items[2].qty: each key may appear once in an object"
+        );
+        // A key that is no plain name is quoted, escaped as untrusted text.
+        assert_eq!(
+            refused(r#"{"a b\u001b\\\"":{"":0,"":0}}"#),
+            PayloadError::DuplicateKey { path: r#"$["a b\x1b\\\""][""]"#.into() }
+        );
+        // Keys spelt differently but equal once read are the same key.
+        assert!(matches!(refused(r#"{"a":1,"\u0061":2}"#), PayloadError::DuplicateKey { .. }));
+        // Equal keys in different objects are not repeated.
+        assert!(Payload::parse(br#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#).is_ok());
+    }
+
+    #[test]
+    fn numbers_are_kept_exactly_or_refused_naming_the_field() {
+        let canonical = |text: &str| Payload::parse(text.as_bytes()).unwrap().canonical().to_owned();
+        let refused = |text: &str| Payload::parse(text.as_bytes()).unwrap_err();
+        // The extremes of the integer range, and floats, come back as written.
+        assert_eq!(
+            canonical("[18446744073709551615,-9223372036854775808]"),
+            "[18446744073709551615,-9223372036854775808]"
+        );
+        assert_eq!(
+            canonical("[0.1,1E+2,100.0,-0,5e-324,1.7976931348623157e308]"),
+            "[0.1,100.0,100.0,-0.0,5e-324,1.7976931348623157e+308]"
+        );
+        assert_eq!(refused(r#"{"id":18446744073709551617}"#), PayloadError::IntegerOutOfRange { path: "$.id".into() });
+        assert_eq!(
+            refused(r#"{"items":[{"qty":1},{"qty":2},{"qty":-9223372036854775809}]}"#),
+            PayloadError::IntegerOutOfRange { path: "$.items[2].qty".into() }
+        );
+        assert_eq!(refused("[1, 0.10000000000000001]"), PayloadError::InexactNumber { path: "$[1]".into() });
+        assert_eq!(refused(r#"{"a":1e-400}"#), PayloadError::InexactNumber { path: "$.a".into() });
+        assert_eq!(refused(r#"{"a":{"b":[1e400]}}"#), PayloadError::NumberOutOfRange { path: "$.a.b[0]".into() });
+        assert_eq!(refused("1e400"), PayloadError::NumberOutOfRange { path: "$".into() });
+        assert_eq!(
+            refused(r#"{"id":18446744073709551617}"#).to_string(),
+            "the integer at $.id is outside the range kept exactly (-9223372036854775808 to 18446744073709551615); \
+             send it as a string"
+        );
+        // Zero written with any exponent is still zero; numbers inside strings are text.
+        assert_eq!(canonical("[0e999999999999999999999,\"1e400\"]"), r#"[0.0,"1e400"]"#);
+    }
+
+    #[test]
+    fn a_document_that_is_not_json_is_refused_as_such_whatever_else_it_holds() {
+        for text in [r#"{"a":1,"a":2"#, "[18446744073709551617,]", r#"{"a":1,"a":2} x"#, "[1-2]"] {
+            assert!(matches!(Payload::parse(text.as_bytes()), Err(PayloadError::NotJson(_))), "{text}");
+        }
     }
 
     #[test]

@@ -136,6 +136,11 @@ impl ActionRecord {
             self.claimed_by = None;
             self.lease_expires_at = None;
         }
+        // Completed by any path (a worker's result, a lookup, a person's resolve): an error from an
+        // earlier attempt, takeover or hold no longer stands, and kept it would read as if it did.
+        if target == State::Completed {
+            self.last_error = None;
+        }
         self.state = target;
         self.updated_at = now;
         Ok(Transition { event, from, to: target })

@@ -229,11 +229,20 @@ impl<S: Store> Ledger<S> {
         };
         let submission = &submission;
         self.transact(|tx, now, _| {
-            Box::pin(
-                async move { Ok(submit_in(tx, &[submission], now).await?.pop().expect("one report per submission")) },
-            )
+            Box::pin(async move {
+                match submit_in(tx, &[submission], now).await?.pop().expect("one report per submission") {
+                    Ok(report) => Ok(Ok(report)),
+                    // Refused inside the transaction (an `after` cycle): the refusal is recorded
+                    // and committed, and nothing else was written.
+                    Err(refusal) => {
+                        tx.insert_refusal(&refused_submission(raw, &refusal, now)).await?;
+                        Ok(Err(refusal))
+                    }
+                }
+            })
         })
-        .await
+        .await?
+        .map_err(LedgerError::from)
     }
 
     /// Records many submissions in one transaction (one durable commit), for sources that deliver
@@ -255,7 +264,13 @@ impl<S: Store> Ledger<S> {
                 let mut reports: Vec<Option<Result<SubmitReport, LedgerError>>> = raws.iter().map(|_| None).collect();
                 for &index in order {
                     reports[index] = Some(match &validated[index] {
-                        Ok(_) => Ok(recorded.next().expect("one report per valid submission")),
+                        Ok(_) => match recorded.next().expect("one report per valid submission") {
+                            Ok(report) => Ok(report),
+                            Err(refusal) => {
+                                tx.insert_refusal(&refused_submission(&raws[index], &refusal, now)).await?;
+                                Err(LedgerError::SubmissionRefused(refusal))
+                            }
+                        },
                         Err(refusal) => {
                             tx.insert_refusal(&refused_submission(&raws[index], refusal, now)).await?;
                             Err(LedgerError::SubmissionRefused(refusal.clone()))
@@ -649,20 +664,29 @@ async fn record_update_action<T: LedgerTx>(
 
 /// Records validated submissions inside a transaction, in the order given; see
 /// [`Ledger::submit`]. New keys are inserted in one statement, and every delivery is written in
-/// one more, in this order.
+/// one more, in this order. A new action whose `after` chain leads back to it is refused here,
+/// where the chain is read: its refusal is returned in its place and nothing of it is written.
 async fn submit_in<T: LedgerTx>(
     tx: &mut T,
     submissions: &[&Submission],
     now: Timestamp,
-) -> Result<Vec<SubmitReport>, LedgerError> {
+) -> Result<Vec<Result<SubmitReport, SubmissionRefused>>, LedgerError> {
+    let cycles = after_cycles(tx, submissions).await?;
     let mut seen = HashSet::new();
-    let fresh: Vec<ActionRecord> =
-        submissions.iter().filter(|s| seen.insert(&s.key)).map(|s| ActionRecord::new_pending(s, now)).collect();
+    let fresh: Vec<ActionRecord> = submissions
+        .iter()
+        .filter(|s| !cycles.contains_key(&s.key) && seen.insert(&s.key))
+        .map(|s| ActionRecord::new_pending(s, now))
+        .collect();
     let mut created: HashMap<ActionKey, ActionRecord> =
         tx.insert_actions_if_absent(&fresh).await?.into_iter().map(|a| (a.key.clone(), a)).collect();
     let mut reports = Vec::with_capacity(submissions.len());
     let mut deliveries = Vec::with_capacity(submissions.len());
     for &submission in submissions {
+        if let Some(refusal) = cycles.get(&submission.key) {
+            reports.push(Err(refusal.clone()));
+            continue;
+        }
         let actor = submission.source.clone().unwrap_or_else(|| "submit".to_owned());
         let report = if let Some(action) = created.remove(&submission.key) {
             let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
@@ -681,10 +705,55 @@ async fn submit_in<T: LedgerTx>(
             outcome: report.outcome,
             received_at: now,
         });
-        reports.push(report);
+        reports.push(Ok(report));
     }
     tx.insert_deliveries(&deliveries).await?;
     Ok(reports)
+}
+
+/// The submissions that would create an action waiting, through its `after` chain, for itself:
+/// by key, each with its refusal. Only a new key can close a cycle (a recorded action's `after`
+/// never changes), so only submissions of keys not recorded yet are checked, in order, against
+/// the links recorded and those of the batch's new actions accepted before them.
+async fn after_cycles<T: LedgerTx>(
+    tx: &mut T,
+    submissions: &[&Submission],
+) -> Result<HashMap<ActionKey, SubmissionRefused>, LedgerError> {
+    let mut refused = HashMap::new();
+    let waiting: Vec<&ActionKey> = submissions.iter().filter(|s| s.after.is_some()).map(|s| &s.key).collect();
+    if waiting.is_empty() {
+        return Ok(refused);
+    }
+    let recorded: HashSet<ActionKey> = tx.lock_actions(&waiting).await?.into_iter().map(|a| a.key).collect();
+    // Links known so far: read from the database (from each start only once) and the batch's own.
+    let mut links: HashMap<ActionKey, ActionKey> = HashMap::new();
+    let mut read_from: HashSet<ActionKey> = HashSet::new();
+    let mut batch: HashSet<&ActionKey> = HashSet::new();
+    for submission in submissions {
+        let Some(after) = &submission.after else { continue };
+        let key = &submission.key;
+        if recorded.contains(key) || refused.contains_key(key) || !batch.insert(key) {
+            continue;
+        }
+        // Walk the chain from `after`; the path walked names the cycle if it comes back to `key`.
+        let mut path = vec![key.clone(), after.clone()];
+        let mut visited: HashSet<ActionKey> = HashSet::new();
+        let mut current = after.clone();
+        while &current != key && visited.insert(current.clone()) {
+            if !links.contains_key(&current) && read_from.insert(current.clone()) {
+                links.extend(tx.after_links(&current).await?);
+            }
+            let Some(next) = links.get(&current) else { break };
+            current = next.clone();
+            path.push(current.clone());
+        }
+        if &current == key {
+            refused.insert(key.clone(), SubmissionRefused::after_cycle(&path));
+        } else {
+            links.insert(key.clone(), after.clone());
+        }
+    }
+    Ok(refused)
 }
 
 /// One more delivery of a key that exists: the fingerprint is compared on this path too, never
@@ -874,7 +943,11 @@ fn decide_result(
         Outcome::RetryLater { after } => action.not_before = Some(now + *after),
         Outcome::Failed { .. } | Outcome::Unknown => {}
     }
-    action.last_error.clone_from(&report.error);
+    // A completed action keeps no error (see `ActionRecord::transition`); a report's note on a
+    // completion still goes to the audit trail below.
+    if action.state != State::Completed {
+        action.last_error.clone_from(&report.error);
+    }
     let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false };
     Ok((finished, decision))
 }

@@ -231,6 +231,14 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Option<ActionRecord>, StoreError>> + Send {
         async move { Ok(self.lock_actions(&[key]).await?.pop()) }
     }
+    /// The `after` links reachable from `from` (each action's key and the key it waits for), in
+    /// no particular order. Where the database serves many writers at once, submissions that read
+    /// them take turns from here to the end of their transactions, so that two new actions cannot
+    /// each miss the other and close a cycle between them.
+    fn after_links(
+        &mut self,
+        from: &ActionKey,
+    ) -> impl Future<Output = Result<Vec<(ActionKey, ActionKey)>, StoreError>> + Send;
     /// Inserts new pending actions, skipping keys that exist; returns those inserted.
     fn insert_actions_if_absent(
         &mut self,

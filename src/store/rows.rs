@@ -34,6 +34,11 @@ pub(crate) fn keyed_number(
     Ok((key(&row.text(key_column)?)?, row.int(number_column)?))
 }
 
+/// One `after` link: an action's key and the key it waits for.
+pub(crate) fn after_link(row: &impl Columns) -> Result<(ActionKey, ActionKey), StoreError> {
+    Ok((key(&row.text("key")?)?, key(&row.text("after_key")?)?))
+}
+
 fn key(text: &str) -> Result<ActionKey, StoreError> {
     ActionKey::parse(text).map_err(|_| corrupt("action key", text))
 }

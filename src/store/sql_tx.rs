@@ -2,7 +2,7 @@
 
 use super::backend::{Backend, Statement};
 use super::batch::{MAX_BINDS_PER_STATEMENT, rows_per_statement};
-use super::rows::{Columns as _, action_from_row, attempt_from_row, keyed_number};
+use super::rows::{Columns as _, action_from_row, after_link, attempt_from_row, keyed_number};
 use super::statements as sql;
 use super::{ClaimScope, LedgerTx, StoreError};
 use crate::domain::record::from_millis;
@@ -63,6 +63,14 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             }
         }
         Ok(actions)
+    }
+
+    async fn after_links(&mut self, from: &ActionKey) -> Result<Vec<(ActionKey, ActionKey)>, StoreError> {
+        if let Some(lock) = B::DIALECT.after_links_lock {
+            B::execute(&mut *self.tx, Statement::new(lock)).await?;
+        }
+        let links = B::fetch_all(&mut *self.tx, Statement::new(sql::AFTER_LINKS).text(from.as_str())).await?;
+        links.iter().map(after_link).collect()
     }
 
     async fn insert_actions_if_absent(&mut self, new: &[ActionRecord]) -> Result<Vec<ActionRecord>, StoreError> {

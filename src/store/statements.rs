@@ -77,6 +77,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     clock: None,
     lock_suffix: "",
     claim: claim!("", "(SELECT value FROM json_each($5))"),
+    after_links_lock: None,
 };
 
 /// PostgreSQL serves many workers on many machines: rows read for a change are locked
@@ -87,10 +88,21 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     clock: Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now"),
     lock_suffix: " FOR UPDATE",
     claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+    // A transaction-scoped advisory lock, one number for the whole ledger: two new actions that
+    // would wait for each other must not each miss the other's uncommitted row.
+    after_links_lock: Some("SELECT pg_advisory_xact_lock(7429916350244813907)"),
 };
 
 /// One action by key `$1`.
 pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+
+/// The `after` links reachable from key `$1`: each action's key and the key it waits for,
+/// following the chain from `$1` (UNION stops at a key seen before, so even a cycle ends). The
+/// ledger reads it to refuse a new action whose chain leads back to itself. The key column is
+/// indexed, and each step reads one action by it.
+pub(crate) const AFTER_LINKS: &str = "WITH RECURSIVE chain (key) AS (SELECT CAST($1 AS TEXT) \
+     UNION SELECT a.after_key FROM actions a JOIN chain c ON a.key = c.key WHERE a.after_key IS NOT NULL) \
+     SELECT a.key, a.after_key FROM actions a JOIN chain c ON a.key = c.key WHERE a.after_key IS NOT NULL";
 
 /// Reads actions by key and locks them (where the dialect locks rows), in key order, so that
 /// concurrent batches lock rows in one order and cannot deadlock.

@@ -2,7 +2,7 @@
 
 use crate::support;
 use actionledger::domain::RawSubmission;
-use actionledger::ledger::{Outcome, Report};
+use actionledger::ledger::{Outcome, Recorded, Report};
 use serde_json::Value;
 use std::io::Write as _;
 use std::path::Path;
@@ -428,4 +428,121 @@ async fn a_new_version_of_a_completed_order_is_approved_as_an_update_from_the_cl
 
     let again = submit(r#"{"qty":2}"#);
     assert_eq!((stdout(&again).as_str(), again.status.code()), ("duplicate\n", Some(0)), "the new version is approved");
+}
+
+#[test]
+fn a_payload_that_cannot_be_kept_exactly_is_refused_naming_the_field() {
+    let ws = Workspace::new();
+    let cases = [
+        (r#"{"items":[{"qty":1},{"qty":2},{"qty":3,"qty":4}]}"#, "$.items[2].qty", "payload_duplicate_key"),
+        (r#"{"id":18446744073709551617}"#, "$.id", "payload_integer_out_of_range"),
+        (r#"{"x":[1e400]}"#, "$.x[0]", "payload_number_out_of_range"),
+    ];
+    for (payload, path, _) in cases {
+        let out = ws.run(&["submit", "--key", "acme:exact", "--payload", payload]);
+        assert_eq!(out.status.code(), Some(3), "{payload}: {}", stderr(&out));
+        assert!(stderr(&out).contains(path), "{payload}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+    let listed = json(&ws.run(&["list", "--json"]));
+    assert_eq!(listed["actions"].as_array().unwrap().len(), 0, "nothing written");
+    let refused = json(&ws.run(&["list", "--refused", "--json"]));
+    let problems: Vec<&str> =
+        refused["refused"].as_array().unwrap().iter().rev().map(|r| r["problem"].as_str().unwrap()).collect();
+    assert_eq!(problems, cases.map(|(_, _, problem)| problem));
+}
+
+#[tokio::test]
+async fn show_prints_lookups_with_untrusted_text_escaped() {
+    let ws = Workspace::new();
+    {
+        let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+        let raw = RawSubmission { key: Some("acme:looked-up".into()), payload: b"{}".to_vec(), ..Default::default() };
+        ledger.submit(&raw).await.unwrap();
+        let claim = ledger.claim("worker-1", Duration::from_secs(30), 1).await.unwrap().pop().unwrap();
+        let attempt = ledger.start_attempt(&claim).await.unwrap();
+        let report = Report {
+            outcome: Outcome::Unknown,
+            error: Some("timed out".into()),
+            evidence: actionledger::domain::Evidence::default(),
+        };
+        let Recorded::Applied(unknown) = ledger.record_result(&claim, attempt, &report).await.unwrap() else {
+            panic!("the claim was current")
+        };
+        let found = actionledger::domain::LookupReport {
+            verdict: actionledger::domain::LookupVerdict::Found,
+            records: 1,
+            destination_id: Some("CRM-7\u{202e}".into()),
+            evidence: actionledger::domain::Evidence {
+                status: Some(200),
+                destination_id: None,
+                body: Some("{\"records\":[\"\u{1b}[31mred\"]}".into()),
+            },
+            detail: Some("one record \u{1b}[2J".into()),
+        };
+        let kind = actionledger::domain::ActorKind::Person;
+        ledger.settle_unknown(&unknown.key, unknown.revision, "Ana Lima", kind, &found).await.unwrap().unwrap();
+    }
+    let text = stdout(&ws.run(&["show", "acme:looked-up"]));
+    assert!(text.contains("lookups (1)"), "{text}");
+    let line = text.lines().find(|l| l.contains("found")).unwrap_or_else(|| panic!("{text}"));
+    for expected in ["1 record(s)", "destination id CRM-7\\u{202e}", "status 200", "by Ana Lima"] {
+        assert!(line.contains(expected), "{expected:?} in {line:?}");
+    }
+    assert!(text.contains("one record \\x1b[2J") && text.contains("body: {\"records\":[\"\\x1b[31mred\"]}"), "{text}");
+    assert!(!text.contains(['\u{1b}', '\u{202e}']), "untrusted text escaped: {text:?}");
+    assert!(!text.contains("last error"), "a completed action keeps no error: {text}");
+
+    let shown = json(&ws.run(&["show", "acme:looked-up", "--json"]));
+    let lookup = &shown["lookups"][0];
+    assert_eq!(shown["lookups"].as_array().unwrap().len(), 1);
+    assert_eq!((lookup["verdict"].as_str(), lookup["records"].as_i64()), (Some("found"), Some(1)));
+    assert_eq!((lookup["actor"].as_str(), lookup["evidence"]["status"].as_i64()), (Some("Ana Lima"), Some(200)));
+    assert_eq!(lookup["destination_id"], "CRM-7\u{202e}");
+    assert_eq!(lookup["detail"], "one record \u{1b}[2J");
+    assert!(lookup["at"].is_string());
+    assert_eq!(shown["action"]["last_error"], Value::Null);
+}
+
+/// `reconcile` prints each finding, exits 3 while any is unsettled, and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_prints_missing_and_mismatched_records_and_changes_nothing() {
+    let ws = Workspace::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let crm =
+        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
+            .unwrap();
+    std::fs::write(ws.dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
+    let held_there = crate::reconcile::record_at_crm_from_elsewhere(&crm, "acme:rc:mismatch").await;
+    {
+        let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+        crate::reconcile::completed_without_sending(&ledger, "acme:rc:missing", "T-404").await;
+        crate::reconcile::completed_without_sending(&ledger, "acme:rc:mismatch", "T-999").await;
+    }
+    let show = |key: &str| json(&ws.run(&["show", key, "--json"]));
+    let before = [show("acme:rc:missing"), show("acme:rc:mismatch")];
+
+    let out = ws.run(&["reconcile"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("crm: 2 actions compared, 2 disagreements, 0 lookups failed"), "{text}");
+    let missing =
+        format!("{:<24} acme:rc:missing (completed): the ledger says completed as T-404", "missing_at_destination");
+    let mismatch = format!(
+        "{:<24} acme:rc:mismatch (completed): the ledger kept T-999, the destination holds {held_there}",
+        "destination_id_mismatch"
+    );
+    assert!(text.contains(&missing) && text.contains(&mismatch), "{text}");
+
+    let as_json = json(&ws.run(&["reconcile", "--json"]));
+    let mut kinds: Vec<&str> = as_json["destinations"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["destination_id_mismatch", "missing_at_destination"]);
+    assert_eq!([show("acme:rc:missing"), show("acme:rc:mismatch")], before, "nothing changed without --apply");
+    assert_eq!(crm.stats().records, 1, "nothing sent");
 }

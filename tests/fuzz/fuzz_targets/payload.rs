@@ -1,23 +1,25 @@
 //! Payload canonicalization over arbitrary bytes: `Payload::parse` never panics, refuses with the
-//! right reason, and for every payload it accepts the canonical form is a fixed point, ignores
-//! layout, key order and string escaping, and the fingerprint is the SHA-256 of the canonical text.
+//! right reason, and for every payload it accepts the canonical form is a fixed point, re-parses to
+//! the value submitted, ignores layout, key order and string escaping, and the fingerprint is the
+//! SHA-256 of the canonical text. A payload that repeats a key in an object is never accepted.
 
 #![no_main]
 
 use actionledger::domain::payload::{MAX_PAYLOAD_BYTES, sha256_hex};
 use actionledger::domain::{Payload, PayloadError};
 use libfuzzer_sys::fuzz_target;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 fuzz_target!(|data: &[u8]| {
     match Payload::parse(data) {
-        Ok(payload) => check_accepted(&payload),
+        Ok(payload) => check_accepted(data, &payload),
         Err(error) => check_refused(data, &error),
     }
 });
 
-fn check_accepted(payload: &Payload) {
+fn check_accepted(data: &[u8], payload: &Payload) {
     let canonical = payload.canonical();
     let fingerprint = payload.fingerprint();
 
@@ -37,7 +39,14 @@ fn check_accepted(payload: &Payload) {
     assert_eq!(again.fingerprint(), fingerprint);
     assert!(no_whitespace_outside_strings(canonical), "{canonical:?}");
 
+    // What was submitted is what is kept: the input read by serde_json alone is the value the
+    // canonical text reads back as, and no object in the input repeated a key (serde_json keeps
+    // the last of two, so the input would hold more keys than its value).
+    let submitted: Value = serde_json::from_slice(data).expect("an accepted payload is JSON");
     let value = payload.value();
+    assert_eq!(submitted, value, "the canonical text reads back as the value submitted");
+    assert_eq!(keys_written(data), keys_kept(&value), "an input that repeats a key was accepted");
+
     assert!(!holds_nul(&value), "an accepted payload holds no NUL");
 
     // The same value written another way (indented; keys in reverse order with every string
@@ -75,7 +84,95 @@ fn check_refused(data: &[u8], error: &PayloadError) {
             assert!(text.contains('\0') || serde_json::from_str::<Value>(text).is_ok_and(|v| holds_nul(&v)));
         }
         PayloadError::NotJson(_) => assert!(serde_json::from_str::<Value>(text).is_err()),
+        PayloadError::DuplicateKey { path } => {
+            let value: Value = serde_json::from_str(text).expect("a repeated key is refused only in JSON");
+            assert!(keys_written(data) > keys_kept(&value), "no key is repeated: {text:?}");
+            assert!(path.starts_with('$'), "{path:?}");
+        }
+        PayloadError::IntegerOutOfRange { path } | PayloadError::InexactNumber { path } => {
+            // serde_json alone reads it, rounding the number that this refusal is about.
+            assert!(serde_json::from_str::<Value>(text).is_ok(), "{text:?}");
+            assert!(path.starts_with('$'), "{path:?}");
+        }
+        PayloadError::NumberOutOfRange { path } => {
+            let error = serde_json::from_str::<Value>(text).expect_err("a number out of range is not read");
+            assert!(error.to_string().starts_with("number out of range"), "{error}");
+            assert!(path.starts_with('$'), "{path:?}");
+        }
         PayloadError::TooLarge { .. } | PayloadError::NotUtf8 { .. } => panic!("{error:?} for {data:?}"),
+    }
+}
+
+/// How many object keys the JSON text writes, repeated ones included, counted by serde_json
+/// without building a value.
+fn keys_written(data: &[u8]) -> usize {
+    serde_json::from_slice::<KeyCount>(data).expect("counted only in JSON").0
+}
+
+/// How many object keys a value holds.
+fn keys_kept(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => items.iter().map(keys_kept).sum(),
+        Value::Object(map) => map.len() + map.values().map(keys_kept).sum::<usize>(),
+        _ => 0,
+    }
+}
+
+struct KeyCount(usize);
+
+impl<'de> Deserialize<'de> for KeyCount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(KeyCountVisitor)
+    }
+}
+
+struct KeyCountVisitor;
+
+impl<'de> Visitor<'de> for KeyCountVisitor {
+    type Value = KeyCount;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<KeyCount, E> {
+        Ok(KeyCount(0))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<KeyCount, E> {
+        Ok(KeyCount(0))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<KeyCount, E> {
+        Ok(KeyCount(0))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<KeyCount, E> {
+        Ok(KeyCount(0))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<KeyCount, E> {
+        Ok(KeyCount(0))
+    }
+
+    fn visit_unit<E>(self) -> Result<KeyCount, E> {
+        Ok(KeyCount(0))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KeyCount, A::Error> {
+        let mut count = 0;
+        while let Some(KeyCount(inner)) = seq.next_element()? {
+            count += inner;
+        }
+        Ok(KeyCount(count))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyCount, A::Error> {
+        let mut count = 0;
+        while let Some(IgnoredAny) = map.next_key()? {
+            count += 1 + map.next_value::<KeyCount>()?.0;
+        }
+        Ok(KeyCount(count))
     }
 }
 

@@ -1,0 +1,116 @@
+//! `reconcile` against the simulated CRM, on both stores: a completed action whose record is
+//! missing at the destination, and one whose record there has another id, are each reported, and
+//! nothing changes, with or without `--apply` (only `unknown` actions are settled).
+
+use crate::support::{self, TestDb, order};
+use actionledger::Ledger;
+use actionledger::config::Config;
+use actionledger::destination::{Destination, Destinations};
+use actionledger::domain::{ActionKey, Evidence};
+use actionledger::ledger::{Outcome, Recorded, Report};
+use actionledger::reconcile::{self, Apply, FindingKind};
+use actionledger::store::{ListFilter, Store};
+use actionledger::testkit::sim_crm::{Options, SimCrm};
+use actionledger::worker::{self, WorkerOptions};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+conformance!(missing_and_mismatched_records_are_reported_and_nothing_changes);
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn crm() -> SimCrm {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    SimCrm::start(listener, Options::default()).unwrap()
+}
+
+fn destinations(crm: &SimCrm) -> BTreeMap<String, Destination> {
+    let config = Config::parse(&crm.destination_config("crm")).unwrap();
+    config.destinations.iter().map(|(name, c)| (name.clone(), Destination::new(name, c.clone()).unwrap())).collect()
+}
+
+/// Records `key` as completed under `destination_id` through a worker's result, without any
+/// request reaching the CRM.
+pub async fn completed_without_sending<S: Store>(ledger: &Ledger<S>, key: &str, destination_id: &str) {
+    ledger.submit(&order(key, "{}")).await.unwrap();
+    let claim = ledger.claim("w", LEASE, 1).await.unwrap().pop().expect("one claimable action");
+    assert_eq!(claim.key().as_str(), key);
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    let report = Report {
+        outcome: Outcome::Completed { destination_id: destination_id.to_owned() },
+        error: None,
+        evidence: Evidence::default(),
+    };
+    assert!(matches!(ledger.record_result(&claim, attempt, &report).await.unwrap(), Recorded::Applied(_)));
+}
+
+/// Makes the CRM hold a record for `key` by running a worker of another ledger: this one never
+/// learns the record's id.
+pub async fn record_at_crm_from_elsewhere(crm: &SimCrm, key: &str) -> String {
+    let other = support::sqlite().await;
+    other.ledger.submit(&order(key, "{}")).await.unwrap();
+    let options = WorkerOptions {
+        id: "elsewhere".to_owned(),
+        concurrency: 1,
+        batch: 1,
+        lease: LEASE,
+        poll_interval: Duration::from_millis(10),
+        drain: true,
+        destinations: Destinations::new(destinations(crm), None),
+        progress: false,
+    };
+    tokio::time::timeout(Duration::from_mins(1), worker::run(other.ledger.clone(), options, std::future::pending()))
+        .await
+        .expect("the worker drained in time")
+        .expect("the worker ran");
+    let records = crm.records_for(key);
+    assert_eq!(records.len(), 1);
+    records[0]["id"].as_str().unwrap().to_owned()
+}
+
+async fn missing_and_mismatched_records_are_reported_and_nothing_changes<S: Store>(db: TestDb<S>) {
+    let crm = crm().await;
+    let dests = destinations(&crm);
+    let l = &db.ledger;
+    let held_there = record_at_crm_from_elsewhere(&crm, "acme:rc:mismatch").await;
+    completed_without_sending(l, "acme:rc:missing", "T-404").await;
+    completed_without_sending(l, "acme:rc:mismatch", "T-999").await;
+    let snapshot = async || {
+        let actions = l.list(&ListFilter { limit: 10, ..Default::default() }).await.unwrap();
+        let mut details = Vec::new();
+        for key in ["acme:rc:missing", "acme:rc:mismatch"] {
+            let d = l.detail(&ActionKey::parse(key).unwrap()).await.unwrap();
+            details.push((d.attempts, d.lookups, d.audit));
+        }
+        (actions, details)
+    };
+    let before = snapshot().await;
+    let records_before = crm.stats().records;
+
+    let apply = Apply { person: "Ana Lima".into() };
+    for apply in [None, Some(&apply)] {
+        let report = reconcile::reconcile(l, &dests["crm"], false, None, apply).await.unwrap();
+        assert_eq!((report.checked, report.lookup_errors), (2, 0));
+        let mut findings: Vec<(String, FindingKind, String)> =
+            report.findings.iter().map(|f| (f.key.clone(), f.kind, f.detail.clone())).collect();
+        findings.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            findings,
+            [
+                (
+                    "acme:rc:mismatch".to_owned(),
+                    FindingKind::DestinationIdMismatch,
+                    format!("the ledger kept T-999, the destination holds {held_there}")
+                ),
+                (
+                    "acme:rc:missing".to_owned(),
+                    FindingKind::MissingAtDestination,
+                    "the ledger says completed as T-404".to_owned()
+                ),
+            ]
+        );
+        assert!(report.findings.iter().all(|f| f.settled_to.is_none()), "a person decides these");
+        assert_eq!(snapshot().await, before, "nothing changed in the ledger (apply: {})", apply.is_some());
+        assert_eq!(crm.stats().records, records_before, "nothing sent to the CRM");
+    }
+}

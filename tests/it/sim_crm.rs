@@ -187,7 +187,7 @@ async fn records_are_updated_once_per_key_and_a_kept_failure_is_replayed() {
     assert!(replayed.contains(r#""data":3"#), "{replayed}");
     assert_eq!(patch(&crm, "tasks/R-000001", "u1", r#"{"data":4}"#).await.0, 422);
     assert_eq!(patch(&crm, "tasks/R-000009", "u2", r#"{"data":4}"#).await.0, 404);
-    let stats = crm.stats();
-    assert_eq!((stats.records, stats.updates, stats.reused_keys_refused), (1, 1, 2));
+    let effects = crm.stats();
+    assert_eq!((effects.records, effects.updates, effects.reused_keys_refused), (1, 1, 2));
     assert_eq!(crm.records_for("r")[0]["data"], 3, "updated in place, once");
 }

@@ -32,6 +32,7 @@ conformance!(
     a_reviewed_update_changes_the_one_record_once,
     an_update_the_destination_cannot_perform_is_held_for_a_person,
     a_new_body_approved_after_a_send_goes_out_under_a_derived_key,
+    a_lost_update_response_is_settled_by_lookup_without_a_second_update,
 );
 
 async fn crm(options: Options) -> SimCrm {
@@ -620,4 +621,35 @@ async fn a_new_body_approved_after_a_send_goes_out_under_a_derived_key<S: Store>
         matches!(&refused, actionledger::destination::SendOutcome::Permanent { response, .. } if response.status == 422),
         "{refused:?}"
     );
+}
+
+/// An update is looked up like any action: its response lost, the lookup finds the record carrying
+/// the new data and settles it `completed`, with no second update request.
+async fn a_lost_update_response_is_settled_by_lookup_without_a_second_update<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:14:create-task";
+    db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
+    db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
+    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let update = approved.unwrap().update.unwrap();
+    // A worker sends the update; the CRM applies it, and the answer is lost on the way back.
+    let dests = destinations(&crm, "");
+    let claim = db.ledger.claim("w-lost", LEASE, 1).await.unwrap().pop().unwrap();
+    assert_eq!(claim.key(), &update.key);
+    let attempt = db.ledger.start_attempt(&claim).await.unwrap();
+    let sent = dests["crm"].send(&claim.action, None).await.unwrap();
+    assert!(matches!(sent, actionledger::destination::SendOutcome::Created { .. }), "{sent:?}");
+    let lost = Report {
+        outcome: Outcome::Unknown,
+        error: Some("connection lost".into()),
+        evidence: actionledger::domain::Evidence::default(),
+    };
+    db.ledger.record_result(&claim, attempt, &lost).await.unwrap();
+    let summary = drain(&db.ledger, options("w2", dests)).await;
+    assert_eq!(summary.settled_by_lookup, 1);
+    let detail = db.ledger.detail(&update.key).await.unwrap();
+    assert_eq!((detail.action.state, detail.action.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+    assert_eq!(detail.lookups.last().unwrap().verdict, actionledger::domain::LookupVerdict::Found);
+    assert_eq!((crm.stats().records, crm.stats().updates), (1, 1), "updated once");
 }

@@ -451,10 +451,12 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
         return Ok(None);
     }
     let now = ledger.store().now().await?;
-    let first_sent = claim.action.first_sent_at;
+    // Rule 4 counts from the start of the current window (a person's retry from `held` starts a
+    // new one), not from the first send ever.
+    let window_start = claim.action.window_started_at;
     let capabilities = destination.capabilities();
-    if capabilities.window_passed(first_sent, now) {
-        let closed = capabilities.window_closes(first_sent).map(|t| t.to_rfc3339()).unwrap_or_default();
+    if capabilities.window_passed(window_start, now) {
+        let closed = capabilities.window_closes(window_start).map(|t| t.to_rfc3339()).unwrap_or_default();
         ledger
             .hold(
                 &claim,
@@ -497,10 +499,15 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
             evidence: Evidence::default(),
         };
     };
-    // Something may have been sent before and no idempotency key protects a repeat (the window
-    // was checked when the batch was prepared): look first. A derived idempotency key (rule 9)
-    // does not protect against the requests sent under the key before it.
-    let key_protects = destination.config.idempotency.is_some() && claim.action.idempotency_key.is_none();
+    // Something may have been sent before and no idempotency key protects a repeat: look first.
+    // A key protects only a repeat inside the window in which the earlier requests went out (it
+    // was checked when the batch was prepared); where a person restarted the window, the
+    // destination may have forgotten the key, so the evidence of an earlier send alone decides.
+    // A derived idempotency key (rule 9) does not protect against the requests sent under the
+    // key before it.
+    let key_protects = destination.config.idempotency.is_some()
+        && claim.action.window_started_at.is_some()
+        && claim.action.idempotency_key.is_none();
     let looked = if claim.action.first_sent_at.is_some() && !key_protects && destination.config.lookup.is_some() {
         match destination.lookup(&claim.action, after.as_ref()).await {
             Ok(found) if claim.action.updates.is_some() => update_looked_up(destination, &claim.action, &found),

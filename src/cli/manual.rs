@@ -1,5 +1,5 @@
 //! Commands a person runs on one action (`retry`, `resolve`, `cancel`, `approve`, `reject`,
-//! `takeover`, `lookup`, `assign`), their shared arguments, and loading the destinations.
+//! `takeover`, `lookup`, `assign`, `acknowledge`), their shared arguments, and loading the destinations.
 
 use super::{parse_key, render};
 use crate::destination::Destinations;
@@ -26,6 +26,11 @@ pub struct ManualArgs {
     /// (default: actionledger.toml if it exists).
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
+    /// Confirm that the worker of an expired claim, held because taking it over was unsafe, can no
+    /// longer act (its process stopped, or it can no longer reach the destination): `retry`,
+    /// `resolve --as not-written` and `approve` need it for such an action.
+    #[arg(long)]
+    old_worker_stopped: bool,
     #[arg(long)]
     json: bool,
 }
@@ -77,6 +82,7 @@ pub(super) async fn manual<S: Store>(
         reason: Reason::parse(&args.reason)?,
         expect_version: args.expect_version,
         command,
+        old_worker_stopped: args.old_worker_stopped,
     };
     let outcome = ledger.clone().with_destinations(destinations.catalog()).manual(&request).await?;
     render::manual(&request, &outcome, args.json);

@@ -85,6 +85,9 @@ pub enum Command {
     Takeover(ManualArgs),
     /// Ask the action's destination now what it holds; an unknown action is settled by the answer.
     Lookup(ManualArgs),
+    /// Acknowledge the late results listed on an action (results from an obsolete owner, which
+    /// changed nothing); the state stays as it is.
+    Acknowledge(ManualArgs),
     /// Make an action a person's to follow up (you, or --to NAME).
     Assign {
         #[command(flatten)]
@@ -176,6 +179,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Reject(args) => manual::manual(&ledger, args, ManualCommand::Reject).await,
         Command::Takeover(args) => manual::manual(&ledger, args, ManualCommand::Takeover).await,
         Command::Lookup(args) => manual::lookup(&ledger, args).await,
+        Command::Acknowledge(args) => manual::manual(&ledger, args, ManualCommand::Acknowledge).await,
         Command::Assign { manual: args, to } => {
             let command = manual::assignment(&args, to.as_deref())?;
             manual::manual(&ledger, args, command).await

@@ -49,6 +49,9 @@ pub fn action_json(a: &ActionRecord) -> Value {
         "assignee": a.assignee,
         "destination_id": a.destination_id,
         "first_sent_at": opt_time(a.first_sent_at),
+        "window_started_at": opt_time(a.window_started_at),
+        "late_results": a.late_results,
+        "old_worker_may_act": a.old_worker_may_act,
         "last_error": a.last_error,
         "created_at": time(a.created_at),
         "updated_at": time(a.updated_at),
@@ -67,6 +70,8 @@ fn attempt_json(a: &Attempt) -> Value {
         "number": a.number, "worker": a.worker, "ownership_version": a.ownership_version,
         "started_at": time(a.started_at), "ended_at": opt_time(a.ended_at), "outcome": a.outcome,
         "error": a.error, "stale": a.stale, "idempotency_key": a.idempotency_key,
+        "acknowledged_by": a.acknowledged.as_ref().map(|k| k.by.as_str()),
+        "acknowledged_at": opt_time(a.acknowledged.as_ref().map(|k| k.at)),
         "evidence": {
             "status": a.evidence.status, "destination_id": a.evidence.destination_id, "body": a.evidence.body,
         },
@@ -138,14 +143,15 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
         // A proposal waiting for a decision is marked in every state.
         let state = if a.proposal.is_some() { format!("{}*", a.state) } else { a.state.to_string() };
         println!(
-            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}",
+            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}{}",
             a.id,
             state,
             a.attempts,
             escape_untrusted(a.destination.as_deref().unwrap_or("-")),
             escape_untrusted(owner),
             a.updated_at.format("%Y-%m-%d %H:%M:%S"),
-            escape_untrusted(a.key.as_str())
+            escape_untrusted(a.key.as_str()),
+            late_marker(a)
         );
     }
     if actions.iter().any(|a| a.proposal.is_some()) {
@@ -192,6 +198,15 @@ pub fn refused(refused: &[RefusedSubmission], limit: i64, as_json: bool) {
     }
 }
 
+/// The list's marker of late results waiting for a person, after the key.
+fn late_marker(a: &ActionRecord) -> String {
+    match a.late_results {
+        0 => String::new(),
+        1 => "  [1 late result]".to_owned(),
+        n => format!("  [{n} late results]"),
+    }
+}
+
 fn next_cursor(shown: usize, limit: i64, last_id: Option<i64>) -> Option<i64> {
     (i64::try_from(shown).unwrap_or(i64::MAX) >= limit).then_some(last_id).flatten()
 }
@@ -202,12 +217,14 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             "action": action_json(&d.action),
             "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
             "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
+            "late_results": d.late_results().map(attempt_json).collect::<Vec<_>>(),
             "lookups": d.lookups.iter().map(lookup_json).collect::<Vec<_>>(),
             "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
         }));
         return;
     }
     print_record(&d.action);
+    print_late_results(d);
     print_payloads(&d.action);
     print_deliveries(&d.deliveries);
     print_attempts(&d.attempts);
@@ -251,6 +268,9 @@ fn print_record(a: &ActionRecord) {
     }
     if let Some(error) = &a.last_error {
         field("last error", error);
+    }
+    if a.old_worker_may_act {
+        field("old worker", "may still act: confirm it stopped (--old-worker-stopped) to run this action again");
     }
     field(
         "source",
@@ -299,11 +319,38 @@ fn print_deliveries(deliveries: &[Delivery]) {
     }
 }
 
+/// The late results no person has acknowledged, with their evidence, above everything else
+/// that follows the record: they are what a person must look at.
+fn print_late_results(d: &ActionDetail) {
+    let late: Vec<&Attempt> = d.late_results().collect();
+    if late.is_empty() {
+        return;
+    }
+    let key = escape_untrusted(d.action.key.as_str());
+    println!(
+        "\nlate results ({}) waiting for acknowledgement: `actionledger acknowledge {key} --owner NAME --reason TEXT`",
+        late.len()
+    );
+    for at in late {
+        print_attempt(at);
+    }
+}
+
 fn print_attempts(attempts: &[Attempt]) {
     println!("\nattempts ({})", attempts.len());
     for at in attempts {
+        print_attempt(at);
+    }
+}
+
+fn print_attempt(at: &Attempt) {
+    {
         let outcome = at.outcome.map_or("in flight", |o| o.as_str());
-        let stale = if at.stale { "  STALE (late result from an obsolete owner; changed nothing)" } else { "" };
+        let stale = match &at.acknowledged {
+            _ if !at.stale => String::new(),
+            None => "  LATE (a result from an obsolete owner; changed nothing)".to_owned(),
+            Some(k) => format!("  LATE, acknowledged by {} at {}", escape_untrusted(&k.by), time(k.at)),
+        };
         println!(
             "  #{} {}  by {} under ownership version {}  {} -> {}{stale}",
             at.number,
@@ -411,6 +458,7 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
                 a.payload_revision,
                 escape_untrusted(update.key.as_str())
             ),
+            (ManualCommand::Acknowledge, _) => "its late results are acknowledged".to_owned(),
             _ => "the proposed payload was discarded".to_owned(),
         };
         println!(

@@ -17,10 +17,11 @@ pub enum CommandKind {
     Takeover,
     Lookup,
     Assign,
+    Acknowledge,
 }
 
 impl CommandKind {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Retry,
         Self::ResolveCompleted,
         Self::ResolveNotWritten,
@@ -30,6 +31,7 @@ impl CommandKind {
         Self::Takeover,
         Self::Lookup,
         Self::Assign,
+        Self::Acknowledge,
     ];
 
     /// The shortest name, for the footer of a narrow terminal.
@@ -40,6 +42,7 @@ impl CommandKind {
             Self::Takeover => "takeover",
             Self::Lookup => "lookup",
             Self::Assign => "mine",
+            Self::Acknowledge => "ack",
             other => other.label(),
         }
     }
@@ -56,6 +59,7 @@ impl CommandKind {
             Self::Takeover => "take over",
             Self::Lookup => "look up",
             Self::Assign => "assign to me",
+            Self::Acknowledge => "acknowledge",
         }
     }
 }
@@ -121,7 +125,7 @@ pub struct Binding {
 /// Every binding, in the order the help screen lists them.
 pub const BINDINGS: &[Binding] = &[
     Binding {
-        keys: "1-7",
+        keys: "1-8",
         actions: &[
             (Key::char('1'), Action::SelectPane(0)),
             (Key::char('2'), Action::SelectPane(1)),
@@ -130,6 +134,7 @@ pub const BINDINGS: &[Binding] = &[
             (Key::char('5'), Action::SelectPane(4)),
             (Key::char('6'), Action::SelectPane(5)),
             (Key::char('7'), Action::SelectPane(6)),
+            (Key::char('8'), Action::SelectPane(7)),
         ],
         help: "show a pane (the tabs, left to right)",
     },
@@ -218,6 +223,11 @@ pub const BINDINGS: &[Binding] = &[
         keys: "o",
         actions: &[(Key::char('o'), Action::Command(CommandKind::Assign))],
         help: "assign the action to me",
+    },
+    Binding {
+        keys: "e",
+        actions: &[(Key::char('e'), Action::Command(CommandKind::Acknowledge))],
+        help: "acknowledge its late results (evidence seen)",
     },
     Binding { keys: "?", actions: &[(Key::char('?'), Action::Help)], help: "this help" },
     Binding {

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, Store};
-use model::{Counts, Done, Effect, LoadRequest, Model, Msg, Rows, Snapshot, Window};
+use model::{Counts, Done, Effect, LoadRequest, Model, Msg, Pane, Rows, Snapshot, Window};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
 use ratatui::crossterm::event::Event;
@@ -101,13 +101,15 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
         Window::After(id) => (None, Some(id)),
     };
     let rows = match request.pane.state() {
-        Some(state) => Rows::Actions(
+        None if request.pane == Pane::Refused => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
+        state => Rows::Actions(
             ledger
                 .list(&ListFilter {
-                    state: Some(state),
+                    state,
                     // A proposed payload waits for a decision in the conflict pane, whatever the
                     // state of its action (a completed action's new version, for one).
-                    or_proposed: state == State::Conflict,
+                    or_proposed: state == Some(State::Conflict),
+                    late_results: request.pane == Pane::LateResults,
                     before_id,
                     after_id,
                     limit: request.limit,
@@ -116,7 +118,6 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
                 })
                 .await?,
         ),
-        None => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
     };
     let counts = if request.with_counts {
         Some(Counts {
@@ -124,6 +125,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
             refused: store.count_refused().await?,
             stale_claims: store.count_stale_claims().await?,
             proposed_elsewhere: store.count_proposed_elsewhere().await?,
+            late_results: store.count_late_results().await?,
         })
     } else {
         None

@@ -21,13 +21,24 @@ pub enum Pane {
     Failed,
     Held,
     Refused,
+    /// Actions in any state, completed ones included, with late results that no person has
+    /// acknowledged yet (rule 8).
+    LateResults,
 }
 
 impl Pane {
-    pub const ALL: [Self; 7] =
-        [Self::Pending, Self::InProgress, Self::Unknown, Self::Conflict, Self::Failed, Self::Held, Self::Refused];
+    pub const ALL: [Self; 8] = [
+        Self::Pending,
+        Self::InProgress,
+        Self::Unknown,
+        Self::Conflict,
+        Self::Failed,
+        Self::Held,
+        Self::Refused,
+        Self::LateResults,
+    ];
 
-    /// The state the pane lists; `None` for refused submissions.
+    /// The state the pane lists; `None` for refused submissions and late results.
     pub fn state(self) -> Option<State> {
         match self {
             Self::Pending => Some(State::Pending),
@@ -36,7 +47,7 @@ impl Pane {
             Self::Conflict => Some(State::Conflict),
             Self::Failed => Some(State::Failed),
             Self::Held => Some(State::Held),
-            Self::Refused => None,
+            Self::Refused | Self::LateResults => None,
         }
     }
 
@@ -49,6 +60,7 @@ impl Pane {
             Self::Failed => "failed",
             Self::Held => "held",
             Self::Refused => "refused",
+            Self::LateResults => "late",
         }
     }
 
@@ -140,6 +152,8 @@ pub struct Counts {
     /// Actions outside `conflict` whose proposed payload awaits a decision: the conflict pane
     /// lists them too.
     pub proposed_elsewhere: i64,
+    /// Actions with late results waiting for acknowledgement.
+    pub late_results: i64,
 }
 
 /// One load: the requested window, the database time, and the counts when asked for.
@@ -181,6 +195,10 @@ pub enum Msg {
 pub enum DialogStage {
     DestinationId,
     Reason,
+    /// Only for an action held because its expired claim could not be taken over safely, and a
+    /// command that would run it again: the person types `stopped` to confirm that the old worker
+    /// can no longer act (rule 5).
+    OldWorkerStopped,
     Confirm,
     Running,
 }
@@ -195,6 +213,23 @@ pub struct Dialog {
     pub stage: DialogStage,
     pub destination_id: String,
     pub reason: String,
+    /// What the person typed at the old-worker step.
+    pub old_worker_answer: String,
+}
+
+/// The word a person types to confirm that the old worker of an unsafely expired claim stopped.
+pub const OLD_WORKER_STOPPED_ANSWER: &str = "stopped";
+
+impl Dialog {
+    /// Whether this command on this action asks whether the old worker stopped: the ledger
+    /// refuses it without that confirmation.
+    pub fn asks_old_worker_stopped(&self) -> bool {
+        manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
+    }
+
+    fn old_worker_confirmed(&self) -> bool {
+        self.old_worker_answer.trim() == OLD_WORKER_STOPPED_ANSWER
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -233,6 +268,8 @@ pub struct Model {
     pub stale_claims: i64,
     /// See [`Counts::proposed_elsewhere`].
     pub proposed_elsewhere: i64,
+    /// Actions with late results waiting for acknowledgement.
+    pub late_results: i64,
     /// Database time of the last refresh; ages and lease countdowns are measured from it.
     pub now: Option<Timestamp>,
     pub filter: Option<String>,
@@ -273,6 +310,7 @@ impl Model {
             refused: 0,
             stale_claims: 0,
             proposed_elsewhere: 0,
+            late_results: 0,
             now: None,
             filter: None,
             mode: Mode::List,
@@ -406,6 +444,7 @@ fn text_field(model: &mut Model) -> Option<&mut String> {
         Mode::Dialog(dialog) => match dialog.stage {
             DialogStage::DestinationId => Some(&mut dialog.destination_id),
             DialogStage::Reason => Some(&mut dialog.reason),
+            DialogStage::OldWorkerStopped => Some(&mut dialog.old_worker_answer),
             DialogStage::Confirm | DialogStage::Running => None,
         },
         Mode::List | Mode::Detail => None,
@@ -569,7 +608,9 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     let key = &action.key;
     let now = model.now.unwrap_or(action.updated_at);
     let same_key = "The original key is kept.".to_owned();
-    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE);
+    // The dialog asks whether the old worker stopped where that is needed, so the description
+    // plans as if the person will confirm it; the ledger refuses if they do not.
+    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true);
     Ok(match kind {
         CommandKind::Lookup => vec![
             format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
@@ -616,15 +657,40 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                 CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
                 CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
                 CommandKind::Assign => format!("Assign it to {}.", model.owner.as_str()),
+                CommandKind::Acknowledge => format!(
+                    "Acknowledge its {} late result(s): results from an obsolete owner, which changed nothing.",
+                    action.late_results
+                ),
                 CommandKind::Takeover | CommandKind::Lookup => String::new(),
             };
-            vec![what, change, same_key]
+            let mut lines = vec![what, change, same_key];
+            if manual::needs_old_worker_stopped(action, &command) {
+                lines.push(
+                    "Its expired claim could not be taken over safely: the old worker may still act. You will be \
+                     asked to confirm that it stopped."
+                        .to_owned(),
+                );
+            }
+            lines
         }
     })
 }
 
+/// The kind of ledger command behind a console command, whatever its arguments.
+fn manual_kind(kind: CommandKind) -> Option<ManualCommand> {
+    match kind {
+        CommandKind::ResolveCompleted => Some(ManualCommand::ResolveCompleted { destination_id: String::new() }),
+        CommandKind::Assign => Some(ManualCommand::Assign { to: String::new() }),
+        other => manual_command_with(other, String::new(), String::new()),
+    }
+}
+
 /// The ledger command behind a console command; `None` for a lookup, which is not one.
 fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> Option<ManualCommand> {
+    manual_command_with(kind, destination_id, model.owner.as_str().to_owned())
+}
+
+fn manual_command_with(kind: CommandKind, destination_id: String, owner: String) -> Option<ManualCommand> {
     Some(match kind {
         CommandKind::Retry => ManualCommand::Retry,
         CommandKind::ResolveCompleted => ManualCommand::ResolveCompleted { destination_id },
@@ -635,7 +701,8 @@ fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> O
         // The ledger decides, from the claim as locked, whether it may run again (rule 5 in
         // docs/RULES.md).
         CommandKind::Takeover => ManualCommand::Takeover,
-        CommandKind::Assign => ManualCommand::Assign { to: model.owner.as_str().to_owned() },
+        CommandKind::Assign => ManualCommand::Assign { to: owner },
+        CommandKind::Acknowledge => ManualCommand::Acknowledge,
         CommandKind::Lookup => return None,
     })
 }
@@ -665,6 +732,7 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 stage,
                 destination_id: String::new(),
                 reason: String::new(),
+                old_worker_answer: String::new(),
             }));
         }
     }
@@ -685,16 +753,16 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             model.info(format!("{verb}: cancelled, nothing changed"));
             Vec::new()
         }
-        (DialogStage::DestinationId | DialogStage::Reason, KeyCode::Char(c)) => {
-            let field =
-                if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
-            field.push(c);
+        (DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped, KeyCode::Char(c)) => {
+            if let Some(field) = text_field(model) {
+                field.push(c);
+            }
             Vec::new()
         }
-        (DialogStage::DestinationId | DialogStage::Reason, KeyCode::Backspace) => {
-            let field =
-                if dialog.stage == DialogStage::Reason { &mut dialog.reason } else { &mut dialog.destination_id };
-            field.pop();
+        (DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped, KeyCode::Backspace) => {
+            if let Some(field) = text_field(model) {
+                field.pop();
+            }
             Vec::new()
         }
         (DialogStage::DestinationId, KeyCode::Enter) => {
@@ -706,8 +774,20 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         }
         (DialogStage::Reason, KeyCode::Enter) => {
             match Reason::parse(&dialog.reason) {
+                Ok(_) if dialog.asks_old_worker_stopped() => dialog.stage = DialogStage::OldWorkerStopped,
                 Ok(_) => dialog.stage = DialogStage::Confirm,
                 Err(problem) => model.error(problem.to_string()),
+            }
+            Vec::new()
+        }
+        (DialogStage::OldWorkerStopped, KeyCode::Enter) => {
+            if dialog.old_worker_confirmed() {
+                dialog.stage = DialogStage::Confirm;
+            } else {
+                model.error(format!(
+                    "type {OLD_WORKER_STOPPED_ANSWER:?} once you have checked that the old worker can no longer act, \
+                     or Esc to cancel"
+                ));
             }
             Vec::new()
         }
@@ -722,6 +802,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     dialog.stage = DialogStage::Running;
     let (kind, action, destination_id) =
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
+    let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
     model.info(format!("{} {}: working…", kind.label(), action.key));
     let Some(command) = manual_command(model, kind, destination_id) else {
         return vec![Effect::Lookup {
@@ -737,6 +818,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         reason,
         expect_version: Some(action.revision),
         command,
+        old_worker_stopped,
     })]
 }
 
@@ -785,6 +867,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         model.refused = counts.refused;
         model.stale_claims = counts.stale_claims;
         model.proposed_elsewhere = counts.proposed_elsewhere;
+        model.late_results = counts.late_results;
     }
     model.now = Some(snapshot.now);
     let short = snapshot.rows.len() < limit;
@@ -877,7 +960,7 @@ mod tests {
         assert_eq!(model.pane, Pane::InProgress);
         update(&mut model, Msg::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));
         update(&mut model, key(KeyCode::BackTab));
-        assert_eq!(model.pane, Pane::Refused, "wraps around");
+        assert_eq!(model.pane, Pane::LateResults, "wraps around");
     }
 
     #[test]

@@ -86,9 +86,9 @@ impl DestinationCatalog {
     }
 
     /// Rule 5 for one action at database time `now`: whether its destination, as declared here,
-    /// makes a repeat harmless.
+    /// makes a repeat harmless. The key's window counts from the start of the current window.
     pub fn protects_against_repeat(&self, action: &ActionRecord, now: Timestamp) -> bool {
-        self.of(action).is_some_and(|c| c.protects_against_repeat(action.first_sent_at, now))
+        self.of(action).is_some_and(|c| c.protects_against_repeat(action.window_started_at, now))
     }
 }
 
@@ -106,6 +106,7 @@ mod tests {
         };
         let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
         action.first_sent_at = first_sent;
+        action.window_started_at = first_sent;
         action
     }
 

@@ -25,6 +25,8 @@ pub enum ManualCommand {
     Assign {
         to: String,
     },
+    /// Acknowledge the late results listed on the action (rule 8); the state does not change.
+    Acknowledge,
 }
 
 impl ManualCommand {
@@ -38,6 +40,7 @@ impl ManualCommand {
             Self::Reject => "reject",
             Self::Takeover => "take over",
             Self::Assign { .. } => "assign",
+            Self::Acknowledge => "acknowledge",
         }
     }
 
@@ -51,6 +54,7 @@ impl ManualCommand {
             Self::Reject => Event::Rejected,
             Self::Takeover => Event::TakenOver,
             Self::Assign { .. } => Event::Assigned,
+            Self::Acknowledge => Event::LateResultsAcknowledged,
         }
     }
 
@@ -59,6 +63,19 @@ impl ManualCommand {
     fn sends_again(&self) -> bool {
         matches!(self, Self::Retry | Self::ResolveNotWritten)
     }
+
+    /// Commands that make the action runnable again: on an action held because its expired
+    /// claim could not be taken over safely, only once the person confirms that the old worker
+    /// can no longer act (rule 5).
+    pub fn runs_again(&self) -> bool {
+        self.sends_again() || matches!(self, Self::Approve)
+    }
+}
+
+/// Whether `command` on `action` needs the person's confirmation that the old worker can no
+/// longer act: the front ends ask for it exactly when this is true.
+pub fn needs_old_worker_stopped(action: &ActionRecord, command: &ManualCommand) -> bool {
+    action.old_worker_may_act && command.runs_again()
 }
 
 /// What a manual command will do, decided before anything is written.
@@ -72,15 +89,25 @@ pub struct ManualPlan {
 }
 
 /// Decides a command against the action as read, at database time `now`. `claim` is what the
-/// ledger established about the current claim (only asked for a takeover). The error is the
-/// refusal, worded for the person: which key, why, and when it would be allowed.
+/// ledger established about the current claim (only asked for a takeover); `old_worker_stopped`
+/// is the person's confirmation that the worker of an unsafely expired claim can no longer act.
+/// The error is the refusal, worded for the person: which key, why, and when it would be allowed.
 pub fn plan(
     action: &ActionRecord,
     command: &ManualCommand,
     now: Timestamp,
     claim: ClaimFacts,
+    old_worker_stopped: bool,
 ) -> Result<ManualPlan, Refusal> {
     let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
+    if matches!(command, ManualCommand::Acknowledge) {
+        // Any state, final ones included: a late result on a completed action is the case that
+        // most needs a person's eyes.
+        if action.late_results == 0 {
+            return Err(Refusal::NothingToAcknowledge { key: key.clone() });
+        }
+        return Ok(ManualPlan { event, from, to: from });
+    }
     let proposal_waits = action.proposal.is_some() && (from == State::Conflict || command.sends_again());
     let settles_payload = command.sends_again() || matches!(command, ManualCommand::ResolveCompleted { .. });
     if proposal_waits && settles_payload {
@@ -115,6 +142,7 @@ pub fn plan(
             return Err(Refusal::Final { key: key.clone(), state: from });
         }
         ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
+        ManualCommand::Acknowledge => unreachable!("decided above"),
         ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
         ManualCommand::Takeover => {
             if action.lease_is_live(now) {
@@ -141,6 +169,10 @@ pub fn plan(
             _ => None,
         },
     })?;
+    // Rule 5: after the state check, so that a command the state forbids says so first.
+    if needs_old_worker_stopped(action, command) && !old_worker_stopped {
+        return Err(Refusal::OldWorkerMayAct { verb, key: key.clone() });
+    }
     Ok(ManualPlan { event, from, to })
 }
 
@@ -151,21 +183,27 @@ pub fn apply(
     plan: ManualPlan,
     now: Timestamp,
 ) -> Result<Option<Transition>, state::TransitionRefused> {
-    let transition =
-        if plan.to == plan.from && matches!(plan.event, Event::Rejected | Event::Assigned | Event::Approved) {
-            action.updated_at = now;
-            None
-        } else {
-            Some(action.transition(plan.event, plan.to, now)?)
-        };
+    let keeps_state =
+        matches!(plan.event, Event::Rejected | Event::Assigned | Event::LateResultsAcknowledged | Event::Approved);
+    let transition = if plan.to == plan.from && keeps_state {
+        action.updated_at = now;
+        None
+    } else {
+        Some(action.transition(plan.event, plan.to, now)?)
+    };
+    if command.runs_again() {
+        // Planned, so the person confirmed that the old worker stopped wherever that was needed.
+        action.old_worker_may_act = false;
+    }
     match command {
         ManualCommand::Retry => {
             // A retry from `held` starts a new idempotency window: the person has checked the
             // destination (the window passed, or a takeover was unsafe), and past the window it has
-            // forgotten the key. From any other state the window keeps counting from the first
-            // send (rule 4).
+            // forgotten the key. From any other state the window keeps counting (rule 4). Either
+            // way `first_sent_at` stays: something may have been sent, so a worker looks before it
+            // sends again where the destination has a lookup, as it would after any automatic retry.
             if plan.from == State::Held {
-                action.first_sent_at = None;
+                action.window_started_at = None;
             }
             action.attempts_in_round = 0;
             action.not_before = None;
@@ -174,7 +212,10 @@ pub fn apply(
             action.destination_id = Some(destination_id.clone());
         }
         ManualCommand::ResolveNotWritten => {
-            action.first_sent_at = None;
+            // The person found nothing at the destination: the next request starts a new window.
+            // The evidence that something may have been sent stays, so a worker that can look
+            // still looks first: the record may only have been slow to appear.
+            action.window_started_at = None;
             action.attempts_in_round = 0;
             action.not_before = None;
         }
@@ -193,8 +234,13 @@ pub fn apply(
             }
             action.attempts_in_round = 0;
         }
-        ManualCommand::Takeover => action.ownership_version += 1,
+        ManualCommand::Takeover => {
+            action.ownership_version += 1;
+            // Held because taking over was unsafe: the old worker may still act (rule 5).
+            action.old_worker_may_act |= plan.to == State::Held;
+        }
         ManualCommand::Assign { to } => action.assignee = Some(to.clone()),
+        ManualCommand::Acknowledge => action.late_results = 0,
     }
     Ok(transition)
 }
@@ -237,6 +283,9 @@ pub fn update_action(original: &ActionRecord, now: Timestamp) -> Result<ActionRe
         assignee: None,
         destination_id: None,
         first_sent_at: None,
+        window_started_at: None,
+        late_results: 0,
+        old_worker_may_act: false,
         last_error: None,
         created_at: now,
         updated_at: now,
@@ -262,8 +311,13 @@ mod tests {
 
     #[test]
     fn a_refusal_says_which_states_allow_the_command() {
-        let refused =
-            plan(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default(), ClaimFacts::WORST_CASE);
+        let refused = plan(
+            &action(State::Completed),
+            &ManualCommand::Cancel,
+            Timestamp::default(),
+            ClaimFacts::WORST_CASE,
+            false,
+        );
         assert_eq!(
             refused.unwrap_err().to_string(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
@@ -277,13 +331,16 @@ mod tests {
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
         let takeover = |repeat_protected, sent_under_claim| {
-            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts { sent_under_claim, repeat_protected }).unwrap().to
+            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts { sent_under_claim, repeat_protected }, false)
+                .unwrap()
+                .to
         };
         assert_eq!(takeover(false, true), State::Held);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE).unwrap_err().to_string();
+        let live =
+            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 
@@ -299,7 +356,7 @@ mod tests {
         let now = Timestamp::default();
         let mut done = proposed(action(State::Completed), r#"{"q":2}"#);
         done.destination_id = Some("R-1".into());
-        let p = plan(&done, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE).unwrap();
+        let p = plan(&done, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
         assert_eq!((p.from, p.to), (State::Completed, State::Completed));
         assert_eq!(apply(&mut done, &ManualCommand::Approve, p, now).unwrap(), None);
         assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 2, true));
@@ -311,7 +368,7 @@ mod tests {
 
         let mut long = proposed(action(State::Completed), r#"{"q":2}"#);
         long.key = ActionKey::parse(&"k".repeat(250)).unwrap();
-        let refused = plan(&long, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE).unwrap_err().to_string();
+        let refused = plan(&long, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
         assert!(refused.contains("is 259 bytes long; at most 255"), "{refused}");
     }
 
@@ -319,30 +376,67 @@ mod tests {
     fn approving_after_a_send_derives_an_idempotency_key() {
         let now = Timestamp::default();
         let mut fresh = proposed(action(State::Conflict), r#"{"q":2}"#);
-        let p = plan(&fresh, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE).unwrap();
+        let p = plan(&fresh, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
         apply(&mut fresh, &ManualCommand::Approve, p, now).unwrap();
         assert_eq!((fresh.sending_key(), fresh.payload_revision), ("k", 2), "nothing was sent: the key is unused");
 
         let mut sent = proposed(action(State::Conflict), r#"{"q":2}"#);
         sent.first_sent_at = Some(now);
         sent.attempts = 1;
-        let p = plan(&sent, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE).unwrap();
+        let p = plan(&sent, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
         apply(&mut sent, &ManualCommand::Approve, p, now).unwrap();
         assert_eq!((sent.state, sent.sending_key(), sent.key.as_str()), (State::Pending, "k#rev-2", "k"));
     }
 
     #[test]
     fn a_retry_after_the_window_starts_a_new_one() {
+        let sent = Some(Timestamp::default());
         let mut held = action(State::Held);
-        held.first_sent_at = Some(Timestamp::default());
-        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE).unwrap();
+        (held.first_sent_at, held.window_started_at) = (sent, sent);
+        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false).unwrap();
         apply(&mut held, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
-        assert_eq!((held.state, held.first_sent_at), (State::Pending, None));
+        assert_eq!((held.state, held.window_started_at), (State::Pending, None), "a new window");
+        assert_eq!(held.first_sent_at, sent, "the evidence that something may have been sent stays");
 
         let mut unknown = action(State::Unknown);
-        unknown.first_sent_at = Some(Timestamp::default());
-        let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE).unwrap();
+        (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
+        let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false).unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
-        assert!(unknown.first_sent_at.is_some(), "inside the window the destination still knows the key");
+        assert_eq!(unknown.window_started_at, sent, "inside the window the destination still knows the key");
+
+        let mut unknown = action(State::Unknown);
+        (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
+        let command = ManualCommand::ResolveNotWritten;
+        let p = plan(&unknown, &command, Timestamp::default(), ClaimFacts::WORST_CASE, false).unwrap();
+        apply(&mut unknown, &command, p, Timestamp::default()).unwrap();
+        assert_eq!((unknown.first_sent_at, unknown.window_started_at), (sent, None));
+    }
+
+    #[test]
+    fn an_unsafe_hold_runs_again_only_once_the_old_worker_is_confirmed_stopped() {
+        let now = Timestamp::default();
+        let mut held = action(State::Held);
+        held.old_worker_may_act = true;
+        for command in [ManualCommand::Retry, ManualCommand::ResolveNotWritten] {
+            let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, false).unwrap_err();
+            assert!(matches!(refused, Refusal::OldWorkerMayAct { .. }), "{refused}");
+            assert!(refused.to_string().contains("--old-worker-stopped"), "{refused}");
+        }
+        assert!(plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, false).is_ok(), "cancel needs none");
+        let p = plan(&held, &ManualCommand::Retry, now, ClaimFacts::WORST_CASE, true).unwrap();
+        apply(&mut held, &ManualCommand::Retry, p, now).unwrap();
+        assert!(!held.old_worker_may_act, "confirmed once, for good");
+    }
+
+    #[test]
+    fn acknowledging_needs_a_late_result_and_keeps_the_state() {
+        let now = Timestamp::default();
+        let mut completed = action(State::Completed);
+        let refused = plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false).unwrap_err();
+        assert!(matches!(refused, Refusal::NothingToAcknowledge { .. }));
+        completed.late_results = 2;
+        let p = plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false).unwrap();
+        assert_eq!(apply(&mut completed, &ManualCommand::Acknowledge, p, now).unwrap(), None);
+        assert_eq!((completed.state, completed.late_results), (State::Completed, 0));
     }
 }

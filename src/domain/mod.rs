@@ -17,8 +17,8 @@ pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan};
 pub use payload::{Fingerprint, Payload, PayloadError};
 pub use record::{
-    ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord, LookupReport,
-    LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
+    Acknowledgement, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord,
+    LookupReport, LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
 pub use refusal::Refusal;
 pub use state::{Event, State, StatePair, TransitionRefused};

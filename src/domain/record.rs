@@ -52,9 +52,20 @@ pub struct ActionRecord {
     pub attempts_in_round: i64,
     pub assignee: Option<String>,
     pub destination_id: Option<String>,
-    /// When the first request for this key may have reached the destination; its idempotency
-    /// retention window is counted from here.
+    /// When the first request for this key may have reached the destination: the evidence that
+    /// something may have been sent, which no command clears, so that a worker looks before it
+    /// sends again wherever the destination offers a lookup (rule 2).
     pub first_sent_at: Option<Timestamp>,
+    /// When the destination's current idempotency window started: the first request of the
+    /// action, or the first after a person restarted the window (a retry from `held`, a
+    /// resolution as not written). Rule 4 counts the retention window from here.
+    pub window_started_at: Option<Timestamp>,
+    /// Results from obsolete ownership versions that no person has acknowledged yet (rule 8):
+    /// listed with their evidence until someone does.
+    pub late_results: i64,
+    /// An expired claim was held because taking it over was unsafe (rule 5): the old worker may
+    /// still act, so the action runs again only once a person confirms that it cannot.
+    pub old_worker_may_act: bool,
     pub last_error: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -102,6 +113,9 @@ impl ActionRecord {
             assignee: None,
             destination_id: None,
             first_sent_at: None,
+            window_started_at: None,
+            late_results: 0,
+            old_worker_may_act: false,
             last_error: None,
             created_at: now,
             updated_at: now,
@@ -259,6 +273,22 @@ pub struct Attempt {
     /// The result arrived after the claim had passed to a newer ownership version: it changed
     /// nothing and is kept here for review.
     pub stale: bool,
+    /// The person who acknowledged this late result, and when; `None` while it waits.
+    pub acknowledged: Option<Acknowledgement>,
+}
+
+/// A person's acknowledgement of a late result.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Acknowledgement {
+    pub by: String,
+    pub at: Timestamp,
+}
+
+impl Attempt {
+    /// A late result that no person has acknowledged yet.
+    pub fn is_unacknowledged_late_result(&self) -> bool {
+        self.stale && self.acknowledged.is_none()
+    }
 }
 
 /// Who did something.

@@ -63,6 +63,21 @@ pub enum Refusal {
     /// A batch named one key twice.
     #[error("{key} appears twice in one batch")]
     RepeatedKey { key: ActionKey },
+    /// Acknowledging late results on an action that has none waiting.
+    #[error(
+        "cannot acknowledge {key}: it has no unacknowledged late result; `actionledger show {key}` lists its late \
+         results and who acknowledged them"
+    )]
+    NothingToAcknowledge { key: ActionKey },
+    /// Running an action again that was held because its expired claim could not be taken over
+    /// safely, without the person's confirmation that the old worker can no longer act (rule 5).
+    #[error(
+        "cannot {verb} {key}: it was held because its expired claim could not be taken over safely, and the old \
+         worker may still send its request; check that the worker process that held the claim has stopped (or can \
+         no longer reach the destination) and what the destination holds for this key, then confirm it with \
+         --old-worker-stopped (in the review console, answer the confirmation)"
+    )]
+    OldWorkerMayAct { verb: &'static str, key: ActionKey },
     /// The transition table does not allow the change.
     #[error(transparent)]
     Transition(#[from] TransitionRefused),
@@ -144,6 +159,18 @@ mod tests {
                 "a, b changed while this change was being written; read it again",
             ),
             (Refusal::RepeatedKey { key: key("k") }, "k appears twice in one batch"),
+            (
+                Refusal::NothingToAcknowledge { key: key("k") },
+                "cannot acknowledge k: it has no unacknowledged late result; `actionledger show k` lists its late \
+                 results and who acknowledged them",
+            ),
+            (
+                Refusal::OldWorkerMayAct { verb: "retry", key: key("k") },
+                "cannot retry k: it was held because its expired claim could not be taken over safely, and the old \
+                 worker may still send its request; check that the worker process that held the claim has stopped \
+                 (or can no longer reach the destination) and what the destination holds for this key, then confirm \
+                 it with --old-worker-stopped (in the review console, answer the confirmation)",
+            ),
             (
                 Refusal::Transition(state::check(Event::Completed, State::Pending, State::Completed).unwrap_err()),
                 "completed is not allowed from pending; it is allowed from in_progress",

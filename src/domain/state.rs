@@ -115,6 +115,9 @@ pub enum Event {
     TakenOver,
     /// Manual: a person made an action theirs to follow up; the state does not change.
     Assigned,
+    /// Manual: a person acknowledged the late results listed on an action; the state does not
+    /// change.
+    LateResultsAcknowledged,
 }
 
 impl Event {
@@ -143,6 +146,7 @@ impl Event {
             Self::Rejected => "rejected",
             Self::TakenOver => "taken_over",
             Self::Assigned => "assigned",
+            Self::LateResultsAcknowledged => "late_results_acknowledged",
         }
     }
 }
@@ -160,6 +164,7 @@ impl Event {
                 | Self::Rejected
                 | Self::TakenOver
                 | Self::Assigned
+                | Self::LateResultsAcknowledged
         )
     }
 
@@ -182,8 +187,8 @@ use State::{Cancelled, Completed, Conflict, Failed, Held, InProgress, Pending, U
 /// write and again by a trigger in each database (the migrations list the same state pairs).
 /// Events that leave the state as it is are recorded in the audit trail without a row here: a
 /// submission, a payload proposed while the action is claimed, unknown or settled, a late result
-/// on an action already in conflict or final, a rejection after the action moved on, and an
-/// assignment. docs/RULES.md shows this table ([`transitions_markdown`]).
+/// on an action already in conflict or final, or that contradicts nothing, a rejection after the
+/// action moved on, an assignment, and an acknowledgement of late results. docs/RULES.md shows this table ([`transitions_markdown`]).
 pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::PayloadChanged, Pending, Conflict),
     (E::PayloadChanged, Failed, Conflict),

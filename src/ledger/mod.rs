@@ -123,6 +123,9 @@ pub struct ManualRequest {
     /// The revision the person saw; the command is refused if the action changed since.
     pub expect_version: Option<i64>,
     pub command: ManualCommand,
+    /// The person confirms that the worker of an expired claim, held because taking it over was
+    /// unsafe, can no longer act; a command that would run such an action again needs it (rule 5).
+    pub old_worker_stopped: bool,
 }
 
 /// The result of a manual command.
@@ -151,6 +154,13 @@ pub struct ActionDetail {
     pub attempts: Vec<Attempt>,
     pub lookups: Vec<LookupRecord>,
     pub audit: Vec<AuditEntry>,
+}
+
+impl ActionDetail {
+    /// The late results (stale attempts) that no person has acknowledged yet, oldest first.
+    pub fn late_results(&self) -> impl Iterator<Item = &Attempt> {
+        self.attempts.iter().filter(|a| a.is_unacknowledged_late_result())
+    }
 }
 
 impl<S: Store> Ledger<S> {
@@ -481,6 +491,7 @@ impl<S: Store> Ledger<S> {
                          a repeat: taking over is unsafe; check the destination, then resolve"
                 );
                 action.last_error = Some(reason.clone());
+                action.old_worker_may_act = true;
                 write_action(tx, &mut action).await?;
                 tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
                     .await?;
@@ -546,7 +557,7 @@ impl<S: Store> Ledger<S> {
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
-        let ManualRequest { key, person, reason, expect_version, command } = request;
+        let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
         self.transact(|tx, now, _| {
             Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
@@ -560,9 +571,15 @@ impl<S: Store> Ledger<S> {
                 } else {
                     ClaimFacts::WORST_CASE
                 };
-                let plan = manual::plan(&action, command, now, facts)?;
+                let plan = manual::plan(&action, command, now, facts, *old_worker_stopped)?;
+                let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
+                let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
+                    tx.acknowledge_late_results(&action.key, person.as_str(), now).await?
+                } else {
+                    0
+                };
                 write_action(tx, &mut action).await?;
                 let update = if plan.event == Event::Approved && plan.from == State::Completed {
                     Some(record_update_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
@@ -594,6 +611,12 @@ impl<S: Store> Ledger<S> {
                             "{}; held: a request may have been sent and the destination cannot tell a repeat",
                             reason.as_str()
                         )
+                    }
+                    ManualCommand::Acknowledge => {
+                        format!("{} ({acknowledged} late result(s) acknowledged)", reason.as_str())
+                    }
+                    _ if confirmed_stopped => {
+                        format!("{}; the person confirmed that the old worker can no longer act", reason.as_str())
                     }
                     _ => reason.as_str().to_owned(),
                 };
@@ -839,6 +862,7 @@ async fn start_attempts_in<T: LedgerTx>(
                 evidence: Evidence::default(),
                 idempotency_key: Some(claim.action.sending_key().to_owned()),
                 stale: false,
+                acknowledged: None,
             })
         })
         .collect();
@@ -925,6 +949,7 @@ fn decide_result(
         evidence,
         idempotency_key: Some(claim.action.sending_key().to_owned()),
         stale: !current,
+        acknowledged: None,
     };
 
     if !current {
@@ -952,10 +977,12 @@ fn decide_result(
     Ok((finished, decision))
 }
 
-/// A result from an obsolete owner changes nothing but the state and the last-error note: to `conflict` for review, unless
-/// the action is already in conflict or final. A completed action goes to review only when the
-/// late result names another destination record, which means a second effect. The attempt itself
-/// is kept as evidence.
+/// A result from an obsolete owner never changes the action's record (rule 8): no outcome,
+/// payload, destination id or error note. It is kept as a stale attempt with its evidence, and
+/// always reaches review: it is listed on the action as a late result until a person
+/// acknowledges it, and when it contradicts what the ledger holds ([`late_result_contradicts`])
+/// the action also goes to `conflict`, where the state allows it (not from `conflict` or
+/// `cancelled`).
 fn decide_late_result(
     mut action: ActionRecord,
     claim: &Claim,
@@ -972,25 +999,44 @@ fn decide_late_result(
         action.state
     );
     let from = action.state;
-    let contradicts = from == State::Completed
-        && late_destination_id.is_some_and(|late| action.destination_id.as_deref() != Some(late));
-    let transition = if (from.is_terminal() && !contradicts) || from == State::Conflict {
-        Transition { event: Event::LateResult, from, to: from }
-    } else {
-        action.transition(Event::LateResult, State::Conflict, now)?
+    let (transition, note) = match late_result_contradicts(&action, outcome, late_destination_id) {
+        Some(why) if state::check(Event::LateResult, from, State::Conflict).is_ok() => {
+            // Only the state moves (a claim in progress ends with it); nothing the late result
+            // reported is written into the record.
+            (action.transition(Event::LateResult, State::Conflict, now)?, format!("{note}; {why}: to conflict"))
+        }
+        Some(why) => (Transition { event: Event::LateResult, from, to: from }, format!("{note}; {why}")),
+        None => (Transition { event: Event::LateResult, from, to: from }, format!("{note}; it contradicts nothing")),
     };
-    let note = if contradicts {
-        format!(
-            "{note}; it names destination record {}, not {}",
-            late_destination_id.unwrap_or("?"),
-            action.destination_id.as_deref().unwrap_or("?")
-        )
-    } else {
-        note
-    };
-    action.last_error = Some(note.clone());
-    action.updated_at = now;
+    // The notice: counted on the action until a person acknowledges it. The revision moves with
+    // it, so that a person who read the action before it arrived is asked to read it again.
+    action.late_results += 1;
     Ok(ResultDecision { action, transition, reason: Some(note), stale: true })
+}
+
+/// Rule 8: whether a late result contradicts what the ledger holds, and why. It does when the
+/// action completed with another destination record than the one the late result names (a second
+/// effect), and when it reports a possible write (a success, an unknown outcome, or a
+/// destination record) while the action is not completed: waiting to run, running again under a
+/// new owner, or waiting for a person who does not know that the old worker may have written. A
+/// late result that reports no write (a failure before writing, a permanent refusal), or that
+/// names the completed action's own record or none, contradicts nothing.
+fn late_result_contradicts(
+    action: &ActionRecord,
+    outcome: AttemptOutcome,
+    late_destination_id: Option<&str>,
+) -> Option<String> {
+    let possible_write =
+        matches!(outcome, AttemptOutcome::Succeeded | AttemptOutcome::Unknown) || late_destination_id.is_some();
+    match action.state {
+        State::Completed => {
+            late_destination_id.filter(|late| action.destination_id.as_deref() != Some(*late)).map(|late| {
+                format!("it names destination record {late}, not {}", action.destination_id.as_deref().unwrap_or("?"))
+            })
+        }
+        state if possible_write => Some(format!("it reports a possible write while the action is {state}")),
+        _ => None,
+    }
 }
 
 fn is_current(action: &ActionRecord, claim: &Claim) -> bool {

@@ -54,6 +54,7 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("finish attempts", statements::finish_attempts_sql(params, 3)),
         ("expired claims", statements::EXPIRED_CLAIMS.to_owned()),
         ("stale claim count", statements::COUNT_STALE_CLAIMS.to_owned()),
+        ("late results count", statements::COUNT_LATE_RESULTS.to_owned()),
         ("attempt started under a claim", statements::ATTEMPT_STARTED_UNDER.to_owned()),
         ("deliveries of an action", statements::SELECT_DELIVERIES.to_owned()),
         ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),
@@ -134,6 +135,8 @@ pub struct ListFilter {
     pub destination: Option<String>,
     /// Matches the worker holding the claim or the person the action is assigned to.
     pub owner: Option<String>,
+    /// Only actions with late results that no person has acknowledged (rule 8).
+    pub late_results: bool,
     /// Keyset cursor: only actions with a smaller id (older) than this.
     pub before_id: Option<i64>,
     /// Only actions created at or after this time.
@@ -189,6 +192,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions outside `conflict` have a proposed payload awaiting a decision.
     fn count_proposed_elsewhere(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many actions have late results that no person has acknowledged.
+    fn count_late_results(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many claims have outlived their lease by database time.
     fn count_stale_claims(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// Claims whose lease ran out by database time, oldest expiry first.
@@ -287,6 +292,14 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Vec<(ActionKey, i64)>, StoreError>> + Send;
     /// Records how attempts ended; one that already ended is left as it was.
     fn finish_attempts(&mut self, attempts: &[Attempt]) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Marks every late result of `key` that no one has acknowledged as acknowledged by `person`
+    /// at `now`; returns how many.
+    fn acknowledge_late_results(
+        &mut self,
+        key: &ActionKey,
+        person: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
     fn insert_lookup(&mut self, lookup: &LookupRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Appends an audit entry. Entries are written together, in the order given, as the
     /// transaction commits: one statement for a whole batch.

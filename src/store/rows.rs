@@ -4,8 +4,8 @@
 use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event, Evidence, LookupRecord,
-    LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome, Timestamp,
+    Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
+    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome, Timestamp,
 };
 
 /// Typed access to a result row by column name.
@@ -72,6 +72,9 @@ pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreE
         assignee: row.opt_text("assignee")?,
         destination_id: row.opt_text("destination_id")?,
         first_sent_at: row.opt_int("first_sent_at")?.map(from_millis),
+        window_started_at: row.opt_int("window_started_at")?.map(from_millis),
+        late_results: row.int("late_results")?,
+        old_worker_may_act: row.flag("old_worker_may_act")?,
         last_error: row.opt_text("last_error")?,
         created_at: from_millis(row.int("created_at")?),
         updated_at: from_millis(row.int("updated_at")?),
@@ -118,6 +121,10 @@ pub(crate) fn attempt_from_row(row: &impl Columns) -> Result<Attempt, StoreError
         },
         idempotency_key: row.opt_text("idempotency_key")?,
         stale: row.flag("stale")?,
+        acknowledged: match (row.opt_text("acknowledged_by")?, row.opt_int("acknowledged_at")?) {
+            (Some(by), Some(at)) => Some(Acknowledgement { by, at: from_millis(at) }),
+            _ => None,
+        },
     })
 }
 

@@ -106,6 +106,10 @@ impl<S: SqlStore> Store for S {
         Ok(read_one(self, count).await?.int("count")?)
     }
 
+    async fn count_late_results(&self) -> Result<i64, StoreError> {
+        Ok(read_one(self, Statement::new(sql::COUNT_LATE_RESULTS)).await?.int("count")?)
+    }
+
     async fn expired_claims(&self, limit: i64) -> Result<Vec<ActionRecord>, StoreError> {
         let now = Store::now(self).await?;
         let expired = Statement::new(sql::EXPIRED_CLAIMS).int(now.timestamp_millis()).int(limit);

@@ -171,6 +171,17 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         Ok(())
     }
 
+    async fn acknowledge_late_results(
+        &mut self,
+        key: &ActionKey,
+        person: &str,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let acknowledge =
+            Statement::new(sql::ACKNOWLEDGE_LATE_RESULTS).text(key.as_str()).text(person).int(now.timestamp_millis());
+        Ok(B::execute(&mut *self.tx, acknowledge).await?)
+    }
+
     async fn insert_lookup(&mut self, lookup: &LookupRecord) -> Result<(), StoreError> {
         B::execute(&mut *self.tx, sql::insert_lookup(lookup)).await?;
         Ok(())

@@ -24,8 +24,9 @@ macro_rules! action_columns {
         "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
-         attempts_in_round, assignee, destination_id, first_sent_at, last_error, created_at, updated_at, \
-         payload_revision, idempotency_key, updates_key, updates_destination_id"
+         attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
+         old_worker_may_act, last_error, created_at, updated_at, payload_revision, idempotency_key, updates_key, \
+         updates_destination_id"
     };
 }
 
@@ -33,7 +34,7 @@ macro_rules! action_columns {
 macro_rules! attempt_columns {
     () => {
         "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale, idempotency_key"
+         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at, idempotency_key"
     };
 }
 
@@ -173,6 +174,9 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("assignee", Text(|a| a.assignee.as_deref())),
     ("destination_id", Text(|a| a.destination_id.as_deref())),
     ("first_sent_at", BigInt(|a| a.first_sent_at.map(|t| t.timestamp_millis()))),
+    ("window_started_at", BigInt(|a| a.window_started_at.map(|t| t.timestamp_millis()))),
+    ("late_results", BigInt(|a| Some(a.late_results))),
+    ("old_worker_may_act", Boolean(|a| a.old_worker_may_act)),
     ("last_error", Text(|a| a.last_error.as_deref())),
     ("payload_revision", BigInt(|a| Some(a.payload_revision))),
     ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
@@ -208,24 +212,28 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 
 /// Counts an attempt under each claim (key and ownership version) that is still current, in one
 /// conditional statement whose WHERE clause is the fencing check, and sets the first send time
-/// where unset (the first two parameters are the time); returns the key and attempt number of
-/// each claim counted.
+/// and the start of the idempotency window where unset (the first three parameters are the time,
+/// once per use, since SQLite's parameters are bound in order); returns the key and attempt
+/// number of each claim counted.
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
-        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(3 + 2 * i), params.at(4 + 2 * i)))
+        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
         .collect::<Vec<_>>()
         .join(" OR ");
     format!(
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
-         first_sent_at = COALESCE(first_sent_at, {}), updated_at = {}, revision = revision + 1 \
+         first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
+         updated_at = {}, revision = revision + 1 \
          WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
         params.at(1),
-        params.at(2)
+        params.at(2),
+        params.at(3)
     )
 }
 
 pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i64) -> Statement<B> {
-    let statement = Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms);
+    let statement =
+        Statement::new(count_attempts_sql(B::DIALECT.params, claims.len())).int(now_ms).int(now_ms).int(now_ms);
     claims
         .iter()
         .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))
@@ -234,6 +242,9 @@ pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i
 /// How many claims outlived their lease by time `$1`: the console's warning.
 pub(crate) const COUNT_STALE_CLAIMS: &str =
     "SELECT COUNT(*) AS count FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1";
+
+/// How many actions have late results that no person has acknowledged: the console's late pane.
+pub(crate) const COUNT_LATE_RESULTS: &str = "SELECT COUNT(*) AS count FROM actions WHERE late_results > 0";
 
 /// Up to `$2` claims whose lease ran out by time `$1`, oldest expiry first: those to recover.
 pub(crate) const EXPIRED_CLAIMS: &str = concat!(
@@ -265,6 +276,9 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     }
     if let Some(destination) = &filter.destination {
         statement = statement.push(" AND destination = ").push_text(destination.as_str());
+    }
+    if filter.late_results {
+        statement = statement.push(" AND late_results > 0");
     }
     if let Some(owner) = &filter.owner {
         statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
@@ -353,6 +367,11 @@ pub(crate) fn finish_attempts_sql(params: Params, rows: usize) -> String {
 pub(crate) fn finish_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
     Statement::new(finish_attempts_sql(B::DIALECT.params, attempts.len())).rows(FINISHED_ATTEMPT_ROW, attempts)
 }
+
+/// Person `$2` acknowledges, at `$3`, every late result (stale attempt) of action `$1` that no
+/// one has acknowledged yet; the attempts' evidence stays as it was.
+pub(crate) const ACKNOWLEDGE_LATE_RESULTS: &str = "UPDATE attempts SET acknowledged_by = $2, acknowledged_at = $3 \
+     WHERE action_key = $1 AND stale AND acknowledged_by IS NULL";
 
 /// The deliveries of action `$1`, oldest first.
 pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, source, source_version, fingerprint, \

@@ -430,6 +430,63 @@ async fn a_new_version_of_a_completed_order_is_approved_as_an_update_from_the_cl
     assert_eq!((stdout(&again).as_str(), again.status.code()), ("duplicate\n", Some(0)), "the new version is approved");
 }
 
+/// Rules 5 and 8 from the command line: a retry after an unsafe takeover needs
+/// `--old-worker-stopped`; a late result is marked in `list`, listed in `show` (text and JSON),
+/// and acknowledged with `acknowledge`, once.
+#[tokio::test]
+async fn acknowledge_and_retry_with_the_old_worker_stopped_from_the_cli() {
+    let ws = Workspace::new();
+    let key = "acme:order:LATE-1:create-task";
+    assert_eq!(stdout(&ws.run(&["submit", "--key", key, "--payload", "{}"])), "created\n");
+    let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+    let claim = ledger.claim("worker-a", Duration::from_millis(50), 1).await.unwrap().pop().unwrap();
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let taken = ws.run(&["takeover", key, "--owner", "ana", "--reason", "worker-a hung"]);
+    assert!(stdout(&taken).contains("in_progress -> held"), "{}", stderr(&taken));
+
+    let refused = ws.run(&["retry", key, "--owner", "ana", "--reason", "CRM has nothing"]);
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("the old worker may still send its request"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--old-worker-stopped"), "{}", stderr(&refused));
+    assert!(json(&ws.run(&["show", key, "--json"]))["action"]["old_worker_may_act"].as_bool().unwrap());
+    let retried = ws.run(&["retry", key, "--owner", "ana", "--reason", "CRM has nothing", "--old-worker-stopped"]);
+    assert!(stdout(&retried).contains("held -> pending"), "{}", stderr(&retried));
+    let shown = json(&ws.run(&["show", key, "--json"]));
+    assert_eq!(shown["action"]["old_worker_may_act"], false);
+    let reason = shown["audit"].as_array().unwrap().last().unwrap()["reason"].as_str().unwrap().to_owned();
+    assert!(reason.ends_with("the person confirmed that the old worker can no longer act"), "{reason}");
+    assert!(!shown["action"]["first_sent_at"].is_null(), "the evidence of the first send stays");
+
+    // Worker A resumes and reports a record: late, and it contradicts a pending action.
+    let late = Report {
+        outcome: Outcome::Completed { destination_id: "CRM-77".into() },
+        error: None,
+        evidence: actionledger::domain::Evidence { destination_id: Some("CRM-77".into()), ..Default::default() },
+    };
+    ledger.record_result(&claim, attempt, &late).await.unwrap();
+    let listed = stdout(&ws.run(&["list"]));
+    assert!(listed.lines().any(|l| l.contains(key) && l.ends_with("[1 late result]")), "{listed}");
+    let shown = stdout(&ws.run(&["show", key]));
+    assert!(shown.contains("late results (1) waiting for acknowledgement"), "{shown}");
+    assert!(shown.contains("destination id CRM-77"), "{shown}");
+    let shown = json(&ws.run(&["show", key, "--json"]));
+    assert_eq!(shown["action"]["state"], "conflict");
+    assert_eq!(shown["late_results"][0]["evidence"]["destination_id"], "CRM-77");
+
+    let acknowledged = ws.run(&["acknowledge", key, "--owner", "ana", "--reason", "CRM-77 is the one record"]);
+    assert_eq!(acknowledged.status.code(), Some(0), "{}", stderr(&acknowledged));
+    assert!(stdout(&acknowledged).contains("stays conflict"), "{}", stdout(&acknowledged));
+    let shown = json(&ws.run(&["show", key, "--json"]));
+    assert_eq!(shown["action"]["late_results"], 0);
+    assert_eq!(shown["late_results"].as_array().unwrap().len(), 0);
+    assert_eq!(shown["attempts"][0]["acknowledged_by"], "ana");
+    assert_eq!(shown["audit"].as_array().unwrap().last().unwrap()["event"], "late_results_acknowledged");
+    let again = ws.run(&["acknowledge", key, "--owner", "ana", "--reason", "twice"]);
+    assert_eq!(again.status.code(), Some(3));
+    assert!(stderr(&again).contains("has no unacknowledged late result"), "{}", stderr(&again));
+}
+
 #[test]
 fn a_payload_that_cannot_be_kept_exactly_is_refused_naming_the_field() {
     let ws = Workspace::new();

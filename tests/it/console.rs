@@ -19,6 +19,7 @@ conformance!(
     look_up_now_settles_an_unknown_action,
     filter_and_navigation_over_many_actions,
     approving_a_new_version_of_a_completed_action_from_the_keyboard,
+    acknowledging_and_confirming_the_old_worker_from_the_keyboard,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -53,6 +54,75 @@ async fn action_in<S: Store>(ledger: &Ledger<S>, key: &str, state: State) {
         }
         other => panic!("no setup for {other}"),
     }
+}
+
+/// An action completed by worker B after it took over from worker A, whose late result (naming
+/// the same record) then arrived: a notice on a completed action.
+async fn late_on_completed<S: Store>(ledger: &Ledger<S>, key: &str) {
+    ledger.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    let a = ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
+    let a_attempt = ledger.start_attempt(&a).await.unwrap();
+    ledger.store().clock().advance(LEASE * 2);
+    let protected = support::protected_by_lookup(ledger, &["crm"]);
+    let recovered = protected.recover_expired(a.key(), 1, "worker-b", LEASE).await.unwrap();
+    let actionledger::ledger::Recovery::Claimed(b) = recovered else { panic!("protected: taken over") };
+    let done = |id: &str| Report {
+        outcome: Outcome::Completed { destination_id: id.to_owned() },
+        error: None,
+        evidence: Evidence { status: Some(201), destination_id: Some(id.to_owned()), body: None },
+    };
+    let b_attempt = ledger.start_attempt(&b).await.unwrap();
+    ledger.record_result(&b, b_attempt, &done("CRM-5")).await.unwrap();
+    ledger.record_result(&a, a_attempt, &done("CRM-5")).await.unwrap();
+}
+
+/// An action held because its expired claim, after a send, could not be taken over safely.
+async fn held_unsafely<S: Store>(ledger: &Ledger<S>, key: &str) {
+    ledger.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    let claim = ledger.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    ledger.start_attempt(&claim).await.unwrap();
+    ledger.store().clock().advance(LEASE * 2);
+    let recovered = ledger.recover_expired(claim.key(), 1, "worker-2", LEASE).await.unwrap();
+    assert!(matches!(recovered, actionledger::ledger::Recovery::Held(_)), "{recovered:?}");
+}
+
+async fn acknowledging_and_confirming_the_old_worker_from_the_keyboard<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    late_on_completed(l, "acme:late:1").await;
+    held_unsafely(l, "acme:unsafe:1").await;
+    let mut console = ScriptedConsole::start(l, &options("Ana Lima"), 100, 30).await.unwrap();
+
+    // The late pane lists the completed action, marked; e acknowledges its late result.
+    let screen = act(&mut console, "8", "acme:late:1", &[]).await;
+    assert!(screen.contains("[1 late] acme:late:1"), "{screen}");
+    let screen = act(&mut console, "8", "acme:late:1", &["<Enter>"]).await;
+    assert!(screen.contains("late results (1)"), "the detail lists it:\n{screen}");
+    let screen = act(&mut console, "8", "acme:late:1", &["e", "same record as B's", "<Enter>", "y"]).await;
+    let detail = record(l, "acme:late:1").await;
+    assert_eq!((detail.action.state, detail.action.late_results), (State::Completed, 0), "{screen}");
+    let last = detail.audit.last().unwrap();
+    assert_eq!((last.event, last.actor.as_str()), (Event::LateResultsAcknowledged, "Ana Lima"));
+    assert!(screen.contains("acknowledge acme:late:1: stays completed"), "{screen}");
+    let screen = act(&mut console, "8", "acme:late:1", &["<Esc>", "e"]).await;
+    assert!(!screen.contains("[1 late]"), "no longer listed:\n{screen}");
+
+    // Retry of an unsafe hold: the dialog asks whether the old worker stopped, and only the
+    // typed answer lets it run.
+    let screen = act(&mut console, "6", "acme:unsafe:1", &["r", "CRM has no record", "<Enter>"]).await;
+    assert!(screen.contains("Old worker stopped?"), "{screen}");
+    console.press("<Esc>").await.unwrap();
+    let screen =
+        act(&mut console, "6", "acme:unsafe:1", &["r", "CRM has no record", "<Enter>", "yes", "<Enter>"]).await;
+    assert!(screen.contains("type \"stopped\""), "a wrong answer is not a confirmation:\n{screen}");
+    assert_eq!(record(l, "acme:unsafe:1").await.action.state, State::Held);
+    let keys = ["<Backspace>", "<Backspace>", "<Backspace>", "stopped", "<Enter>", "y"];
+    for line in keys {
+        console.press(line).await.unwrap();
+    }
+    let detail = record(l, "acme:unsafe:1").await;
+    assert_eq!((detail.action.state, detail.action.old_worker_may_act), (State::Pending, false));
+    let reason = detail.audit.last().unwrap().reason.clone().unwrap();
+    assert!(reason.ends_with("the person confirmed that the old worker can no longer act"), "{reason}");
 }
 
 async fn record<S: Store>(ledger: &Ledger<S>, key: &str) -> actionledger::ledger::ActionDetail {
@@ -334,11 +404,13 @@ async fn screens() {
     action_in(l, "acme:order:ORD-1042:create-task", State::Conflict).await;
     action_in(l, "acme:order:ORD-1043:create-task", State::Unknown).await;
     action_in(l, "acme:order:ORD-1044:create-task", State::Failed).await;
+    late_on_completed(l, "acme:order:ORD-1047:create-task").await;
+    held_unsafely(l, "acme:order:ORD-1048:create-task").await;
     action_in(l, "acme:order:ORD-1045:create-task", State::InProgress).await;
     action_in(l, "acme:order:ORD-1046:create-task", State::Pending).await;
     l.submit(&RawSubmission { key: Some("acme:contact:jane@example.com".into()), ..raw("x", "{}") }).await.unwrap_err();
     l.store().clock().advance(LEASE * 2);
-    let scenes: [(&str, &[&str]); 11] = [
+    let scenes: [(&str, &[&str]); 14] = [
         ("pending", &["1"]),
         ("in_progress_stale", &["2"]),
         ("unknown_detail", &["3", "<Enter>"]),
@@ -350,6 +422,9 @@ async fn screens() {
         ("takeover_dialog", &["2", "t"]),
         ("filter", &["1", "/", "ORD-10"]),
         ("help", &["?"]),
+        ("late_results", &["8"]),
+        ("late_results_detail", &["8", "<Enter>"]),
+        ("old_worker_dialog", &["6", "r", "checked the CRM", "<Enter>", "stop"]),
     ];
     for (width, height) in [(80, 24), (120, 40)] {
         for (name, keys) in scenes {
@@ -387,6 +462,7 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
         reason,
         expect_version: None,
         command: ManualCommand::Assign { to: "ana".into() },
+        old_worker_stopped: false,
     };
     l.manual(&assign).await.unwrap();
 

@@ -14,6 +14,7 @@ mod crash;
 mod db_faults;
 mod frontends;
 mod hostile;
+mod late;
 mod model;
 mod pause;
 mod plans;

@@ -61,9 +61,11 @@ enum Op {
         key: u8,
         protected: bool,
     },
+    /// `confirm`: the person confirms that the old worker of an unsafe hold stopped.
     Manual {
         key: u8,
         command: u8,
+        confirm: bool,
     },
 }
 
@@ -78,7 +80,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..WORKERS).prop_map(|worker| Op::Heartbeat { worker }),
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
-        3 => (0..KEYS, 0..7u8).prop_map(|(key, command)| Op::Manual { key, command }),
+        3 => (0..KEYS, 0..8u8, any::<bool>()).prop_map(|(key, command, confirm)| Op::Manual { key, command, confirm }),
     ]
 }
 
@@ -105,6 +107,10 @@ struct Modeled {
     attempted: bool,
     /// The payload revision whose derived idempotency key requests carry, if not the key.
     derived_key: Option<i64>,
+    /// Late results no person has acknowledged.
+    late_results: i64,
+    /// Held after an unsafe takeover: running it again needs the old worker confirmed stopped.
+    old_worker_may_act: bool,
 }
 
 impl Modeled {
@@ -121,6 +127,8 @@ impl Modeled {
             payload_revision: 1,
             attempted: false,
             derived_key: None,
+            late_results: 0,
+            old_worker_may_act: false,
         }
     }
 }
@@ -196,11 +204,16 @@ impl Model {
             }
             return;
         }
-        // A late result: review, unless final or already in review. A completed action goes to
-        // review only when the late result names another record.
-        let contradicts =
-            a.state == State::Completed && outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}"));
-        if contradicts || !(matches!(a.state, State::Completed | State::Cancelled | State::Conflict)) {
+        // A late result: always listed for review. It contradicts the ledger when it names
+        // another record than a completed action's, or reports a possible write (a success or an
+        // unknown outcome) on an action not completed; then the action goes to conflict, unless
+        // it is cancelled or already in conflict.
+        a.late_results += 1;
+        let contradicts = match a.state {
+            State::Completed => outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}")),
+            _ => outcome == 0 || outcome == 3,
+        };
+        if contradicts && !matches!(a.state, State::Cancelled | State::Conflict) {
             a.state = State::Conflict;
         }
     }
@@ -216,15 +229,22 @@ impl Model {
             a.lease_expired = false;
         } else {
             settle(a, State::Held);
+            a.old_worker_may_act = true;
         }
     }
 
     /// Returns whether the command is allowed.
-    fn manual(&mut self, key: u8, command: u8) -> bool {
+    fn manual(&mut self, key: u8, command: u8, confirm: bool) -> bool {
         let Some(a) = self.actions.get_mut(&(key, 0)) else { return false };
         let s = a.state;
         let proposal = a.proposed.is_some();
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
+        // Retry, resolve as not written and approve run the action again: after an unsafe hold,
+        // only with the old worker confirmed stopped.
+        let may_run_again = !a.old_worker_may_act || confirm;
+        if matches!(command, 0 | 2 | 4) && !may_run_again {
+            return false;
+        }
         match command {
             // retry
             0 if review && !proposal => a.state = State::Pending,
@@ -272,12 +292,21 @@ impl Model {
                 a.ownership_version += 1;
                 a.lease_expired = false;
                 settle(a, if a.sent { State::Held } else { State::Pending });
+                a.old_worker_may_act |= a.sent;
+                return true;
+            }
+            // acknowledge the late results
+            7 if a.late_results > 0 => {
+                a.late_results = 0;
                 return true;
             }
             _ => return false,
         }
         if a.state != State::Conflict {
             a.resume = None;
+        }
+        if matches!(command, 0 | 2 | 4) {
+            a.old_worker_may_act = false;
         }
         true
     }
@@ -291,7 +320,8 @@ fn manual_command(n: u8) -> ManualCommand {
         3 => ManualCommand::Cancel,
         4 => ManualCommand::Approve,
         5 => ManualCommand::Reject,
-        _ => ManualCommand::Takeover,
+        6 => ManualCommand::Takeover,
+        _ => ManualCommand::Acknowledge,
     }
 }
 
@@ -454,7 +484,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
             }
-            Op::Manual { key: k, command } => {
+            Op::Manual { key: k, command, confirm } => {
                 if !model.actions.contains_key(&(*k, 0)) {
                     continue;
                 }
@@ -464,8 +494,9 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     reason: Reason::parse("model-based test").unwrap(),
                     expect_version: None,
                     command: manual_command(*command),
+                    old_worker_stopped: *confirm,
                 };
-                let allowed = model.manual(*k, *command);
+                let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
                     Ok(_) if allowed => {}
                     Err(LedgerError::Refused(_)) if !allowed => {}
@@ -488,6 +519,8 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.proposal.is_some(),
                 actual.payload_revision,
                 actual.sending_key().to_owned(),
+                actual.late_results,
+                actual.old_worker_may_act,
             );
             let sending = match expected.derived_key {
                 Some(revision) => format!("{}#rev-{revision}", key(*k)),
@@ -500,11 +533,13 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 expected.proposed.is_some(),
                 expected.payload_revision,
                 sending,
+                expected.late_results,
+                expected.old_worker_may_act,
             );
             if seen != wanted {
                 return Err(format!(
                     "after step {step} ({op:?}), key {k:?}: ledger (state, version, approved payload, proposal, \
-                     payload revision, idempotency key) {seen:?}, model {wanted:?}"
+                     payload revision, idempotency key, late results, old worker may act) {seen:?}, model {wanted:?}"
                 ));
             }
         }

@@ -137,6 +137,10 @@ async fn a_paused_worker_is_fenced_when_it_resumes<S: Store>(db: TestDb<S>) {
         assert_eq!(late.len(), 1, "run {run}: the paused worker's attempt is kept");
         assert!(late[0].stale, "run {run}: its result was refused as stale");
         assert!(late[0].outcome.is_some(), "run {run}: with what it learned, as evidence");
+        // Seed 003: the late result goes to review, and does not overwrite the saved record.
+        assert_eq!(detail.action.late_results, 1, "run {run}: listed on the action for review");
+        assert_eq!(detail.late_results().count(), 1, "run {run}: with its evidence, unacknowledged");
+        assert_eq!(detail.action.last_error, None, "run {run}: the late result wrote nothing into the record");
         let versions: Vec<i64> = detail.audit.iter().map(|e| e.ownership_version).collect();
         assert!(versions.windows(2).all(|w| w[0] <= w[1]), "run {run}: {versions:?}");
         let effects = crm.stats();

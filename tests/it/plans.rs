@@ -46,6 +46,11 @@ fn other_lists() -> Vec<(&'static str, ListFilter)> {
             ListFilter { state: Some(State::Conflict), or_proposed: true, limit: 50, ..ListFilter::default() },
         ),
         ("an owner's actions", ListFilter { owner: Some("ana".to_owned()), limit: 50, ..ListFilter::default() }),
+        ("the late pane", ListFilter { late_results: true, limit: 50, ..ListFilter::default() }),
+        (
+            "the late pane's next page",
+            ListFilter { late_results: true, before_id: Some(500), limit: 50, ..ListFilter::default() },
+        ),
         ("a reconciliation's first page", ListFilter { created_since: since, limit: 50, ..ListFilter::default() }),
         (
             "a reconciliation's next page",

@@ -39,6 +39,7 @@ async fn the_database_refuses_what_the_ledger_never_writes<S: Store + RawSql>(db
         reason: actionledger::domain::Reason::parse("test").unwrap(),
         expect_version: None,
         command: ManualCommand::Cancel,
+        old_worker_stopped: false,
     };
     l.manual(&cancel).await.unwrap();
     let revived = store.exec("UPDATE actions SET state = 'pending' WHERE key = 'k'").await;

@@ -5,7 +5,7 @@ use crate::support::{self, TestDb, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
-use actionledger::domain::{ActionKey, RawSubmission, State};
+use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State};
 use actionledger::ledger::{Outcome, Recorded, Report};
 use actionledger::store::Store;
 use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
@@ -21,6 +21,8 @@ conformance!(
     two_workers_started_together_one_claim_succeeds,
     a_paused_worker_taken_over_has_no_second_effect_where_the_destination_protects,
     a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect,
+    a_paused_workers_late_result_reaches_review_while_its_successor_runs,
+    a_retry_after_an_unsafe_takeover_looks_up_before_sending_again,
     a_worker_killed_after_the_crm_committed_recovers_without_a_second_effect,
     a_different_event_for_the_same_action_has_no_second_effect,
     a_missing_key_and_a_changed_payload_reach_review_and_a_new_order_is_not_blocked,
@@ -148,6 +150,89 @@ async fn a_paused_worker_taken_over_has_no_second_effect_where_the_destination_p
     assert_eq!(detail.action.destination_id, after_b.destination_id, "the late result did not overwrite");
     assert!(detail.attempts.iter().any(|at| at.stale && at.worker == "worker-a"), "kept as evidence");
     assert_eq!(detail.audit.last().unwrap().event, actionledger::domain::Event::LateResult);
+    // Seed 003: the late result from worker A goes to review, and overwrites nothing.
+    let expected = actionledger::domain::ActionRecord { late_results: 1, revision: after_b.revision + 1, ..after_b };
+    assert_eq!(detail.action, expected, "the saved record is unchanged but for the notice");
+    assert_eq!(detail.late_results().map(|at| at.worker.as_str()).collect::<Vec<_>>(), ["worker-a"], "in review");
+}
+
+async fn a_paused_workers_late_result_reaches_review_while_its_successor_runs<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:20:create-task";
+    db.ledger.submit(&order(key, r#"{"n":20}"#)).await.unwrap();
+    let dests = destinations(&crm, "");
+    let a = db.ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
+    let a_attempt = db.ledger.start_attempt(&a).await.unwrap();
+    db.ledger.store().clock().advance(LEASE * 2);
+    // Worker B takes the claim over and starts its attempt; A resumes before B has an answer.
+    let catalog = Destinations::new(dests.clone(), None).catalog();
+    let recovery =
+        db.ledger.clone().with_destinations(catalog).recover_expired(a.key(), 1, "worker-b", LEASE).await.unwrap();
+    let actionledger::ledger::Recovery::Claimed(b) = recovery else { panic!("the CRM protects: takeover") };
+    let b_attempt = db.ledger.start_attempt(&b).await.unwrap();
+    let running = state(&db.ledger, key).await;
+    let sent = dests["crm"].send(&a.action, None).await.unwrap();
+    let actionledger::destination::SendOutcome::Created { destination_id, .. } = sent else { panic!("{sent:?}") };
+    let late = Report {
+        outcome: Outcome::Completed { destination_id: destination_id.clone() },
+        error: None,
+        evidence: actionledger::domain::Evidence { destination_id: Some(destination_id), ..Default::default() },
+    };
+    let Recorded::Stale(action) = db.ledger.record_result(&a, a_attempt, &late).await.unwrap() else {
+        panic!("A's result is late")
+    };
+    // A reports a write while B runs the action again: a contradiction, in review as a conflict.
+    assert_eq!((action.state, action.late_results), (State::Conflict, 1));
+    assert_eq!((action.destination_id, action.payload), (None, running.payload), "nothing overwritten");
+    assert_eq!(crm.stats().records, 1, "one effect");
+    // B's own answer is late now too, and listed beside A's.
+    let b_sent = dests["crm"].send(&b.action, None).await.unwrap();
+    let actionledger::destination::SendOutcome::Created { destination_id, .. } = b_sent else { panic!("{b_sent:?}") };
+    let b_report = Report {
+        outcome: Outcome::Completed { destination_id },
+        error: None,
+        evidence: actionledger::domain::Evidence::default(),
+    };
+    assert!(matches!(db.ledger.record_result(&b, b_attempt, &b_report).await.unwrap(), Recorded::Stale(_)));
+    let detail = db.ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!((detail.action.state, detail.late_results().count()), (State::Conflict, 2));
+    assert_eq!(crm.stats().max_records_per_external_ref, 1, "the CRM's protection held");
+}
+
+async fn a_retry_after_an_unsafe_takeover_looks_up_before_sending_again<S: Store>(db: TestDb<S>) {
+    // A CRM that neither remembers idempotency keys nor refuses a second record for one
+    // reference: only a lookup before sending again prevents a duplicate.
+    let crm = crm(Options { retention: None, unique_refs: false, reject_obsolete: false, ..Options::default() }).await;
+    let key = "acme:order:21:create-task";
+    db.ledger.submit(&order(key, r#"{"n":21}"#)).await.unwrap();
+    let dests = destinations(&crm, "");
+    let a = db.ledger.claim("worker-a", LEASE, 1).await.unwrap().pop().unwrap();
+    db.ledger.start_attempt(&a).await.unwrap();
+    let sent = dests["crm"].send(&a.action, None).await.unwrap();
+    assert!(matches!(sent, actionledger::destination::SendOutcome::Created { .. }), "{sent:?}");
+    db.ledger.store().clock().advance(LEASE * 2);
+    // A person takes the claim over without the configuration: unprotected, so held (rule 5).
+    let k = ActionKey::parse(key).unwrap();
+    let request = |command, old_worker_stopped| actionledger::ledger::ManualRequest {
+        old_worker_stopped,
+        ..support::person_request(key, command)
+    };
+    let held = db.ledger.manual(&request(ManualCommand::Takeover, false)).await.unwrap().action;
+    assert_eq!((held.state, held.old_worker_may_act), (State::Held, true));
+    let refused = db.ledger.manual(&request(ManualCommand::Retry, false)).await.unwrap_err();
+    assert!(refused.to_string().contains("--old-worker-stopped"), "{refused}");
+    let retried = db.ledger.manual(&request(ManualCommand::Retry, true)).await.unwrap().action;
+    assert_eq!(retried.state, State::Pending);
+    assert_eq!(retried.first_sent_at, held.first_sent_at, "the retry keeps the evidence of the first send");
+
+    let summary = drain(&db.ledger, options("worker-b", dests)).await;
+    assert_eq!(summary.completed, 1);
+    let stats = crm.stats();
+    assert_eq!(stats.records, 1, "the worker looked first and found A's record: no second");
+    assert!(stats.lookups >= 1, "{stats:?}");
+    let done = db.ledger.store().find(&k).await.unwrap().unwrap();
+    assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+    assert!(done.window_started_at > done.first_sent_at, "the retry from held started a new window");
 }
 
 async fn a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect<S: Store>(db: TestDb<S>) {
@@ -180,6 +265,7 @@ async fn a_paused_worker_taken_over_is_held_where_the_destination_cannot_protect
     let action = state(&db.ledger, key).await;
     assert_eq!(action.state, State::Conflict, "the late result goes to review");
     assert_eq!(action.destination_id, None, "and does not overwrite the record");
+    assert_eq!(action.late_results, 1, "listed with its evidence until a person acknowledges it");
 }
 
 async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effect<S: Store>(db: TestDb<S>) {

@@ -84,6 +84,13 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
     if let Some(error) = &a.last_error {
         out.push(Line::from(vec![Span::styled("last error ", theme.error()), Span::raw(safe(error))]));
     }
+    if a.old_worker_may_act {
+        out.push(Line::styled(
+            "held after an unsafe takeover: the old worker may still act; retry asks you to confirm it stopped",
+            theme.warn(),
+        ));
+    }
+    out.extend(late_results(detail, theme));
 
     out.extend(deliveries(detail, theme));
     out.extend(payloads(detail, theme, width));
@@ -95,6 +102,38 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
 
 fn safe(text: &str) -> String {
     SafeText::new(text).to_string()
+}
+
+/// The late results no person has acknowledged, with their evidence, first: they are what the
+/// person must look at (rule 8).
+fn late_results<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+    let late: Vec<_> = detail.late_results().collect();
+    if late.is_empty() {
+        return Vec::new();
+    }
+    let title = format!("late results ({}): from an obsolete owner, changed nothing; e to acknowledge", late.len());
+    let mut out = vec![Line::raw(""), Line::styled(title, theme.warn())];
+    for at in late {
+        out.push(Line::raw(format!(
+            "  #{} {} by {} under ownership version {}  ended {}",
+            at.number,
+            at.outcome.map_or("in flight", |o| o.as_str()),
+            safe(&at.worker),
+            at.ownership_version,
+            at.ended_at.map_or("-".to_owned(), time)
+        )));
+        let ev = &at.evidence;
+        out.push(Line::raw(format!(
+            "    status {}  destination id {}{}",
+            ev.status.map_or("-".to_owned(), |s| s.to_string()),
+            safe(ev.destination_id.as_deref().unwrap_or("-")),
+            at.error.as_deref().map(|e| format!("  error {}", safe(e))).unwrap_or_default()
+        )));
+        if let Some(body) = &ev.body {
+            out.push(Line::raw(format!("    body {}", safe(body))));
+        }
+    }
+    out
 }
 
 fn deliveries<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {

@@ -1,7 +1,7 @@
 //! A command dialog: what will happen to which key, the fields it needs, and the confirmation.
 
 use super::Theme;
-use crate::console::model::{Dialog, DialogStage};
+use crate::console::model::{Dialog, DialogStage, OLD_WORKER_STOPPED_ANSWER};
 use crate::console::safe_text::SafeText;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -29,9 +29,18 @@ pub fn draw(dialog: &Dialog, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     if dialog.stage != DialogStage::DestinationId {
         lines.push(field("reason", &dialog.reason, dialog.stage == DialogStage::Reason));
     }
+    if matches!(dialog.stage, DialogStage::OldWorkerStopped | DialogStage::Confirm | DialogStage::Running)
+        && dialog.asks_old_worker_stopped()
+    {
+        lines.push(Line::styled(
+            format!("Old worker stopped? Check it, then type {OLD_WORKER_STOPPED_ANSWER:?}."),
+            theme.warn(),
+        ));
+        lines.push(field("old worker", &dialog.old_worker_answer, dialog.stage == DialogStage::OldWorkerStopped));
+    }
     lines.push(Line::raw(""));
     lines.push(match dialog.stage {
-        DialogStage::DestinationId | DialogStage::Reason => {
+        DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped => {
             Line::styled("Enter to continue, Esc to cancel", theme.dim())
         }
         DialogStage::Confirm => Line::styled("Confirm? y yes, n no", theme.warn()),

@@ -33,6 +33,9 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
                 vec![pair("type", "the destination's record id"), pair("Enter", "next"), pair("Esc", "cancel")]
             }
             DialogStage::Reason => vec![pair("type", "a reason"), pair("Enter", "next"), pair("Esc", "cancel")],
+            DialogStage::OldWorkerStopped => {
+                vec![pair("type", "stopped, once checked"), pair("Enter", "next"), pair("Esc", "cancel")]
+            }
             DialogStage::Confirm => vec![pair("y", "confirm"), pair("n/Esc", "cancel")],
             DialogStage::Running => vec![pair("…", "working")],
         },
@@ -49,7 +52,7 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             if model.mode == Mode::Detail {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
             } else {
-                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-7", "pane"), pair("/", "filter")]);
+                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-8", "pane"), pair("/", "filter")]);
             }
             keys.push(pair("q", "quit"));
             keys

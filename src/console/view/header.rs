@@ -46,18 +46,20 @@ pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect)
                 format!("{}+{}", count(model, State::Conflict), model.proposed_elsewhere)
             }
             Some(state) => count(model, state).to_string(),
+            None if pane == Pane::LateResults => model.late_results.to_string(),
             None => model.refused.to_string(),
         };
-        // Narrow terminals drop the pane numbers; the footer and help still give 1-7.
-        let label = if area.width >= 100 {
-            format!("{} {} {}", n + 1, pane.title(), total)
-        } else {
-            format!("{} {}", pane.title(), total)
-        };
+        // Narrow terminals drop the pane numbers and a space between tabs; the footer and help
+        // still give 1-8.
+        let wide = area.width >= 100;
+        let label =
+            if wide { format!("{} {} {}", n + 1, pane.title(), total) } else { format!("{} {}", pane.title(), total) };
         if pane == model.pane {
             spans.push(Span::styled(format!("[{label}]"), theme.selected()));
+        } else if pane == Pane::LateResults && model.late_results > 0 {
+            spans.push(Span::styled(if wide { format!(" {label} ") } else { format!(" {label}") }, theme.warn()));
         } else {
-            spans.push(Span::raw(format!(" {label} ")));
+            spans.push(Span::raw(if wide { format!(" {label} ") } else { format!(" {label}") }));
         }
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);

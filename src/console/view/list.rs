@@ -64,10 +64,13 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
                     Row::new(vec![
                         // A proposed payload waiting for a decision is marked, whatever the state.
                         Cell::from(fit(
-                            &format!(
-                                "{}{}",
-                                if a.proposal.is_some() && a.state != State::Conflict { "* " } else { "" },
-                                SafeText::new(a.key.as_str()).as_str()
+                            &late_marker(
+                                a,
+                                &format!(
+                                    "{}{}",
+                                    if a.proposal.is_some() && a.state != State::Conflict { "* " } else { "" },
+                                    SafeText::new(a.key.as_str()).as_str()
+                                ),
                             ),
                             width.saturating_sub(36),
                         )),
@@ -111,4 +114,10 @@ fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme
         Cell::from(a.ownership_version.to_string()),
         Cell::from(a.attempts.to_string()),
     ])
+}
+
+/// The key, after a marker of late results waiting for acknowledgement (rule 8): in front, so
+/// that a long key cut short never hides it.
+fn late_marker(a: &ActionRecord, key: &str) -> String {
+    if a.late_results > 0 { format!("[{} late] {key}", a.late_results) } else { key.to_owned() }
 }

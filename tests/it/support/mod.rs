@@ -25,6 +25,7 @@ pub fn person_request(key: &str, command: actionledger::domain::ManualCommand) -
         reason: actionledger::domain::Reason::parse("checked the CRM by hand").expect("a valid reason"),
         expect_version: None,
         command,
+        old_worker_stopped: false,
     }
 }
 

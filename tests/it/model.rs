@@ -103,8 +103,8 @@ struct Modeled {
     destination_id: Option<String>,
     /// The approved payload's revision, from 1.
     payload_revision: i64,
-    /// An attempt was ever started: a request may have gone out under the key.
-    attempted: bool,
+    /// Attempts ever started: after one, a request may have gone out under the key.
+    attempts: u32,
     /// The payload revision whose derived idempotency key requests carry, if not the key.
     derived_key: Option<i64>,
     /// Late results no person has acknowledged.
@@ -125,7 +125,7 @@ impl Modeled {
             lease_expired: false,
             destination_id: None,
             payload_revision: 1,
-            attempted: false,
+            attempts: 0,
             derived_key: None,
             late_results: 0,
             old_worker_may_act: false,
@@ -264,7 +264,7 @@ impl Model {
             4 if proposal && s == State::Conflict => {
                 a.approved = a.proposed.take().expect("checked");
                 a.payload_revision += 1;
-                if a.attempted {
+                if a.attempts > 0 {
                     a.derived_key = Some(a.payload_revision);
                 }
                 a.state = State::Pending;
@@ -399,7 +399,8 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     Ok(attempt) if current => {
                         *started = Some(attempt);
                         let a = model.actions.get_mut(k).expect("claimed");
-                        (a.sent, a.attempted) = (true, true);
+                        a.sent = true;
+                        a.attempts += 1;
                     }
                     Err(LedgerError::Fenced { .. }) if !current => {}
                     other => return Err(format!("step {step}: start attempt: {other:?}, model current {current}")),
@@ -430,7 +431,8 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                         Ok(attempt) if current => {
                             *started = Some(attempt);
                             let a = model.actions.get_mut(k).expect("claimed");
-                            (a.sent, a.attempted) = (true, true);
+                            a.sent = true;
+                            a.attempts += 1;
                         }
                         Err(LedgerError::Fenced { .. }) if !current => {}
                         other => return Err(format!("step {step}: start batch: {other:?}, model current {current}")),

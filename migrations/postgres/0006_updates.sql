@@ -19,16 +19,21 @@ ALTER TABLE attempts ADD COLUMN idempotency_key TEXT;
 CREATE INDEX actions_proposed ON actions (id) WHERE proposed_payload IS NOT NULL;
 
 -- Approving a changed payload for a completed action records the update action: a reviewer
--- inserts that one new pending row (the insert guard still holds it to pending, ownership
--- version 0), and nothing else.
-DO $$
+-- inserts that one new pending row (the insert guards below and in 0004_roles.sql hold it to an
+-- update action, pending, ownership version 0), and nothing else. Safe to run again: an operator
+-- who creates the roles by hand runs `SELECT actionledger_grant_roles(); SELECT
+-- actionledger_grant_updates();` as the schema owner.
+CREATE FUNCTION actionledger_grant_updates() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'actionledger_reviewer') THEN
-        GRANT INSERT ON actions TO actionledger_reviewer;
-        GRANT USAGE ON SEQUENCE actions_id_seq TO actionledger_reviewer;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'actionledger_reviewer') THEN
+        RETURN;
     END IF;
+    GRANT INSERT ON actions TO actionledger_reviewer;
+    GRANT USAGE ON SEQUENCE actions_id_seq TO actionledger_reviewer;
 END;
 $$;
+
+SELECT actionledger_grant_updates();
 
 -- A session that may review but not work inserts only update actions: everything else a reviewer
 -- might insert into actions is a submission, which is a worker's (or a source's) to make.

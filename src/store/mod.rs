@@ -156,6 +156,9 @@ impl StoreError {
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub state: Option<State>,
+    /// With `state`: also actions in any other state whose proposed payload awaits a decision
+    /// (the console's conflict pane).
+    pub or_proposed: bool,
     pub destination: Option<String>,
     /// Matches the worker holding the claim or the person the action is assigned to.
     pub owner: Option<String>,
@@ -216,6 +219,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many actions outside `conflict` have a proposed payload awaiting a decision.
+    fn count_proposed_elsewhere(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions have late results that no person has acknowledged.
     fn count_late_results(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many claims have outlived their lease by database time.

@@ -25,7 +25,8 @@ macro_rules! action_columns {
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
-         old_worker_may_act, last_error, created_at, updated_at"
+         old_worker_may_act, last_error, created_at, updated_at, payload_revision, idempotency_key, updates_key, \
+         updates_destination_id"
     };
 }
 
@@ -33,7 +34,7 @@ macro_rules! action_columns {
 macro_rules! attempt_columns {
     () => {
         "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at"
+         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at, idempotency_key"
     };
 }
 
@@ -120,7 +121,8 @@ pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
     keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
 }
 
-/// A new action: pending, never claimed or attempted.
+/// A new action: pending, never claimed or attempted; an update action names the action it
+/// updates.
 pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("key", Text(|a| Some(a.key.as_str()))),
     ("state", Constant("'pending'")),
@@ -134,6 +136,9 @@ pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("revision", Constant("1")),
     ("attempts", Constant("0")),
     ("attempts_in_round", Constant("0")),
+    ("payload_revision", Constant("1")),
+    ("updates_key", Text(|a| a.updates.as_ref().map(ActionKey::as_str))),
+    ("updates_destination_id", Text(|a| a.updates_destination_id.as_deref())),
     ("created_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
     // Created is the last change so far.
     ("updated_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
@@ -177,6 +182,8 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("late_results", BigInt(|a| Some(a.late_results))),
     ("old_worker_may_act", Boolean(|a| a.old_worker_may_act)),
     ("last_error", Text(|a| a.last_error.as_deref())),
+    ("payload_revision", BigInt(|a| Some(a.payload_revision))),
+    ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
     ("updated_at", BigInt(|a| Some(a.updated_at.timestamp_millis()))),
     ("revision", BigInt(|a| Some(a.revision))),
 ];
@@ -263,8 +270,13 @@ pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM ac
 /// have one with `id`, and the keyset cursors walk it.
 pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     let mut statement = Statement::new(concat!("SELECT ", action_columns!(), " FROM actions WHERE 1 = 1"));
-    if let Some(state) = filter.state {
-        statement = statement.push(" AND state = ").push_text(state.as_str());
+    match (filter.state, filter.or_proposed) {
+        (Some(state), true) => {
+            statement = statement.push(" AND (state = ").push_text(state.as_str());
+            statement = statement.push(" OR proposed_payload IS NOT NULL)");
+        }
+        (Some(state), false) => statement = statement.push(" AND state = ").push_text(state.as_str()),
+        (None, _) => {}
     }
     if let Some(destination) = &filter.destination {
         statement = statement.push(" AND destination = ").push_text(destination.as_str());
@@ -320,6 +332,7 @@ pub(crate) const STARTED_ATTEMPT_ROW: &[Column<Attempt>] = &[
     ("worker", Text(|a| Some(a.worker.as_str()))),
     ("ownership_version", BigInt(|a| Some(a.ownership_version))),
     ("started_at", BigInt(|a| Some(a.started_at.timestamp_millis()))),
+    ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
 ];
 
 /// Inserts attempts as they start; returns each new id with its action's key.
@@ -430,6 +443,10 @@ pub(crate) fn append_audit<B: Backend>(entries: &[AuditEntry]) -> Statement<B> {
 /// Up to `$2` refused submissions older than id `$1` (all when NULL), newest first.
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
+
+/// How many actions outside `conflict` have a proposed payload awaiting a decision.
+pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str =
+    "SELECT COUNT(*) AS count FROM actions WHERE proposed_payload IS NOT NULL AND state <> 'conflict'";
 
 /// How many refused submissions are recorded.
 pub(crate) const COUNT_REFUSED: &str = "SELECT COUNT(*) AS count FROM refused_submissions";

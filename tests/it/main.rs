@@ -30,4 +30,5 @@ mod storage;
 mod submissions;
 mod tls;
 mod tmux;
+mod updates;
 mod worker;

@@ -41,6 +41,10 @@ fn other_lists() -> Vec<(&'static str, ListFilter)> {
     let since = Some(Timestamp::UNIX_EPOCH);
     vec![
         ("every action", ListFilter { limit: 50, ..ListFilter::default() }),
+        (
+            "the conflict pane with proposals in other states",
+            ListFilter { state: Some(State::Conflict), or_proposed: true, limit: 50, ..ListFilter::default() },
+        ),
         ("an owner's actions", ListFilter { owner: Some("ana".to_owned()), limit: 50, ..ListFilter::default() }),
         ("the late pane", ListFilter { late_results: true, limit: 50, ..ListFilter::default() }),
         (

@@ -263,36 +263,12 @@ pub fn update_action(original: &ActionRecord, now: Timestamp) -> Result<ActionRe
         problem,
     })?;
     Ok(ActionRecord {
-        id: 0,
-        key,
-        state: State::Pending,
-        payload: original.payload.clone(),
-        proposal: None,
-        resume_state: None,
         source: original.source.clone(),
         source_version: original.source_version,
         destination: original.destination.clone(),
-        after: None,
-        claimed_by: None,
-        ownership_version: 0,
-        revision: 1,
-        lease_expires_at: None,
-        not_before: None,
-        attempts: 0,
-        attempts_in_round: 0,
-        assignee: None,
-        destination_id: None,
-        first_sent_at: None,
-        window_started_at: None,
-        late_results: 0,
-        old_worker_may_act: false,
-        last_error: None,
-        created_at: now,
-        updated_at: now,
-        payload_revision: 1,
-        idempotency_key: None,
         updates: Some(original.key.clone()),
         updates_destination_id: original.destination_id.clone(),
+        ..ActionRecord::pending(key, original.payload.clone(), now)
     })
 }
 

@@ -93,16 +93,28 @@ impl ActionRecord {
     /// A new pending action for a validated submission. The store assigns the id.
     pub fn new_pending(submission: &super::input::Submission, now: Timestamp) -> Self {
         Self {
-            id: 0,
-            key: submission.key.clone(),
-            state: State::Pending,
-            payload: submission.payload.clone(),
-            proposal: None,
-            resume_state: None,
             source: submission.source.clone(),
             source_version: submission.source_version,
             destination: submission.destination.clone(),
             after: submission.after.clone(),
+            ..Self::pending(submission.key.clone(), submission.payload.clone(), now)
+        }
+    }
+
+    /// A new pending action under `key` with `payload` and nothing else known yet: ownership
+    /// version 0, no attempt, no claim. The store assigns the id.
+    pub fn pending(key: ActionKey, payload: Payload, now: Timestamp) -> Self {
+        Self {
+            id: 0,
+            key,
+            state: State::Pending,
+            payload,
+            proposal: None,
+            resume_state: None,
+            source: None,
+            source_version: None,
+            destination: None,
+            after: None,
             claimed_by: None,
             ownership_version: 0,
             revision: 1,

@@ -42,6 +42,13 @@ pub struct SchemaStatus {
     pub in_public: bool,
 }
 
+impl AppliedMigration {
+    /// The rows of the migrations table (version, description, checksum), as read by either store.
+    pub(crate) fn from_rows(rows: Vec<(i64, String, Vec<u8>)>) -> Vec<Self> {
+        rows.into_iter().map(|(version, description, checksum)| Self { version, description, checksum }).collect()
+    }
+}
+
 impl SchemaStatus {
     /// Compares what the ledger has had (`None`: no migrations table) with `migrator`.
     pub(crate) fn compare(ledger: String, migrator: &Migrator, applied: Option<Vec<AppliedMigration>>) -> Self {

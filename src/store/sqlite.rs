@@ -191,11 +191,7 @@ async fn read_status(
     let recorded: bool = sqlx::query_scalar(statements::SQLITE_HAS_MIGRATIONS).fetch_one(pool).await?;
     let applied = if recorded {
         let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
-        Some(
-            rows.into_iter()
-                .map(|(version, description, checksum)| AppliedMigration { version, description, checksum })
-                .collect(),
-        )
+        Some(AppliedMigration::from_rows(rows))
     } else {
         None
     };

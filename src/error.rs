@@ -43,6 +43,9 @@ pub enum Error {
     /// A benchmark's own check of what the ledger did failed.
     #[error(transparent)]
     Bench(#[from] BenchError),
+    /// A `review --script` file that cannot run: a usage error, found before any key is pressed.
+    #[error(transparent)]
+    Script(#[from] crate::console::keys::ScriptError),
     /// A usage error: an option, a combination of options or an argument the command cannot
     /// take.
     #[error("{0}")]
@@ -69,6 +72,7 @@ impl Error {
             Self::Config(_)
             | Self::Input(_)
             | Self::Invalid(_)
+            | Self::Script(_)
             | Self::Destination(
                 DestinationError::NotConfigured { .. }
                 | DestinationError::MissingEnv { .. }

@@ -279,6 +279,9 @@ pub struct Model {
     /// closes.
     pub retention: std::collections::BTreeMap<String, std::time::Duration>,
     pub quit: bool,
+    /// How many commands were refused so far, by the ledger or before their dialog: a scripted
+    /// session stops at the first and says which line did it.
+    pub refusals: u64,
     next_request: u64,
     loading: Option<u64>,
     detail_request: u64,
@@ -315,6 +318,7 @@ impl Model {
             hint: None,
             retention: std::collections::BTreeMap::new(),
             quit: false,
+            refusals: 0,
             next_request: 0,
             loading: None,
             detail_request: 0,
@@ -396,6 +400,25 @@ impl Model {
 
     fn error(&mut self, text: impl AsRef<str>) {
         self.status = Some(Status { kind: StatusKind::Error, text: SafeText::from_ui(text) });
+    }
+
+    /// A command that did not run: shown like any error, and counted.
+    fn refuse(&mut self, text: impl AsRef<str>) {
+        self.refusals += 1;
+        self.error(text);
+    }
+
+    /// The dialog left open, as a sentence: what it would do and what it waits for.
+    pub fn open_dialog(&self) -> Option<String> {
+        let Mode::Dialog(dialog) = &self.mode else { return None };
+        let waiting = match dialog.stage {
+            DialogStage::DestinationId => "the destination id",
+            DialogStage::Reason => "a reason",
+            DialogStage::OldWorkerStopped => "the confirmation that the old worker stopped",
+            DialogStage::Confirm => "y to confirm",
+            DialogStage::Running => "the ledger's answer",
+        };
+        Some(format!("{} on {}, waiting for {waiting}", dialog.command.label(), dialog.action.key))
     }
 }
 
@@ -706,11 +729,11 @@ pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandK
 
 fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     let Some(action) = model.selected_action().cloned() else {
-        model.error("nothing selected: choose an action first");
+        model.refuse("nothing selected: choose an action first");
         return Vec::new();
     };
     match describe(model, kind, &action) {
-        Err(refusal) => model.error(refusal.to_string()),
+        Err(refusal) => model.refuse(refusal.to_string()),
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
@@ -841,7 +864,7 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             close_dialog(model);
             match result {
                 Ok(text) => model.info(text),
-                Err(refusal) => model.error(format!("refused: {refusal}")),
+                Err(refusal) => model.refuse(format!("refused: {refusal}")),
             }
             model.refresh()
         }

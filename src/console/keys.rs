@@ -151,12 +151,12 @@ pub const BINDINGS: &[Binding] = &[
             (Key::plain(KeyCode::Down), Action::Down),
             (Key::plain(KeyCode::Up), Action::Up),
         ],
-        help: "move the selection",
+        help: "move the selection; in a detail, scroll a line",
     },
     Binding {
         keys: "PageDown PageUp",
         actions: &[(Key::plain(KeyCode::PageDown), Action::PageDown), (Key::plain(KeyCode::PageUp), Action::PageUp)],
-        help: "move a page",
+        help: "move a page; in a detail, scroll a page",
     },
     Binding {
         keys: "g G / Home End",
@@ -166,12 +166,12 @@ pub const BINDINGS: &[Binding] = &[
             (Key::plain(KeyCode::Home), Action::Top),
             (Key::plain(KeyCode::End), Action::Bottom),
         ],
-        help: "newest / oldest",
+        help: "newest / oldest; in a detail, its top / its end",
     },
     Binding {
         keys: "Enter",
         actions: &[(Key::plain(KeyCode::Enter), Action::Open)],
-        help: "open the selected action's detail",
+        help: "open the selected action (or refused submission) in full",
     },
     Binding { keys: "Esc", actions: &[(Key::plain(KeyCode::Esc), Action::Back)], help: "back, or cancel a dialog" },
     Binding {

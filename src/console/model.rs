@@ -529,14 +529,19 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         Action::NextPane => switch_pane(model, model.pane.step(1)),
         Action::PreviousPane => switch_pane(model, model.pane.step(-1)),
         Action::Down | Action::Up | Action::PageDown | Action::PageUp | Action::Top | Action::Bottom if in_detail => {
+            // Bounded by the detail's lines as wrapped at this width, so that `End` shows the end
+            // and `Up` after it moves at once.
+            let (max, page) = (super::view::detail_max_scroll(model), super::view::detail_page(model));
+            let scroll = model.detail_scroll.min(max);
             model.detail_scroll = match action {
-                Action::Down => model.detail_scroll.saturating_add(1),
-                Action::Up => model.detail_scroll.saturating_sub(1),
-                Action::PageDown => model.detail_scroll.saturating_add(model.height / 2),
-                Action::PageUp => model.detail_scroll.saturating_sub(model.height / 2),
+                Action::Down => scroll.saturating_add(1),
+                Action::Up => scroll.saturating_sub(1),
+                Action::PageDown => scroll.saturating_add(page),
+                Action::PageUp => scroll.saturating_sub(page),
                 Action::Top => 0,
-                _ => u16::MAX / 2,
-            };
+                _ => max,
+            }
+            .min(max);
             Vec::new()
         }
         Action::Down => move_selection(model, 1),
@@ -568,8 +573,11 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             }
             Some(_) => Vec::new(),
             None => {
-                if model.pane == Pane::Refused {
-                    model.info("a refused submission has no action to open; its problem is shown in the list");
+                // A refused submission has no action: its detail shows the row in full.
+                if model.pane == Pane::Refused && !in_detail && !model.rows.is_empty() {
+                    model.mode = Mode::Detail;
+                    model.detail_scroll = 0;
+                    model.detail = None;
                 }
                 Vec::new()
             }

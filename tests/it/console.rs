@@ -19,6 +19,8 @@ conformance!(
     look_up_now_settles_an_unknown_action,
     filter_and_navigation_over_many_actions,
     acknowledging_and_confirming_the_old_worker_from_the_keyboard,
+    every_section_of_a_detail_is_reachable_at_80x24,
+    messages_are_never_cut_at_80_columns,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -308,6 +310,75 @@ async fn filter_and_navigation_over_many_actions<S: Store>(db: TestDb<S>) {
     assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:048");
 }
 
+/// The screen's text with its lines joined, as a wrapped message reads.
+fn joined(screen: &str) -> String {
+    screen.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn every_section_of_a_detail_is_reachable_at_80x24<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    late_on_completed(l, "acme:order:ORD-1047:create-task").await;
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    for line in ["8", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let top = console.screen().unwrap();
+    assert!(!top.contains("audit trail ("), "the detail is longer than the screen:\n{top}");
+    let oldest = "submitted";
+    // End shows the end of the last section: the oldest audit entry.
+    console.press("G").await.unwrap();
+    let end = console.screen().unwrap();
+    assert!(end.contains("audit trail (") && end.contains(oldest), "{end}");
+    // Up moves at once from there, and Down, pressed as often as it takes, reaches every section.
+    console.press("k").await.unwrap();
+    assert_ne!(console.screen().unwrap(), end, "Up after End scrolls at once");
+    console.press("g").await.unwrap();
+    let mut seen = console.screen().unwrap();
+    for _ in 0..80 {
+        console.press("j").await.unwrap();
+        seen.push_str(&console.screen().unwrap());
+    }
+    let sections = ["late results (1)", "deliveries (", "expected payload", "latest attempt", "destination evidence"];
+    for section in sections.into_iter().chain(["audit trail (", oldest]) {
+        assert!(seen.contains(section), "{section:?} never reached by Down");
+    }
+    assert_eq!(console.screen().unwrap(), end, "Down stops at the same end as End");
+    // The footer keeps the way back and the way out.
+    assert!(end.lines().last().unwrap().contains("Esc back") && end.contains("q quit"), "{end}");
+}
+
+async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    // A refused submission's reason is shown in full in its own detail.
+    let refusal = l.submit(&raw("acme:contact:jane@example.com", "{}")).await.unwrap_err().to_string();
+    let message = l.list_refused(None, 1).await.unwrap().pop().unwrap().message;
+    assert!(message.len() > 80, "a message longer than a line: {message} ({refusal})");
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    for line in ["7", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains(&joined(&message)), "{message}\n{screen}");
+    // A refusal in the status line wraps instead of being cut.
+    let key = "acme:order:ORD-2041:create-follow-up-task-for-the-regional-sales-team";
+    action_in(l, key, State::Unknown).await;
+    let mut bo = ScriptedConsole::start(l, &options("Bo"), 80, 24).await.unwrap();
+    act(&mut bo, "3", key, &["r", "looks retryable", "<Enter>"]).await;
+    let cancel = ManualRequest {
+        key: ActionKey::parse(key).unwrap(),
+        person: Person::parse("Ana").unwrap(),
+        reason: Reason::parse("duplicate").unwrap(),
+        expect_version: None,
+        command: ManualCommand::Cancel,
+        old_worker_stopped: false,
+    };
+    l.manual(&cancel).await.unwrap();
+    bo.press("y").await.unwrap();
+    let screen = bo.screen().unwrap();
+    let said = format!("refused: cannot retry {key}: it changed since you read it");
+    assert!(joined(&screen).contains(&said), "{screen}");
+}
+
 /// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.
 fn mask(screen: &str) -> String {
     screen
@@ -352,7 +423,7 @@ async fn screens() {
     action_in(l, "acme:order:ORD-1046:create-task", State::Pending).await;
     l.submit(&RawSubmission { key: Some("acme:contact:jane@example.com".into()), ..raw("x", "{}") }).await.unwrap_err();
     l.store().clock().advance(LEASE * 2);
-    let scenes: [(&str, &[&str]); 14] = [
+    let scenes: [(&str, &[&str]); 16] = [
         ("pending", &["1"]),
         ("in_progress_stale", &["2"]),
         ("unknown_detail", &["3", "<Enter>"]),
@@ -367,6 +438,8 @@ async fn screens() {
         ("late_results", &["8"]),
         ("late_results_detail", &["8", "<Enter>"]),
         ("old_worker_dialog", &["6", "r", "checked the CRM", "<Enter>", "stop"]),
+        ("late_results_detail_end", &["8", "<Enter>", "G"]),
+        ("refused_detail", &["7", "<Enter>"]),
     ];
     for (width, height) in [(80, 24), (120, 40)] {
         for (name, keys) in scenes {

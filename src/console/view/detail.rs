@@ -2,8 +2,9 @@
 //! proposed side by side for a conflict), latest attempt, destination evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
-use crate::console::model::Model;
+use crate::console::model::{Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
+use crate::domain::RefusedSubmission;
 use crate::ledger::ActionDetail;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -14,19 +15,59 @@ fn time(t: crate::domain::Timestamp) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
+/// The open detail: the selected action's, or in the refused pane the selected refused
+/// submission's; `None` while it loads.
+fn paragraph<'a>(model: &'a Model, theme: Theme, width: u16) -> Option<Paragraph<'a>> {
+    let (title, lines) = match (&model.detail, &model.rows) {
+        (None, Rows::Refused(rows)) if model.pane == Pane::Refused => {
+            let refused = rows.get(model.selected)?;
+            (format!(" refused submission {} ", refused.id), refused_lines(model, refused, theme))
+        }
+        (None, _) => return None,
+        (Some(detail), _) => (
+            format!(" {} ", SafeText::new(detail.action.key.as_str())),
+            lines(model, detail, theme, usize::from(width)),
+        ),
+    };
+    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
+    Some(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }))
+}
+
+/// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end
+/// of the last section (the audit trail) is always reachable.
+pub fn max_scroll(model: &Model, area: Rect) -> u16 {
+    paragraph(model, Theme { color: false }, area.width)
+        .map_or(0, |p| u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX).saturating_sub(area.height))
+}
+
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
-    let Some(detail) = &model.detail else {
+    let Some(paragraph) = paragraph(model, theme, area.width) else {
         frame.render_widget(Paragraph::new("loading…").block(Block::default().borders(Borders::TOP)), area);
         return;
     };
-    let lines = lines(model, detail, theme, usize::from(area.width));
-    let title = format!(" {} ", SafeText::new(detail.action.key.as_str()));
-    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
-    let max_scroll = u16::try_from(lines.len()).unwrap_or(u16::MAX).saturating_sub(area.height.saturating_sub(2));
-    frame.render_widget(
-        Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll((model.detail_scroll.min(max_scroll), 0)),
-        area,
-    );
+    let scroll = model.detail_scroll.min(max_scroll(model, area));
+    frame.render_widget(paragraph.scroll((scroll, 0)), area);
+}
+
+/// A refused submission in full: nothing of its problem or message is cut.
+fn refused_lines<'a>(model: &Model, r: &RefusedSubmission, theme: Theme) -> Vec<Line<'a>> {
+    let now = model.now.unwrap_or(r.received_at);
+    vec![
+        Line::from(vec![Span::styled("refused", theme.error()), Span::raw(format!("  {}", r.problem))]),
+        Line::raw(format!("received {}  {} ago", time(r.received_at), short_duration(now - r.received_at))),
+        Line::raw(format!("key {}", safe(r.key_excerpt.as_deref().unwrap_or("(none, or withheld)")))),
+        Line::raw(format!(
+            "source {}  event {}  destination {}",
+            safe(r.source.as_deref().unwrap_or("-")),
+            safe(r.event_id.as_deref().unwrap_or("-")),
+            safe(r.destination.as_deref().unwrap_or("-"))
+        )),
+        Line::raw(""),
+        section("why it was refused", theme),
+        Line::raw(safe(&r.message)),
+        Line::raw(""),
+        Line::raw("Nothing was recorded for it: the sender fixes it and submits again."),
+    ]
 }
 
 fn section<'a>(title: &str, theme: Theme) -> Line<'a> {

@@ -118,7 +118,10 @@ pub enum Selection {
     First,
     Last,
     Index(usize),
+    /// The row with this key; if the window does not hold it, the window starting at it.
     Key(String),
+    /// The row with this key if the window holds it, else the first (a new filter).
+    KeyElseFirst(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -507,7 +510,8 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
                 }
                 None => model.info("filter cleared"),
             }
-            return vec![model.load(Window::Newest, Selection::First)];
+            let select = model.selected_key().map_or(Selection::First, Selection::KeyElseFirst);
+            return vec![model.load(Window::Newest, select)];
         }
         _ => {}
     }
@@ -881,7 +885,6 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
 
 fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) -> Vec<Effect> {
     let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
-    let previous_key = model.selected_key();
     if let Some(counts) = snapshot.counts {
         model.counts = counts.by_state;
         model.refused = counts.refused;
@@ -907,6 +910,26 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
             ..request.clone()
         })];
     }
+    // The selection is a key, never a row number: when the window loaded does not hold it (the
+    // screen shrank, rows arrived or left), load the window that starts at it; when that does not
+    // hold it either, the action left the pane, and the console says so.
+    let mut departed = None;
+    if let Selection::Key(key) = &request.select
+        && !keys_of(&snapshot.rows).contains(key)
+    {
+        let anchored = id_of(&model.rows, key).map(|id| Window::Before(id + 1));
+        if let Some(window) = anchored
+            && window != request.window
+        {
+            return vec![reload(model, request, window, Selection::Key(key.clone()))];
+        }
+        if snapshot.rows.is_empty() && !model.rows.is_empty() {
+            // It was the oldest row of the pane: show the oldest rows instead.
+            say_departed(model, key, None);
+            return vec![reload(model, request, Window::Oldest, Selection::Last)];
+        }
+        departed = Some(key.clone());
+    }
     if snapshot.rows.is_empty() && matches!(request.window, Window::Before(_)) && !model.rows.is_empty() {
         // Nothing older: stay where we are.
         model.selected = model.rows.len() - 1;
@@ -920,18 +943,56 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         Selection::First => 0,
         Selection::Last => len - 1,
         Selection::Index(i) => (*i).min(len - 1),
-        Selection::Key(key) => {
-            let keys: Vec<String> = match &model.rows {
-                Rows::Actions(rows) => rows.iter().map(|a| a.key.to_string()).collect(),
-                Rows::Refused(rows) => rows.iter().map(|r| r.id.to_string()).collect(),
-            };
-            keys.iter()
-                .position(|k| k == key)
-                .or_else(|| previous_key.and_then(|p| keys.iter().position(|k| *k == p)))
-                .unwrap_or(model.selected.min(len - 1))
+        Selection::Key(_) if departed.is_some() => 0,
+        Selection::Key(key) | Selection::KeyElseFirst(key) => {
+            keys_of(&model.rows).iter().position(|k| k == key).unwrap_or(0)
         }
     };
+    if let Some(key) = departed {
+        let now_on = model.selected_key();
+        say_departed(model, &key, now_on.as_deref());
+    }
     Vec::new()
+}
+
+/// The keys of rows, as the selection names them (a refused submission by its id).
+fn keys_of(rows: &Rows) -> Vec<String> {
+    match rows {
+        Rows::Actions(rows) => rows.iter().map(|a| a.key.to_string()).collect(),
+        Rows::Refused(rows) => rows.iter().map(|r| r.id.to_string()).collect(),
+    }
+}
+
+/// The row id of a key among rows, to load a window that starts at it.
+fn id_of(rows: &Rows, key: &str) -> Option<i64> {
+    match rows {
+        Rows::Actions(rows) => rows.iter().find(|a| a.key.as_str() == key).map(|a| a.id),
+        Rows::Refused(rows) => rows.iter().find(|r| r.id.to_string() == key).map(|r| r.id),
+    }
+}
+
+/// Loads another window for the same pane and filter.
+fn reload(model: &mut Model, request: &LoadRequest, window: Window, select: Selection) -> Effect {
+    model.next_request += 1;
+    model.loading = Some(model.next_request);
+    Effect::Load(LoadRequest { id: model.next_request, window, select, with_counts: false, ..request.clone() })
+}
+
+/// Says that the selected action left the pane, after what the status line already says about it
+/// (a command that moved it, typically).
+fn say_departed(model: &mut Model, key: &str, now_on: Option<&str>) {
+    let filter = if model.filter.is_some() { " (or no longer matches the filter)" } else { "" };
+    let mut text = format!("{key} left the {} pane{filter}", model.pane.title());
+    if let Some(other) = now_on {
+        text.push_str(&format!("; the selection is now on {other}"));
+    }
+    match &model.status {
+        Some(status) if status.text.as_str().contains(key) => {
+            let (kind, before) = (status.kind, status.text.to_string());
+            model.status = Some(Status { kind, text: SafeText::from_ui(format!("{before}. {text}")) });
+        }
+        _ => model.info(text),
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ conformance!(
     acknowledging_and_confirming_the_old_worker_from_the_keyboard,
     every_section_of_a_detail_is_reachable_at_80x24,
     messages_are_never_cut_at_80_columns,
+    the_selection_is_a_key_through_resize_refresh_and_departures,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -377,6 +378,69 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
     let screen = bo.screen().unwrap();
     let said = format!("refused: cannot retry {key}: it changed since you read it");
     assert!(joined(&screen).contains(&said), "{screen}");
+}
+
+fn selected<S: Store>(console: &ScriptedConsole<S>) -> String {
+    console.model().selected_action().unwrap().key.to_string()
+}
+
+async fn the_selection_is_a_key_through_resize_refresh_and_departures<S: Store>(db: TestDb<S>) {
+    use actionledger::console::model::Msg;
+    let l = &db.ledger;
+    for n in 0..60 {
+        l.submit(&raw(&format!("acme:sel:{n:03}"), "{}")).await.unwrap();
+    }
+    // At 120x40 the oldest, then the terminal shrinks to 40x10 and the console refreshes.
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 120, 40).await.unwrap();
+    console.press("G").await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:000");
+    console.send(Msg::Resize(40, 10)).await.unwrap();
+    console.send(Msg::Tick).await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:000", "a resize and a refresh keep the key");
+    console.press("k").await.unwrap();
+    console.send(Msg::Resize(120, 40)).await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:001", "growing back keeps it too");
+    console.send(Msg::Resize(40, 10)).await.unwrap();
+    console.send(Msg::Tick).await.unwrap();
+    console.press("<Enter>").await.unwrap();
+    let detail = console.model().detail.as_ref().unwrap().action.key.to_string();
+    assert_eq!(detail, "acme:sel:001", "Enter opens the key that was selected");
+    console.press("<Esc>").await.unwrap();
+
+    // New rows above the selection do not move it.
+    console.send(Msg::Resize(80, 24)).await.unwrap();
+    console.press("g").await.unwrap();
+    for _ in 0..10 {
+        console.press("j").await.unwrap();
+    }
+    assert_eq!(selected(&console), "acme:sel:049");
+    for n in 60..80 {
+        l.submit(&raw(&format!("acme:sel:{n:03}"), "{}")).await.unwrap();
+    }
+    console.send(Msg::Tick).await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:049", "twenty new rows later");
+
+    // A filter that still matches the selected key keeps it.
+    for line in ["/", "sel:04", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    assert_eq!(selected(&console), "acme:sel:049");
+
+    // The selected action leaves the pane: the console says so instead of silently moving.
+    let cancel = ManualRequest {
+        key: ActionKey::parse("acme:sel:049").unwrap(),
+        person: Person::parse("Bo").unwrap(),
+        reason: Reason::parse("duplicate").unwrap(),
+        expect_version: None,
+        command: ManualCommand::Cancel,
+        old_worker_stopped: false,
+    };
+    l.manual(&cancel).await.unwrap();
+    console.send(Msg::Tick).await.unwrap();
+    let screen = joined(&console.screen().unwrap());
+    assert!(screen.contains("acme:sel:049 left the pending pane"), "{screen}");
+    assert!(screen.contains(&format!("the selection is now on {}", selected(&console))), "{screen}");
+    assert_eq!(selected(&console), "acme:sel:048", "the next one down, and the console named it");
 }
 
 /// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.

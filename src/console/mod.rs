@@ -137,6 +137,7 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
         .all()
         .filter_map(|d| d.config.idempotency.as_ref().map(|i| (d.name.clone(), i.retention)))
         .collect();
+    model.configured = options.destinations.all().map(|d| d.name.clone()).collect();
     model
 }
 

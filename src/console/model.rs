@@ -281,6 +281,9 @@ pub struct Model {
     /// Idempotency retention per destination, from the configuration, to show when a window
     /// closes.
     pub retention: std::collections::BTreeMap<String, std::time::Duration>,
+    /// The destinations the configuration declares: one with no retention above declares no
+    /// idempotency key, which is not the same as a console started without the configuration.
+    pub configured: std::collections::BTreeSet<String>,
     pub quit: bool,
     /// How many commands were refused so far, by the ledger or before their dialog: a scripted
     /// session stops at the first and says which line did it.
@@ -320,6 +323,7 @@ impl Model {
             status: None,
             hint: None,
             retention: std::collections::BTreeMap::new(),
+            configured: std::collections::BTreeSet::new(),
             quit: false,
             refusals: 0,
             next_request: 0,
@@ -982,10 +986,8 @@ fn reload(model: &mut Model, request: &LoadRequest, window: Window, select: Sele
 /// (a command that moved it, typically).
 fn say_departed(model: &mut Model, key: &str, now_on: Option<&str>) {
     let filter = if model.filter.is_some() { " (or no longer matches the filter)" } else { "" };
-    let mut text = format!("{key} left the {} pane{filter}", model.pane.title());
-    if let Some(other) = now_on {
-        text.push_str(&format!("; the selection is now on {other}"));
-    }
+    let now_on = now_on.map(|other| format!("; the selection is now on {other}")).unwrap_or_default();
+    let text = format!("{key} left the {} pane{filter}{now_on}", model.pane.title());
     match &model.status {
         Some(status) if status.text.as_str().contains(key) => {
             let (kind, before) = (status.kind, status.text.to_string());

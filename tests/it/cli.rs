@@ -329,6 +329,28 @@ fn a_script_that_ends_inside_a_dialog_says_so_and_strict_makes_it_fail() {
 }
 
 #[test]
+fn the_demo_removes_its_directory_when_it_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo_dirs = || {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|name| name.starts_with("actionledger-demo-"))
+            .collect::<Vec<_>>()
+    };
+    let output = Command::new(BIN)
+        .args(["demo", "--no-ui", "--json"])
+        .env("TMPDIR", tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("ACTIONLEDGER_DB")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(json(&output)["crm_records"].as_u64().unwrap() > 0, "the demo ran");
+    assert_eq!(demo_dirs(), Vec::<String>::new(), "removed after a normal end");
+}
+
+#[test]
 fn sixteen_submits_at_once_on_a_new_ledger_all_succeed() {
     let ws = Workspace::new();
     let children: Vec<_> = (0..16)

@@ -254,9 +254,12 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
 async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm =
-        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
-            .unwrap();
+    // A CRM that takes no idempotency key: only its lookup tells whether it has the record.
+    let no_idempotency = actionledger::testkit::sim_crm::Options {
+        retention: None,
+        ..actionledger::testkit::sim_crm::Options::default()
+    };
+    let crm = actionledger::testkit::sim_crm::SimCrm::start(listener, no_idempotency).unwrap();
     let config = actionledger::config::Config::parse(&crm.destination_config("crm")).unwrap();
     let destination = actionledger::destination::Destination::new("crm", config.destinations["crm"].clone()).unwrap();
     action_in(l, "acme:lost", State::Unknown).await;
@@ -266,6 +269,11 @@ async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let mut with_config = options("Ana");
     with_config.destinations = Destinations::new(BTreeMap::from([("crm".to_owned(), destination)]), None);
     let mut console = ScriptedConsole::start(l, &with_config, 100, 30).await.unwrap();
+    // With the configuration, a destination without an idempotency key is said to have none,
+    // not "retention unknown".
+    let evidence = act(&mut console, "3", "acme:lost", &["<Enter>", "G"]).await;
+    assert!(evidence.contains("(no idempotency key at crm: no retention window)"), "{evidence}");
+    assert!(!evidence.contains("retention unknown"), "{evidence}");
     let screen = act(&mut console, "3", "acme:lost", &["<Enter>", "l", "checking the CRM", "<Enter>", "y"]).await;
     assert!(screen.contains("looked up acme:lost: found; now completed"), "{screen}");
     let detail = record(l, "acme:lost").await;

@@ -17,7 +17,7 @@ fn time(t: crate::domain::Timestamp) -> String {
 
 /// The open detail: the selected action's, or in the refused pane the selected refused
 /// submission's; `None` while it loads.
-fn paragraph<'a>(model: &'a Model, theme: Theme, width: u16) -> Option<Paragraph<'a>> {
+fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
     let (title, lines) = match (&model.detail, &model.rows) {
         (None, Rows::Refused(rows)) if model.pane == Pane::Refused => {
             let refused = rows.get(model.selected)?;
@@ -247,6 +247,11 @@ fn evidence<'a>(model: &Model, detail: &ActionDetail, theme: Theme, width: usize
             let when = if closes > now { format!("in {}", short_duration(closes - now)) } else { "CLOSED".to_owned() };
             format!("  first sent {}  retention window closes {} ({when})", time(first), time(closes))
         }
+        (Some(first), None) if a.destination.as_ref().is_some_and(|d| model.configured.contains(d)) => format!(
+            "  first sent {}  (no idempotency key at {}: no retention window)",
+            time(first),
+            safe(a.destination.as_deref().unwrap_or("-"))
+        ),
         (Some(first), None) => format!("  first sent {}  (retention unknown: start review with --config)", time(first)),
         (None, _) => "  not sent yet".to_owned(),
     };

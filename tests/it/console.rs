@@ -358,6 +358,18 @@ async fn every_section_of_a_detail_is_reachable_at_80x24<S: Store>(db: TestDb<S>
 
 async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
+    // A conflict shows each changed field's approved and proposed values in full.
+    let street = "Flat 4, 221 Baker Street, Marylebone, London NW1 6XE, United Kingdom (ring twice)";
+    let approved = serde_json::json!({ "address": street, "qty": 1 }).to_string();
+    let proposed = serde_json::json!({ "address": street.replace("Flat 4", "Flat 5"), "qty": 1 }).to_string();
+    l.submit(&raw("acme:conflict:long", &approved)).await.unwrap();
+    l.submit(&raw("acme:conflict:long", &proposed)).await.unwrap();
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    let screen = joined(&act(&mut console, "4", "acme:conflict:long", &["<Enter>"]).await);
+    assert!(screen.contains(&format!("/address approved \"{street}\"")), "{screen}");
+    assert!(screen.contains(&format!("proposed \"{}\"", street.replace("Flat 4", "Flat 5"))), "{screen}");
+    assert!(screen.contains("1 field(s) unchanged"), "{screen}");
+
     // A refused submission's reason is shown in full in its own detail.
     let refusal = l.submit(&raw("acme:contact:jane@example.com", "{}")).await.unwrap_err().to_string();
     let message = l.list_refused(None, 1).await.unwrap().pop().unwrap().message;

@@ -1,5 +1,6 @@
-//! The selected action in full: record and source, deliveries, expected payload (approved and
-//! proposed side by side for a conflict), latest attempt, destination evidence, audit trail.
+//! The selected action in full: record and source, deliveries, expected payload (for a conflict,
+//! each field the proposal changes with both values in full), latest attempt, destination
+//! evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
 use crate::console::model::{Model, Pane, Rows};
@@ -120,7 +121,7 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
     out.extend(late_results(detail, theme));
 
     out.extend(deliveries(detail, theme));
-    out.extend(payloads(detail, theme, width));
+    out.extend(payloads(detail, theme));
     out.extend(latest_attempt(detail, theme));
     out.extend(evidence(model, detail, theme, width));
     out.extend(audit(detail, theme));
@@ -179,7 +180,7 @@ fn deliveries<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     out
 }
 
-fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+fn payloads<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     let a = &detail.action;
     let mut out = vec![Line::raw("")];
     match &a.proposal {
@@ -188,22 +189,59 @@ fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'
             out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
         Some(proposal) => {
-            out.push(section("payload: approved | proposed (approve with a, reject with d)", theme));
-            let left = SafeText::lines(&a.payload.pretty());
-            let right = SafeText::lines(&proposal.payload.pretty());
-            let half = width.saturating_sub(5) / 2;
-            let approved = format!("approved {}", a.payload.fingerprint().short());
-            out.push(Line::raw(format!("  {approved:<half$} | proposed {}", proposal.payload.fingerprint().short())));
-            for i in 0..left.len().max(right.len()) {
-                let l = left.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
-                let r = right.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
-                let changed = left.get(i) != right.get(i);
-                let line = format!("  {l:<half$} | {r}");
-                out.push(if changed { Line::styled(line, theme.warn()) } else { Line::raw(line) });
+            // Per changed field, both values in full (the paragraph wraps them): two columns
+            // would cut exactly the long values a reviewer has to compare.
+            out.push(section("payload: what the proposal changes (approve with a, reject with d)", theme));
+            out.push(Line::raw(format!(
+                "  approved {}  proposed {}",
+                a.payload.fingerprint().short(),
+                proposal.payload.fingerprint().short()
+            )));
+            let (approved, proposed) = (leaves(&a.payload.value()), leaves(&proposal.payload.value()));
+            let fields: std::collections::BTreeSet<&String> = approved.keys().chain(proposed.keys()).collect();
+            let absent = "(absent)".to_owned();
+            let mut unchanged = 0;
+            for field in fields {
+                let (old, new) = (approved.get(field).unwrap_or(&absent), proposed.get(field).unwrap_or(&absent));
+                if old == new {
+                    unchanged += 1;
+                    continue;
+                }
+                out.push(Line::styled(format!("  {}", safe(field)), theme.warn()));
+                out.push(Line::raw(format!("    approved  {}", safe(old))));
+                out.push(Line::raw(format!("    proposed  {}", safe(new))));
             }
+            out.push(Line::raw(format!("  {unchanged} field(s) unchanged; the approved payload in full:")));
+            out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
     }
 
+    out
+}
+
+/// A JSON value as its leaves: JSON pointer to the leaf's JSON text (an empty object or array is
+/// a leaf).
+fn leaves(value: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    fn walk(value: &serde_json::Value, at: String, out: &mut std::collections::BTreeMap<String, String>) {
+        match value {
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (name, inner) in map {
+                    walk(inner, format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")), out);
+                }
+            }
+            serde_json::Value::Array(items) if !items.is_empty() => {
+                for (index, inner) in items.iter().enumerate() {
+                    walk(inner, format!("{at}/{index}"), out);
+                }
+            }
+            leaf => {
+                let at = if at.is_empty() { "/".to_owned() } else { at };
+                out.insert(at, leaf.to_string());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(value, String::new(), &mut out);
     out
 }
 

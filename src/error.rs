@@ -3,7 +3,7 @@
 use crate::bench::BenchError;
 use crate::config::ConfigError;
 use crate::destination::DestinationError;
-use crate::domain::InputError;
+use crate::domain::{InputError, RetentionError};
 use crate::ledger::LedgerError;
 use crate::sim_crm::SimCrmError;
 use crate::store::StoreError;
@@ -31,6 +31,10 @@ pub enum Error {
     /// A name, label or reason a person gave was invalid: a usage error.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// A purge that cannot be run as asked (a zero window, a state that is not final): a usage
+    /// error.
+    #[error(transparent)]
+    Retention(#[from] RetentionError),
     /// A file, socket, terminal or child process failed. Not the user's input: exit 1.
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
@@ -71,6 +75,7 @@ impl Error {
             Self::SimCrm(e) if e.is_usage() => exit::USAGE,
             Self::Config(_)
             | Self::Input(_)
+            | Self::Retention(_)
             | Self::Invalid(_)
             | Self::Script(_)
             | Self::Destination(
@@ -122,6 +127,7 @@ mod tests {
             (Error::from(SimCrmError::ReadState { path: "state.json".into(), source: io() }), exit::USAGE),
             (Error::from(BenchError::WorkerExitedAtOnce), exit::ERROR),
             (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
+            (Error::from(RetentionError::Unsettled { state: State::Unknown }), exit::USAGE),
             (Error::from(LedgerError::NotFound("k".to_owned())), exit::NOT_FOUND),
             (
                 Error::from(LedgerError::from(

@@ -4,6 +4,7 @@
 mod bench;
 mod demo;
 mod manual;
+mod purge;
 mod render;
 mod review;
 mod sim_crm;
@@ -13,6 +14,7 @@ mod worker;
 pub use bench::BenchArgs;
 pub use demo::DemoArgs;
 pub use manual::{ManualArgs, Resolution};
+pub use purge::PurgeArgs;
 pub use review::ReviewArgs;
 pub use sim_crm::SimCrmArgs;
 pub use submit::{ListArgs, SubmitArgs};
@@ -125,6 +127,10 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         to: Option<String>,
     },
+    /// Retention: reduce settled actions older than --older-than to their tombstone (key,
+    /// fingerprint, final state, destination id, settled time, audit trail), removing payloads,
+    /// deliveries, attempts and lookups. A replay of a purged key is still a duplicate.
+    Purge(PurgeArgs),
     /// The review console: triage uncertain actions in the terminal.
     Review(ReviewArgs),
     /// Perform pending actions against the destinations in the configuration file.
@@ -213,6 +219,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
             let command = manual::assignment(&args, to.as_deref())?;
             manual::manual(&ledger, args, command).await
         }
+        Command::Purge(args) => purge::purge(&ledger, args).await,
         Command::Review(args) => review::review(&ledger, args, url).await,
         Command::Worker(args) => worker::worker(ledger.clone(), args).await,
         Command::Reconcile(args) => worker::reconcile(&ledger, args).await,

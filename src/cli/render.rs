@@ -1,11 +1,12 @@
 //! What the CLI prints: one JSON document with `--json`, readable text otherwise. Untrusted text
 //! (payloads, errors, destination bodies) is escaped before it reaches the terminal.
 
+use crate::domain::retention::states_text;
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, RefusedSubmission, Timestamp,
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, PurgeRecord, RefusedSubmission, Timestamp,
 };
-use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
+use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
 
@@ -110,6 +111,12 @@ pub fn submitted(report: &SubmitReport, as_json: bool) {
         crate::domain::SubmitOutcome::Stale => {
             format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
         }
+        // Only a purged action refuses to keep a proposal (rule 7).
+        crate::domain::SubmitOutcome::Conflict if a.proposal.is_none() => format!(
+            "{key} was {} and has been purged, with a different payload; this one is not kept and nothing runs; \
+             submit a changed action under a new key",
+            a.state
+        ),
         crate::domain::SubmitOutcome::Conflict => format!(
             "{key} is recorded with a different payload; this one is kept as a proposal for a person to approve \
              or reject (actionledger show {key}); the action is {}",
@@ -206,6 +213,7 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     if as_json {
         print_json(&json!({
             "action": action_json(&d.action),
+            "purge": d.purge.as_ref().map(purge_json),
             "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
             "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
             "late_results": d.late_results().map(attempt_json).collect::<Vec<_>>(),
@@ -216,7 +224,11 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     }
     print_record(&d.action);
     print_late_results(d);
-    print_payloads(&d.action);
+    if let Some(purge) = &d.purge {
+        print_purge(&d.action, purge);
+    } else {
+        print_payloads(&d.action);
+    }
     print_deliveries(&d.deliveries);
     print_attempts(&d.attempts);
     print_lookups(&d.lookups);
@@ -266,6 +278,58 @@ fn print_record(a: &ActionRecord) {
     );
     field("created", &time(a.created_at));
     field("updated", &time(a.updated_at));
+}
+
+/// What a purged action keeps instead of its payload: its fingerprint, and which run purged it.
+fn print_purge(a: &ActionRecord, p: &PurgeRecord) {
+    println!(
+        "\npurged by purge run {} on {} (owner {}: {})",
+        p.id,
+        time(p.at),
+        escape_untrusted(&p.owner),
+        escape_untrusted(&p.reason)
+    );
+    println!("  payload fingerprint {} (the payload itself was removed)", a.payload.fingerprint());
+    println!(
+        "  only the tombstone is kept: key, fingerprint, final state, destination id, settled time and the audit \
+         trail; the payload, deliveries, attempts and lookups before the purge were removed"
+    );
+}
+
+fn purge_json(p: &PurgeRecord) -> Value {
+    json!({
+        "run": p.id,
+        "at": time(p.at),
+        "owner": p.owner,
+        "reason": p.reason,
+        "older_than": crate::config::duration_text::format(p.older_than),
+        "settled_before": time(p.settled_before),
+        "states": p.states,
+        "counts": p.counts,
+    })
+}
+
+/// What a purge run removed, or would remove.
+pub fn purged(report: &PurgeReport, as_json: bool) {
+    let p = &report.record;
+    if as_json {
+        let mut value = purge_json(p);
+        value["run"] = if report.dry_run { Value::Null } else { json!(p.id) };
+        value["dry_run"] = json!(report.dry_run);
+        print_json(&value);
+        return;
+    }
+    let c = &p.counts;
+    let removed = format!(
+        "{} actions to their tombstone, {} deliveries, {} attempts, {} lookups",
+        c.actions, c.deliveries, c.attempts, c.lookups
+    );
+    let scope = format!("{} actions settled before {}", states_text(&p.states), time(p.settled_before));
+    if report.dry_run {
+        println!("dry run: would reduce {removed} ({scope}); nothing changed");
+    } else {
+        println!("purge run {}: reduced {removed} ({scope})", p.id);
+    }
 }
 
 fn print_payloads(a: &ActionRecord) {

@@ -8,6 +8,7 @@ pub mod manual;
 pub mod payload;
 pub mod record;
 pub mod refusal;
+pub mod retention;
 pub mod state;
 pub mod text;
 
@@ -21,4 +22,5 @@ pub use record::{
     LookupReport, LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
 };
 pub use refusal::Refusal;
+pub use retention::{PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};
 pub use state::{Event, State, StatePair, TransitionRefused};

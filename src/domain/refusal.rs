@@ -47,6 +47,13 @@ pub enum Refusal {
     /// Another transaction wrote the actions after they were read in this one.
     #[error("{} changed while this change was being written; read it again", join_keys(keys))]
     ChangedWhileWriting { keys: Vec<ActionKey> },
+    /// The action was purged (rule 7): only its tombstone is left, and it never changes again.
+    #[error(
+        "cannot {verb} {key}: it is {state} and was purged by purge run {run} on {}; only its tombstone is kept, \
+         and a purged action is never claimed, retried or resolved again",
+        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )]
+    Purged { verb: &'static str, key: ActionKey, state: State, run: i64, at: Timestamp },
     /// A batch named one key twice.
     #[error("{key} appears twice in one batch")]
     RepeatedKey { key: ActionKey },
@@ -146,6 +153,11 @@ mod tests {
                 "a, b changed while this change was being written; read it again",
             ),
             (Refusal::RepeatedKey { key: key("k") }, "k appears twice in one batch"),
+            (
+                Refusal::Purged { verb: "retry", key: key("k"), state: State::Completed, run: 7, at: until },
+                "cannot retry k: it is completed and was purged by purge run 7 on 2030-01-02T03:04:05Z; only its \
+                 tombstone is kept, and a purged action is never claimed, retried or resolved again",
+            ),
             (
                 Refusal::NothingToAcknowledge { key: key("k") },
                 "cannot acknowledge k: it has no unacknowledged late result; `actionledger show k` lists its late \

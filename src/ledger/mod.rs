@@ -8,8 +8,8 @@ pub use crate::domain::LookupReport;
 use crate::domain::SubmissionRefused;
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, ClaimFacts, Delivery, DestinationCatalog,
-    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, RawSubmission, Reason, Refusal,
-    RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
+    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, PurgeRecord, PurgeRequest,
+    RawSubmission, Reason, Refusal, RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
     record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 mod error;
@@ -137,6 +137,14 @@ pub struct ManualOutcome {
     pub transition: Option<Transition>,
 }
 
+/// What a purge run removed, or with `dry_run` would remove (then nothing changed and nothing
+/// was recorded, and the record's id is 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeReport {
+    pub record: PurgeRecord,
+    pub dry_run: bool,
+}
+
 /// The result of a submission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubmitReport {
@@ -148,6 +156,9 @@ pub struct SubmitReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionDetail {
     pub action: ActionRecord,
+    /// The purge run that reduced the action to its tombstone, if one did: its payload, last
+    /// error, deliveries, attempts and lookups are gone; its audit trail is kept in full.
+    pub purge: Option<PurgeRecord>,
     pub deliveries: Vec<Delivery>,
     pub attempts: Vec<Attempt>,
     pub lookups: Vec<LookupRecord>,
@@ -191,14 +202,24 @@ impl<S: Store> Ledger<S> {
     /// start: commits what it returns, rolls back on any error or refusal, and runs the whole
     /// transaction again after a transient conflict (a serialization failure, a deadlock, a busy
     /// database).
-    async fn transact<'a, R, F>(&'a self, mut body: F) -> Result<R, LedgerError>
+    async fn transact<'a, R, F>(&'a self, body: F) -> Result<R, LedgerError>
+    where
+        R: Send,
+        F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
+    {
+        self.transact_then(true, body).await
+    }
+
+    /// [`Ledger::transact`], committing only if `commit`; otherwise what `body` did is rolled back
+    /// and only its answer is kept (a dry run).
+    async fn transact_then<'a, R, F>(&'a self, commit: bool, mut body: F) -> Result<R, LedgerError>
     where
         R: Send,
         F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
     {
         let mut tries = 0;
         loop {
-            match self.transact_once(&mut body).await {
+            match self.transact_once(commit, &mut body).await {
                 Err(error) if error.is_transient() && tries < TRANSIENT_RETRIES => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(10 * u64::from(tries))).await;
@@ -208,7 +229,7 @@ impl<S: Store> Ledger<S> {
         }
     }
 
-    async fn transact_once<'a, R, F>(&'a self, body: &mut F) -> Result<R, LedgerError>
+    async fn transact_once<'a, R, F>(&'a self, commit: bool, body: &mut F) -> Result<R, LedgerError>
     where
         R: Send,
         F: for<'t> FnMut(&'t mut S::Tx, Timestamp, Outlives<'t, 'a>) -> TxBody<'t, R> + Send,
@@ -218,7 +239,13 @@ impl<S: Store> Ledger<S> {
             Ok(now) => body(&mut tx, now, PhantomData).await,
             Err(error) => Err(error.into()),
         };
-        finish(tx, result).await
+        if commit {
+            finish(tx, result).await
+        } else {
+            // Rolled back whatever it answered, and waited for, like a refusal.
+            let _ = tx.rollback().await;
+            result
+        }
     }
 
     /// Records an intended action, or one more delivery of it. An invalid submission is recorded
@@ -559,6 +586,16 @@ impl<S: Store> Ledger<S> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+                if let Some(purge) = purge_of_settled(tx, &action).await? {
+                    return Err(Refusal::Purged {
+                        verb: command.verb(),
+                        key: action.key.clone(),
+                        state: action.state,
+                        run: purge.id,
+                        at: purge.at,
+                    }
+                    .into());
+                }
                 if let Some(expected) = *expect_version
                     && action.revision != expected
                 {
@@ -604,10 +641,47 @@ impl<S: Store> Ledger<S> {
         })
         .await
     }
-    /// One action with its deliveries, attempts and audit trail.
+    /// Retention (rule 7): reduces the settled actions of `request` to their tombstone, in one
+    /// transaction, and records the run with its counts; with `dry_run`, the same transaction
+    /// answers the same counts and is rolled back.
+    ///
+    /// One transaction, not batches: the run's record commits with exactly what it removed, or
+    /// nothing does, and the tombstones never hold a half-purged action. It locks only settled
+    /// rows, which nothing else changes (on PostgreSQL workers and reviewers go on); on SQLite it
+    /// holds the one write lock while it runs, so retention is run often (daily), each run
+    /// removing one day's settlements.
+    pub async fn purge(&self, request: &PurgeRequest) -> Result<PurgeReport, LedgerError> {
+        self.transact_then(!request.dry_run, |tx, now, _| {
+            Box::pin(async move {
+                tx.check_may_purge().await?;
+                let settled_before = request.settled_before(now);
+                let keys = tx.purge_candidates(request.states(), settled_before).await?;
+                let counts = tx.tombstone(&keys).await?;
+                let mut record = PurgeRecord {
+                    id: 0,
+                    at: now,
+                    owner: request.owner.as_str().to_owned(),
+                    reason: request.reason.as_str().to_owned(),
+                    older_than: request.older_than(),
+                    settled_before,
+                    states: request.states().to_vec(),
+                    counts,
+                };
+                if !request.dry_run {
+                    record.id = tx.record_purge(&record, &keys).await?;
+                }
+                Ok(PurgeReport { record, dry_run: request.dry_run })
+            })
+        })
+        .await
+    }
+
+    /// One action with its deliveries, attempts and audit trail, and the purge run that reduced
+    /// it to its tombstone, if one did.
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
         Ok(ActionDetail {
+            purge: self.store.purge_of(key).await?,
             action,
             deliveries: self.store.deliveries(key).await?,
             attempts: self.store.attempts(key).await?,
@@ -747,6 +821,23 @@ async fn submit_existing<T: LedgerTx>(
         _ => SubmitOutcome::Conflict,
     };
     let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+    if outcome == SubmitOutcome::Conflict
+        && !already_proposed
+        && let Some(purge) = purge_of_settled(tx, &action).await?
+    {
+        // The tombstone never changes (rule 7): the changed payload is not kept for approval,
+        // since nothing could ever run it under this key, and the answer is still `conflict`.
+        let reason = format!(
+            "proposed payload {} differs from approved {}; the action was purged by purge run {}: the change is not \
+             kept and nothing runs; submit it under a new key",
+            fingerprint.short(),
+            action.payload.fingerprint().short(),
+            purge.id
+        );
+        let transition = Transition { event: Event::PayloadChanged, from: action.state, to: action.state };
+        tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
+        return Ok(SubmitReport { outcome, action });
+    }
     if outcome == SubmitOutcome::Conflict && !already_proposed {
         action.proposal =
             Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
@@ -841,13 +932,36 @@ async fn record_results_in<T: LedgerTx>(
     let mut decided = Vec::with_capacity(results.len());
     for &(claim, attempt, report) in results {
         let action = locked.remove(claim.key()).ok_or_else(|| LedgerError::NotFound(claim.key().to_string()))?;
-        let (attempt, decision) = decide_result(action, claim, attempt, report, now)?;
+        // A late result for a purged action changes nothing, not even its note: the tombstone
+        // never changes (rule 7). Asked only of settled actions the claim no longer holds.
+        let purge = if is_current(&action, claim) { None } else { purge_of_settled(tx, &action).await? };
+        let tombstone = purge.map(|purge| (action.clone(), purge));
+        let (attempt, mut decision) = decide_result(action, claim, attempt, report, now)?;
+        if let Some((action, purge)) = tombstone {
+            let note = format!(
+                "{}; the action was purged by purge run {}: nothing changes",
+                decision.reason.as_deref().unwrap_or("late result"),
+                purge.id
+            );
+            decision = ResultDecision {
+                transition: Transition { event: Event::LateResult, from: action.state, to: action.state },
+                action,
+                reason: Some(note),
+                stale: true,
+                tombstone: true,
+            };
+        }
         finished.push(attempt);
         decided.push(decision);
     }
     tx.finish_attempts(&finished).await?;
-    let mut actions: Vec<ActionRecord> = decided.iter().map(|d| d.action.clone()).collect();
-    write_actions(tx, &mut actions).await?;
+    let mut writes: Vec<ActionRecord> = decided.iter().filter(|d| !d.tombstone).map(|d| d.action.clone()).collect();
+    write_actions(tx, &mut writes).await?;
+    let mut written = writes.into_iter();
+    let actions: Vec<ActionRecord> = decided
+        .iter()
+        .map(|d| if d.tombstone { d.action.clone() } else { written.next().expect("one write per change") })
+        .collect();
     let mut recorded = Vec::with_capacity(results.len());
     for ((action, decision), &(claim, _, _)) in actions.into_iter().zip(decided).zip(results) {
         let entry = audit_entry(&action, decision.transition, &claim.worker, ActorKind::Worker, decision.reason, now);
@@ -864,6 +978,8 @@ struct ResultDecision {
     reason: Option<String>,
     /// The claim had passed to a newer ownership version.
     stale: bool,
+    /// The action is a purged tombstone: nothing is written to it.
+    tombstone: bool,
 }
 
 /// Decides what one result does, from the action as locked: the attempt as it ended, and the
@@ -921,7 +1037,7 @@ fn decide_result(
     if action.state != State::Completed {
         action.last_error.clone_from(&report.error);
     }
-    let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false };
+    let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false, tombstone: false };
     Ok((finished, decision))
 }
 
@@ -959,7 +1075,16 @@ fn decide_late_result(
     // The notice: counted on the action until a person acknowledges it. The revision moves with
     // it, so that a person who read the action before it arrived is asked to read it again.
     action.late_results += 1;
-    Ok(ResultDecision { action, transition, reason: Some(note), stale: true })
+    Ok(ResultDecision { action, transition, reason: Some(note), stale: true, tombstone: false })
+}
+
+/// The purge run that reduced `action` to its tombstone, if one did. Only settled actions are
+/// ever purged, so only they are asked about: no cost on the paths of live actions.
+async fn purge_of_settled<T: LedgerTx>(tx: &mut T, action: &ActionRecord) -> Result<Option<PurgeRecord>, LedgerError> {
+    if !action.state.is_terminal() {
+        return Ok(None);
+    }
+    Ok(tx.purge_of(&action.key).await?)
 }
 
 /// Rule 8: whether a late result contradicts what the ledger holds, and why. It does when the

@@ -20,6 +20,9 @@ pub struct Dialect {
     pub lock_suffix: &'static str,
     /// Claims pending actions in one statement (`claim!` in `statements.rs`).
     pub claim: &'static str,
+    /// Asks whether this session may purge, as column `may`, with its role's name as `role`;
+    /// `None` where the database has no roles.
+    pub purge_permission: Option<&'static str>,
     /// Makes submissions that wait for another action take turns until their transactions end,
     /// where transactions do not already (see [`super::statements::AFTER_LINKS`]).
     pub after_links_lock: Option<&'static str>,

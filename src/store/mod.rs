@@ -32,7 +32,8 @@ pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
 
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeCounts, PurgeRecord, RefusedSubmission,
+    State, Timestamp,
 };
 use std::future::Future;
 
@@ -178,6 +179,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn attempts(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
     fn audit_trail(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
     fn lookups(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<LookupRecord>, StoreError>> + Send;
+    /// The purge run that reduced action `key` to its tombstone, if one did.
+    fn purge_of(&self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     fn list_refused(
         &self,
@@ -300,6 +303,28 @@ pub trait LedgerTx: Send {
     /// transaction commits: one statement for a whole batch.
     fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Refuses ([`StoreError::NotPermitted`], naming the role) unless this session may purge:
+    /// on PostgreSQL only the owner role may; SQLite has no roles.
+    fn check_may_purge(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// The keys of settled actions a purge would reduce to their tombstone (see
+    /// [`crate::domain::retention`]), in key order, locked until the transaction ends.
+    fn purge_candidates(
+        &mut self,
+        states: &[State],
+        settled_before: Timestamp,
+    ) -> impl Future<Output = Result<Vec<ActionKey>, StoreError>> + Send;
+    /// Reduces these actions to their tombstone: empties their bulk, deletes their deliveries,
+    /// attempts and lookups; answers how many rows went.
+    fn tombstone(&mut self, keys: &[ActionKey]) -> impl Future<Output = Result<PurgeCounts, StoreError>> + Send;
+    /// Records a purge run (its id is assigned) and marks these actions as purged by it; answers
+    /// the run's id.
+    fn record_purge(
+        &mut self,
+        run: &PurgeRecord,
+        keys: &[ActionKey],
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// [`Store::purge_of`], inside the transaction.
+    fn purge_of(&mut self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn rollback(self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

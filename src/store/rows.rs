@@ -5,7 +5,8 @@ use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
     Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
-    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, RefusedSubmission, State, SubmitOutcome, Timestamp,
+    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, PurgeCounts, PurgeRecord, RefusedSubmission, State,
+    SubmitOutcome, Timestamp,
 };
 
 /// Typed access to a result row by column name.
@@ -172,6 +173,28 @@ pub(crate) fn lookup_from_row(row: &impl Columns) -> Result<LookupRecord, StoreE
             body: row.opt_text("response_body")?,
         },
         detail: row.opt_text("detail")?,
+    })
+}
+
+pub(crate) fn purge_from_row(row: &impl Columns) -> Result<PurgeRecord, StoreError> {
+    let states = row.text("states")?;
+    let older_than_ms = row.int("older_than_ms")?;
+    Ok(PurgeRecord {
+        id: row.int("id")?,
+        at: from_millis(row.int("at")?),
+        owner: row.text("owner")?,
+        reason: row.text("reason")?,
+        older_than: std::time::Duration::from_millis(
+            u64::try_from(older_than_ms).map_err(|_| corrupt("purge window", &older_than_ms.to_string()))?,
+        ),
+        settled_before: from_millis(row.int("settled_before")?),
+        states: states.split(',').map(state).collect::<Result<_, _>>()?,
+        counts: PurgeCounts {
+            actions: row.int("actions")?,
+            deliveries: row.int("deliveries")?,
+            attempts: row.int("attempts")?,
+            lookups: row.int("lookups")?,
+        },
     })
 }
 

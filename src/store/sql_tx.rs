@@ -2,12 +2,14 @@
 
 use super::backend::{Backend, Statement};
 use super::batch::{MAX_BINDS_PER_STATEMENT, rows_per_statement};
-use super::rows::{Columns as _, action_from_row, after_link, attempt_from_row, keyed_number};
+use super::rows::{Columns as _, action_from_row, after_link, attempt_from_row, keyed_number, purge_from_row};
 use super::statements as sql;
 use super::{ClaimScope, LedgerTx, StoreError};
 use crate::domain::record::from_millis;
+use crate::domain::retention::states_text;
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, RefusedSubmission, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeCounts, PurgeRecord, RefusedSubmission,
+    State, Timestamp,
 };
 
 /// A write transaction on a ledger database.
@@ -197,6 +199,73 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         Ok(())
     }
 
+    async fn check_may_purge(&mut self) -> Result<(), StoreError> {
+        let Some(ask) = B::DIALECT.purge_permission else {
+            return Ok(());
+        };
+        let row = B::fetch_one(&mut *self.tx, Statement::new(ask)).await?;
+        if row.flag("may")? {
+            return Ok(());
+        }
+        Err(StoreError::NotPermitted(format!(
+            "actionledger: role {} may not purge: only a member of actionledger_owner removes what retention allows",
+            row.text("role")?
+        )))
+    }
+
+    async fn purge_candidates(
+        &mut self,
+        states: &[State],
+        settled_before: Timestamp,
+    ) -> Result<Vec<ActionKey>, StoreError> {
+        let candidates = sql::purge_candidates(states, settled_before.timestamp_millis());
+        let rows = B::fetch_all(&mut *self.tx, candidates).await?;
+        rows.iter()
+            .map(|row| {
+                let key = row.text("key")?;
+                ActionKey::parse(&key).map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))
+            })
+            .collect()
+    }
+
+    async fn tombstone(&mut self, keys: &[ActionKey]) -> Result<PurgeCounts, StoreError> {
+        let mut counts = PurgeCounts::default();
+        for chunk in keys.chunks(sql::KEYS_PER_PURGE_STATEMENT) {
+            counts.actions += count(B::execute(&mut *self.tx, sql::empty_purged_actions(chunk)).await?);
+            // In the order of PURGED_HISTORIES.
+            let PurgeCounts { deliveries, attempts, lookups, .. } = &mut counts;
+            for (table, removed) in sql::PURGED_HISTORIES.into_iter().zip([deliveries, attempts, lookups]) {
+                *removed += count(B::execute(&mut *self.tx, sql::delete_purged_history(table, chunk)).await?);
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn record_purge(&mut self, run: &PurgeRecord, keys: &[ActionKey]) -> Result<i64, StoreError> {
+        let older_than_ms = i64::try_from(run.older_than.as_millis()).unwrap_or(i64::MAX);
+        let insert = Statement::new(sql::INSERT_PURGE)
+            .int(run.at.timestamp_millis())
+            .text(run.owner.as_str())
+            .text(run.reason.as_str())
+            .int(older_than_ms)
+            .int(run.settled_before.timestamp_millis())
+            .text(states_text(&run.states).as_str())
+            .int(run.counts.actions)
+            .int(run.counts.deliveries)
+            .int(run.counts.attempts)
+            .int(run.counts.lookups);
+        let id = B::fetch_one(&mut *self.tx, insert).await?.int("id")?;
+        for chunk in keys.chunks(sql::KEYS_PER_PURGE_STATEMENT) {
+            B::execute(&mut *self.tx, sql::mark_purged(id, chunk)).await?;
+        }
+        Ok(id)
+    }
+
+    async fn purge_of(&mut self, key: &ActionKey) -> Result<Option<PurgeRecord>, StoreError> {
+        let row = B::fetch_optional(&mut *self.tx, Statement::new(sql::SELECT_PURGE_OF).text(key.as_str())).await?;
+        row.as_ref().map(purge_from_row).transpose()
+    }
+
     async fn commit(mut self) -> Result<(), StoreError> {
         self.write_audit().await?;
         self.tx.commit().await?;
@@ -207,4 +276,9 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         self.tx.rollback().await?;
         Ok(())
     }
+}
+
+/// A count of rows changed, as the records keep counts.
+fn count(rows: u64) -> i64 {
+    i64::try_from(rows).unwrap_or(i64::MAX)
 }

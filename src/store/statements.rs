@@ -77,6 +77,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     clock: None,
     lock_suffix: "",
     claim: claim!("", "(SELECT value FROM json_each($5))"),
+    purge_permission: None,
     after_links_lock: None,
 };
 
@@ -88,6 +89,9 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     clock: Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now"),
     lock_suffix: " FOR UPDATE",
     claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+    // Only the owner role purges (migration 0007): the function of migration 0004 answers for a
+    // ledger that is not role-managed too.
+    purge_permission: Some("SELECT actionledger_session_may('owner') AS may, CAST(current_user AS TEXT) AS role"),
     // A transaction-scoped advisory lock, one number for the whole ledger: two new actions that
     // would wait for each other must not each miss the other's uncommitted row.
     after_links_lock: Some("SELECT pg_advisory_xact_lock(7429916350244813907)"),
@@ -444,3 +448,87 @@ pub(crate) const REFUSAL_ROW: &[Column<RefusedSubmission>] = &[
 pub(crate) fn insert_refusal<B: Backend>(refusal: &RefusedSubmission) -> Statement<B> {
     Statement::new(insert_sql("refused_submissions", B::DIALECT.params, 1, REFUSAL_ROW)).rows(REFUSAL_ROW, [refusal])
 }
+
+/// Most keys one purge statement names: a bounded list of parameters per statement.
+pub(crate) const KEYS_PER_PURGE_STATEMENT: usize = 500;
+
+/// Settled actions a purge reduces to their tombstone: in one of the final `states`, settled
+/// (last changed) before `settled_before`, with no proposed payload and no unacknowledged late
+/// result waiting for a person (its evidence is among what a purge removes), and not purged
+/// already; their keys in key order, locked (where the dialect locks rows) like
+/// [`lock_actions_sql`], so that a submission of one of these keys waits for the purge to end.
+pub(crate) fn purge_candidates<B: Backend>(states: &[State], settled_before_ms: i64) -> Statement<B> {
+    let mut statement = Statement::new("SELECT a.key FROM actions a WHERE a.state IN (");
+    for (i, state) in states.iter().enumerate() {
+        statement = statement.push(if i == 0 { "" } else { ", " }).push_text(state.as_str());
+    }
+    statement
+        .push(") AND a.updated_at < ")
+        .push_int(settled_before_ms)
+        .push(
+            " AND a.proposed_payload IS NULL AND a.late_results = 0 \
+             AND NOT EXISTS (SELECT 1 FROM purged_actions p WHERE p.action_key = a.key) ORDER BY a.key",
+        )
+        .push(B::DIALECT.lock_suffix)
+}
+
+/// `column IN (...)` over `keys.len()` parameters, starting at parameter `first`.
+fn keys_in(params: Params, column: &str, first: usize, keys: usize) -> String {
+    let list = (0..keys).map(|i| params.at(first + i)).collect::<Vec<_>>().join(", ");
+    format!("{column} IN ({list})")
+}
+
+fn bind_keys<B: Backend>(statement: Statement<B>, keys: &[ActionKey]) -> Statement<B> {
+    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
+}
+
+/// Empties the bulk of actions about to be purged: the approved payload becomes JSON null (the
+/// column stays NOT NULL, and readers still parse it) and the last error goes. Key, fingerprint,
+/// state, destination id and settled time (`updated_at`, left as it was) are the tombstone.
+pub(crate) fn empty_purged_actions_sql(params: Params, keys: usize) -> String {
+    format!(
+        "UPDATE actions SET payload = 'null', last_error = NULL, revision = revision + 1 WHERE {}",
+        keys_in(params, "key", 1, keys)
+    )
+}
+
+pub(crate) fn empty_purged_actions<B: Backend>(keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(empty_purged_actions_sql(B::DIALECT.params, keys.len())), keys)
+}
+
+/// The histories a purge deletes, each with the action's key in `action_key`, in the order of
+/// the counts of [`crate::domain::PurgeCounts`]. The audit trail is not among them: it is kept in
+/// full.
+pub(crate) const PURGED_HISTORIES: [&str; 3] = ["deliveries", "attempts", "lookups"];
+
+/// Deletes the rows of one of [`PURGED_HISTORIES`] that belong to the actions being purged.
+pub(crate) fn delete_purged_history_sql(params: Params, table: &str, keys: usize) -> String {
+    assert!(PURGED_HISTORIES.contains(&table), "{table} is not a history a purge deletes");
+    format!("DELETE FROM {table} WHERE {}", keys_in(params, "action_key", 1, keys))
+}
+
+pub(crate) fn delete_purged_history<B: Backend>(table: &str, keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(delete_purged_history_sql(B::DIALECT.params, table, keys.len())), keys)
+}
+
+/// Records one purge run with what it removed; returns its id.
+pub(crate) const INSERT_PURGE: &str = "INSERT INTO purges (at, owner, reason, older_than_ms, settled_before, \
+     states, actions, deliveries, attempts, lookups) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
+
+/// Marks actions as purged by run `$1`: their tombstone marker.
+pub(crate) fn mark_purged_sql(params: Params, keys: usize) -> String {
+    format!(
+        "INSERT INTO purged_actions (action_key, purge_id) SELECT key, {} FROM actions WHERE {}",
+        params.at(1),
+        keys_in(params, "key", 2, keys)
+    )
+}
+
+pub(crate) fn mark_purged<B: Backend>(purge_id: i64, keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(mark_purged_sql(B::DIALECT.params, keys.len())).int(purge_id), keys)
+}
+
+/// The purge run that purged action `$1`, if one did.
+pub(crate) const SELECT_PURGE_OF: &str = "SELECT p.id, p.at, p.owner, p.reason, p.older_than_ms, \
+     p.settled_before, p.states, p.actions, p.deliveries, p.attempts, p.lookups \
+     FROM purged_actions m JOIN purges p ON p.id = m.purge_id WHERE m.action_key = $1";

@@ -527,6 +527,69 @@ async fn acknowledge_and_retry_with_the_old_worker_stopped_from_the_cli() {
 }
 
 #[test]
+fn purge_keeps_a_tombstone_that_show_list_and_submit_still_know() {
+    let ws = Workspace::new();
+    let purge = |extra: &[&str]| {
+        let mut args = vec!["purge", "--owner", "ana", "--reason", "retention policy"];
+        args.extend_from_slice(extra);
+        ws.run(&args)
+    };
+    let waiting = "acme:order:ORD-7:create-task";
+    ws.run(&["submit", "--key", waiting, "--payload", r#"{"qty":1}"#]);
+    ws.run(&["submit", "--key", KEY, "--payload", r#"{"qty":2}"#]);
+    let cancelled = ws.run(&["cancel", KEY, "--owner", "ana", "--reason", "duplicate order"]);
+    assert_eq!(cancelled.status.code(), Some(0), "{}", stderr(&cancelled));
+
+    for (args, says) in [
+        (&["--older-than", "90x"][..], "no known unit"),
+        (&["--older-than", "ninety"][..], "not a duration"),
+        (&["--older-than", "0d"][..], "longer than zero"),
+        (&["--older-than", "90d", "--states", "completed,failed"][..], "failed is not final"),
+        (&["--older-than", "90d", "--states", "done"][..], "is not a state"),
+    ] {
+        let refused = purge(args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains(says), "{args:?}: {}", stderr(&refused));
+        assert!(stdout(&refused).is_empty());
+    }
+    std::thread::sleep(Duration::from_millis(20));
+
+    let dry = json(&purge(&["--older-than", "1ms", "--dry-run", "--json"]));
+    assert_eq!((dry["dry_run"].as_bool(), dry["run"].is_null()), (Some(true), true));
+    assert_eq!((dry["counts"]["actions"].as_i64(), dry["counts"]["deliveries"].as_i64()), (Some(1), Some(1)));
+    assert!(json(&ws.run(&["show", KEY, "--json"]))["purge"].is_null(), "a dry run changes nothing");
+
+    let run = json(&purge(&["--older-than", "1ms", "--json"]));
+    assert_eq!((run["run"].as_i64(), run["counts"]["actions"].as_i64()), (Some(1), Some(1)));
+    assert_eq!(run["states"], serde_json::json!(["cancelled", "completed"]));
+    let again = purge(&["--older-than", "1ms"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(stdout(&again).starts_with("purge run 2: reduced 0 actions"), "{}", stdout(&again));
+
+    let shown = json(&ws.run(&["show", KEY, "--json"]));
+    assert_eq!((shown["purge"]["run"].as_i64(), shown["purge"]["owner"].as_str()), (Some(1), Some("ana")));
+    assert_eq!(shown["action"]["state"], "cancelled");
+    assert!(shown["deliveries"].as_array().unwrap().is_empty());
+    assert_eq!(shown["audit"].as_array().unwrap().len(), 2, "the audit trail is kept in full");
+    let text = stdout(&ws.run(&["show", KEY]));
+    assert!(text.contains("purged by purge run 1") && text.contains("duplicate order"), "{text}");
+    let fingerprint = shown["action"]["fingerprint"].as_str().unwrap();
+    assert!(text.contains(&format!("payload fingerprint sha256:{fingerprint}")), "{text}");
+    assert!(json(&ws.run(&["show", waiting, "--json"]))["purge"].is_null(), "a pending action is never purged");
+    let listed = stdout(&ws.run(&["list", "--state", "cancelled"]));
+    assert!(listed.contains(KEY), "{listed}");
+
+    let replay = ws.run(&["submit", "--key", KEY, "--payload", r#"{ "qty": 2 }"#]);
+    assert_eq!((stdout(&replay).as_str(), replay.status.code()), ("duplicate\n", Some(0)));
+    let changed = ws.run(&["submit", "--key", KEY, "--payload", r#"{"qty":3}"#]);
+    assert_eq!((stdout(&changed).as_str(), changed.status.code()), ("conflict\n", Some(3)));
+    assert!(stderr(&changed).contains("has been purged") && stderr(&changed).contains("not kept"));
+    let retry = ws.run(&["retry", KEY, "--owner", "ana", "--reason", "again"]);
+    assert_eq!(retry.status.code(), Some(3));
+    assert!(stderr(&retry).contains("was purged by purge run 1"), "{}", stderr(&retry));
+}
+
+#[test]
 fn a_payload_that_cannot_be_kept_exactly_is_refused_naming_the_field() {
     let ws = Workspace::new();
     let cases = [

@@ -68,7 +68,7 @@ async fn claim_one<S: Store>(ledger: &Ledger<S>, worker: &str) -> Claim {
 }
 
 /// Brings a fresh action with key `k` into `state` through the public API only.
-async fn action_in<S: Store>(ledger: &Ledger<S>, k: &str, state: State) {
+pub(crate) async fn action_in<S: Store>(ledger: &Ledger<S>, k: &str, state: State) {
     ledger.submit(&raw(k, r#"{"n":1}"#)).await.unwrap();
     let finish = |outcome| async move {
         let claim = claim_one(ledger, "setup").await;

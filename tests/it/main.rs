@@ -20,6 +20,7 @@ mod pause;
 mod plans;
 mod properties;
 mod reconcile;
+mod retention;
 mod roles;
 mod scale;
 mod secrets;

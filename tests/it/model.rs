@@ -2,14 +2,18 @@
 //! lease expiry (by moving the database clock), recoveries and manual commands, run against each
 //! store and against a small reference model of the rules in docs/RULES.md, compared after
 //! every step. Attempts and results go through the single and the batched APIs at random, and
-//! batches of all of a worker's claims start and finish together.
+//! batches of all of a worker's claims start and finish together. A purge (after two days of
+//! database time) reduces every settled action without a proposal to its tombstone, which the
+//! model then knows forever: replays and late results change nothing, and commands are refused.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
 
 use crate::support;
 use actionledger::Ledger;
-use actionledger::domain::{ActionKey, Evidence, ManualCommand, Person, RawSubmission, Reason, State};
+use actionledger::domain::{
+    ActionKey, Evidence, ManualCommand, Person, PurgeRequest, RawSubmission, Reason, Refusal, State,
+};
 use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
 use actionledger::store::{ClaimScope, Store};
@@ -64,6 +68,8 @@ enum Op {
         command: u8,
         confirm: bool,
     },
+    /// Two days pass, then a purge of what settled more than a day ago.
+    Purge,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -78,11 +84,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Expire),
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
         3 => (0..KEYS, 0..8u8, any::<bool>()).prop_map(|(key, command, confirm)| Op::Manual { key, command, confirm }),
+        1 => Just(Op::Purge),
     ]
 }
 
 /// The reference model of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::struct_excessive_bools, reason = "the model keeps each fact of the record it checks as its own flag")]
 struct Modeled {
     state: State,
     ownership_version: i64,
@@ -98,6 +106,8 @@ struct Modeled {
     late_results: i64,
     /// Held after an unsafe takeover: running it again needs the old worker confirmed stopped.
     old_worker_may_act: bool,
+    /// Reduced to its tombstone: it never changes again.
+    purged: bool,
 }
 
 #[derive(Debug, Default)]
@@ -137,10 +147,13 @@ impl Model {
                         destination_id: None,
                         late_results: 0,
                         old_worker_may_act: false,
+                        purged: false,
                     },
                 );
             }
             Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
+            // A changed payload for a purged key is not kept.
+            Some(a) if a.purged => {}
             Some(a) => {
                 a.proposed = Some(payload);
                 if matches!(a.state, State::Pending | State::Failed | State::Held) {
@@ -168,6 +181,9 @@ impl Model {
     fn finish(&mut self, key: u8, version: i64, outcome: u8) {
         let current = self.current(key, version);
         let a = self.actions.get_mut(&key).expect("claimed actions exist");
+        if a.purged {
+            return;
+        }
         if current {
             a.lease_expired = false;
             match outcome {
@@ -214,9 +230,21 @@ impl Model {
         }
     }
 
+    /// Every settled action without a proposal or an unacknowledged late result, settled before the
+    /// two days that just passed.
+    fn purge(&mut self) {
+        for a in self.actions.values_mut() {
+            a.purged |= a.state.is_terminal() && a.proposed.is_none() && a.late_results == 0;
+            a.lease_expired |= a.state == State::InProgress;
+        }
+    }
+
     /// Returns whether the command is allowed.
     fn manual(&mut self, key: u8, command: u8, confirm: bool) -> bool {
         let Some(a) = self.actions.get_mut(&key) else { return false };
+        if a.purged {
+            return false;
+        }
         let s = a.state;
         let proposal = a.proposed.is_some();
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
@@ -445,6 +473,19 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
             }
+            Op::Purge => {
+                ledger.store().clock().advance(Duration::from_hours(48));
+                let request = PurgeRequest::new(
+                    Duration::from_hours(24),
+                    &[State::Completed, State::Cancelled],
+                    Person::parse("model").unwrap(),
+                    Reason::parse("model-based test").unwrap(),
+                    false,
+                )
+                .unwrap();
+                ledger.purge(&request).await.map_err(|e| format!("step {step}: purge: {e}"))?;
+                model.purge();
+            }
             Op::Manual { key: k, command, confirm } => {
                 if !model.actions.contains_key(k) {
                     continue;
@@ -457,9 +498,16 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     command: manual_command(*command),
                     old_worker_stopped: *confirm,
                 };
+                let purged = model.actions[k].purged;
                 let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
                     Ok(_) if allowed => {}
+                    Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
+                    Err(LedgerError::Refused(refusal)) if purged => {
+                        return Err(format!(
+                            "step {step}: a purged action refused without naming the purge: {refusal}"
+                        ));
+                    }
                     Err(LedgerError::Refused(_)) if !allowed => {}
                     other => {
                         return Err(format!(
@@ -472,7 +520,10 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
         }
         for (k, expected) in &model.actions {
             let actual = ledger.store().find(&key(*k)).await.map_err(|e| e.to_string())?.ok_or("action missing")?;
-            let approved = format!(r#"{{"p":{}}}"#, expected.approved);
+            let purged = ledger.store().purge_of(&key(*k)).await.map_err(|e| e.to_string())?.is_some();
+            // A tombstone keeps the fingerprint of the approved payload, not the payload.
+            let approved =
+                if expected.purged { "null".to_owned() } else { format!(r#"{{"p":{}}}"#, expected.approved) };
             let seen = (
                 actual.state,
                 actual.ownership_version,
@@ -480,6 +531,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.proposal.is_some(),
                 actual.late_results,
                 actual.old_worker_may_act,
+                purged,
             );
             let wanted = (
                 expected.state,
@@ -488,11 +540,12 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 expected.proposed.is_some(),
                 expected.late_results,
                 expected.old_worker_may_act,
+                expected.purged,
             );
             if seen != wanted {
                 return Err(format!(
                     "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal, late \
-                     results, old worker may act) {seen:?}, model {wanted:?}"
+                     results, old worker may act, purged) {seen:?}, model {wanted:?}"
                 ));
             }
         }

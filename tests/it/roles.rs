@@ -292,7 +292,11 @@ async fn the_owner_role_owns_the_schema_and_each_session_is_told_its_duties() {
     .fetch_all(admin.store().pool())
     .await
     .unwrap();
-    assert_eq!(owners.len(), 8, "{owners:?}");
+    let tables: Vec<&str> = owners.iter().map(|(table, _)| table.as_str()).collect();
+    for table in ["actions", "deliveries", "attempts", "audit_trail", "lookups", "refused_submissions", "purges"] {
+        assert!(tables.contains(&table), "{table} in {owners:?}");
+    }
+    assert!(tables.contains(&"purged_actions") && tables.contains(&"state_transitions"), "{owners:?}");
     assert!(owners.iter().all(|(_, owner)| owner == "actionledger_owner"), "{owners:?}");
 
     let owner = open_as(&admin, &url, "actionledger_owner").await;
@@ -411,6 +415,14 @@ async fn the_command_line_names_what_a_role_may_not_do() {
     assert!(said.contains(&format!("refused by the database: actionledger: role {name}_worker may not")), "{said}");
     assert!(!said.contains("secret-"), "no password in messages: {said}");
     assert_eq!(state_of(&admin, "cli:1").await, State::Unknown);
+    let purge = ["purge", "--older-than", "1ms", "--owner", "Ana Lima", "--reason", "retention", "--dry-run"];
+    let refused = run(&worker_url, &purge);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("role {name}_worker may not purge")), "{said}");
+    let dry = run(&owner_url, &purge);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    assert!(String::from_utf8_lossy(&dry.stdout).starts_with("dry run: would reduce 0 actions"));
 
     let migrated = run(&owner_url, &["migrate"]);
     let said = String::from_utf8_lossy(&migrated.stdout);
@@ -419,4 +431,62 @@ async fn the_command_line_names_what_a_role_may_not_do() {
         said.contains("access: tables owned by actionledger_owner;") && said.contains("may do everything"),
         "{said}"
     );
+}
+
+/// Retention (rule 7): only a member of actionledger_owner purges; a worker, reviewer or viewer
+/// is refused with a message naming its role, dry run or not, and nothing is removed. The purge
+/// record is append-only even for the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_owner_purges() {
+    let Some((admin, url)) = ledger().await else { return };
+    let day = Duration::from_hours(24);
+    admin.submit(&raw("old:1", "{}")).await.unwrap();
+    let claim = claim_one(&admin, "setup").await;
+    let attempt = admin.start_attempt(&claim).await.unwrap();
+    admin.record_result(&claim, attempt, &report(Outcome::Completed { destination_id: "CRM-1".into() })).await.unwrap();
+    let request = |dry_run| {
+        actionledger::domain::PurgeRequest::new(
+            day * 90,
+            &[State::Completed, State::Cancelled],
+            actionledger::domain::Person::parse("Ana Lima").unwrap(),
+            actionledger::domain::Reason::parse("retention").unwrap(),
+            dry_run,
+        )
+        .unwrap()
+    };
+    let attempts = |ledger: Ledger<PostgresStore>| async move { ledger.store().attempts(&key("old:1")).await.unwrap() };
+
+    let mut others = Vec::new();
+    for group in ["actionledger_worker", "actionledger_reviewer", "actionledger_viewer"] {
+        let other = open_as(&admin, &url, group).await;
+        others.push(other.clone());
+        other.store().clock().advance(day * 91);
+        for dry_run in [false, true] {
+            not_permitted(other.purge(&request(dry_run)).await, group, "may not purge");
+        }
+        refused(&other, "DELETE FROM deliveries").await;
+        refused(
+            &other,
+            "INSERT INTO purges (at, owner, reason, older_than_ms, settled_before, states, actions, \
+                         deliveries, attempts, lookups) VALUES (0, 'x', 'x', 1, 0, 'completed', 0, 0, 0, 0)",
+        )
+        .await;
+        assert_eq!(attempts(admin.clone()).await.len(), 1, "nothing removed by {group}");
+        assert!(admin.store().purge_of(&key("old:1")).await.unwrap().is_none());
+    }
+    // A worker still changes actions: the tombstone guard reads purged_actions with its rights.
+    let worker = &others[0];
+    worker.submit(&raw("new:1", "{}")).await.unwrap();
+    claim_one(worker, "w1").await;
+
+    let owner = open_as(&admin, &url, "actionledger_owner").await;
+    owner.store().clock().advance(day * 91);
+    let run = owner.purge(&request(false)).await.expect("the owner purges");
+    assert_eq!(run.record.counts.actions, 1);
+    assert!(attempts(admin.clone()).await.is_empty());
+    assert_eq!(admin.store().purge_of(&key("old:1")).await.unwrap().unwrap().id, run.record.id);
+    for change in ["UPDATE purges SET owner = 'someone else'", "DELETE FROM purges", "DELETE FROM purged_actions"] {
+        assert!(exec(&owner, change).await.is_err(), "{change} must be refused: the purge record is append-only");
+    }
+    assert!(exec(&owner, "UPDATE actions SET payload = '{}' WHERE key = 'old:1'").await.is_err(), "a tombstone");
 }

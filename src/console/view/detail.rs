@@ -183,6 +183,18 @@ fn deliveries<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
 fn payloads<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     let a = &detail.action;
     let mut out = vec![Line::raw("")];
+    if let Some(purge) = &detail.purge {
+        // A tombstone: its payload was removed by retention (rule 7); the fingerprint is kept.
+        out.push(section(
+            &format!("purged by purge run {} on {} ({})", purge.id, time(purge.at), safe(&purge.owner)),
+            theme,
+        ));
+        out.push(Line::raw(format!(
+            "  payload removed; fingerprint {} kept, so a replay of the key is still a duplicate",
+            a.payload.fingerprint().short()
+        )));
+        return out;
+    }
     match &a.proposal {
         None => {
             out.push(section(&format!("expected payload ({})", a.payload.fingerprint().short()), theme));

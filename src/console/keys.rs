@@ -80,6 +80,8 @@ pub enum Action {
     Open,
     Back,
     Filter,
+    /// The full values of the open action: payloads, last response, last error.
+    Values,
     Help,
     Quit,
     Command(CommandKind),
@@ -172,6 +174,11 @@ pub const BINDINGS: &[Binding] = &[
         keys: "Enter",
         actions: &[(Key::plain(KeyCode::Enter), Action::Open)],
         help: "open the selected action (or refused submission) in full",
+    },
+    Binding {
+        keys: "v",
+        actions: &[(Key::char('v'), Action::Values)],
+        help: "full values: payload, proposal, last response and error",
     },
     Binding { keys: "Esc", actions: &[(Key::plain(KeyCode::Esc), Action::Back)], help: "back, or cancel a dialog" },
     Binding {

@@ -232,6 +232,15 @@ impl Dialog {
     }
 }
 
+/// What an open detail shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetailView {
+    /// Every section, values cut to a line where they are long.
+    Facts,
+    /// The full values: payloads, last response, last error (`v`).
+    Values,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     List,
@@ -275,6 +284,8 @@ pub struct Model {
     pub help: bool,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
+    /// What the open detail shows.
+    pub detail_view: DetailView,
     pub status: Option<Status>,
     /// A one-line hint shown until the first key (the demo uses it).
     pub hint: Option<String>,
@@ -320,6 +331,7 @@ impl Model {
             help: false,
             detail: None,
             detail_scroll: 0,
+            detail_view: DetailView::Facts,
             status: None,
             hint: None,
             retention: std::collections::BTreeMap::new(),
@@ -572,10 +584,19 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         },
         Action::Top => vec![model.load(Window::Newest, Selection::First)],
         Action::Bottom => vec![model.load(Window::Oldest, Selection::Last)],
-        Action::Open => match model.selected_action().map(|a| a.key.clone()) {
+        Action::Values if in_detail && model.detail.is_some() => {
+            model.detail_view = match model.detail_view {
+                DetailView::Facts => DetailView::Values,
+                DetailView::Values => DetailView::Facts,
+            };
+            model.detail_scroll = 0;
+            Vec::new()
+        }
+        Action::Values | Action::Open => match model.selected_action().map(|a| a.key.clone()) {
             Some(key) if !in_detail => {
                 model.mode = Mode::Detail;
                 model.detail_scroll = 0;
+                model.detail_view = if action == Action::Values { DetailView::Values } else { DetailView::Facts };
                 model.detail = None;
                 vec![model.load_detail(key)]
             }
@@ -584,6 +605,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
                 // A refused submission has no action: its detail shows the row in full.
                 if model.pane == Pane::Refused && !in_detail && !model.rows.is_empty() {
                     model.mode = Mode::Detail;
+                    model.detail_view = DetailView::Facts;
                     model.detail_scroll = 0;
                     model.detail = None;
                 }
@@ -591,7 +613,10 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             }
         },
         Action::Back => {
-            if in_detail {
+            if in_detail && model.detail_view == DetailView::Values {
+                model.detail_view = DetailView::Facts;
+                model.detail_scroll = 0;
+            } else if in_detail {
                 model.mode = Mode::List;
                 model.detail = None;
             } else if model.filter.take().is_some() {

@@ -369,6 +369,13 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
     assert!(screen.contains(&format!("/address approved \"{street}\"")), "{screen}");
     assert!(screen.contains(&format!("proposed \"{}\"", street.replace("Flat 4", "Flat 5"))), "{screen}");
     assert!(screen.contains("1 field(s) unchanged"), "{screen}");
+    // v shows every value in full; v or Esc goes back.
+    console.press("v").await.unwrap();
+    let values = joined(&console.screen().unwrap());
+    assert!(values.contains("full values") && values.contains("proposed payload ("), "{values}");
+    assert!(values.contains(&format!("\"address\": \"{}\"", street.replace("Flat 4", "Flat 5"))), "{values}");
+    console.press("<Esc>").await.unwrap();
+    assert!(joined(&console.screen().unwrap()).contains("what the proposal changes"), "back to the detail");
 
     // A refused submission's reason is shown in full in its own detail.
     let refusal = l.submit(&raw("acme:contact:jane@example.com", "{}")).await.unwrap_err().to_string();
@@ -507,7 +514,7 @@ async fn screens() {
     action_in(l, "acme:order:ORD-1046:create-task", State::Pending).await;
     l.submit(&RawSubmission { key: Some("acme:contact:jane@example.com".into()), ..raw("x", "{}") }).await.unwrap_err();
     l.store().clock().advance(LEASE * 2);
-    let scenes: [(&str, &[&str]); 16] = [
+    let scenes: [(&str, &[&str]); 17] = [
         ("pending", &["1"]),
         ("in_progress_stale", &["2"]),
         ("unknown_detail", &["3", "<Enter>"]),
@@ -524,6 +531,7 @@ async fn screens() {
         ("old_worker_dialog", &["6", "r", "checked the CRM", "<Enter>", "stop"]),
         ("late_results_detail_end", &["8", "<Enter>", "G"]),
         ("refused_detail", &["7", "<Enter>"]),
+        ("unknown_values", &["3", "<Enter>", "v"]),
     ];
     for (width, height) in [(80, 24), (120, 40)] {
         for (name, keys) in scenes {

@@ -3,7 +3,7 @@
 //! evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
-use crate::console::model::{Model, Pane, Rows};
+use crate::console::model::{DetailView, Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
 use crate::domain::RefusedSubmission;
 use crate::ledger::ActionDetail;
@@ -25,6 +25,10 @@ fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
             (format!(" refused submission {} ", refused.id), refused_lines(model, refused, theme))
         }
         (None, _) => return None,
+        (Some(detail), _) if model.detail_view == DetailView::Values => (
+            format!(" {} — full values (v or Esc: back) ", SafeText::new(detail.action.key.as_str())),
+            values(detail, theme),
+        ),
         (Some(detail), _) => (
             format!(" {} ", SafeText::new(detail.action.key.as_str())),
             lines(model, detail, theme, usize::from(width)),
@@ -48,6 +52,45 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     };
     let scroll = model.detail_scroll.min(max_scroll(model, area));
     frame.render_widget(paragraph.scroll((scroll, 0)), area);
+}
+
+/// Every value of the action in full, nothing cut: the approved payload, the proposed one, the
+/// last response and the last error.
+fn values<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+    let a = &detail.action;
+    let block = |text: &str| SafeText::lines(text).into_iter().map(|l| Line::raw(format!("  {l}"))).collect::<Vec<_>>();
+    let mut out = vec![section(&format!("payload ({})", a.payload.fingerprint().short()), theme)];
+    if detail.purge.is_some() {
+        out.push(Line::raw("  removed by retention; only its fingerprint is kept"));
+    } else {
+        out.extend(block(&a.payload.pretty()));
+    }
+    out.push(Line::raw(""));
+    match &a.proposal {
+        Some(proposal) => {
+            out.push(section(&format!("proposed payload ({})", proposal.payload.fingerprint().short()), theme));
+            out.extend(block(&proposal.payload.pretty()));
+        }
+        None => out.push(section("proposed payload: none", theme)),
+    }
+    out.push(Line::raw(""));
+    match detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some()) {
+        Some(at) => {
+            let status = at.evidence.status.map_or("-".to_owned(), |s| s.to_string());
+            out.push(section(&format!("last response: attempt #{}, status {status}", at.number), theme));
+            out.extend(block(at.evidence.body.as_deref().unwrap_or("(no body)")));
+        }
+        None => out.push(section("last response: none", theme)),
+    }
+    out.push(Line::raw(""));
+    match &a.last_error {
+        Some(error) => {
+            out.push(section("last error", theme));
+            out.extend(block(error));
+        }
+        None => out.push(section("last error: none", theme)),
+    }
+    out
 }
 
 /// A refused submission in full: nothing of its problem or message is cut.

@@ -2,7 +2,7 @@
 
 use super::Theme;
 use crate::console::keys::command_key;
-use crate::console::model::{DialogStage, Mode, Model, StatusKind, applicable_commands};
+use crate::console::model::{DetailView, DialogStage, Mode, Model, StatusKind, applicable_commands};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -58,8 +58,10 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
                 }
             }
             keys.push(pair("?", "help"));
-            if model.mode == Mode::Detail {
+            if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none()) {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
+            } else if model.mode == Mode::Detail {
+                keys.extend([pair("Esc", "back"), pair("j/k", "scroll"), pair("v", "values")]);
             } else {
                 keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-8", "pane"), pair("/", "filter")]);
             }

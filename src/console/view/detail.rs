@@ -1,6 +1,6 @@
-//! The selected action in full: record and source, deliveries, expected payload (for a conflict,
-//! each field the proposal changes with both values in full), latest attempt, destination
-//! evidence, audit trail.
+//! The selected action in full: record and source, deliveries, expected payload (whenever a
+//! proposal waits, in any state: each field it changes with both values in full), latest attempt,
+//! destination evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
 use crate::console::model::{DetailView, Model, Pane, Rows};
@@ -142,6 +142,20 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             a.after.as_ref().map(|k| format!("  runs after {}", safe(k.as_str()))).unwrap_or_default()
         )),
     ];
+    if let Some(updated) = &a.updates {
+        out.push(Line::raw(format!(
+            "updates {} (destination record {})",
+            safe(updated.as_str()),
+            safe(a.updates_destination_id.as_deref().unwrap_or("-"))
+        )));
+    }
+    if a.payload_revision > 1 || a.idempotency_key.is_some() {
+        out.push(Line::raw(format!(
+            "payload revision {}  idempotency key {}",
+            a.payload_revision,
+            safe(a.sending_key())
+        )));
+    }
     if let Some(worker) = &a.claimed_by {
         let lease = a.lease_expires_at.map_or("-".to_owned(), |until| {
             if until > now {
@@ -247,6 +261,13 @@ fn payloads<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
             // Per changed field, both values in full (the paragraph wraps them): two columns
             // would cut exactly the long values a reviewer has to compare.
             out.push(section("payload: what the proposal changes (approve with a, reject with d)", theme));
+            if a.state == crate::domain::State::Completed {
+                out.push(Line::raw(format!(
+                    "  completed: approving records the update action {}#update-{}",
+                    safe(a.key.as_str()),
+                    a.payload_revision + 1
+                )));
+            }
             out.push(Line::raw(format!(
                 "  approved {}  proposed {}",
                 a.payload.fingerprint().short(),

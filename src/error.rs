@@ -47,6 +47,9 @@ pub enum Error {
     /// A benchmark's own check of what the ledger did failed.
     #[error(transparent)]
     Bench(#[from] BenchError),
+    /// A `review --script` file that cannot run: a usage error, found before any key is pressed.
+    #[error(transparent)]
+    Script(#[from] crate::console::keys::ScriptError),
     /// A usage error: an option, a combination of options or an argument the command cannot
     /// take.
     #[error("{0}")]
@@ -78,6 +81,7 @@ impl Error {
             | Self::Input(_)
             | Self::Retention(_)
             | Self::Invalid(_)
+            | Self::Script(_)
             | Self::Destination(
                 DestinationError::NotConfigured { .. }
                 | DestinationError::MissingEnv { .. }

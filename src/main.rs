@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // Panics and unexpected failures get a readable report instead of a bare message.
-    let _ = color_eyre::install();
+    actionledger::cli::install_panic_report();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

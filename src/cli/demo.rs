@@ -21,6 +21,16 @@ pub struct DemoArgs {
     owner: Option<String>,
 }
 
+/// The demo's own directory, removed however the demo ends: an error opening the ledger, an
+/// error or a panic in the scenario, or a normal end.
+struct Temporary(std::path::PathBuf);
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The demo runs on its own temporary ledger unless `--db` names one.
 pub(super) async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Error> {
     let owner = args
@@ -37,10 +47,10 @@ pub(super) async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Erro
         ));
     }
     let temporary =
-        db.is_none().then(|| std::env::temp_dir().join(format!("actionledger-demo-{}", std::process::id())));
+        db.is_none().then(|| Temporary(std::env::temp_dir().join(format!("actionledger-demo-{}", std::process::id()))));
     let url = match (&db, &temporary) {
         (Some(url), _) => url.clone(),
-        (None, Some(dir)) => {
+        (None, Some(Temporary(dir))) => {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
             format!("sqlite://{}", dir.join("demo.db").display())
         }
@@ -52,9 +62,7 @@ pub(super) async fn demo(db: Option<String>, args: DemoArgs) -> Result<i32, Erro
     } else {
         crate::demo::run(&Ledger::new(SqliteStore::open(&url).await?), &redact_url(&url), owner, ui).await
     };
-    if let Some(dir) = temporary {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+    drop(temporary);
     let summary = summary?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));

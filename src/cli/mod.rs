@@ -29,6 +29,35 @@ use crate::store::redact_url;
 use crate::store::{PostgresStore, SqliteStore, Store};
 use clap::{Parser, Subcommand};
 
+/// Installs the report printed on a panic: in colour only on a terminal and without
+/// `NO_COLOR`, so a redirected or logged panic carries no escape sequences.
+pub fn install_panic_report() {
+    use std::io::IsTerminal as _;
+    let colour = panic_report_in_colour(std::env::var_os("NO_COLOR").as_deref(), std::io::stderr().is_terminal());
+    let hook =
+        if colour { color_eyre::config::HookBuilder::default() } else { color_eyre::config::HookBuilder::blank() };
+    let _ = hook.install();
+}
+
+/// Whether the panic report may use colour.
+fn panic_report_in_colour(no_color: Option<&std::ffi::OsStr>, stderr_is_terminal: bool) -> bool {
+    stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+#[cfg(test)]
+mod panic_report_tests {
+    use super::panic_report_in_colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn the_panic_report_has_colour_only_on_a_terminal_without_no_color() {
+        assert!(panic_report_in_colour(None, true));
+        assert!(panic_report_in_colour(Some(OsStr::new("")), true), "an empty NO_COLOR does not count");
+        assert!(!panic_report_in_colour(Some(OsStr::new("1")), true));
+        assert!(!panic_report_in_colour(None, false), "a file or a pipe gets no escape sequence");
+    }
+}
+
 /// The database used when neither `--db`, `ACTIONLEDGER_DB` nor `DATABASE_URL` names one.
 pub const DEFAULT_DB_URL: &str = "sqlite://actionledger.db";
 

@@ -20,6 +20,10 @@ pub struct ReviewArgs {
     /// Run without a terminal: replay the key events in FILE, then print the final screen.
     #[arg(long, value_name = "FILE")]
     script: Option<std::path::PathBuf>,
+    /// With --script: exit 3 when the script ends inside an open dialog (it is always reported on
+    /// standard error).
+    #[arg(long, requires = "script")]
+    strict: bool,
     /// Screen size for --script, as WIDTHxHEIGHT.
     #[arg(long, default_value = "100x30", value_parser = parse_size, requires = "script")]
     size: (u16, u16),
@@ -59,7 +63,23 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
             let script = std::fs::read_to_string(&path)
                 .map_err(|e| Error::Invalid(format!("cannot read the script {}: {e}", path.display())))?;
             let (width, height) = args.size;
-            print!("{}", crate::console::run_script(ledger, &options, &script, width, height).await?);
+            let report = crate::console::run_script(ledger, &options, &script, width, height).await?;
+            print!("{}", report.screen);
+            if let Some(refused) = &report.refused {
+                eprintln!(
+                    "script line {} ({}): {}; the script stopped there",
+                    refused.line,
+                    crate::console::safe_text::SafeText::new(&refused.text),
+                    refused.message
+                );
+                return Ok(exit::REFUSED);
+            }
+            if let Some(dialog) = &report.open_dialog {
+                eprintln!("the script ended inside an open dialog: {dialog}");
+                if args.strict {
+                    return Ok(exit::REFUSED);
+                }
+            }
         }
         None => crate::console::run_terminal(ledger, &options).await?,
     }

@@ -80,6 +80,8 @@ pub enum Action {
     Open,
     Back,
     Filter,
+    /// The full values of the open action: payloads, last response, last error.
+    Values,
     Help,
     Quit,
     Command(CommandKind),
@@ -151,12 +153,12 @@ pub const BINDINGS: &[Binding] = &[
             (Key::plain(KeyCode::Down), Action::Down),
             (Key::plain(KeyCode::Up), Action::Up),
         ],
-        help: "move the selection",
+        help: "move the selection; in a detail, scroll a line",
     },
     Binding {
         keys: "PageDown PageUp",
         actions: &[(Key::plain(KeyCode::PageDown), Action::PageDown), (Key::plain(KeyCode::PageUp), Action::PageUp)],
-        help: "move a page",
+        help: "move a page; in a detail, scroll a page",
     },
     Binding {
         keys: "g G / Home End",
@@ -166,12 +168,17 @@ pub const BINDINGS: &[Binding] = &[
             (Key::plain(KeyCode::Home), Action::Top),
             (Key::plain(KeyCode::End), Action::Bottom),
         ],
-        help: "newest / oldest",
+        help: "newest / oldest; in a detail, its top / its end",
     },
     Binding {
         keys: "Enter",
         actions: &[(Key::plain(KeyCode::Enter), Action::Open)],
-        help: "open the selected action's detail",
+        help: "open the selected action (or refused submission) in full",
+    },
+    Binding {
+        keys: "v",
+        actions: &[(Key::char('v'), Action::Values)],
+        help: "full values: payload, proposal, last response and error",
     },
     Binding { keys: "Esc", actions: &[(Key::plain(KeyCode::Esc), Action::Back)], help: "back, or cancel a dialog" },
     Binding {
@@ -251,46 +258,101 @@ pub fn browse_action(event: KeyEvent) -> Option<Action> {
     BINDINGS.iter().flat_map(|b| b.actions).find(|(key, _)| key.matches(event)).map(|&(_, action)| action)
 }
 
-/// Parses one line of a script into the key events it stands for: `<Name>` for a named key, or
-/// literal text typed character by character.
-pub fn parse_script_line(line: &str) -> Result<Vec<KeyEvent>, String> {
-    let trimmed = line.trim_end_matches(['\r', '\n']);
-    if let Some(name) = trimmed.strip_prefix('<').and_then(|rest| rest.strip_suffix('>'))
-        && !name.is_empty()
-    {
-        return named_key(name).map(|key| vec![key]);
-    }
-    Ok(trimmed.chars().map(|c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)).collect())
+/// Why a script cannot run: found before any key is pressed, so a bad script changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    /// A `<` with no `>` after it on the same line.
+    #[error("script line {line}: `<{rest}` is not closed with `>` (type `<lt>` for a literal `<`)")]
+    Unterminated { line: usize, rest: String },
+    /// A `<Name>` that names no key.
+    #[error(
+        "script line {line}: unknown key <{name}>; use Enter, Esc, Tab, BackTab, Up, Down, Left, Right, PageDown, \
+         PageUp, Home, End, Backspace, Space, lt (for <), # (for #), or C-x for Ctrl with a letter (any case)"
+    )]
+    UnknownKey { line: usize, name: String },
 }
 
-fn named_key(name: &str) -> Result<KeyEvent, String> {
-    let plain = |code| Ok(KeyEvent::new(code, KeyModifiers::NONE));
-    if let Some(letter) = name.strip_prefix("C-") {
-        let mut chars = letter.chars();
-        if let (Some(c), None) = (chars.next(), chars.next()) {
-            return Ok(KeyEvent::new(KeyCode::Char(c.to_ascii_lowercase()), KeyModifiers::CONTROL));
+/// One line of a script that presses keys, with its number in the file (from 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptLine {
+    pub number: usize,
+    pub text: String,
+    pub keys: Vec<KeyEvent>,
+}
+
+/// Parses a whole script: each line is literal text typed character by character, with `<Name>`
+/// for a named key anywhere in it (`<lt>` types `<`, `<#>` types `#`). A line starting with `#`
+/// is a comment and an empty line is skipped. Any error names its line, and the whole script is
+/// read before a key is pressed.
+pub fn parse_script(script: &str) -> Result<Vec<ScriptLine>, ScriptError> {
+    let mut lines = Vec::new();
+    for (index, line) in script.lines().enumerate() {
+        let number = index + 1;
+        let text = line.trim_end_matches(['\r', '\n']);
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let keys = parse_line(text, number)?;
+        lines.push(ScriptLine { number, text: text.to_owned(), keys });
+    }
+    Ok(lines)
+}
+
+/// Parses one line of a script (see [`parse_script`]); a comment or empty line presses nothing.
+pub fn parse_script_line(line: &str) -> Result<Vec<KeyEvent>, ScriptError> {
+    Ok(parse_script(line)?.pop().map(|l| l.keys).unwrap_or_default())
+}
+
+fn parse_line(text: &str, line: usize) -> Result<Vec<KeyEvent>, ScriptError> {
+    let mut keys = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '<' {
+            let after = &rest[1..];
+            let Some(end) = after.find('>') else {
+                return Err(ScriptError::Unterminated { line, rest: after.to_owned() });
+            };
+            let name = &after[..end];
+            keys.push(named_key(name).ok_or_else(|| ScriptError::UnknownKey { line, name: name.to_owned() })?);
+            rest = &after[end + 1..];
+        } else {
+            keys.push(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            rest = &rest[c.len_utf8()..];
         }
     }
-    match name {
-        "Enter" => plain(KeyCode::Enter),
-        "Esc" => plain(KeyCode::Esc),
-        "Tab" => plain(KeyCode::Tab),
-        "BackTab" | "S-Tab" => Ok(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)),
-        "Up" => plain(KeyCode::Up),
-        "Down" => plain(KeyCode::Down),
-        "Left" => plain(KeyCode::Left),
-        "Right" => plain(KeyCode::Right),
-        "PageDown" => plain(KeyCode::PageDown),
-        "PageUp" => plain(KeyCode::PageUp),
-        "Home" => plain(KeyCode::Home),
-        "End" => plain(KeyCode::End),
-        "Backspace" => plain(KeyCode::Backspace),
-        "Space" => plain(KeyCode::Char(' ')),
+    Ok(keys)
+}
+
+/// The key a `<Name>` stands for; names are case-insensitive.
+fn named_key(name: &str) -> Option<KeyEvent> {
+    let plain = |code| Some(KeyEvent::new(code, KeyModifiers::NONE));
+    let lower = name.to_ascii_lowercase();
+    if let Some(letter) = lower.strip_prefix("c-") {
+        let mut chars = letter.chars();
+        if let (Some(c), None) = (chars.next(), chars.next())
+            && c.is_ascii_alphabetic()
+        {
+            return Some(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL));
+        }
+    }
+    match lower.as_str() {
+        "enter" => plain(KeyCode::Enter),
+        "esc" => plain(KeyCode::Esc),
+        "tab" => plain(KeyCode::Tab),
+        "backtab" | "s-tab" => Some(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)),
+        "up" => plain(KeyCode::Up),
+        "down" => plain(KeyCode::Down),
+        "left" => plain(KeyCode::Left),
+        "right" => plain(KeyCode::Right),
+        "pagedown" => plain(KeyCode::PageDown),
+        "pageup" => plain(KeyCode::PageUp),
+        "home" => plain(KeyCode::Home),
+        "end" => plain(KeyCode::End),
+        "backspace" => plain(KeyCode::Backspace),
+        "space" => plain(KeyCode::Char(' ')),
         "lt" => plain(KeyCode::Char('<')),
-        _ => Err(format!(
-            "unknown key <{name}>; use Enter, Esc, Tab, BackTab, Up, Down, Left, Right, PageDown, PageUp, Home, End, \
-             Backspace, Space, lt, or C-x for Ctrl with a letter"
-        )),
+        "#" => plain(KeyCode::Char('#')),
+        _ => None,
     }
 }
 
@@ -301,11 +363,33 @@ mod tests {
 
     #[test]
     fn script_lines() {
-        assert_eq!(parse_script_line("<Enter>").unwrap(), vec![KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)]);
+        let enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE);
+        assert_eq!(parse_script_line("<Enter>").unwrap(), vec![enter]);
+        assert_eq!(parse_script_line("<enter>").unwrap(), vec![enter], "names are case-insensitive");
+        assert_eq!(parse_script_line("<ENTER>").unwrap(), vec![enter]);
         assert_eq!(parse_script_line("<C-c>").unwrap()[0].modifiers, KeyModifiers::CONTROL);
-        assert_eq!(parse_script_line("ok <Enter>").unwrap().len(), 10, "text with brackets inside is literal");
-        assert!(parse_script_line("<Bogus>").unwrap_err().contains("unknown key"));
+        assert_eq!(parse_script_line("<c-C>").unwrap()[0].code, KeyCode::Char('c'));
+        assert_eq!(parse_script_line("ok<Enter>").unwrap(), vec![char_key('o'), char_key('k'), enter]);
+        assert_eq!(parse_script_line("<lt>x>").unwrap(), vec![char_key('<'), char_key('x'), char_key('>')]);
+        assert_eq!(parse_script_line("<#> 1").unwrap(), vec![char_key('#'), char_key(' '), char_key('1')]);
         assert!(parse_script_line("").unwrap().is_empty());
+        assert!(parse_script_line("# a comment <Enter").unwrap().is_empty(), "a comment is never parsed");
+    }
+
+    fn char_key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn a_bad_script_names_its_line_and_nothing_of_it_is_kept() {
+        let script = "# retry\n5\n\nr\nreason<Enter\ny\n";
+        assert_eq!(parse_script(script).unwrap_err(), ScriptError::Unterminated { line: 5, rest: "Enter".into() });
+        let error = parse_script("1\n<Bogus>\n").unwrap_err();
+        assert_eq!(error, ScriptError::UnknownKey { line: 2, name: "Bogus".into() });
+        assert!(error.to_string().starts_with("script line 2: unknown key <Bogus>"), "{error}");
+        let lines = parse_script("# comment\n\n3\n<Enter>\n").unwrap();
+        let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
+        assert_eq!(numbers, [3, 4], "comments and empty lines press nothing, and lines keep their numbers");
     }
 
     #[test]

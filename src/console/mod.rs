@@ -141,6 +141,7 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
         .all()
         .filter_map(|d| d.config.idempotency.as_ref().map(|i| (d.name.clone(), i.retention)))
         .collect();
+    model.configured = options.destinations.all().map(|d| d.name.clone()).collect();
     model
 }
 
@@ -292,10 +293,14 @@ impl<S: Store> ScriptedConsole<S> {
         Ok(Self { model, driver, results, terminal })
     }
 
-    /// Applies one line of a script: `<Key>` or literal text.
+    /// Applies one line of a script: literal text with `<Key>` for named keys.
     pub async fn press(&mut self, line: &str) -> Result<(), Error> {
-        for key in keys::parse_script_line(line).map_err(Error::Invalid)? {
-            self.send(Msg::Key(key)).await?;
+        self.press_keys(&keys::parse_script_line(line)?).await
+    }
+
+    async fn press_keys(&mut self, keys: &[ratatui::crossterm::event::KeyEvent]) -> Result<(), Error> {
+        for key in keys {
+            self.send(Msg::Key(*key)).await?;
         }
         Ok(())
     }
@@ -330,22 +335,49 @@ impl<S: Store> ScriptedConsole<S> {
     }
 }
 
-/// Runs a whole script and returns the final screen as plain text.
+/// How a scripted session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptReport {
+    /// The final screen as plain text.
+    pub screen: String,
+    /// The line whose command was refused, and why: the script stopped there.
+    pub refused: Option<ScriptRefusal>,
+    /// The dialog the script left open, as a sentence (a tester may want that screen).
+    pub open_dialog: Option<String>,
+}
+
+/// A scripted command that did not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptRefusal {
+    pub line: usize,
+    pub text: String,
+    /// The status line's message, in full.
+    pub message: String,
+}
+
+/// Runs a whole script: parsed in full first, so a bad line runs nothing; then line by line,
+/// stopping at the first line whose command was refused.
 pub async fn run_script<S: Store>(
     ledger: &Ledger<S>,
     options: &ConsoleOptions,
     script: &str,
     width: u16,
     height: u16,
-) -> Result<String, Error> {
-    for (number, line) in script.lines().enumerate() {
-        keys::parse_script_line(line).map_err(|e| Error::Invalid(format!("script line {}: {e}", number + 1)))?;
-    }
+) -> Result<ScriptReport, Error> {
+    let lines = keys::parse_script(script)?;
     let mut console = ScriptedConsole::start(ledger, options, width, height).await?;
-    for line in script.lines() {
-        console.press(line).await?;
+    let mut refused = None;
+    for line in lines {
+        let before = console.model.refusals;
+        console.press_keys(&line.keys).await?;
+        if console.model.refusals > before {
+            let message = console.model.status.as_ref().map(|s| s.text.to_string()).unwrap_or_default();
+            refused = Some(ScriptRefusal { line: line.number, text: line.text, message });
+            break;
+        }
     }
-    console.screen()
+    let open_dialog = console.model.open_dialog();
+    Ok(ScriptReport { screen: console.screen()?, refused, open_dialog })
 }
 
 /// Performs effects and every effect their results trigger, until nothing is outstanding.

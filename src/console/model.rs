@@ -118,7 +118,10 @@ pub enum Selection {
     First,
     Last,
     Index(usize),
+    /// The row with this key; if the window does not hold it, the window starting at it.
     Key(String),
+    /// The row with this key if the window holds it, else the first (a new filter).
+    KeyElseFirst(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,6 +235,15 @@ impl Dialog {
     }
 }
 
+/// What an open detail shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetailView {
+    /// Every section, values cut to a line where they are long.
+    Facts,
+    /// The full values: payloads, last response, last error (`v`).
+    Values,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     List,
@@ -277,13 +289,21 @@ pub struct Model {
     pub help: bool,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
+    /// What the open detail shows.
+    pub detail_view: DetailView,
     pub status: Option<Status>,
     /// A one-line hint shown until the first key (the demo uses it).
     pub hint: Option<String>,
     /// Idempotency retention per destination, from the configuration, to show when a window
     /// closes.
     pub retention: std::collections::BTreeMap<String, std::time::Duration>,
+    /// The destinations the configuration declares: one with no retention above declares no
+    /// idempotency key, which is not the same as a console started without the configuration.
+    pub configured: std::collections::BTreeSet<String>,
     pub quit: bool,
+    /// How many commands were refused so far, by the ledger or before their dialog: a scripted
+    /// session stops at the first and says which line did it.
+    pub refusals: u64,
     next_request: u64,
     loading: Option<u64>,
     detail_request: u64,
@@ -317,10 +337,13 @@ impl Model {
             help: false,
             detail: None,
             detail_scroll: 0,
+            detail_view: DetailView::Facts,
             status: None,
             hint: None,
             retention: std::collections::BTreeMap::new(),
+            configured: std::collections::BTreeSet::new(),
             quit: false,
+            refusals: 0,
             next_request: 0,
             loading: None,
             detail_request: 0,
@@ -402,6 +425,25 @@ impl Model {
 
     fn error(&mut self, text: impl AsRef<str>) {
         self.status = Some(Status { kind: StatusKind::Error, text: SafeText::from_ui(text) });
+    }
+
+    /// A command that did not run: shown like any error, and counted.
+    fn refuse(&mut self, text: impl AsRef<str>) {
+        self.refusals += 1;
+        self.error(text);
+    }
+
+    /// The dialog left open, as a sentence: what it would do and what it waits for.
+    pub fn open_dialog(&self) -> Option<String> {
+        let Mode::Dialog(dialog) = &self.mode else { return None };
+        let waiting = match dialog.stage {
+            DialogStage::DestinationId => "the destination id",
+            DialogStage::Reason => "a reason",
+            DialogStage::OldWorkerStopped => "the confirmation that the old worker stopped",
+            DialogStage::Confirm => "y to confirm",
+            DialogStage::Running => "the ledger's answer",
+        };
+        Some(format!("{} on {}, waiting for {waiting}", dialog.command.label(), dialog.action.key))
     }
 }
 
@@ -490,7 +532,8 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
                 }
                 None => model.info("filter cleared"),
             }
-            return vec![model.load(Window::Newest, Selection::First)];
+            let select = model.selected_key().map_or(Selection::First, Selection::KeyElseFirst);
+            return vec![model.load(Window::Newest, select)];
         }
         _ => {}
     }
@@ -512,14 +555,19 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         Action::NextPane => switch_pane(model, model.pane.step(1)),
         Action::PreviousPane => switch_pane(model, model.pane.step(-1)),
         Action::Down | Action::Up | Action::PageDown | Action::PageUp | Action::Top | Action::Bottom if in_detail => {
+            // Bounded by the detail's lines as wrapped at this width, so that `End` shows the end
+            // and `Up` after it moves at once.
+            let (max, page) = (super::view::detail_max_scroll(model), super::view::detail_page(model));
+            let scroll = model.detail_scroll.min(max);
             model.detail_scroll = match action {
-                Action::Down => model.detail_scroll.saturating_add(1),
-                Action::Up => model.detail_scroll.saturating_sub(1),
-                Action::PageDown => model.detail_scroll.saturating_add(model.height / 2),
-                Action::PageUp => model.detail_scroll.saturating_sub(model.height / 2),
+                Action::Down => scroll.saturating_add(1),
+                Action::Up => scroll.saturating_sub(1),
+                Action::PageDown => scroll.saturating_add(page),
+                Action::PageUp => scroll.saturating_sub(page),
                 Action::Top => 0,
-                _ => u16::MAX / 2,
-            };
+                _ => max,
+            }
+            .min(max);
             Vec::new()
         }
         Action::Down => move_selection(model, 1),
@@ -542,23 +590,39 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         },
         Action::Top => vec![model.load(Window::Newest, Selection::First)],
         Action::Bottom => vec![model.load(Window::Oldest, Selection::Last)],
-        Action::Open => match model.selected_action().map(|a| a.key.clone()) {
+        Action::Values if in_detail && model.detail.is_some() => {
+            model.detail_view = match model.detail_view {
+                DetailView::Facts => DetailView::Values,
+                DetailView::Values => DetailView::Facts,
+            };
+            model.detail_scroll = 0;
+            Vec::new()
+        }
+        Action::Values | Action::Open => match model.selected_action().map(|a| a.key.clone()) {
             Some(key) if !in_detail => {
                 model.mode = Mode::Detail;
                 model.detail_scroll = 0;
+                model.detail_view = if action == Action::Values { DetailView::Values } else { DetailView::Facts };
                 model.detail = None;
                 vec![model.load_detail(key)]
             }
             Some(_) => Vec::new(),
             None => {
-                if model.pane == Pane::Refused {
-                    model.info("a refused submission has no action to open; its problem is shown in the list");
+                // A refused submission has no action: its detail shows the row in full.
+                if model.pane == Pane::Refused && !in_detail && !model.rows.is_empty() {
+                    model.mode = Mode::Detail;
+                    model.detail_view = DetailView::Facts;
+                    model.detail_scroll = 0;
+                    model.detail = None;
                 }
                 Vec::new()
             }
         },
         Action::Back => {
-            if in_detail {
+            if in_detail && model.detail_view == DetailView::Values {
+                model.detail_view = DetailView::Facts;
+                model.detail_scroll = 0;
+            } else if in_detail {
                 model.mode = Mode::List;
                 model.detail = None;
             } else if model.filter.take().is_some() {
@@ -717,11 +781,11 @@ pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandK
 
 fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     let Some(action) = model.selected_action().cloned() else {
-        model.error("nothing selected: choose an action first");
+        model.refuse("nothing selected: choose an action first");
         return Vec::new();
     };
     match describe(model, kind, &action) {
-        Err(refusal) => model.error(refusal.to_string()),
+        Err(refusal) => model.refuse(refusal.to_string()),
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
@@ -852,7 +916,7 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             close_dialog(model);
             match result {
                 Ok(text) => model.info(text),
-                Err(refusal) => model.error(format!("refused: {refusal}")),
+                Err(refusal) => model.refuse(format!("refused: {refusal}")),
             }
             model.refresh()
         }
@@ -861,7 +925,6 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
 
 fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) -> Vec<Effect> {
     let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
-    let previous_key = model.selected_key();
     if let Some(counts) = snapshot.counts {
         model.counts = counts.by_state;
         model.refused = counts.refused;
@@ -888,6 +951,26 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
             ..request.clone()
         })];
     }
+    // The selection is a key, never a row number: when the window loaded does not hold it (the
+    // screen shrank, rows arrived or left), load the window that starts at it; when that does not
+    // hold it either, the action left the pane, and the console says so.
+    let mut departed = None;
+    if let Selection::Key(key) = &request.select
+        && !keys_of(&snapshot.rows).contains(key)
+    {
+        let anchored = id_of(&model.rows, key).map(|id| Window::Before(id + 1));
+        if let Some(window) = anchored
+            && window != request.window
+        {
+            return vec![reload(model, request, window, Selection::Key(key.clone()))];
+        }
+        if snapshot.rows.is_empty() && !model.rows.is_empty() {
+            // It was the oldest row of the pane: show the oldest rows instead.
+            say_departed(model, key, None);
+            return vec![reload(model, request, Window::Oldest, Selection::Last)];
+        }
+        departed = Some(key.clone());
+    }
     if snapshot.rows.is_empty() && matches!(request.window, Window::Before(_)) && !model.rows.is_empty() {
         // Nothing older: stay where we are.
         model.selected = model.rows.len() - 1;
@@ -901,18 +984,54 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         Selection::First => 0,
         Selection::Last => len - 1,
         Selection::Index(i) => (*i).min(len - 1),
-        Selection::Key(key) => {
-            let keys: Vec<String> = match &model.rows {
-                Rows::Actions(rows) => rows.iter().map(|a| a.key.to_string()).collect(),
-                Rows::Refused(rows) => rows.iter().map(|r| r.id.to_string()).collect(),
-            };
-            keys.iter()
-                .position(|k| k == key)
-                .or_else(|| previous_key.and_then(|p| keys.iter().position(|k| *k == p)))
-                .unwrap_or(model.selected.min(len - 1))
+        Selection::Key(_) if departed.is_some() => 0,
+        Selection::Key(key) | Selection::KeyElseFirst(key) => {
+            keys_of(&model.rows).iter().position(|k| k == key).unwrap_or(0)
         }
     };
+    if let Some(key) = departed {
+        let now_on = model.selected_key();
+        say_departed(model, &key, now_on.as_deref());
+    }
     Vec::new()
+}
+
+/// The keys of rows, as the selection names them (a refused submission by its id).
+fn keys_of(rows: &Rows) -> Vec<String> {
+    match rows {
+        Rows::Actions(rows) => rows.iter().map(|a| a.key.to_string()).collect(),
+        Rows::Refused(rows) => rows.iter().map(|r| r.id.to_string()).collect(),
+    }
+}
+
+/// The row id of a key among rows, to load a window that starts at it.
+fn id_of(rows: &Rows, key: &str) -> Option<i64> {
+    match rows {
+        Rows::Actions(rows) => rows.iter().find(|a| a.key.as_str() == key).map(|a| a.id),
+        Rows::Refused(rows) => rows.iter().find(|r| r.id.to_string() == key).map(|r| r.id),
+    }
+}
+
+/// Loads another window for the same pane and filter.
+fn reload(model: &mut Model, request: &LoadRequest, window: Window, select: Selection) -> Effect {
+    model.next_request += 1;
+    model.loading = Some(model.next_request);
+    Effect::Load(LoadRequest { id: model.next_request, window, select, with_counts: false, ..request.clone() })
+}
+
+/// Says that the selected action left the pane, after what the status line already says about it
+/// (a command that moved it, typically).
+fn say_departed(model: &mut Model, key: &str, now_on: Option<&str>) {
+    let filter = if model.filter.is_some() { " (or no longer matches the filter)" } else { "" };
+    let now_on = now_on.map(|other| format!("; the selection is now on {other}")).unwrap_or_default();
+    let text = format!("{key} left the {} pane{filter}{now_on}", model.pane.title());
+    match &model.status {
+        Some(status) if status.text.as_str().contains(key) => {
+            let (kind, before) = (status.kind, status.text.to_string());
+            model.status = Some(Status { kind, text: SafeText::from_ui(format!("{before}. {text}")) });
+        }
+        _ => model.info(text),
+    }
 }
 
 #[cfg(test)]

@@ -258,6 +258,98 @@ fn the_console_without_a_terminal_says_so_and_writes_nothing_to_the_screen() {
     }
 }
 
+/// Runs `review --script` with `script` (and `extra` arguments) and returns the output.
+fn review_script(ws: &Workspace, script: &str, extra: &[&str]) -> Output {
+    let path = ws.dir.path().join("session.keys");
+    std::fs::write(&path, script).unwrap();
+    let mut args = vec!["review", "--owner", "ana", "--script", path.to_str().unwrap(), "--size", "80x24"];
+    args.extend_from_slice(extra);
+    ws.run(&args)
+}
+
+fn state_of(ws: &Workspace, key: &str) -> String {
+    json(&ws.run(&["show", key, "--json"]))["action"]["state"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_bad_script_is_refused_naming_its_line_and_runs_nothing() {
+    let ws = Workspace::new();
+    ws.run(&["submit", "--key", KEY, "--payload", "{}"]);
+    // Without the check, `<Enter` was typed as text and the `y` below cancelled the action.
+    let cases = [
+        ("1\nx\norder withdrawn<Enter\n<Enter>\ny\n", "script line 3: `<Enter` is not closed"),
+        ("1\nx\norder withdrawn\n<Retrun>\ny\n", "script line 4: unknown key <Retrun>"),
+    ];
+    for (script, said) in cases {
+        let output = review_script(&ws, script, &[]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+        assert!(output.stdout.is_empty(), "no screen: nothing ran");
+        assert_eq!(state_of(&ws, KEY), "pending");
+    }
+    // Comments, empty lines, `<#>` and key names in any case.
+    let script = "# cancel the duplicate\n\n1\nx\nduplicate of <#>1041<enter>\n# then confirm\nY\n";
+    let output = review_script(&ws, script, &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(state_of(&ws, KEY), "cancelled");
+    let shown = json(&ws.run(&["show", KEY, "--json"]));
+    let reasons = shown["audit"].as_array().unwrap().iter().filter_map(|e| e["reason"].as_str()).collect::<Vec<_>>();
+    assert!(reasons.contains(&"duplicate of #1041"), "{reasons:?}");
+}
+
+#[test]
+fn a_script_whose_command_is_refused_exits_3_and_stops_at_that_line() {
+    let ws = Workspace::new();
+    ws.run(&["submit", "--key", KEY, "--payload", "{}"]);
+    // `r` on a pending action is refused; the cancel after it must not run.
+    let output = review_script(&ws, "1\n# retry it\nr\nx\nwithdrawn<Enter>\ny\n", &[]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains("script line 3 (r): cannot retry") && said.contains("it is pending"), "{said}");
+    assert!(stdout(&output).contains(KEY), "the final screen is printed");
+    assert_eq!(state_of(&ws, KEY), "pending");
+}
+
+#[test]
+fn a_script_that_ends_inside_a_dialog_says_so_and_strict_makes_it_fail() {
+    let ws = Workspace::new();
+    ws.run(&["submit", "--key", KEY, "--payload", "{}"]);
+    let script = "1\nx\nhalf a reason\n";
+    let output = review_script(&ws, script, &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains(&format!("ended inside an open dialog: cancel on {KEY}, waiting for a reason")), "{said}");
+    assert!(stdout(&output).contains("half a reason"), "the dialog's screen is printed");
+    let output = review_script(&ws, script, &["--strict"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(stderr(&output).contains("ended inside an open dialog"), "{}", stderr(&output));
+    let output = review_script(&ws, "1\nx\n<Esc>\n", &["--strict"]);
+    assert_eq!(output.status.code(), Some(0), "a closed dialog is fine: {}", stderr(&output));
+    assert_eq!(state_of(&ws, KEY), "pending");
+}
+
+#[test]
+fn the_demo_removes_its_directory_when_it_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo_dirs = || {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|name| name.starts_with("actionledger-demo-"))
+            .collect::<Vec<_>>()
+    };
+    let output = Command::new(BIN)
+        .args(["demo", "--no-ui", "--json"])
+        .env("TMPDIR", tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("ACTIONLEDGER_DB")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(json(&output)["crm_records"].as_u64().unwrap() > 0, "the demo ran");
+    assert_eq!(demo_dirs(), Vec::<String>::new(), "removed after a normal end");
+}
+
 #[test]
 fn sixteen_submits_at_once_on_a_new_ledger_all_succeed() {
     let ws = Workspace::new();

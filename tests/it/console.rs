@@ -20,6 +20,9 @@ conformance!(
     filter_and_navigation_over_many_actions,
     approving_a_new_version_of_a_completed_action_from_the_keyboard,
     acknowledging_and_confirming_the_old_worker_from_the_keyboard,
+    every_section_of_a_detail_is_reachable_at_80x24,
+    messages_are_never_cut_at_80_columns,
+    the_selection_is_a_key_through_resize_refresh_and_departures,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -252,9 +255,12 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
 async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm =
-        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
-            .unwrap();
+    // A CRM that takes no idempotency key: only its lookup tells whether it has the record.
+    let no_idempotency = actionledger::testkit::sim_crm::Options {
+        retention: None,
+        ..actionledger::testkit::sim_crm::Options::default()
+    };
+    let crm = actionledger::testkit::sim_crm::SimCrm::start(listener, no_idempotency).unwrap();
     let config = actionledger::config::Config::parse(&crm.destination_config("crm")).unwrap();
     let destination = actionledger::destination::Destination::new("crm", config.destinations["crm"].clone()).unwrap();
     action_in(l, "acme:lost", State::Unknown).await;
@@ -264,6 +270,11 @@ async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let mut with_config = options("Ana");
     with_config.destinations = Destinations::new(BTreeMap::from([("crm".to_owned(), destination)]), None);
     let mut console = ScriptedConsole::start(l, &with_config, 100, 30).await.unwrap();
+    // With the configuration, a destination without an idempotency key is said to have none,
+    // not "retention unknown".
+    let evidence = act(&mut console, "3", "acme:lost", &["<Enter>", "G"]).await;
+    assert!(evidence.contains("(no idempotency key at crm: no retention window)"), "{evidence}");
+    assert!(!evidence.contains("retention unknown"), "{evidence}");
     let screen = act(&mut console, "3", "acme:lost", &["<Enter>", "l", "checking the CRM", "<Enter>", "y"]).await;
     assert!(screen.contains("looked up acme:lost: found; now completed"), "{screen}");
     let detail = record(l, "acme:lost").await;
@@ -307,6 +318,157 @@ async fn filter_and_navigation_over_many_actions<S: Store>(db: TestDb<S>) {
     l.submit(&raw("acme:nav:045b", "{}")).await.unwrap();
     console.send(actionledger::console::model::Msg::Tick).await.unwrap();
     assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:048");
+}
+
+/// The screen's text with its lines joined, as a wrapped message reads.
+fn joined(screen: &str) -> String {
+    screen.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn every_section_of_a_detail_is_reachable_at_80x24<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    late_on_completed(l, "acme:order:ORD-1047:create-task").await;
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    for line in ["8", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let top = console.screen().unwrap();
+    assert!(!top.contains("audit trail ("), "the detail is longer than the screen:\n{top}");
+    let oldest = "submitted";
+    // End shows the end of the last section: the oldest audit entry.
+    console.press("G").await.unwrap();
+    let end = console.screen().unwrap();
+    assert!(end.contains("audit trail (") && end.contains(oldest), "{end}");
+    // Up moves at once from there, and Down, pressed as often as it takes, reaches every section.
+    console.press("k").await.unwrap();
+    assert_ne!(console.screen().unwrap(), end, "Up after End scrolls at once");
+    console.press("g").await.unwrap();
+    let mut seen = console.screen().unwrap();
+    for _ in 0..80 {
+        console.press("j").await.unwrap();
+        seen.push_str(&console.screen().unwrap());
+    }
+    let sections = ["late results (1)", "deliveries (", "expected payload", "latest attempt", "destination evidence"];
+    for section in sections.into_iter().chain(["audit trail (", oldest]) {
+        assert!(seen.contains(section), "{section:?} never reached by Down");
+    }
+    assert_eq!(console.screen().unwrap(), end, "Down stops at the same end as End");
+    // The footer keeps the way back and the way out.
+    assert!(end.lines().last().unwrap().contains("Esc back") && end.contains("q quit"), "{end}");
+}
+
+async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    // A conflict shows each changed field's approved and proposed values in full.
+    let street = "Flat 4, 221 Baker Street, Marylebone, London NW1 6XE, United Kingdom (ring twice)";
+    let approved = serde_json::json!({ "address": street, "qty": 1 }).to_string();
+    let proposed = serde_json::json!({ "address": street.replace("Flat 4", "Flat 5"), "qty": 1 }).to_string();
+    l.submit(&raw("acme:conflict:long", &approved)).await.unwrap();
+    l.submit(&raw("acme:conflict:long", &proposed)).await.unwrap();
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    let screen = joined(&act(&mut console, "4", "acme:conflict:long", &["<Enter>"]).await);
+    assert!(screen.contains(&format!("/address approved \"{street}\"")), "{screen}");
+    assert!(screen.contains(&format!("proposed \"{}\"", street.replace("Flat 4", "Flat 5"))), "{screen}");
+    assert!(screen.contains("1 field(s) unchanged"), "{screen}");
+    // v shows every value in full; v or Esc goes back.
+    console.press("v").await.unwrap();
+    let values = joined(&console.screen().unwrap());
+    assert!(values.contains("full values") && values.contains("proposed payload ("), "{values}");
+    assert!(values.contains(&format!("\"address\": \"{}\"", street.replace("Flat 4", "Flat 5"))), "{values}");
+    console.press("<Esc>").await.unwrap();
+    assert!(joined(&console.screen().unwrap()).contains("what the proposal changes"), "back to the detail");
+
+    // A refused submission's reason is shown in full in its own detail.
+    let refusal = l.submit(&raw("acme:contact:jane@example.com", "{}")).await.unwrap_err().to_string();
+    let message = l.list_refused(None, 1).await.unwrap().pop().unwrap().message;
+    assert!(message.len() > 80, "a message longer than a line: {message} ({refusal})");
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    for line in ["7", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains(&joined(&message)), "{message}\n{screen}");
+    // A refusal in the status line wraps instead of being cut.
+    let key = "acme:order:ORD-2041:create-follow-up-task-for-the-regional-sales-team";
+    action_in(l, key, State::Unknown).await;
+    let mut bo = ScriptedConsole::start(l, &options("Bo"), 80, 24).await.unwrap();
+    act(&mut bo, "3", key, &["r", "looks retryable", "<Enter>"]).await;
+    let cancel = ManualRequest {
+        key: ActionKey::parse(key).unwrap(),
+        person: Person::parse("Ana").unwrap(),
+        reason: Reason::parse("duplicate").unwrap(),
+        expect_version: None,
+        command: ManualCommand::Cancel,
+        old_worker_stopped: false,
+    };
+    l.manual(&cancel).await.unwrap();
+    bo.press("y").await.unwrap();
+    let screen = bo.screen().unwrap();
+    let said = format!("refused: cannot retry {key}: it changed since you read it");
+    assert!(joined(&screen).contains(&said), "{screen}");
+}
+
+fn selected<S: Store>(console: &ScriptedConsole<S>) -> String {
+    console.model().selected_action().unwrap().key.to_string()
+}
+
+async fn the_selection_is_a_key_through_resize_refresh_and_departures<S: Store>(db: TestDb<S>) {
+    use actionledger::console::model::Msg;
+    let l = &db.ledger;
+    for n in 0..60 {
+        l.submit(&raw(&format!("acme:sel:{n:03}"), "{}")).await.unwrap();
+    }
+    // At 120x40 the oldest, then the terminal shrinks to 40x10 and the console refreshes.
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 120, 40).await.unwrap();
+    console.press("G").await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:000");
+    console.send(Msg::Resize(40, 10)).await.unwrap();
+    console.send(Msg::Tick).await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:000", "a resize and a refresh keep the key");
+    console.press("k").await.unwrap();
+    console.send(Msg::Resize(120, 40)).await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:001", "growing back keeps it too");
+    console.send(Msg::Resize(40, 10)).await.unwrap();
+    console.send(Msg::Tick).await.unwrap();
+    console.press("<Enter>").await.unwrap();
+    let detail = console.model().detail.as_ref().unwrap().action.key.to_string();
+    assert_eq!(detail, "acme:sel:001", "Enter opens the key that was selected");
+    console.press("<Esc>").await.unwrap();
+
+    // New rows above the selection do not move it.
+    console.send(Msg::Resize(80, 24)).await.unwrap();
+    console.press("g").await.unwrap();
+    for _ in 0..10 {
+        console.press("j").await.unwrap();
+    }
+    assert_eq!(selected(&console), "acme:sel:049");
+    for n in 60..80 {
+        l.submit(&raw(&format!("acme:sel:{n:03}"), "{}")).await.unwrap();
+    }
+    console.send(Msg::Tick).await.unwrap();
+    assert_eq!(selected(&console), "acme:sel:049", "twenty new rows later");
+
+    // A filter that still matches the selected key keeps it.
+    for line in ["/", "sel:04", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    assert_eq!(selected(&console), "acme:sel:049");
+
+    // The selected action leaves the pane: the console says so instead of silently moving.
+    let cancel = ManualRequest {
+        key: ActionKey::parse("acme:sel:049").unwrap(),
+        person: Person::parse("Bo").unwrap(),
+        reason: Reason::parse("duplicate").unwrap(),
+        expect_version: None,
+        command: ManualCommand::Cancel,
+        old_worker_stopped: false,
+    };
+    l.manual(&cancel).await.unwrap();
+    console.send(Msg::Tick).await.unwrap();
+    let screen = joined(&console.screen().unwrap());
+    assert!(screen.contains("acme:sel:049 left the pending pane"), "{screen}");
+    assert!(screen.contains(&format!("the selection is now on {}", selected(&console))), "{screen}");
+    assert_eq!(selected(&console), "acme:sel:048", "the next one down, and the console named it");
 }
 
 /// A completed action (record R-1) with a new version proposed.
@@ -410,7 +572,7 @@ async fn screens() {
     action_in(l, "acme:order:ORD-1046:create-task", State::Pending).await;
     l.submit(&RawSubmission { key: Some("acme:contact:jane@example.com".into()), ..raw("x", "{}") }).await.unwrap_err();
     l.store().clock().advance(LEASE * 2);
-    let scenes: [(&str, &[&str]); 14] = [
+    let scenes: [(&str, &[&str]); 17] = [
         ("pending", &["1"]),
         ("in_progress_stale", &["2"]),
         ("unknown_detail", &["3", "<Enter>"]),
@@ -425,6 +587,9 @@ async fn screens() {
         ("late_results", &["8"]),
         ("late_results_detail", &["8", "<Enter>"]),
         ("old_worker_dialog", &["6", "r", "checked the CRM", "<Enter>", "stop"]),
+        ("late_results_detail_end", &["8", "<Enter>", "G"]),
+        ("refused_detail", &["7", "<Enter>"]),
+        ("unknown_values", &["3", "<Enter>", "v"]),
     ];
     for (width, height) in [(80, 24), (120, 40)] {
         for (name, keys) in scenes {

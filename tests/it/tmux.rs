@@ -101,3 +101,39 @@ async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
     let action = db.ledger.store().find(&ActionKey::parse("acme:tmux:1").unwrap()).await.unwrap().unwrap();
     assert_eq!(action.state, State::Pending);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resizing_the_terminal_keeps_the_selection_on_the_same_key() {
+    if !tmux_available() {
+        return;
+    }
+    let db = support::sqlite().await;
+    for n in 0..60 {
+        let raw = RawSubmission { key: Some(format!("acme:r:{n:03}")), payload: b"{}".to_vec(), ..Default::default() };
+        db.ledger.submit(&raw).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let command = format!(
+        "{} --db {} review --owner ana --refresh 200ms; echo CONSOLE-EXITED-$?; sleep 30",
+        env!("CARGO_BIN_EXE_actionledger"),
+        db.url
+    );
+    let cwd = dir.path().to_str().unwrap();
+    let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "120", "-y", "40", "-c", cwd, &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    tmux.wait_for("> acme:r:059");
+    tmux.keys(&["G"]);
+    tmux.wait_for("> acme:r:000");
+    let resized = tmux.run(&["resize-window", "-t", "review", "-x", "60", "-y", "10"]);
+    assert!(resized.status.success(), "{}", String::from_utf8_lossy(&resized.stderr));
+    // Several refreshes at the new size, then Enter.
+    std::thread::sleep(Duration::from_secs(1));
+    let screen = tmux.wait_for("> acme:r:000");
+    assert!(!screen.contains("> acme:r:001"), "{screen}");
+    tmux.keys(&["Enter"]);
+    let detail = tmux.wait_for("version 1");
+    assert!(detail.contains("acme:r:000") && !detail.contains("acme:r:001"), "the detail of the same key:\n{detail}");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CONSOLE-EXITED-0");
+}

@@ -1,9 +1,11 @@
-//! The selected action in full: record and source, deliveries, expected payload (approved and
-//! proposed side by side whenever a proposal waits, in any state), latest attempt, destination evidence, audit trail.
+//! The selected action in full: record and source, deliveries, expected payload (whenever a
+//! proposal waits, in any state: each field it changes with both values in full), latest attempt,
+//! destination evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
-use crate::console::model::Model;
+use crate::console::model::{DetailView, Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
+use crate::domain::RefusedSubmission;
 use crate::ledger::ActionDetail;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -14,19 +16,102 @@ fn time(t: crate::domain::Timestamp) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
+/// The open detail: the selected action's, or in the refused pane the selected refused
+/// submission's; `None` while it loads.
+fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
+    let (title, lines) = match (&model.detail, &model.rows) {
+        (None, Rows::Refused(rows)) if model.pane == Pane::Refused => {
+            let refused = rows.get(model.selected)?;
+            (format!(" refused submission {} ", refused.id), refused_lines(model, refused, theme))
+        }
+        (None, _) => return None,
+        (Some(detail), _) if model.detail_view == DetailView::Values => (
+            format!(" {} — full values (v or Esc: back) ", SafeText::new(detail.action.key.as_str())),
+            values(detail, theme),
+        ),
+        (Some(detail), _) => (
+            format!(" {} ", SafeText::new(detail.action.key.as_str())),
+            lines(model, detail, theme, usize::from(width)),
+        ),
+    };
+    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
+    Some(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }))
+}
+
+/// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end
+/// of the last section (the audit trail) is always reachable.
+pub fn max_scroll(model: &Model, area: Rect) -> u16 {
+    paragraph(model, Theme { color: false }, area.width)
+        .map_or(0, |p| u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX).saturating_sub(area.height))
+}
+
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
-    let Some(detail) = &model.detail else {
+    let Some(paragraph) = paragraph(model, theme, area.width) else {
         frame.render_widget(Paragraph::new("loading…").block(Block::default().borders(Borders::TOP)), area);
         return;
     };
-    let lines = lines(model, detail, theme, usize::from(area.width));
-    let title = format!(" {} ", SafeText::new(detail.action.key.as_str()));
-    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
-    let max_scroll = u16::try_from(lines.len()).unwrap_or(u16::MAX).saturating_sub(area.height.saturating_sub(2));
-    frame.render_widget(
-        Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll((model.detail_scroll.min(max_scroll), 0)),
-        area,
-    );
+    let scroll = model.detail_scroll.min(max_scroll(model, area));
+    frame.render_widget(paragraph.scroll((scroll, 0)), area);
+}
+
+/// Every value of the action in full, nothing cut: the approved payload, the proposed one, the
+/// last response and the last error.
+fn values<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+    let a = &detail.action;
+    let block = |text: &str| SafeText::lines(text).into_iter().map(|l| Line::raw(format!("  {l}"))).collect::<Vec<_>>();
+    let mut out = vec![section(&format!("payload ({})", a.payload.fingerprint().short()), theme)];
+    if detail.purge.is_some() {
+        out.push(Line::raw("  removed by retention; only its fingerprint is kept"));
+    } else {
+        out.extend(block(&a.payload.pretty()));
+    }
+    out.push(Line::raw(""));
+    match &a.proposal {
+        Some(proposal) => {
+            out.push(section(&format!("proposed payload ({})", proposal.payload.fingerprint().short()), theme));
+            out.extend(block(&proposal.payload.pretty()));
+        }
+        None => out.push(section("proposed payload: none", theme)),
+    }
+    out.push(Line::raw(""));
+    match detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some()) {
+        Some(at) => {
+            let status = at.evidence.status.map_or("-".to_owned(), |s| s.to_string());
+            out.push(section(&format!("last response: attempt #{}, status {status}", at.number), theme));
+            out.extend(block(at.evidence.body.as_deref().unwrap_or("(no body)")));
+        }
+        None => out.push(section("last response: none", theme)),
+    }
+    out.push(Line::raw(""));
+    match &a.last_error {
+        Some(error) => {
+            out.push(section("last error", theme));
+            out.extend(block(error));
+        }
+        None => out.push(section("last error: none", theme)),
+    }
+    out
+}
+
+/// A refused submission in full: nothing of its problem or message is cut.
+fn refused_lines<'a>(model: &Model, r: &RefusedSubmission, theme: Theme) -> Vec<Line<'a>> {
+    let now = model.now.unwrap_or(r.received_at);
+    vec![
+        Line::from(vec![Span::styled("refused", theme.error()), Span::raw(format!("  {}", r.problem))]),
+        Line::raw(format!("received {}  {} ago", time(r.received_at), short_duration(now - r.received_at))),
+        Line::raw(format!("key {}", safe(r.key_excerpt.as_deref().unwrap_or("(none, or withheld)")))),
+        Line::raw(format!(
+            "source {}  event {}  destination {}",
+            safe(r.source.as_deref().unwrap_or("-")),
+            safe(r.event_id.as_deref().unwrap_or("-")),
+            safe(r.destination.as_deref().unwrap_or("-"))
+        )),
+        Line::raw(""),
+        section("why it was refused", theme),
+        Line::raw(safe(&r.message)),
+        Line::raw(""),
+        Line::raw("Nothing was recorded for it: the sender fixes it and submits again."),
+    ]
 }
 
 fn section<'a>(title: &str, theme: Theme) -> Line<'a> {
@@ -93,7 +178,7 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
     out.extend(late_results(detail, theme));
 
     out.extend(deliveries(detail, theme));
-    out.extend(payloads(detail, theme, width));
+    out.extend(payloads(detail, theme));
     out.extend(latest_attempt(detail, theme));
     out.extend(evidence(model, detail, theme, width));
     out.extend(audit(detail, theme));
@@ -152,7 +237,7 @@ fn deliveries<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     out
 }
 
-fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+fn payloads<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     let a = &detail.action;
     let mut out = vec![Line::raw("")];
     if let Some(purge) = &detail.purge {
@@ -173,7 +258,9 @@ fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'
             out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
         Some(proposal) => {
-            out.push(section("payload: approved | proposed (approve with a, reject with d)", theme));
+            // Per changed field, both values in full (the paragraph wraps them): two columns
+            // would cut exactly the long values a reviewer has to compare.
+            out.push(section("payload: what the proposal changes (approve with a, reject with d)", theme));
             if a.state == crate::domain::State::Completed {
                 out.push(Line::raw(format!(
                     "  completed: approving records the update action {}#update-{}",
@@ -181,21 +268,56 @@ fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'
                     a.payload_revision + 1
                 )));
             }
-            let left = SafeText::lines(&a.payload.pretty());
-            let right = SafeText::lines(&proposal.payload.pretty());
-            let half = width.saturating_sub(5) / 2;
-            let approved = format!("approved {}", a.payload.fingerprint().short());
-            out.push(Line::raw(format!("  {approved:<half$} | proposed {}", proposal.payload.fingerprint().short())));
-            for i in 0..left.len().max(right.len()) {
-                let l = left.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
-                let r = right.get(i).map(|t| fit(t.as_str(), half)).unwrap_or_default();
-                let changed = left.get(i) != right.get(i);
-                let line = format!("  {l:<half$} | {r}");
-                out.push(if changed { Line::styled(line, theme.warn()) } else { Line::raw(line) });
+            out.push(Line::raw(format!(
+                "  approved {}  proposed {}",
+                a.payload.fingerprint().short(),
+                proposal.payload.fingerprint().short()
+            )));
+            let (approved, proposed) = (leaves(&a.payload.value()), leaves(&proposal.payload.value()));
+            let fields: std::collections::BTreeSet<&String> = approved.keys().chain(proposed.keys()).collect();
+            let absent = "(absent)".to_owned();
+            let mut unchanged = 0;
+            for field in fields {
+                let (old, new) = (approved.get(field).unwrap_or(&absent), proposed.get(field).unwrap_or(&absent));
+                if old == new {
+                    unchanged += 1;
+                    continue;
+                }
+                out.push(Line::styled(format!("  {}", safe(field)), theme.warn()));
+                out.push(Line::raw(format!("    approved  {}", safe(old))));
+                out.push(Line::raw(format!("    proposed  {}", safe(new))));
             }
+            out.push(Line::raw(format!("  {unchanged} field(s) unchanged; the approved payload in full:")));
+            out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
     }
 
+    out
+}
+
+/// A JSON value as its leaves: JSON pointer to the leaf's JSON text (an empty object or array is
+/// a leaf).
+fn leaves(value: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    fn walk(value: &serde_json::Value, at: String, out: &mut std::collections::BTreeMap<String, String>) {
+        match value {
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (name, inner) in map {
+                    walk(inner, format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")), out);
+                }
+            }
+            serde_json::Value::Array(items) if !items.is_empty() => {
+                for (index, inner) in items.iter().enumerate() {
+                    walk(inner, format!("{at}/{index}"), out);
+                }
+            }
+            leaf => {
+                let at = if at.is_empty() { "/".to_owned() } else { at };
+                out.insert(at, leaf.to_string());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(value, String::new(), &mut out);
     out
 }
 
@@ -239,6 +361,11 @@ fn evidence<'a>(model: &Model, detail: &ActionDetail, theme: Theme, width: usize
             let when = if closes > now { format!("in {}", short_duration(closes - now)) } else { "CLOSED".to_owned() };
             format!("  first sent {}  retention window closes {} ({when})", time(first), time(closes))
         }
+        (Some(first), None) if a.destination.as_ref().is_some_and(|d| model.configured.contains(d)) => format!(
+            "  first sent {}  (no idempotency key at {}: no retention window)",
+            time(first),
+            safe(a.destination.as_deref().unwrap_or("-"))
+        ),
         (Some(first), None) => format!("  first sent {}  (retention unknown: start review with --config)", time(first)),
         (None, _) => "  not sent yet".to_owned(),
     };

@@ -2,22 +2,31 @@
 
 use super::Theme;
 use crate::console::keys::command_key;
-use crate::console::model::{DialogStage, Mode, Model, StatusKind, applicable_commands};
+use crate::console::model::{DetailView, DialogStage, Mode, Model, StatusKind, applicable_commands};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 
-pub fn draw_status(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
-    let line = match (&model.status, &model.hint) {
+fn status_line(model: &Model, theme: Theme) -> Line<'static> {
+    match (&model.status, &model.hint) {
         (_, Some(hint)) => Line::styled(hint.clone(), theme.ok()),
         (Some(status), None) => {
             let style = if status.kind == StatusKind::Error { theme.error() } else { theme.ok() };
             Line::styled(status.text.to_string(), style)
         }
         (None, None) => Line::styled("ready", theme.dim()),
-    };
-    frame.render_widget(Paragraph::new(line), area);
+    }
+}
+
+/// The status line wraps rather than cut a message: the lines it needs at this width.
+pub fn status_height(model: &Model, width: u16) -> u16 {
+    let lines = Paragraph::new(status_line(model, Theme { color: false })).wrap(Wrap { trim: false }).line_count(width);
+    u16::try_from(lines).unwrap_or(u16::MAX).max(1)
+}
+
+pub fn draw_status(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    frame.render_widget(Paragraph::new(status_line(model, theme)).wrap(Wrap { trim: false }), area);
 }
 
 /// The keys that apply in the current mode, for the selected action's state.
@@ -49,8 +58,10 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
                 }
             }
             keys.push(pair("?", "help"));
-            if model.mode == Mode::Detail {
+            if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none()) {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
+            } else if model.mode == Mode::Detail {
+                keys.extend([pair("Esc", "back"), pair("j/k", "scroll"), pair("v", "values")]);
             } else {
                 keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-8", "pane"), pair("/", "filter")]);
             }
@@ -60,15 +71,25 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
     }
 }
 
+/// Keys that stay in the footer however narrow the terminal: the way back and the way out.
+fn essential(key: &str) -> bool {
+    matches!(key, "Esc" | "q" | "n/Esc")
+}
+
 pub fn draw_keys(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
+    let width = |(key, label): &(String, String)| key.chars().count() + label.chars().count() + 3;
+    let hints = hints(model);
+    // The essential keys are kept first; the others fill the room left, in their order.
+    let mut room = usize::from(area.width).saturating_sub(hints.iter().filter(|h| essential(&h.0)).map(width).sum());
     let mut spans = Vec::new();
-    let mut used = 0usize;
-    for (key, label) in hints(model) {
-        let width = key.chars().count() + label.chars().count() + 3;
-        if used + width > usize::from(area.width) {
-            break;
+    for hint in hints {
+        if !essential(&hint.0) {
+            if width(&hint) > room {
+                continue;
+            }
+            room -= width(&hint);
         }
-        used += width;
+        let (key, label) = hint;
         spans.push(Span::styled(key, theme.key()));
         spans.push(Span::raw(format!(" {label}  ")));
     }

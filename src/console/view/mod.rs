@@ -59,16 +59,35 @@ impl Theme {
     }
 }
 
-/// Draws the whole console.
-pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
-    let [header_area, tabs_area, body, status_area, footer_area] = Layout::vertical([
+/// The parts of the screen: header, tabs, body, status and footer. The status line grows to
+/// show a long message in full, up to a third of the screen.
+pub fn layout(model: &Model, area: Rect) -> [Rect; 5] {
+    let status = footer::status_height(model, area.width).min((area.height / 3).max(1));
+    Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(1),
+        Constraint::Length(status),
         Constraint::Length(1),
     ])
-    .areas(frame.area());
+    .areas(area)
+}
+
+/// How far the open detail scrolls at most: its wrapped lines less the lines on screen.
+pub fn detail_max_scroll(model: &Model) -> u16 {
+    let [_, _, body, _, _] = layout(model, Rect::new(0, 0, model.width, model.height));
+    detail::max_scroll(model, body)
+}
+
+/// Lines the open detail shows at once, for paging.
+pub fn detail_page(model: &Model) -> u16 {
+    let [_, _, body, _, _] = layout(model, Rect::new(0, 0, model.width, model.height));
+    body.height.saturating_sub(3).max(1)
+}
+
+/// Draws the whole console.
+pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
+    let [header_area, tabs_area, body, status_area, footer_area] = layout(model, frame.area());
     header::draw(model, theme, frame, header_area);
     header::draw_tabs(model, theme, frame, tabs_area);
     match (&model.mode, &model.detail) {

@@ -434,5 +434,13 @@ mod tests {
             assert_eq!(duration_text::format(duration_text::parse(text).unwrap()), text);
         }
         assert!(duration_text::parse("5 weeks").is_err());
+        // At most 100 years, so that no time computed from a duration overflows.
+        assert_eq!(duration_text::parse("36500d"), Ok(duration_text::MAX));
+        for too_long in ["36501d", "10000000000000s", "18446744073709551615d"] {
+            assert!(
+                matches!(duration_text::parse(too_long), Err(duration_text::DurationError::TooLong(_))),
+                "{too_long}"
+            );
+        }
     }
 }

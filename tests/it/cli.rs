@@ -690,6 +690,9 @@ fn hostile_arguments_end_with_a_documented_exit_code_never_a_panic() {
         vec!["purge", "--older-than", "", "--owner", "", "--reason", ""],
         vec!["lookup", KEY],
         vec!["migrate"],
+        vec!["review", "--owner", "Ana Lima"],
+        vec!["review", "--owner", "Ana Lima", "--script", "/dev/zero"],
+        vec!["review", "--owner", "Ana Lima", "--script", "/nonexistent", "--size", "0x0"],
     ];
     for command in ["retry", "cancel", "approve", "reject", "takeover", "acknowledge", "assign"] {
         cases.push([&[command, KEY][..], &person[..]].concat());

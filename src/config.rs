@@ -62,6 +62,10 @@ pub struct DestinationConfig {
     #[serde(default)]
     pub base_url: Option<String>,
     pub create: CreateRequest,
+    /// How an approved new version of a completed action changes its record; without it such an
+    /// update is held for a person (docs/RULES.md, "Changed payloads").
+    #[serde(default)]
+    pub update: Option<UpdateRequest>,
     /// The destination's unique external reference for an action; `{{key}}` by default.
     #[serde(default = "default_external_ref")]
     pub external_ref: String,
@@ -101,6 +105,20 @@ pub struct CreateRequest {
     /// JSON pointer to the created record's id in the response, e.g. `/id`.
     #[serde(default = "default_id_pointer")]
     pub id_pointer: String,
+}
+
+/// The request that changes an existing record: the templates may use `{{destination_id}}`, the
+/// id of the record the updated action created.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRequest {
+    #[serde(default = "default_update_method")]
+    pub method: String,
+    /// URL template, e.g. `{{base_url}}/tasks/{{destination_id}}`.
+    pub url: String,
+    /// Body template, as for create; without it the approved payload is sent as it is.
+    #[serde(default)]
+    pub body: Option<toml::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -164,6 +182,9 @@ fn default_external_ref() -> String {
 fn default_method() -> String {
     "POST".to_owned()
 }
+fn default_update_method() -> String {
+    "PATCH".to_owned()
+}
 fn default_id_pointer() -> String {
     "/id".to_owned()
 }
@@ -219,6 +240,8 @@ pub enum ConfigError {
 pub enum DestinationSettingError {
     #[error("create.method {0:?} is not an HTTP method")]
     Method(String),
+    #[error("update.method {0:?} is not an HTTP method")]
+    UpdateMethod(String),
     #[error("{0:?} is not a JSON pointer (it must start with /)")]
     Pointer(String),
     #[error("max_attempts must be at least 1")]
@@ -277,6 +300,10 @@ impl DestinationConfig {
     fn check(&self) -> Result<(), DestinationSettingError> {
         reqwest::Method::from_bytes(self.create.method.as_bytes())
             .map_err(|_| DestinationSettingError::Method(self.create.method.clone()))?;
+        if let Some(update) = &self.update {
+            reqwest::Method::from_bytes(update.method.as_bytes())
+                .map_err(|_| DestinationSettingError::UpdateMethod(update.method.clone()))?;
+        }
         for pointer in std::iter::once(&self.create.id_pointer)
             .chain(self.lookup.iter().flat_map(|l| l.records_pointer.iter().chain([&l.id_pointer]).chain(&l.compare)))
         {

@@ -65,12 +65,16 @@ impl Error {
             Self::Ledger(LedgerError::SubmissionRefused(_) | LedgerError::Refused(_) | LedgerError::Fenced { .. }) => {
                 exit::REFUSED
             }
-            Self::Ledger(LedgerError::NotFound(_) | LedgerError::Store(StoreError::Missing { .. })) => exit::NOT_FOUND,
+            Self::Ledger(
+                LedgerError::NotFound(_)
+                | LedgerError::Store(StoreError::Missing { .. } | StoreError::LedgerInPublic { .. }),
+            ) => exit::NOT_FOUND,
             // The user's input: a sim-crm state file that cannot be used, a command that needed a
             // --config declaring the action's destination, a destination whose declared headers
-            // or method cannot be used.
+            // or method cannot be used, a PostgreSQL schema that cannot hold the ledger.
             Self::SimCrm(e) if e.is_usage() => exit::USAGE,
-            Self::Config(_)
+            Self::Ledger(LedgerError::Store(StoreError::InvalidSchema { .. }))
+            | Self::Config(_)
             | Self::Input(_)
             | Self::Retention(_)
             | Self::Invalid(_)
@@ -125,6 +129,23 @@ mod tests {
             (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
             (Error::from(RetentionError::Unsettled { state: State::Unknown }), exit::USAGE),
             (Error::from(LedgerError::NotFound("k".to_owned())), exit::NOT_FOUND),
+            (Error::from(StoreError::LedgerInPublic { ledger: "l".into(), schema: "s".into() }), exit::NOT_FOUND),
+            (
+                Error::from(StoreError::InvalidSchema {
+                    name: "A".into(),
+                    problem: crate::store::SchemaProblem::NotAName,
+                }),
+                exit::USAGE,
+            ),
+            (
+                Error::from(StoreError::NewerSchema {
+                    ledger: "l".into(),
+                    version: 9,
+                    description: "d".into(),
+                    known: 8,
+                }),
+                exit::ERROR,
+            ),
             (
                 Error::from(LedgerError::from(
                     crate::domain::state::check(crate::domain::Event::Retry, State::Completed, State::Pending)

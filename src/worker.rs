@@ -470,6 +470,20 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
         shared.progress(key, "held: idempotency window passed");
         return Ok(None);
     }
+    if let Some(updated) = &claim.action.updates
+        && !destination.can_update()
+    {
+        let reason = format!(
+            "destination {} declares no update request: the approved update of {updated} waits for a person \
+             (change record {} at the destination, then resolve)",
+            destination.name,
+            claim.action.updates_destination_id.as_deref().unwrap_or("?")
+        );
+        ledger.hold(&claim, &reason).await?;
+        shared.count(|s| s.held += 1);
+        shared.progress(key, "held: the destination declares no update request");
+        return Ok(None);
+    }
     let after = predecessor(shared, &claim.action).await?;
     Ok(Some(Ready { claim, after }))
 }
@@ -489,9 +503,14 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
     // A key protects only a repeat inside the window in which the earlier requests went out (it
     // was checked when the batch was prepared); where a person restarted the window, the
     // destination may have forgotten the key, so the evidence of an earlier send alone decides.
-    let key_protects = destination.config.idempotency.is_some() && claim.action.window_started_at.is_some();
+    // A derived idempotency key (rule 9) does not protect against the requests sent under the
+    // key before it.
+    let key_protects = destination.config.idempotency.is_some()
+        && claim.action.window_started_at.is_some()
+        && claim.action.idempotency_key.is_none();
     let looked = if claim.action.first_sent_at.is_some() && !key_protects && destination.config.lookup.is_some() {
         match destination.lookup(&claim.action, after.as_ref()).await {
+            Ok(found) if claim.action.updates.is_some() => update_looked_up(destination, &claim.action, &found),
             Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists { response: found.response }),
             Ok(_) => None,
             Err(error) => Some(SendOutcome::Uncertain { error: error.to_string(), response: None }),
@@ -514,6 +533,26 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
             resolve_existing(destination, &claim.action, after.as_ref(), response).await
         }
         other => to_report(destination, &claim.action, other),
+    }
+}
+
+/// What a lookup before re-sending an update found: already applied (completed), not applied
+/// (`None`: send it), or something a person must look at.
+fn update_looked_up(
+    destination: &Destination,
+    action: &ActionRecord,
+    found: &destination::Found,
+) -> Option<SendOutcome> {
+    match destination.judge(action, None, found) {
+        Ok(LookupReport { verdict: LookupVerdict::NotFound, .. }) => None,
+        Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), .. }) => {
+            Some(SendOutcome::Created { destination_id: id, response: found.response.clone() })
+        }
+        Ok(report) => Some(SendOutcome::Uncertain {
+            error: format!("before updating again: {}", report.detail.unwrap_or_default()),
+            response: Some(found.response.clone()),
+        }),
+        Err(error) => Some(SendOutcome::Uncertain { error: error.to_string(), response: None }),
     }
 }
 

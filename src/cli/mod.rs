@@ -4,6 +4,7 @@
 mod bench;
 mod demo;
 mod manual;
+mod migrate;
 mod purge;
 mod render;
 mod review;
@@ -14,6 +15,7 @@ mod worker;
 pub use bench::BenchArgs;
 pub use demo::DemoArgs;
 pub use manual::{ManualArgs, Resolution};
+pub use migrate::MigrateArgs;
 pub use purge::PurgeArgs;
 pub use review::ReviewArgs;
 pub use sim_crm::SimCrmArgs;
@@ -44,14 +46,20 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     pub db: Option<String>,
 
+    /// PostgreSQL: the schema the ledger lives in. Default: the URL's search_path (as in
+    /// `?options=-csearch_path%3Dname`), else `actionledger`.
+    #[arg(long, global = true, value_name = "NAME", env = "ACTIONLEDGER_SCHEMA")]
+    pub schema: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create or upgrade the ledger schema (every command also does this on first use).
-    Migrate,
+    /// Create or upgrade the ledger schema (`submit` and `worker` also do this on first use), or
+    /// say where it stands (--status) and what migrating would run (--dry-run).
+    Migrate(MigrateArgs),
     /// Record an intended action; prints created, duplicate, stale or conflict.
     Submit(SubmitArgs),
     /// List actions, newest first.
@@ -121,7 +129,7 @@ impl Command {
     /// actions already recorded (a person's commands, the console, `reconcile --apply`). Only
     /// `migrate`, `submit` and `worker` may create the embedded ledger.
     fn needs_existing_ledger(&self) -> bool {
-        !matches!(self, Self::Migrate | Self::Submit(_) | Self::Worker(_))
+        !matches!(self, Self::Migrate(_) | Self::Submit(_) | Self::Worker(_))
     }
 }
 
@@ -142,6 +150,12 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         other => other,
     };
     let url = resolve_db_url(cli.db);
+    let schema = cli.schema.filter(|s| !s.trim().is_empty());
+    if let Command::Migrate(args) = &command
+        && let Some(code) = migrate::before_opening(&url, schema.as_deref(), args).await?
+    {
+        return Ok(code);
+    }
     if url.starts_with("sqlite:") {
         // A mistyped path must not answer "nothing pending" from a new, empty ledger.
         let store = if command.needs_existing_ledger() {
@@ -151,7 +165,12 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         };
         execute(Ledger::new(store), command, &url).await
     } else if is_postgres(&url) {
-        execute(Ledger::new(PostgresStore::open(&url).await?), command, &url).await
+        // Like the embedded ledger's file, a schema is made only by a command that writes.
+        let create = !command.needs_existing_ledger();
+        let store = PostgresStore::open_in(&url, schema.as_deref(), create).await?;
+        // What people are shown names the schema too: two ledgers may share a database.
+        let shown = format!("{url} (schema {})", store.schema());
+        execute(Ledger::new(store), command, &shown).await
     } else {
         Err(Error::Invalid(format!(
             "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",
@@ -162,7 +181,7 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
 
 async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Result<i32, Error> {
     let result = match command {
-        Command::Migrate => {
+        Command::Migrate(_) => {
             println!("ledger schema is up to date at {}", redact_url(url));
             if let Some(access) = ledger.store().access_report().await? {
                 println!("access: {access}");
@@ -206,6 +225,6 @@ fn parse_key(text: &str) -> Result<ActionKey, Error> {
     ActionKey::parse(text).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-fn is_postgres(url: &str) -> bool {
+pub(crate) fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }

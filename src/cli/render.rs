@@ -35,6 +35,10 @@ pub fn action_json(a: &ActionRecord) -> Value {
         "proposed_payload": a.proposal.as_ref().map(|p| p.payload.value()),
         "proposed_fingerprint": a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()),
         "proposed_source_version": a.proposal.as_ref().and_then(|p| p.source_version),
+        "payload_revision": a.payload_revision,
+        "idempotency_key": a.sending_key(),
+        "updates": a.updates.as_ref().map(crate::domain::ActionKey::as_str),
+        "updates_destination_id": a.updates_destination_id,
         "source": a.source,
         "source_version": a.source_version,
         "destination": a.destination,
@@ -66,7 +70,7 @@ fn attempt_json(a: &Attempt) -> Value {
     json!({
         "number": a.number, "worker": a.worker, "ownership_version": a.ownership_version,
         "started_at": time(a.started_at), "ended_at": opt_time(a.ended_at), "outcome": a.outcome,
-        "error": a.error, "stale": a.stale,
+        "error": a.error, "stale": a.stale, "idempotency_key": a.idempotency_key,
         "acknowledged_by": a.acknowledged.as_ref().map(|k| k.by.as_str()),
         "acknowledged_at": opt_time(a.acknowledged.as_ref().map(|k| k.at)),
         "evidence": {
@@ -143,10 +147,12 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
     );
     for a in actions {
         let owner = a.claimed_by.as_deref().or(a.assignee.as_deref()).unwrap_or("-");
+        // A proposal waiting for a decision is marked in every state.
+        let state = if a.proposal.is_some() { format!("{}*", a.state) } else { a.state.to_string() };
         println!(
             "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}{}",
             a.id,
-            a.state.as_str(),
+            state,
             a.attempts,
             escape_untrusted(a.destination.as_deref().unwrap_or("-")),
             escape_untrusted(owner),
@@ -154,6 +160,9 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
             escape_untrusted(a.key.as_str()),
             late_marker(a)
         );
+    }
+    if actions.iter().any(|a| a.proposal.is_some()) {
+        println!("* a proposed payload waits for approve or reject (actionledger show KEY)");
     }
     if let Some(id) = next {
         println!("more: --before {id}");
@@ -244,6 +253,13 @@ fn print_record(a: &ActionRecord) {
     field("destination", a.destination.as_deref().unwrap_or("-"));
     if let Some(after) = &a.after {
         field("runs after", after.as_str());
+    }
+    if let Some(updated) = &a.updates {
+        field("updates", &format!("{updated} (destination id {})", a.updates_destination_id.as_deref().unwrap_or("-")));
+    }
+    field("payload revision", &a.payload_revision.to_string());
+    if a.idempotency_key.is_some() {
+        field("idempotency key", a.sending_key());
     }
     if let Some(worker) = &a.claimed_by {
         field("claimed by", worker);
@@ -342,6 +358,13 @@ fn print_payloads(a: &ActionRecord) {
             p.source_version.map_or("-".to_owned(), |v| v.to_string())
         );
         println!("{}", indent(&escape_untrusted_lines(&p.payload.pretty())));
+        if a.state == crate::domain::State::Completed {
+            println!(
+                "  approving it records the update action {}#update-{} (the action stays completed)",
+                escape_untrusted(a.key.as_str()),
+                a.payload_revision + 1
+            );
+        }
     }
 }
 
@@ -401,6 +424,9 @@ fn print_attempt(at: &Attempt) {
             time(at.started_at),
             at.ended_at.map_or("-".to_owned(), time)
         );
+        if let Some(key) = &at.idempotency_key {
+            println!("      idempotency key: {}", escape_untrusted(key));
+        }
         if let Some(error) = &at.error {
             println!("      error: {}", escape_untrusted(error));
         }
@@ -473,6 +499,7 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
             "from": outcome.transition.map(|t| t.from),
             "to": a.state,
             "action": action_json(a),
+            "update": outcome.update.as_ref().map(action_json),
         }));
         return;
     }
@@ -488,9 +515,14 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
             escape_untrusted(request.person.as_str())
         );
     } else {
-        let what = match &request.command {
-            ManualCommand::Assign { to } => format!("now assigned to {}", escape_untrusted(to)),
-            ManualCommand::Acknowledge => "its late results are acknowledged".to_owned(),
+        let what = match (&request.command, &outcome.update) {
+            (ManualCommand::Assign { to }, _) => format!("now assigned to {}", escape_untrusted(to)),
+            (ManualCommand::Approve, Some(update)) => format!(
+                "payload revision {} is approved; the update action {} (pending) performs it at the destination",
+                a.payload_revision,
+                escape_untrusted(update.key.as_str())
+            ),
+            (ManualCommand::Acknowledge, _) => "its late results are acknowledged".to_owned(),
             _ => "the proposed payload was discarded".to_owned(),
         };
         println!(

@@ -23,7 +23,8 @@ pub struct SimCrmArgs {
     #[arg(long)]
     accept_obsolete: bool,
     /// A fault and its probability per create request, e.g. drop-after-commit=0.3 (repeatable).
-    /// Faults: delay[:2s], 503, 429[:SECONDS], close-before-write, drop-after-commit, 500-after-write.
+    /// Faults: delay[:2s], 503, 429[:SECONDS], close-before-write, drop-after-commit, 500-after-write,
+    /// 500-before-write.
     #[arg(long = "fault", value_parser = crate::sim_crm::FaultPlan::parse_rate)]
     faults: Vec<(crate::sim_crm::Fault, f64)>,
     /// Faults for the first create requests, in order, e.g. "503,drop-after-commit,ok".

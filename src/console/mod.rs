@@ -11,7 +11,7 @@ pub mod safe_text;
 pub mod view;
 
 use crate::destination::Destinations;
-use crate::domain::Person;
+use crate::domain::{Person, State};
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
@@ -106,6 +106,9 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
             ledger
                 .list(&ListFilter {
                     state,
+                    // A proposed payload waits for a decision in the conflict pane, whatever the
+                    // state of its action (a completed action's new version, for one).
+                    or_proposed: state == Some(State::Conflict),
                     late_results: request.pane == Pane::LateResults,
                     before_id,
                     after_id,
@@ -121,6 +124,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
             by_state: ledger.counts().await?,
             refused: store.count_refused().await?,
             stale_claims: store.count_stale_claims().await?,
+            proposed_elsewhere: store.count_proposed_elsewhere().await?,
             late_results: store.count_late_results().await?,
         })
     } else {

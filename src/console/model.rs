@@ -149,6 +149,9 @@ pub struct Counts {
     pub by_state: Vec<(State, i64)>,
     pub refused: i64,
     pub stale_claims: i64,
+    /// Actions outside `conflict` whose proposed payload awaits a decision: the conflict pane
+    /// lists them too.
+    pub proposed_elsewhere: i64,
     /// Actions with late results waiting for acknowledgement.
     pub late_results: i64,
 }
@@ -263,6 +266,8 @@ pub struct Model {
     pub counts: Vec<(State, i64)>,
     pub refused: i64,
     pub stale_claims: i64,
+    /// See [`Counts::proposed_elsewhere`].
+    pub proposed_elsewhere: i64,
     /// Actions with late results waiting for acknowledgement.
     pub late_results: i64,
     /// Database time of the last refresh; ages and lease countdowns are measured from it.
@@ -304,6 +309,7 @@ impl Model {
             counts: Vec::new(),
             refused: 0,
             stale_claims: 0,
+            proposed_elsewhere: 0,
             late_results: 0,
             now: None,
             filter: None,
@@ -643,6 +649,11 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                     "Record that the destination has no record: it runs again.".to_owned()
                 }
                 CommandKind::Cancel => "Cancel it: it must not happen.".to_owned(),
+                CommandKind::Approve if planned.from == State::Completed => format!(
+                    "Approve the proposed payload: it becomes the approved one, and the update action \
+                     {key}#update-{} changes the record at the destination.",
+                    action.payload_revision + 1
+                ),
                 CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
                 CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
                 CommandKind::Assign => format!("Assign it to {}.", model.owner.as_str()),
@@ -855,6 +866,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         model.counts = counts.by_state;
         model.refused = counts.refused;
         model.stale_claims = counts.stale_claims;
+        model.proposed_elsewhere = counts.proposed_elsewhere;
         model.late_results = counts.late_results;
     }
     model.now = Some(snapshot.now);

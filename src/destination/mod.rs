@@ -24,13 +24,16 @@ pub enum DestinationError {
     HeaderValue { name: String, header: String },
     #[error("destination {name}: {header:?} is not a header name")]
     HeaderName { name: String, header: String },
-    #[error("destination {name}: create.method {method:?} is not an HTTP method")]
+    #[error("destination {name}: {method:?} is not an HTTP method")]
     Method { name: String, method: String },
     /// A URL, body or external reference template could not be filled for the action.
     #[error(transparent)]
     Template(#[from] TemplateError),
     #[error("destination {name} offers no lookup")]
     NoLookup { name: String },
+    /// An update action for a destination that declares no `update` request.
+    #[error("destination {name} declares no update request")]
+    NoUpdate { name: String },
     /// The action's destination is not in the configuration this front end was given.
     #[error("no configuration for destination {name}: give --config FILE with its [destinations.NAME] block")]
     NotConfigured { name: String },
@@ -209,21 +212,37 @@ impl Destination {
         action: &ActionRecord,
         after: Option<&ActionRecord>,
     ) -> Result<String, DestinationError> {
-        Ok(template::render_text(&self.config.external_ref, &self.context(action, after, None), false)?)
+        // An update action refers to the record of the action it updates: `{{key}}` there is
+        // that action's key.
+        let updated = action.updates.as_ref().map(|key| ActionRecord { key: key.clone(), ..action.clone() });
+        let target = updated.as_ref().unwrap_or(action);
+        Ok(template::render_text(&self.config.external_ref, &self.context(target, after, None), false)?)
     }
 
-    /// The body a create request sends for this action.
+    /// Whether this destination declares how to update a record.
+    pub fn can_update(&self) -> bool {
+        self.config.update.is_some()
+    }
+
+    /// The body the action's request sends: the create body, or the update body for an update
+    /// action.
     pub fn body(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Value, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
-        match &self.config.create.body {
+        let template = match (&action.updates, &self.config.update) {
+            (Some(_), Some(update)) => update.body.as_ref(),
+            _ => self.config.create.body.as_ref(),
+        };
+        match template {
             Some(template) => Ok(template::render_body(template, &context)?),
             None => Ok(action.payload.value()),
         }
     }
 
-    /// Sends the create request for an action, with its key as the idempotency key and its
-    /// ownership version where the destination fences obsolete writers.
+    /// Sends the action's request: the create request, or for an update action the update
+    /// request. It carries the action's idempotency key (the action key, or the key derived when
+    /// an approval changed the payload after a send, rule 9) and its ownership version where the
+    /// destination fences obsolete writers.
     /// The error is a request that could not be built, so nothing was sent.
     pub async fn send(
         &self,
@@ -232,11 +251,15 @@ impl Destination {
     ) -> Result<SendOutcome, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
-        let url = template::render_text(&self.config.create.url, &context, true)?;
+        let (method, url) = match (&action.updates, &self.config.update) {
+            (None, _) => (&self.config.create.method, &self.config.create.url),
+            (Some(_), Some(update)) => (&update.method, &update.url),
+            (Some(_), None) => return Err(DestinationError::NoUpdate { name: self.name.clone() }),
+        };
+        let url = template::render_text(url, &context, true)?;
         let body = self.body(action, after)?;
-        let method = reqwest::Method::from_bytes(self.config.create.method.as_bytes()).map_err(|_| {
-            DestinationError::Method { name: self.name.clone(), method: self.config.create.method.clone() }
-        })?;
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| DestinationError::Method { name: self.name.clone(), method: method.clone() })?;
         let mut request = self
             .client
             .request(method, &url)
@@ -244,7 +267,7 @@ impl Destination {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string());
         if let Some(idempotency) = &self.config.idempotency {
-            request = request.header(idempotency.header.as_str(), action.key.as_str());
+            request = request.header(idempotency.header.as_str(), action.sending_key());
         }
         if let Some(fencing) = &self.config.fencing {
             request = request.header(fencing.header.as_str(), action.ownership_version.to_string());
@@ -254,11 +277,13 @@ impl Destination {
         crate::faults::crash_point(crate::faults::AFTER_RESPONSE);
         Ok(match sent {
             Err(error) => classify_error(&error),
-            Ok(response) => self.classify_response(response).await,
+            Ok(response) => self.classify_response(response, action.updates_destination_id.as_deref()).await,
         })
     }
 
-    async fn classify_response(&self, response: reqwest::Response) -> SendOutcome {
+    /// `updated_id` is, for an update request, the id of the record it changes: the answer need
+    /// not repeat it.
+    async fn classify_response(&self, response: reqwest::Response, updated_id: Option<&str>) -> SendOutcome {
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -280,7 +305,8 @@ impl Destination {
             200..=299 => {
                 let id = serde_json::from_str::<Value>(&body)
                     .ok()
-                    .and_then(|v| pointer_text(&v, &self.config.create.id_pointer));
+                    .and_then(|v| pointer_text(&v, &self.config.create.id_pointer))
+                    .or_else(|| updated_id.map(str::to_owned));
                 match id {
                     Some(destination_id) => SendOutcome::Created { destination_id, response },
                     None => SendOutcome::Uncertain {
@@ -348,6 +374,9 @@ impl Destination {
     ) -> Result<LookupReport, DestinationError> {
         let sent = self.body(action, after)?;
         let records = i64::try_from(found.records.len()).unwrap_or(i64::MAX);
+        if action.updates.is_some() {
+            return Ok(self.judge_update(&sent, records, found));
+        }
         let (verdict, destination_id, detail) = match found.records.as_slice() {
             [] => (LookupVerdict::NotFound, None, "the destination has no record for this action".to_owned()),
             [one] if self.matches(&sent, &one.record) => {
@@ -366,6 +395,33 @@ impl Destination {
             body: Some(found.response.body.clone()),
         };
         Ok(LookupReport { verdict, records, destination_id, evidence, detail: Some(detail) })
+    }
+
+    /// What a lookup means for an update action: the record it updates carrying what the update
+    /// sends is `found` (applied); carrying something else, the update was not applied
+    /// (`not_found`: nothing was written by it); no record at all is a `mismatch`, since the
+    /// record to update is gone.
+    fn judge_update(&self, sent: &Value, records: i64, found: &Found) -> LookupReport {
+        let (verdict, destination_id, detail) = match found.records.as_slice() {
+            [] => (LookupVerdict::Mismatch, None, "the record this update changes is missing".to_owned()),
+            [one] if self.matches(sent, &one.record) => (
+                LookupVerdict::Found,
+                one.id.clone(),
+                format!("record {} carries the update", one.id.as_deref().unwrap_or("?")),
+            ),
+            [one] => (
+                LookupVerdict::NotFound,
+                None,
+                format!("record {} does not carry the update yet", one.id.as_deref().unwrap_or("?")),
+            ),
+            many => (LookupVerdict::Duplicates, None, format!("{} records share this external reference", many.len())),
+        };
+        let evidence = Evidence {
+            status: Some(i64::from(found.response.status)),
+            destination_id: destination_id.clone(),
+            body: Some(found.response.body.clone()),
+        };
+        LookupReport { verdict, records, destination_id, evidence, detail: Some(detail) }
     }
 
     /// Whether a found record matches what this action sends, on the configured fields.

@@ -18,7 +18,7 @@ pub struct Context<'a> {
 }
 
 const NAMES: &str = "key, external_ref, base_url, ownership_version, payload, payload.FIELD, after.key, \
-                     after.destination_id";
+                     after.destination_id, destination_id";
 
 /// Why a template could not be filled for an action.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +34,9 @@ pub enum TemplateError {
     /// `{{after.destination_id}}` while the earlier action has not completed.
     #[error("the action {after} has no destination id yet")]
     NoDestinationIdYet { after: String },
+    /// `{{destination_id}}` for an action that neither updates a record nor has one.
+    #[error("{{{{destination_id}}}} is used but {key} has no destination record yet")]
+    NoDestinationId { key: String },
     #[error("the payload has no field {path}")]
     NoField { path: String },
     #[error("unknown placeholder {{{{{placeholder}}}}}; use one of {NAMES}", NAMES = NAMES)]
@@ -56,6 +59,13 @@ impl Context<'_> {
                 self.base_url.map(|u| Value::String(u.trim_end_matches('/').to_owned())).ok_or(TemplateError::NoBaseUrl)
             }
             "ownership_version" => Ok(Value::from(a.ownership_version)),
+            // An update action's record is the one the action it updates created.
+            "destination_id" => a
+                .updates_destination_id
+                .as_ref()
+                .or(a.destination_id.as_ref())
+                .map(|id| Value::String(id.clone()))
+                .ok_or_else(|| TemplateError::NoDestinationId { key: a.key.to_string() }),
             "payload" => Ok(a.payload.value()),
             "after.key" => Ok(Value::String(after()?.key.to_string())),
             "after.destination_id" => {

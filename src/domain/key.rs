@@ -57,6 +57,18 @@ impl ActionKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The key of the update action that carries payload revision `revision` of this completed
+    /// action: `KEY#update-N`. Refused like any key, e.g. when it would be too long.
+    pub fn update_key(&self, revision: i64) -> Result<Self, KeyError> {
+        Self::parse(&format!("{}#update-{revision}", self.0))
+    }
+
+    /// The idempotency key that requests carrying payload revision `revision` use once an earlier
+    /// payload may have been sent under this key: `KEY#rev-N`. Held to the same limits as a key.
+    pub fn revision_key(&self, revision: i64) -> Result<Self, KeyError> {
+        Self::parse(&format!("{}#rev-{revision}", self.0))
+    }
 }
 
 impl fmt::Display for ActionKey {
@@ -146,6 +158,16 @@ mod tests {
         ] {
             assert_eq!(ActionKey::parse(key), Err(KeyError::ContainsEmail), "{key}");
         }
+    }
+
+    #[test]
+    fn derived_keys_append_the_revision_and_respect_the_limit() {
+        let key = ActionKey::parse("acme:order:ORD-1042:create-task").unwrap();
+        assert_eq!(key.update_key(2).unwrap().as_str(), "acme:order:ORD-1042:create-task#update-2");
+        assert_eq!(key.revision_key(3).unwrap().as_str(), "acme:order:ORD-1042:create-task#rev-3");
+        let long = ActionKey::parse(&"k".repeat(250)).unwrap();
+        assert_eq!(long.update_key(2), Err(KeyError::TooLong { bytes: 259 }));
+        assert!(ActionKey::parse(&"k".repeat(246)).unwrap().update_key(2).is_ok());
     }
 
     #[test]

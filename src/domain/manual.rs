@@ -2,6 +2,7 @@
 //! and the review console can say in advance what a command will do, and refuse it the same way.
 
 use super::capability::ClaimFacts;
+use super::key::{ActionKey, KeyError};
 use super::record::{ActionRecord, Timestamp, Transition};
 use super::refusal::Refusal;
 use super::state::{self, Event, State};
@@ -115,6 +116,21 @@ pub fn plan(
     if matches!(command, ManualCommand::Approve | ManualCommand::Reject) && action.proposal.is_none() {
         return Err(Refusal::NoProposal { verb, key: key.clone() });
     }
+    if matches!(command, ManualCommand::Approve) {
+        let derive = |what: &'static str, derived: Result<ActionKey, KeyError>, text: String| {
+            derived.map_err(|problem| Refusal::DerivedKeyRefused { key: key.clone(), what, derived: text, problem })
+        };
+        let next = action.payload_revision + 1;
+        if from == State::Completed {
+            // A new version of a completed action is not a second create: the approval records a
+            // linked update action, and the completed action stays completed.
+            derive("update action key", key.update_key(next), format!("{key}#update-{next}"))?;
+            return Ok(ManualPlan { event, from, to: from });
+        }
+        if derives_idempotency_key(action) {
+            derive("idempotency key", key.revision_key(next), format!("{key}#rev-{next}"))?;
+        }
+    }
     let to = match command {
         ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => State::Pending,
         ManualCommand::ResolveCompleted { .. } => State::Completed,
@@ -167,7 +183,8 @@ pub fn apply(
     plan: ManualPlan,
     now: Timestamp,
 ) -> Result<Option<Transition>, state::TransitionRefused> {
-    let keeps_state = matches!(plan.event, Event::Rejected | Event::Assigned | Event::LateResultsAcknowledged);
+    let keeps_state =
+        matches!(plan.event, Event::Rejected | Event::Assigned | Event::LateResultsAcknowledged | Event::Approved);
     let transition = if plan.to == plan.from && keeps_state {
         action.updated_at = now;
         None
@@ -206,9 +223,16 @@ pub fn apply(
         }
         ManualCommand::Cancel | ManualCommand::Reject => action.proposal = None,
         ManualCommand::Approve => {
+            // Rule 9: once a request may have gone out under the current key, the new body goes
+            // out under a key of its own, which `plan` checked can be made.
+            let derived = derives_idempotency_key(action) && plan.from != State::Completed;
             if let Some(proposal) = action.proposal.take() {
                 action.payload = proposal.payload;
                 action.source_version = proposal.source_version.or(action.source_version);
+                action.payload_revision += 1;
+            }
+            if derived && let Ok(key) = action.key.revision_key(action.payload_revision) {
+                action.idempotency_key = Some(key.as_str().to_owned());
             }
             action.attempts_in_round = 0;
         }
@@ -221,6 +245,58 @@ pub fn apply(
         ManualCommand::Acknowledge => action.late_results = 0,
     }
     Ok(transition)
+}
+
+/// Whether approving a changed payload moves requests to a derived idempotency key: a request may
+/// already have reached the destination under the current one (rule 9).
+fn derives_idempotency_key(action: &ActionRecord) -> bool {
+    action.first_sent_at.is_some() || action.attempts > 0
+}
+
+/// The update action that approving a changed payload of the completed `original` records, after
+/// [`apply`] made the new payload `original`'s approved one: its own key `KEY#update-N` (N, the
+/// payload revision it carries), pending, with the original's destination and destination id.
+pub fn update_action(original: &ActionRecord, now: Timestamp) -> Result<ActionRecord, Refusal> {
+    let revision = original.payload_revision;
+    let key = original.key.update_key(revision).map_err(|problem| Refusal::DerivedKeyRefused {
+        key: original.key.clone(),
+        what: "update action key",
+        derived: format!("{}#update-{revision}", original.key),
+        problem,
+    })?;
+    Ok(ActionRecord {
+        id: 0,
+        key,
+        state: State::Pending,
+        payload: original.payload.clone(),
+        proposal: None,
+        resume_state: None,
+        source: original.source.clone(),
+        source_version: original.source_version,
+        destination: original.destination.clone(),
+        after: None,
+        claimed_by: None,
+        ownership_version: 0,
+        revision: 1,
+        lease_expires_at: None,
+        not_before: None,
+        attempts: 0,
+        attempts_in_round: 0,
+        assignee: None,
+        destination_id: None,
+        first_sent_at: None,
+        window_started_at: None,
+        late_results: 0,
+        old_worker_may_act: false,
+        may_have_written: false,
+        last_error: None,
+        created_at: now,
+        updated_at: now,
+        payload_revision: 1,
+        idempotency_key: None,
+        updates: Some(original.key.clone()),
+        updates_destination_id: original.destination_id.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -269,6 +345,50 @@ mod tests {
         let live =
             plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
+    }
+
+    fn proposed(mut action: ActionRecord, payload: &str) -> ActionRecord {
+        let raw = RawSubmission { key: Some("k".into()), payload: payload.as_bytes().to_vec(), ..Default::default() };
+        let payload = Submission::validate(&raw).unwrap().payload;
+        action.proposal = Some(crate::domain::record::Proposal { payload, source_version: None });
+        action
+    }
+
+    #[test]
+    fn approving_on_a_completed_action_keeps_it_completed_and_derives_the_update() {
+        let now = Timestamp::default();
+        let mut done = proposed(action(State::Completed), r#"{"q":2}"#);
+        done.destination_id = Some("R-1".into());
+        let p = plan(&done, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
+        assert_eq!((p.from, p.to), (State::Completed, State::Completed));
+        assert_eq!(apply(&mut done, &ManualCommand::Approve, p, now).unwrap(), None);
+        assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 2, true));
+        assert_eq!(done.idempotency_key, None, "a completed action sends nothing again");
+        let update = update_action(&done, now).unwrap();
+        assert_eq!(update.key.as_str(), "k#update-2");
+        assert_eq!((update.updates.as_ref(), update.updates_destination_id.as_deref()), (Some(&done.key), Some("R-1")));
+        assert_eq!((update.state, update.ownership_version, update.payload), (State::Pending, 0, done.payload.clone()));
+
+        let mut long = proposed(action(State::Completed), r#"{"q":2}"#);
+        long.key = ActionKey::parse(&"k".repeat(250)).unwrap();
+        let refused = plan(&long, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
+        assert!(refused.contains("is 259 bytes long; at most 255"), "{refused}");
+    }
+
+    #[test]
+    fn approving_after_a_send_derives_an_idempotency_key() {
+        let now = Timestamp::default();
+        let mut fresh = proposed(action(State::Conflict), r#"{"q":2}"#);
+        let p = plan(&fresh, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
+        apply(&mut fresh, &ManualCommand::Approve, p, now).unwrap();
+        assert_eq!((fresh.sending_key(), fresh.payload_revision), ("k", 2), "nothing was sent: the key is unused");
+
+        let mut sent = proposed(action(State::Conflict), r#"{"q":2}"#);
+        sent.first_sent_at = Some(now);
+        sent.attempts = 1;
+        let p = plan(&sent, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
+        apply(&mut sent, &ManualCommand::Approve, p, now).unwrap();
+        assert_eq!((sent.state, sent.sending_key(), sent.key.as_str()), (State::Pending, "k#rev-2", "k"));
     }
 
     #[test]

@@ -74,6 +74,16 @@ pub struct ActionRecord {
     pub last_error: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Counts the approved payloads, from 1: every approval of a proposed payload adds one.
+    pub payload_revision: i64,
+    /// The idempotency key requests carry when it is not the action key: set when an approval
+    /// changed the payload after a request may have been sent under the old one, so that the
+    /// new body never goes out under a key the destination keeps for the old body (rule 9).
+    pub idempotency_key: Option<String>,
+    /// On an update action: the completed action it updates.
+    pub updates: Option<ActionKey>,
+    /// On an update action: the updated action's record at the destination.
+    pub updates_destination_id: Option<String>,
 }
 
 /// One applied transition, as the audit trail records it.
@@ -115,7 +125,17 @@ impl ActionRecord {
             last_error: None,
             created_at: now,
             updated_at: now,
+            payload_revision: 1,
+            idempotency_key: None,
+            updates: None,
+            updates_destination_id: None,
         }
+    }
+
+    /// The idempotency key this action's requests carry: the action key, or the key derived when
+    /// an approval changed the payload after a request may have been sent.
+    pub fn sending_key(&self) -> &str {
+        self.idempotency_key.as_deref().unwrap_or(self.key.as_str())
     }
 
     /// Applies `event` towards `to` if the transition table allows it. While a proposed payload
@@ -264,6 +284,8 @@ pub struct Attempt {
     pub outcome: Option<AttemptOutcome>,
     pub error: Option<String>,
     pub evidence: Evidence,
+    /// The idempotency key the attempt's request carried.
+    pub idempotency_key: Option<String>,
     /// The result arrived after the claim had passed to a newer ownership version: it changed
     /// nothing and is kept here for review.
     pub stale: bool,

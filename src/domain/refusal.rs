@@ -2,7 +2,7 @@
 //! from, so that callers can tell the kinds apart and people read which key, why, and when the
 //! change would be allowed.
 
-use super::key::ActionKey;
+use super::key::{ActionKey, KeyError};
 use super::record::{ActionRecord, Timestamp};
 use super::state::{State, TransitionRefused, join_states};
 
@@ -47,6 +47,19 @@ pub enum Refusal {
     /// Another transaction wrote the actions after they were read in this one.
     #[error("{} changed while this change was being written; read it again", join_keys(keys))]
     ChangedWhileWriting { keys: Vec<ActionKey> },
+    /// Approving a changed payload needs a derived key (`KEY#update-N` for an update action,
+    /// `KEY#rev-N` for an idempotency key) that would break the key rules, e.g. be too long.
+    #[error(
+        "cannot approve {key}: the {what} it needs, {derived:?}, is refused: {problem}; settle the change at the \
+         destination by hand and reject the proposal"
+    )]
+    DerivedKeyRefused { key: ActionKey, what: &'static str, derived: String, problem: KeyError },
+    /// The key of the update action an approval would record is already taken by another action.
+    #[error(
+        "cannot approve {key}: its update action {update_key} already exists; reject the proposal, or settle {update_key} \
+         first"
+    )]
+    UpdateKeyTaken { key: ActionKey, update_key: ActionKey },
     /// The action was purged (rule 7): only its tombstone is left, and it never changes again.
     #[error(
         "cannot {verb} {key}: it is {state} and was purged by purge run {run} on {}; only its tombstone is kept, \

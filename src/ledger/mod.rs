@@ -135,6 +135,8 @@ pub struct ManualOutcome {
     /// `None` when the command changed the record without changing its state (a rejected
     /// proposal on an action that had already moved on).
     pub transition: Option<Transition>,
+    /// The update action an approval recorded for a completed action (`KEY#update-N`).
+    pub update: Option<ActionRecord>,
 }
 
 /// What a purge run removed, or with `dry_run` would remove (then nothing changed and nothing
@@ -614,6 +616,7 @@ impl<S: Store> Ledger<S> {
                 if matches!(command, ManualCommand::Takeover) {
                     cut_off(tx, &mut action).await?;
                 }
+                let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
                 let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
                     tx.acknowledge_late_results(&action.key, person.as_str(), now).await?
@@ -621,7 +624,28 @@ impl<S: Store> Ledger<S> {
                     0
                 };
                 write_action(tx, &mut action).await?;
+                let update = if plan.event == Event::Approved && plan.from == State::Completed {
+                    Some(record_update_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
+                } else {
+                    None
+                };
                 let detail = match command {
+                    // The revision history of the payload, kept in the audit trail.
+                    ManualCommand::Approve => {
+                        let then = match (&update, &action.idempotency_key) {
+                            (Some(update), _) => format!("; performed by update action {}", update.key),
+                            (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
+                            (None, None) => String::new(),
+                        };
+                        format!(
+                            "{}; payload revision {} ({}) replaced by revision {} ({}){then}",
+                            reason.as_str(),
+                            before.0,
+                            before.1,
+                            action.payload_revision,
+                            action.payload.fingerprint().short()
+                        )
+                    }
                     ManualCommand::ResolveCompleted { destination_id } => {
                         format!("{} (destination id {destination_id})", reason.as_str())
                     }
@@ -642,7 +666,7 @@ impl<S: Store> Ledger<S> {
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
                 let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
                 tx.append_audit(&entry).await?;
-                Ok(ManualOutcome { action, transition })
+                Ok(ManualOutcome { action, transition, update })
             })
         })
         .await
@@ -713,6 +737,32 @@ impl<S: Store> Ledger<S> {
         let found = self.store.count_by_state().await?;
         Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
     }
+}
+
+/// Records the update action for an approved new payload of the completed `original` (already
+/// written with that payload as its approved one), in the approving person's name. Refused when
+/// its key is taken.
+async fn record_update_action<T: LedgerTx>(
+    tx: &mut T,
+    original: &ActionRecord,
+    person: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<ActionRecord, LedgerError> {
+    let update = manual::update_action(original, now)?;
+    let Some(created) = tx.insert_actions_if_absent(std::slice::from_ref(&update)).await?.pop() else {
+        return Err(Refusal::UpdateKeyTaken { key: original.key.clone(), update_key: update.key }.into());
+    };
+    let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+    let detail = format!(
+        "update of {} (destination id {}) to payload revision {} ({}), approved: {reason}",
+        original.key,
+        original.destination_id.as_deref().unwrap_or("-"),
+        original.payload_revision,
+        original.payload.fingerprint().short()
+    );
+    tx.append_audit(&audit_entry(&created, creation, person, ActorKind::Person, Some(detail), now)).await?;
+    Ok(created)
 }
 
 /// Records validated submissions inside a transaction, in the order given; see
@@ -907,6 +957,7 @@ async fn start_attempts_in<T: LedgerTx>(
                 outcome: None,
                 error: None,
                 evidence: Evidence::default(),
+                idempotency_key: Some(claim.action.sending_key().to_owned()),
                 stale: false,
                 acknowledged: None,
             })
@@ -1028,6 +1079,7 @@ fn decide_result(
         outcome: Some(attempt_outcome),
         error: report.error.clone(),
         evidence,
+        idempotency_key: Some(claim.action.sending_key().to_owned()),
         stale: !current,
         acknowledged: None,
     };

@@ -17,6 +17,9 @@
 mod backend;
 mod batch;
 mod clock;
+mod migration;
+mod pg_schema;
+mod pg_tls;
 mod postgres;
 mod rows;
 mod sql_store;
@@ -26,6 +29,9 @@ mod statements;
 mod url;
 
 pub use clock::Clock;
+pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
+pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
+pub use pg_tls::TlsProblem;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
@@ -87,6 +93,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("cannot open the ledger database: {0}")]
     Open(String),
+    /// A TLS connection to PostgreSQL could not be made; the problem says which parameter to check.
+    #[error("cannot open the ledger database at {url} over TLS (sslmode={mode}): {problem}")]
+    Tls { url: String, mode: &'static str, problem: Box<TlsProblem> },
     /// A command that only reads found no ledger, and creates none: a mistyped path must not look
     /// like an empty ledger.
     #[error(
@@ -94,6 +103,23 @@ pub enum StoreError {
          `actionledger migrate`"
     )]
     Missing { ledger: String },
+    /// A newer build migrated the ledger: this one does not know what that schema requires of
+    /// writers, and refuses rather than write rows it may get wrong.
+    #[error(
+        "the ledger at {ledger} has schema version {version} ({description}), newer than this actionledger, which \
+         knows versions up to {known}: it refuses to write there; use an actionledger that carries migration {version}"
+    )]
+    NewerSchema { ledger: String, version: i64, description: String, known: i64 },
+    /// The PostgreSQL schema asked for cannot hold the ledger.
+    #[error("cannot keep the ledger in schema {name:?}: {problem}")]
+    InvalidSchema { name: String, problem: SchemaProblem },
+    /// The ledger's schema holds no ledger, but `public` holds one an earlier version made there.
+    #[error(
+        "no ledger in schema {schema} at {ledger}, but the schema public holds one made by an earlier actionledger; \
+         move it with `actionledger migrate --move-from-public` (add --dry-run to see the SQL first), or keep using \
+         it where it is with --schema public"
+    )]
+    LedgerInPublic { ledger: String, schema: String },
     #[error("the database holds a value this version does not understand: {0}")]
     Corrupt(String),
 }
@@ -130,6 +156,9 @@ impl StoreError {
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub state: Option<State>,
+    /// With `state`: also actions in any other state whose proposed payload awaits a decision
+    /// (the console's conflict pane).
+    pub or_proposed: bool,
     pub destination: Option<String>,
     /// Matches the worker holding the claim or the person the action is assigned to.
     pub owner: Option<String>,
@@ -190,6 +219,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many actions outside `conflict` have a proposed payload awaiting a decision.
+    fn count_proposed_elsewhere(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions have late results that no person has acknowledged.
     fn count_late_results(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many claims have outlived their lease by database time.

@@ -1,6 +1,9 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
 use super::backend::{Backend, Dialect, Statement};
+use super::migration::{AppliedMigration, SchemaStatus};
+use super::pg_schema;
+use super::pg_tls;
 use super::sql_store::SqlStore;
 use super::statements;
 use super::url::redact_url;
@@ -16,6 +19,8 @@ use std::time::Duration;
 pub struct PostgresStore {
     pool: sqlx::PgPool,
     clock: Clock,
+    /// The schema the ledger lives in, which every pooled connection's `search_path` holds.
+    schema: String,
 }
 
 impl SqlStore for PostgresStore {
@@ -88,19 +93,34 @@ impl Backend for Postgres {
     }
 }
 
-/// Whether every migration this build knows has been applied, unchanged.
-async fn schema_is_current(pool: &sqlx::PgPool, migrator: &sqlx::migrate::Migrator) -> Result<bool, StoreError> {
-    let recorded: bool =
-        sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(pool).await?;
-    if !recorded {
-        return Ok(false);
+/// Reads where the ledger's schema stands, changing nothing.
+async fn read_status(
+    pool: &sqlx::PgPool,
+    schema: &str,
+    ledger: String,
+    migrator: &sqlx::migrate::Migrator,
+) -> Result<SchemaStatus, StoreError> {
+    let recorded: bool = sqlx::query_scalar(statements::POSTGRES_HAS_MIGRATIONS).fetch_one(pool).await?;
+    let applied = if recorded {
+        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
+        Some(
+            rows.into_iter()
+                .map(|(version, description, checksum)| AppliedMigration { version, description, checksum })
+                .collect(),
+        )
+    } else {
+        None
+    };
+    let mut status = SchemaStatus::compare(ledger, migrator, applied);
+    let schema_exists: bool = sqlx::query_scalar(statements::SCHEMA_EXISTS).bind(schema).fetch_one(pool).await?;
+    if !schema_exists {
+        status.preamble.push(format!("CREATE SCHEMA IF NOT EXISTS {schema};"));
     }
-    let applied: Vec<(i64, Vec<u8>)> =
-        sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations WHERE success").fetch_all(pool).await?;
-    Ok(migrator
-        .iter()
-        .filter(|m| !m.migration_type.is_down_migration())
-        .all(|m| applied.iter().any(|(version, checksum)| *version == m.version && *checksum == *m.checksum)))
+    status.preamble.push(format!("SET search_path TO {schema};"));
+    if !status.exists && schema != "public" {
+        status.in_public = sqlx::query_scalar(statements::LEDGER_IN_PUBLIC).fetch_one(pool).await?;
+    }
+    Ok(status)
 }
 
 /// Describes the roles of migration 0004 as they stand, and what this session may do.
@@ -150,38 +170,46 @@ pub const IDLE_IN_TRANSACTION_LIMIT: &str = "30s";
 const CHANGES_CHANNEL: &str = "actionledger_changes";
 
 impl PostgresStore {
-    /// Connects to and migrates the ledger at a `postgres://` URL.
+    /// Connects to and migrates (creating it if need be) the ledger at a `postgres://` URL, in the
+    /// schema its `search_path` names, else `actionledger`.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         Self::open_with(url, 16).await
     }
 
     /// Like [`PostgresStore::open`] with a chosen pool size.
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
-        // One direct connection first: a wrong address or password fails at once, where the
-        // pool would keep retrying until its acquire timeout.
-        let options: sqlx::postgres::PgConnectOptions = url
-            .parse()
-            .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
-        // An operator's own limit, given in the URL's `options`, is kept.
-        let options = if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
-            options
-        } else {
-            options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)])
-        };
-        let first = sqlx::ConnectOptions::connect(&options)
-            .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
-        sqlx::Connection::close(first).await.ok();
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
-            .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", redact_url(url))))?;
+        Self::open_at(url, None, true, max_connections).await
+    }
+
+    /// Opens the ledger in `schema` (else the URL's `search_path`, else `actionledger`); creates
+    /// it only when `create`: commands that only read never make a schema, and a ledger that is
+    /// not there is [`StoreError::Missing`].
+    pub async fn open_in(url: &str, schema: Option<&str>, create: bool) -> Result<Self, StoreError> {
+        Self::open_at(url, schema, create, 16).await
+    }
+
+    async fn open_at(url: &str, schema: Option<&str>, create: bool, max_connections: u32) -> Result<Self, StoreError> {
+        let (pool, schema) = connect(url, schema, max_connections).await?;
         let migrator = sqlx::migrate!("migrations/postgres");
+        let status = read_status(&pool, &schema, describe(url, &schema), &migrator).await?;
+        status.refuse_newer()?;
         // Only a member of actionledger_owner may migrate; workers, reviewers and viewers open a
         // current schema without touching it.
-        if !schema_is_current(&pool, &migrator).await? {
+        if !status.is_current() {
+            if status.in_public {
+                return Err(StoreError::LedgerInPublic { ledger: status.ledger, schema });
+            }
+            if !status.exists && !create {
+                return Err(StoreError::Missing { ledger: status.ledger });
+            }
+            let mut migrator = migrator;
+            // Made under sqlx's migration lock (an advisory lock on the database), so that many
+            // processes opening a new ledger at once neither race nor fail. Only when missing:
+            // creating even `IF NOT EXISTS` needs the database's CREATE privilege, which a member
+            // of actionledger_owner running a later migration need not have.
+            if status.preamble.iter().any(|s| s.starts_with("CREATE SCHEMA")) {
+                migrator.create_schema(schema.clone());
+            }
             migrator.run(&pool).await.map_err(|error| match &error {
                 sqlx::migrate::MigrateError::Execute(sqlx::Error::Database(db))
                 | sqlx::migrate::MigrateError::ExecuteMigration(sqlx::Error::Database(db), _)
@@ -190,18 +218,85 @@ impl PostgresStore {
                     StoreError::Open(format!(
                         "the ledger schema at {} needs migrating and this role may not do it ({}); run \
                          `actionledger migrate` as the schema owner (a member of actionledger_owner)",
-                        redact_url(url),
+                        describe(url, &schema),
                         db.message()
                     ))
                 }
                 _ => StoreError::Migrate(error),
             })?;
         }
-        Ok(Self { pool, clock: Clock::database() })
+        Ok(Self { pool, clock: Clock::database(), schema })
+    }
+
+    /// The schema the ledger lives in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Where the ledger's schema stands against this build's migrations; creates and changes
+    /// nothing.
+    pub async fn schema_status(url: &str, schema: Option<&str>) -> Result<SchemaStatus, StoreError> {
+        let (pool, schema) = connect(url, schema, 2).await?;
+        let status = read_status(&pool, &schema, describe(url, &schema), &sqlx::migrate!("migrations/postgres")).await;
+        pool.close().await;
+        status
+    }
+
+    /// The SQL that moves a ledger an earlier version made in the `public` schema into the
+    /// ledger's own schema, run in one transaction unless `dry_run`; `None` when `public` holds
+    /// no ledger.
+    pub async fn move_from_public(
+        url: &str,
+        schema: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Option<String>, StoreError> {
+        let (pool, schema) = connect(url, schema, 2).await?;
+        let sql = pg_schema::move_from_public_sql(&pool, &schema, &sqlx::migrate!("migrations/postgres")).await?;
+        if let (Some(sql), false) = (&sql, dry_run) {
+            let mut tx = pool.begin().await?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone())).execute(&mut *tx).await?;
+            tx.commit().await?;
+        }
+        pool.close().await;
+        Ok(sql)
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
     pub fn pool(&self) -> &sqlx::PgPool {
         &self.pool
     }
+}
+
+/// The ledger as shown to people: the URL without its password, and the schema.
+fn describe(url: &str, schema: &str) -> String {
+    format!("{} (schema {schema})", redact_url(url))
+}
+
+/// A pool whose every connection works in the ledger's schema alone, and the schema's name.
+async fn connect(url: &str, schema: Option<&str>, max_connections: u32) -> Result<(sqlx::PgPool, String), StoreError> {
+    // The URL's TLS settings (sslmode, sslrootcert, sslcert, sslkey) are read and checked first.
+    let options = pg_tls::connect_options(url)?;
+    let (schema, set_search_path) = pg_schema::choose_schema(options.get_options(), schema)?;
+    // The schema alone: unqualified names (the migrations', sqlx's `_sqlx_migrations`, every
+    // statement's, the guard functions') resolve there and nowhere else.
+    let options = if set_search_path { options.options([("search_path", schema.as_str())]) } else { options };
+    // An operator's own limit, given in the URL's `options`, is kept.
+    let options = if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
+        options
+    } else {
+        options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)])
+    };
+    // One direct connection first: a wrong address, password or certificate fails at once,
+    // where the pool would keep retrying until its acquire timeout.
+    let mut first =
+        sqlx::ConnectOptions::connect(&options).await.map_err(|e| pg_tls::connect_error(url, &options, &e))?;
+    pg_tls::warn_if_prefer_fell_back(&mut first, url, &options).await;
+    sqlx::Connection::close(first).await.ok();
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options.clone())
+        .await
+        .map_err(|e| pg_tls::connect_error(url, &options, &e))?;
+    Ok((pool, schema))
 }

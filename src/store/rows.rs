@@ -80,6 +80,10 @@ pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreE
         last_error: row.opt_text("last_error")?,
         created_at: from_millis(row.int("created_at")?),
         updated_at: from_millis(row.int("updated_at")?),
+        payload_revision: row.int("payload_revision")?,
+        idempotency_key: row.opt_text("idempotency_key")?,
+        updates: row.opt_text("updates_key")?.as_deref().map(key).transpose()?,
+        updates_destination_id: row.opt_text("updates_destination_id")?,
     })
 }
 
@@ -117,6 +121,7 @@ pub(crate) fn attempt_from_row(row: &impl Columns) -> Result<Attempt, StoreError
             destination_id: row.opt_text("destination_id")?,
             body: row.opt_text("response_body")?,
         },
+        idempotency_key: row.opt_text("idempotency_key")?,
         stale: row.flag("stale")?,
         acknowledged: match (row.opt_text("acknowledged_by")?, row.opt_int("acknowledged_at")?) {
             (Some(by), Some(at)) => Some(Acknowledgement { by, at: from_millis(at) }),

@@ -102,6 +102,10 @@ impl<S: SqlStore> Store for S {
         Ok(read_one(self, Statement::new(sql::COUNT_REFUSED)).await?.int("count")?)
     }
 
+    async fn count_proposed_elsewhere(&self) -> Result<i64, StoreError> {
+        Ok(read_one(self, Statement::new(sql::COUNT_PROPOSED_ELSEWHERE)).await?.int("count")?)
+    }
+
     async fn count_stale_claims(&self) -> Result<i64, StoreError> {
         let now = Store::now(self).await?;
         let count = Statement::new(sql::COUNT_STALE_CLAIMS).int(now.timestamp_millis());

@@ -1,6 +1,7 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
 use super::backend::{Backend, Dialect, Statement};
+use super::migration::{AppliedMigration, SchemaStatus};
 use super::sql_store::SqlStore;
 use super::statements;
 use super::{Clock, StoreError};
@@ -120,8 +121,27 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
-        migrate(&pool).await?;
+        migrate(&pool, url).await?;
         Ok(Self { pool, clock: Clock::database() })
+    }
+
+    /// Where the ledger's schema stands against this build's migrations; creates and changes
+    /// nothing (a ledger file that does not exist has every migration pending).
+    pub async fn schema_status(url: &str) -> Result<SchemaStatus, StoreError> {
+        let migrator = sqlx::migrate!("migrations/sqlite");
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Open(format!("{url} is not a valid SQLite URL: {e}")))?;
+        if !options.get_filename().exists() {
+            return Ok(SchemaStatus::compare(url.to_owned(), &migrator, None));
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.read_only(true).create_if_missing(false).busy_timeout(BUSY_TIMEOUT))
+            .await
+            .map_err(|e| StoreError::Open(format!("{url}: {e}")))?;
+        let status = read_status(&pool, url, &migrator).await;
+        pool.close().await;
+        status
     }
 
     /// The connection pool, for tools (benchmarks, checks) that need raw SQL.
@@ -137,8 +157,15 @@ const FIRST_MIGRATION_PATIENCE: Duration = Duration::from_secs(10);
 /// automation's first burst of submissions): SQLite has no migration lock, so two can both find
 /// the schema missing and one then fails on a table the other created. That failure rolls back,
 /// and the loser looks again: once the other has finished, nothing is left to apply.
-async fn migrate(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
+///
+/// A ledger that a newer build has migrated is refused before anything is written.
+async fn migrate(pool: &sqlx::SqlitePool, url: &str) -> Result<(), StoreError> {
     let migrator = sqlx::migrate!("migrations/sqlite");
+    let status = read_status(pool, url, &migrator).await?;
+    status.refuse_newer()?;
+    if status.is_current() {
+        return Ok(());
+    }
     let started = std::time::Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
@@ -153,6 +180,26 @@ async fn migrate(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Reads where the ledger's schema stands, changing nothing.
+async fn read_status(
+    pool: &sqlx::SqlitePool,
+    url: &str,
+    migrator: &sqlx::migrate::Migrator,
+) -> Result<SchemaStatus, StoreError> {
+    let recorded: bool = sqlx::query_scalar(statements::SQLITE_HAS_MIGRATIONS).fetch_one(pool).await?;
+    let applied = if recorded {
+        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
+        Some(
+            rows.into_iter()
+                .map(|(version, description, checksum)| AppliedMigration { version, description, checksum })
+                .collect(),
+        )
+    } else {
+        None
+    };
+    Ok(SchemaStatus::compare(url.to_owned(), migrator, applied))
 }
 
 /// Creates the database file readable by its owner only, before SQLite does: the `-wal` and

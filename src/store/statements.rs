@@ -25,7 +25,8 @@ macro_rules! action_columns {
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
-         old_worker_may_act, may_have_written, last_error, created_at, updated_at"
+         old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision, \
+         idempotency_key, updates_key, updates_destination_id"
     };
 }
 
@@ -33,7 +34,7 @@ macro_rules! action_columns {
 macro_rules! attempt_columns {
     () => {
         "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at"
+         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at, idempotency_key"
     };
 }
 
@@ -120,7 +121,8 @@ pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
     keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
 }
 
-/// A new action: pending, never claimed or attempted.
+/// A new action: pending, never claimed or attempted; an update action names the action it
+/// updates.
 pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("key", Text(|a| Some(a.key.as_str()))),
     ("state", Constant("'pending'")),
@@ -134,6 +136,9 @@ pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("revision", Constant("1")),
     ("attempts", Constant("0")),
     ("attempts_in_round", Constant("0")),
+    ("payload_revision", Constant("1")),
+    ("updates_key", Text(|a| a.updates.as_ref().map(ActionKey::as_str))),
+    ("updates_destination_id", Text(|a| a.updates_destination_id.as_deref())),
     ("created_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
     // Created is the last change so far.
     ("updated_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
@@ -178,6 +183,8 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("old_worker_may_act", Boolean(|a| a.old_worker_may_act)),
     ("may_have_written", Boolean(|a| a.may_have_written)),
     ("last_error", Text(|a| a.last_error.as_deref())),
+    ("payload_revision", BigInt(|a| Some(a.payload_revision))),
+    ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
     ("updated_at", BigInt(|a| Some(a.updated_at.timestamp_millis()))),
     ("revision", BigInt(|a| Some(a.revision))),
 ];
@@ -264,8 +271,13 @@ pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM ac
 /// have one with `id`, and the keyset cursors walk it.
 pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     let mut statement = Statement::new(concat!("SELECT ", action_columns!(), " FROM actions WHERE 1 = 1"));
-    if let Some(state) = filter.state {
-        statement = statement.push(" AND state = ").push_text(state.as_str());
+    match (filter.state, filter.or_proposed) {
+        (Some(state), true) => {
+            statement = statement.push(" AND (state = ").push_text(state.as_str());
+            statement = statement.push(" OR proposed_payload IS NOT NULL)");
+        }
+        (Some(state), false) => statement = statement.push(" AND state = ").push_text(state.as_str()),
+        (None, _) => {}
     }
     if let Some(destination) = &filter.destination {
         statement = statement.push(" AND destination = ").push_text(destination.as_str());
@@ -327,6 +339,7 @@ pub(crate) const STARTED_ATTEMPT_ROW: &[Column<Attempt>] = &[
     ("worker", Text(|a| Some(a.worker.as_str()))),
     ("ownership_version", BigInt(|a| Some(a.ownership_version))),
     ("started_at", BigInt(|a| Some(a.started_at.timestamp_millis()))),
+    ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
 ];
 
 /// Inserts attempts as they start; returns each new id with its action's key.
@@ -438,6 +451,10 @@ pub(crate) fn append_audit<B: Backend>(entries: &[AuditEntry]) -> Statement<B> {
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
 
+/// How many actions outside `conflict` have a proposed payload awaiting a decision.
+pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str =
+    "SELECT COUNT(*) AS count FROM actions WHERE proposed_payload IS NOT NULL AND state <> 'conflict'";
+
 /// How many refused submissions are recorded.
 pub(crate) const COUNT_REFUSED: &str = "SELECT COUNT(*) AS count FROM refused_submissions";
 
@@ -539,3 +556,42 @@ pub(crate) fn mark_purged<B: Backend>(purge_id: i64, keys: &[ActionKey]) -> Stat
 pub(crate) const SELECT_PURGE_OF: &str = "SELECT p.id, p.at, p.owner, p.reason, p.older_than_ms, \
      p.settled_before, p.states, p.actions, p.deliveries, p.attempts, p.lookups \
      FROM purged_actions m JOIN purges p ON p.id = m.purge_id WHERE m.action_key = $1";
+
+// The schema's own version, as sqlx records it in `_sqlx_migrations`: read before migrating, so
+// that a build older than the ledger refuses to write, and `migrate --status` can say where the
+// ledger stands without changing it.
+
+/// Whether the migrations table exists in the ledger's schema (PostgreSQL: the session's
+/// `search_path`, which holds the ledger's schema only).
+pub(crate) const POSTGRES_HAS_MIGRATIONS: &str = "SELECT to_regclass('_sqlx_migrations') IS NOT NULL";
+
+/// Whether the migrations table exists in the ledger file (SQLite).
+pub(crate) const SQLITE_HAS_MIGRATIONS: &str =
+    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')";
+
+/// The migrations applied to the ledger, oldest first.
+pub(crate) const APPLIED_MIGRATIONS: &str =
+    "SELECT version, description, checksum FROM _sqlx_migrations WHERE success ORDER BY version";
+
+/// Whether a schema of name `$1` exists (PostgreSQL).
+pub(crate) const SCHEMA_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)";
+
+/// Whether `public` holds a ledger made before ledgers had a schema of their own: its `actions`
+/// table, the guard function only this ledger defines, and a migrations table. An application's
+/// own `actions` table or sqlx migrations alone do not look like one.
+pub(crate) const LEDGER_IN_PUBLIC: &str = "SELECT to_regclass('public.actions') IS NOT NULL \
+     AND to_regclass('public._sqlx_migrations') IS NOT NULL \
+     AND EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'public'::regnamespace \
+                 AND proname = 'actionledger_guard_action')";
+
+/// Rows of `public._sqlx_migrations`: the ledger's own are moved with it, any others belong to
+/// the application that shares the schema.
+pub(crate) const PUBLIC_MIGRATIONS: &str = "SELECT version, description, checksum FROM public._sqlx_migrations";
+
+/// The signatures (`public.name(args)`) of the functions named in `$1` that `public` holds.
+pub(crate) const PUBLIC_FUNCTIONS: &str = "SELECT p.oid::regprocedure::text FROM pg_proc p \
+     WHERE p.pronamespace = 'public'::regnamespace AND p.proname = ANY($1) ORDER BY 1";
+
+/// The tables of the names in `$1` that `public` holds.
+pub(crate) const PUBLIC_TABLES: &str = "SELECT c.relname::text FROM pg_class c \
+     WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname = ANY($1) ORDER BY 1";

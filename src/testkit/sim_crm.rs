@@ -1,7 +1,8 @@
 //! A simulated CRM over HTTP, for demos and tests, that counts its real effects.
 //!
-//! It creates records, honours idempotency keys for a retention window, enforces unique external
-//! references, serves lookups, can refuse obsolete ownership versions, and injects faults. It
+//! It creates records, updates them (`PATCH /{collection}/{id}`), honours idempotency keys for a
+//! retention window (refusing a reused key with a different body, 422, as real destinations do),
+//! enforces unique external references, serves lookups, can refuse obsolete ownership versions, and injects faults. It
 //! speaks just enough HTTP/1.1 itself (one request per connection) because its faults act on the
 //! socket: closing it before the write, or after the commit instead of answering, is exactly what
 //! a framework would hide.
@@ -38,6 +39,10 @@ pub enum Fault {
     DropAfterCommit,
     /// Write the record, then answer 500.
     ErrorAfterWrite,
+    /// Answer 500 without writing anything, keeping that answer for the request's idempotency key
+    /// as some destinations do once a request began executing: a repeat of the key gets the same
+    /// 500, and the key with another body a 422.
+    ErrorBeforeWrite,
 }
 
 impl std::str::FromStr for Fault {
@@ -59,10 +64,11 @@ impl std::str::FromStr for Fault {
             "close-before-write" => Self::CloseBeforeWrite,
             "drop-after-commit" => Self::DropAfterCommit,
             "500-after-write" | "error-after-write" => Self::ErrorAfterWrite,
+            "500-before-write" | "error-before-write" => Self::ErrorBeforeWrite,
             _ => {
                 return Err(format!(
                     "unknown fault {text:?}; use ok, delay[:MS|:2s], 503, 429[:SECONDS], close-before-write, \
-                     drop-after-commit or 500-after-write"
+                     drop-after-commit, 500-after-write or 500-before-write"
                 ));
             }
         })
@@ -136,6 +142,12 @@ pub struct Stats {
     pub requests: u64,
     /// Records created.
     pub records: u64,
+    /// Records changed by an update request.
+    #[serde(default)]
+    pub updates: u64,
+    /// Requests refused because their idempotency key was used before with a different body.
+    #[serde(default)]
+    pub reused_keys_refused: u64,
     pub max_records_per_external_ref: u64,
     /// Creates refused because the external reference existed.
     pub duplicates_refused: u64,
@@ -277,6 +289,7 @@ pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> St
          external_ref = \"{{{{key}}}}\"\n\
          timeout = \"5s\"\n\
          create = {{ url = \"{{{{base_url}}}}/tasks\", body = {{ external_ref = \"{{{{external_ref}}}}\", data = \"{{{{payload}}}}\" }} }}\n\
+         update = {{ url = \"{{{{base_url}}}}/tasks/{{{{destination_id}}}}\", body = {{ data = \"{{{{payload}}}}\" }} }}\n\
          lookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", records_pointer = \"/records\", compare = [\"/data\"] }}\n"
     );
     if let Some(retention) = options.retention {
@@ -406,6 +419,15 @@ async fn handle(shared: &Shared, request: &Request) -> Reply {
         },
         ("GET", c) if !c.is_empty() && !c.contains('/') => lookup(shared, c, request),
         ("POST", c) if !c.is_empty() && !c.contains('/') => create(shared, c, request).await,
+        ("PATCH" | "PUT", c) => match c.split_once('/') {
+            Some((collection, id)) if !collection.is_empty() && !id.is_empty() && !id.contains('/') => {
+                let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+                let reply = update(shared, collection, &id, request);
+                persist(shared);
+                reply
+            }
+            _ => reply(404, &json!({"error": "no such endpoint"})),
+        },
         _ => reply(404, &json!({"error": "no such endpoint"})),
     }
 }
@@ -455,6 +477,18 @@ async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
             };
         }
         Fault::CloseBeforeWrite => return Reply::Close,
+        Fault::ErrorBeforeWrite => {
+            let failure = json!({"error": "internal error before the write"});
+            let answer = {
+                let state = &mut *shared.state();
+                replay_or_refuse(&shared.options, state, request, &body).unwrap_or_else(|| {
+                    remember(&shared.options, state, request, &body, 500, &failure.to_string());
+                    reply(500, &failure)
+                })
+            };
+            persist(shared);
+            return answer;
+        }
         Fault::Ok | Fault::DropAfterCommit | Fault::ErrorAfterWrite => {}
     }
     let answer = write_record(shared, collection, request, &body, &external_ref);
@@ -471,21 +505,8 @@ fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Val
     let options = &shared.options;
     let state = &mut *shared.state();
     let now = now_ms();
-    let fingerprint = crate::domain::payload::sha256_hex(body.to_string().as_bytes());
-    let idempotency_key = options.retention.and(request.header("idempotency-key")).map(str::to_owned);
-    if let (Some(key), Some(retention)) = (&idempotency_key, options.retention) {
-        let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-        if let Some(seen) = state.idempotency.get(key).filter(|s| now - s.at_ms < retention_ms).cloned() {
-            if seen.fingerprint != fingerprint {
-                return reply(422, &json!({"error": "idempotency key reused with a different body"}));
-            }
-            state.stats.idempotent_replays += 1;
-            return Reply::Respond {
-                status: seen.status,
-                headers: vec![("idempotent-replayed", "true".to_owned())],
-                body: seen.body,
-            };
-        }
+    if let Some(replay) = replay_or_refuse(options, state, request, body) {
+        return replay;
     }
     if options.reject_obsolete
         && let Some(version) = request.header("x-ownership-version").and_then(|v| v.trim().parse::<i64>().ok())
@@ -517,10 +538,66 @@ fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Val
     state.stats.records += 1;
     state.stats.max_records_per_external_ref = state.stats.max_records_per_external_ref.max(count);
     let response = record.to_string();
-    if let Some(key) = idempotency_key {
-        state.idempotency.insert(key, Remembered { status: 201, body: response.clone(), fingerprint, at_ms: now });
-    }
+    remember(options, state, request, body, 201, &response);
     Reply::Respond { status: 201, headers: Vec::new(), body: response }
+}
+
+/// The answer kept for the request's idempotency key, if it is inside its retention: replayed
+/// for the same body, refused (422) for another one.
+fn replay_or_refuse(options: &Options, state: &mut State, request: &Request, body: &Value) -> Option<Reply> {
+    let retention = options.retention?;
+    let key = request.header("idempotency-key")?;
+    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+    let seen = state.idempotency.get(key).filter(|s| now_ms() - s.at_ms < retention_ms).cloned()?;
+    if seen.fingerprint != sha256_of(body) {
+        state.stats.reused_keys_refused += 1;
+        return Some(reply(
+            422,
+            &json!({"error": "idempotency key reused with a different body: a new body needs a new key", "key": key}),
+        ));
+    }
+    state.stats.idempotent_replays += 1;
+    Some(Reply::Respond {
+        status: seen.status,
+        headers: vec![("idempotent-replayed", "true".to_owned())],
+        body: seen.body,
+    })
+}
+
+/// Keeps the answer to a request under its idempotency key, when it carries one.
+fn remember(options: &Options, state: &mut State, request: &Request, body: &Value, status: u16, answer: &str) {
+    if let (Some(_), Some(key)) = (options.retention, request.header("idempotency-key")) {
+        let remembered = Remembered { status, body: answer.to_owned(), fingerprint: sha256_of(body), at_ms: now_ms() };
+        state.idempotency.insert(key.to_owned(), remembered);
+    }
+}
+
+fn sha256_of(body: &Value) -> String {
+    crate::domain::payload::sha256_hex(body.to_string().as_bytes())
+}
+
+/// Changes the fields the body names in record `id`, once per idempotency key.
+fn update(shared: &Shared, collection: &str, id: &str, request: &Request) -> Reply {
+    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(&request.body) else {
+        return reply(400, &json!({"error": "the body is not a JSON object"}));
+    };
+    let body = Value::Object(fields.clone());
+    let state = &mut *shared.state();
+    if let Some(replay) = replay_or_refuse(&shared.options, state, request, &body) {
+        return replay;
+    }
+    let Some(record) = state.records.iter_mut().find(|r| r["id"] == id && r["collection"] == collection) else {
+        return reply(404, &json!({"error": "no such record", "id": id}));
+    };
+    let Value::Object(record) = record else { return reply(500, &json!({"error": "corrupt record"})) };
+    for (name, value) in fields.into_iter().filter(|(name, _)| !matches!(name.as_str(), "id" | "collection")) {
+        record.insert(name, value);
+    }
+    record.insert("updated_at_ms".to_owned(), Value::from(now_ms()));
+    let response = Value::Object(record.clone()).to_string();
+    state.stats.updates += 1;
+    remember(&shared.options, state, request, &body, 200, &response);
+    Reply::Respond { status: 200, headers: Vec::new(), body: response }
 }
 
 /// Saves the state file atomically (write a sibling, then rename), so a crash leaves the old or

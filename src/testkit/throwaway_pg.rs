@@ -37,6 +37,8 @@ pub enum ThrowawayPgError {
     Connect { url: String, source: sqlx::Error },
     #[error("cannot create a database: {0}")]
     CreateDatabase(#[source] sqlx::Error),
+    #[error("cannot create a role: {0}")]
+    CreateRole(#[source] sqlx::Error),
     /// The server failed to start earlier in this process; every caller gets that failure.
     #[error(transparent)]
     Start(Arc<ThrowawayPgError>),
@@ -93,14 +95,107 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 fn start_cluster() -> Result<String, ThrowawayPgError> {
-    let bindir = pg_bindir().ok_or(ThrowawayPgError::NoServerBinaries)?;
     let root = Path::new("/tmp").join(format!("actionledger-test-pg-{}", std::process::id()));
-    std::fs::create_dir_all(&root).map_err(|source| ThrowawayPgError::CreateDir { path: root.clone(), source })?;
+    let port = launch(&root, |_| Ok(String::new()))?;
+    Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+}
+
+/// What a throwaway server that speaks TLS is given, as PEM text: its certificate (with any
+/// intermediates) and key, and optionally an authority for client certificates.
+#[derive(Debug, Clone)]
+pub struct TlsServer {
+    pub certificate: String,
+    pub key: String,
+    /// With it the server asks for client certificates signed by this authority (`ssl_ca_file`),
+    /// and the role [`CERTIFICATE_ROLE`] may log in over TLS only with one whose common name is
+    /// its name (pg_hba `hostssl ... cert`).
+    pub client_authority: Option<String>,
+}
+
+/// A server [`start_tls_server`] started.
+#[derive(Debug, Clone)]
+pub struct TlsCluster {
+    pub port: u16,
+    /// The server's directory, removed with it when the process ends: a place for the client's
+    /// certificate files too.
+    pub dir: PathBuf,
+}
+
+/// The role that logs in to a [`start_tls_server`] server with a client certificate only.
+pub const CERTIFICATE_ROLE: &str = "cert_user";
+
+/// A server of its own that speaks TLS (`ssl=on`) on a free loopback port, besides plaintext for
+/// every role but [`CERTIFICATE_ROLE`]; removed by a watchdog when the process ends. Answers its
+/// port and directory: the tests choose the host name (`localhost`, `127.0.0.1`) and `sslmode` themselves. Not
+/// shared with [`fresh_database`], which needs no TLS; each call starts another server.
+pub async fn start_tls_server(tls: &TlsServer) -> Result<TlsCluster, ThrowawayPgError> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let root = Path::new("/tmp").join(format!(
+        "actionledger-test-pg-{}-tls-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    let port = launch(&root, |root| {
+        let mut options = vec![
+            "-c ssl=on".to_owned(),
+            format!("-c ssl_cert_file={}", write_private(root, "server.crt", &tls.certificate)?.display()),
+            format!("-c ssl_key_file={}", write_private(root, "server.key", &tls.key)?.display()),
+            format!("-c hba_file={}", write_private(root, "pg_hba.conf", &tls_hba())?.display()),
+        ];
+        if let Some(client_ca) = &tls.client_authority {
+            options.push(format!("-c ssl_ca_file={}", write_private(root, "client-ca.crt", client_ca)?.display()));
+        }
+        Ok(options.join(" "))
+    })?;
+    let admin = format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable");
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .map_err(|source| ThrowawayPgError::Connect { url: admin.clone(), source })?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {CERTIFICATE_ROLE} LOGIN SUPERUSER")))
+        .execute(&mut conn)
+        .await
+        .map_err(ThrowawayPgError::CreateRole)?;
+    conn.close().await.ok();
+    Ok(TlsCluster { port, dir: root })
+}
+
+/// Who may log in to a TLS server, and how: everyone on this host without a password, except
+/// the certificate role, which needs TLS and a client certificate naming it.
+fn tls_hba() -> String {
+    let mut hba = vec!["local all all trust".to_owned()];
+    for network in ["127.0.0.1/32", "::1/128"] {
+        hba.push(format!("hostssl all {CERTIFICATE_ROLE} {network} cert"));
+        hba.push(format!("host all {CERTIFICATE_ROLE} {network} reject"));
+        hba.push(format!("host all all {network} trust"));
+    }
+    hba.join("\n") + "\n"
+}
+
+/// Writes a file only its owner may read: the server refuses a key others can read.
+fn write_private(root: &Path, name: &str, contents: &str) -> Result<PathBuf, ThrowawayPgError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = root.join(name);
+    std::fs::write(&path, contents)
+        .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)))
+        .map_err(|source| ThrowawayPgError::CreateDir { path: path.clone(), source })?;
+    Ok(path)
+}
+
+/// Creates a cluster under `root` and starts it on a free loopback port, which it answers.
+/// `prepare` writes its own files into `root` before the directory is handed to the postgres
+/// user, and answers extra server options.
+fn launch(
+    root: &Path,
+    prepare: impl FnOnce(&Path) -> Result<String, ThrowawayPgError>,
+) -> Result<u16, ThrowawayPgError> {
+    let bindir = pg_bindir().ok_or(ThrowawayPgError::NoServerBinaries)?;
+    std::fs::create_dir_all(root).map_err(|source| ThrowawayPgError::CreateDir { path: root.to_owned(), source })?;
+    let extra = prepare(root)?;
     let as_postgres = running_as_root();
     if as_postgres {
         let status = Command::new("chown")
             .args(["-R", "postgres:postgres"])
-            .arg(&root)
+            .arg(root)
             .status()
             .map_err(ThrowawayPgError::Chown)?;
         if !status.success() {
@@ -126,8 +221,10 @@ fn start_cluster() -> Result<String, ThrowawayPgError> {
     } else {
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     };
-    let options =
-        format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 {durability}", root.display());
+    let options = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 {durability} {extra}",
+        root.display()
+    );
     run(
         as_postgres,
         &bindir.join("pg_ctl"),
@@ -142,8 +239,8 @@ fn start_cluster() -> Result<String, ThrowawayPgError> {
             "start".as_ref(),
         ],
     )?;
-    spawn_watchdog(as_postgres, &bindir, &root, &data);
-    Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+    spawn_watchdog(as_postgres, &bindir, root, &data);
+    Ok(port)
 }
 
 fn pg_bindir() -> Option<PathBuf> {

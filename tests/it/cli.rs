@@ -377,6 +377,59 @@ async fn approve_reject_and_takeover_from_the_cli() {
     assert_eq!(body["action"]["ownership_version"], 2);
 }
 
+#[tokio::test]
+async fn a_new_version_of_a_completed_order_is_approved_as_an_update_from_the_cli() {
+    let ws = Workspace::new();
+    let submit = |payload: &str| ws.run(&["submit", "--key", KEY, "--payload", payload, "--destination", "crm"]);
+    assert_eq!(stdout(&submit(r#"{"qty":1}"#)), "created\n");
+    // A worker completes it as record R-1.
+    {
+        let ledger = actionledger::Ledger::new(actionledger::store::SqliteStore::open(&ws.db).await.unwrap());
+        let claim = ledger.claim("worker-1", Duration::from_secs(30), 1).await.unwrap().pop().unwrap();
+        let attempt = ledger.start_attempt(&claim).await.unwrap();
+        let done = Report {
+            outcome: Outcome::Completed { destination_id: "R-1".into() },
+            error: None,
+            evidence: actionledger::domain::Evidence::default(),
+        };
+        ledger.record_result(&claim, attempt, &done).await.unwrap();
+    }
+    let changed = submit(r#"{"qty":2}"#);
+    assert_eq!((stdout(&changed).as_str(), changed.status.code()), ("conflict\n", Some(3)));
+    assert!(stderr(&changed).contains("the action is completed"), "{}", stderr(&changed));
+    let listed = ws.run(&["list"]);
+    assert!(stdout(&listed).contains("completed*"), "a proposal is marked in the list:\n{}", stdout(&listed));
+    let shown = ws.run(&["show", KEY]);
+    assert!(stdout(&shown).contains("approving it records the update action"), "{}", stdout(&shown));
+
+    let approved = ws.run(&["approve", KEY, "--owner", "ana", "--reason", "the customer changed the quantity"]);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    let update_key = format!("{KEY}#update-2");
+    assert!(stdout(&approved).contains(&update_key), "{}", stdout(&approved));
+
+    let original = json(&ws.run(&["show", KEY, "--json"]));
+    assert_eq!(original["action"]["state"], "completed");
+    assert_eq!(original["action"]["payload"]["qty"], 2);
+    assert_eq!(original["action"]["payload_revision"], 2);
+    assert_eq!(original["action"]["proposed_payload"], Value::Null);
+    let approval = original["audit"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((approval["event"].as_str(), approval["to"].as_str()), (Some("approved"), Some("completed")));
+    assert!(approval["reason"].as_str().unwrap().contains("payload revision 1"), "{approval}");
+
+    let update = json(&ws.run(&["show", &update_key, "--json"]));
+    assert_eq!(update["action"]["state"], "pending");
+    assert_eq!(update["action"]["updates"], KEY);
+    assert_eq!(update["action"]["updates_destination_id"], "R-1");
+    assert_eq!(update["action"]["destination"], "crm");
+    assert_eq!(update["action"]["payload"]["qty"], 2);
+    assert_eq!(update["audit"][0]["actor"], "ana");
+    let text = stdout(&ws.run(&["show", &update_key]));
+    assert!(text.contains(&format!("updates            {KEY} (destination id R-1)")), "{text}");
+
+    let again = submit(r#"{"qty":2}"#);
+    assert_eq!((stdout(&again).as_str(), again.status.code()), ("duplicate\n", Some(0)), "the new version is approved");
+}
+
 /// Rules 5 and 8 from the command line: a retry after an unsafe takeover needs
 /// `--old-worker-stopped`; a late result is marked in `list`, listed in `show` (text and JSON),
 /// and acknowledged with `acknowledge`, once.

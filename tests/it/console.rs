@@ -18,6 +18,7 @@ conformance!(
     two_consoles_on_one_action_exactly_one_wins,
     look_up_now_settles_an_unknown_action,
     filter_and_navigation_over_many_actions,
+    approving_a_new_version_of_a_completed_action_from_the_keyboard,
     acknowledging_and_confirming_the_old_worker_from_the_keyboard,
 );
 
@@ -306,6 +307,63 @@ async fn filter_and_navigation_over_many_actions<S: Store>(db: TestDb<S>) {
     l.submit(&raw("acme:nav:045b", "{}")).await.unwrap();
     console.send(actionledger::console::model::Msg::Tick).await.unwrap();
     assert_eq!(console.model().selected_action().unwrap().key.as_str(), "acme:nav:048");
+}
+
+/// A completed action (record R-1) with a new version proposed.
+async fn completed_with_a_new_version<S: Store>(ledger: &Ledger<S>, key: &str) {
+    ledger.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    let claim = ledger.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    let done = Report {
+        outcome: Outcome::Completed { destination_id: "R-1".into() },
+        error: None,
+        evidence: Evidence::default(),
+    };
+    ledger.record_result(&claim, attempt, &done).await.unwrap();
+    ledger.submit(&raw(key, r#"{"qty":2}"#)).await.unwrap();
+}
+
+async fn approving_a_new_version_of_a_completed_action_from_the_keyboard<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let key = "acme:order:ORD-1042:create-task";
+    completed_with_a_new_version(l, key).await;
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 100, 30).await.unwrap();
+    console.press("4").await.unwrap();
+    let pane = console.screen().unwrap();
+    assert!(pane.contains("* acme:order:ORD-1042"), "listed with the conflicts, marked:\n{pane}");
+    let screen = act(&mut console, "4", key, &["<Enter>"]).await;
+    assert!(screen.contains("approving records the update action"), "{screen}");
+    let dialog = act(&mut console, "4", key, &["a", "the customer changed the quantity", "<Enter>"]).await;
+    assert!(dialog.contains("#update-2"), "{dialog}");
+    console.press("y").await.unwrap();
+    let detail = record(l, key).await;
+    assert_eq!((detail.action.state, detail.action.payload_revision), (State::Completed, 2));
+    assert_eq!(detail.audit.last().map(|e| (e.event, e.actor.as_str())), Some((Event::Approved, "Ana")));
+    let update = record(l, "acme:order:ORD-1042:create-task#update-2").await;
+    assert_eq!((update.action.state, update.action.updates_destination_id.as_deref()), (State::Pending, Some("R-1")));
+    assert_eq!(update.audit[0].actor, "Ana");
+}
+
+/// The review of an update: the completed action's new version beside the approved one, and the
+/// dialog that says what approving it does.
+#[tokio::test]
+async fn update_screens() {
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    completed_with_a_new_version(l, "acme:order:ORD-1042:create-task").await;
+    let scenes: [(&str, &[&str]); 2] = [
+        ("update_detail", &["4", "<Enter>"]),
+        ("update_confirm", &["4", "<Enter>", "a", "the customer changed the quantity", "<Enter>"]),
+    ];
+    for (width, height) in [(80, 24)] {
+        for (name, keys) in scenes {
+            let mut console = ScriptedConsole::start(l, &options("ana"), width, height).await.unwrap();
+            for line in keys {
+                console.press(line).await.unwrap();
+            }
+            insta::assert_snapshot!(format!("{name}_{width}x{height}"), mask(&console.screen().unwrap()));
+        }
+    }
 }
 
 /// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.

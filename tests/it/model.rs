@@ -5,6 +5,9 @@
 //! batches of all of a worker's claims start and finish together. A purge (after two days of
 //! database time) reduces every settled action without a proposal to its tombstone, which the
 //! model then knows forever: replays and late results change nothing, and commands are refused.
+//! Approving a new payload of a completed action records its update action (`KEY#update-N`),
+//! which the model claims and finishes like any other; an approval after a send moves requests
+//! to a derived idempotency key (`KEY#rev-N`), which the model expects too.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
@@ -88,6 +91,10 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// An action of the model: a submitted key (revision 0), or the update action of that key that
+/// carries payload revision N (`KEY#update-N`).
+type Id = (u8, i64);
+
 /// The reference model of one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(clippy::struct_excessive_bools, reason = "the model keeps each fact of the record it checks as its own flag")]
@@ -102,6 +109,12 @@ struct Modeled {
     sent: bool,
     lease_expired: bool,
     destination_id: Option<String>,
+    /// The approved payload's revision, from 1.
+    payload_revision: i64,
+    /// Attempts ever started: after one, a request may have gone out under the key.
+    attempts: u32,
+    /// The payload revision whose derived idempotency key requests carry, if not the key.
+    derived_key: Option<i64>,
     /// Late results no person has acknowledged.
     late_results: i64,
     /// Held after an unsafe takeover: running it again needs the old worker confirmed stopped.
@@ -123,11 +136,36 @@ struct Modeled {
     orphaned: bool,
 }
 
+impl Modeled {
+    fn new(approved: u8) -> Self {
+        Self {
+            state: State::Pending,
+            ownership_version: 0,
+            approved,
+            proposed: None,
+            resume: None,
+            sent: false,
+            lease_expired: false,
+            destination_id: None,
+            payload_revision: 1,
+            attempts: 0,
+            derived_key: None,
+            late_results: 0,
+            old_worker_may_act: false,
+            purged: false,
+            may_have_written: false,
+            failed_by_rejection: false,
+            resolved_through: 0,
+            orphaned: false,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Model {
-    actions: BTreeMap<u8, Modeled>,
+    actions: BTreeMap<Id, Modeled>,
     /// Creation order: claims take the oldest pending action.
-    order: Vec<u8>,
+    order: Vec<Id>,
 }
 
 /// What the model expects of an automatic result that would make the action runnable again
@@ -144,29 +182,10 @@ fn settle(action: &mut Modeled, target: State) {
 
 impl Model {
     fn submit(&mut self, key: u8, payload: u8) {
-        match self.actions.get_mut(&key) {
+        match self.actions.get_mut(&(key, 0)) {
             None => {
-                self.order.push(key);
-                self.actions.insert(
-                    key,
-                    Modeled {
-                        state: State::Pending,
-                        ownership_version: 0,
-                        approved: payload,
-                        proposed: None,
-                        resume: None,
-                        sent: false,
-                        lease_expired: false,
-                        destination_id: None,
-                        late_results: 0,
-                        old_worker_may_act: false,
-                        purged: false,
-                        may_have_written: false,
-                        failed_by_rejection: false,
-                        resolved_through: 0,
-                        orphaned: false,
-                    },
-                );
+                self.order.push((key, 0));
+                self.actions.insert((key, 0), Modeled::new(payload));
             }
             Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
             // A changed payload for a purged key is not kept.
@@ -181,7 +200,7 @@ impl Model {
         }
     }
 
-    fn claim(&mut self) -> Option<(u8, i64)> {
+    fn claim(&mut self) -> Option<(Id, i64)> {
         let key = *self.order.iter().find(|k| self.actions[k].state == State::Pending)?;
         let a = self.actions.get_mut(&key)?;
         a.state = State::InProgress;
@@ -193,17 +212,18 @@ impl Model {
     }
 
     /// An attempt started under the current claim; one started before it is left unreported.
-    fn started(&mut self, key: u8) {
+    fn started(&mut self, key: Id) {
         let a = self.actions.get_mut(&key).expect("claimed");
         a.orphaned |= a.sent;
         a.sent = true;
+        a.attempts += 1;
     }
 
-    fn current(&self, key: u8, version: i64) -> bool {
+    fn current(&self, key: Id, version: i64) -> bool {
         self.actions.get(&key).is_some_and(|a| a.state == State::InProgress && a.ownership_version == version)
     }
 
-    fn finish(&mut self, key: u8, version: i64, outcome: u8) {
+    fn finish(&mut self, key: Id, version: i64, outcome: u8) {
         let current = self.current(key, version);
         let a = self.actions.get_mut(&key).expect("claimed actions exist");
         if a.purged {
@@ -251,7 +271,7 @@ impl Model {
     }
 
     fn recover(&mut self, key: u8, protected: bool) {
-        let Some(a) = self.actions.get_mut(&key) else { return };
+        let Some(a) = self.actions.get_mut(&(key, 0)) else { return };
         if a.state != State::InProgress || !a.lease_expired {
             return;
         }
@@ -279,7 +299,7 @@ impl Model {
 
     /// Returns whether the command is allowed.
     fn manual(&mut self, key: u8, command: u8, confirm: bool) -> bool {
-        let Some(a) = self.actions.get_mut(&key) else { return false };
+        let Some(a) = self.actions.get_mut(&(key, 0)) else { return false };
         if a.purged {
             return false;
         }
@@ -310,10 +330,25 @@ impl Model {
                 a.state = State::Cancelled;
                 a.proposed = None;
             }
-            // approve
+            // approve: after a possible send, under a derived idempotency key
             4 if proposal && s == State::Conflict => {
                 a.approved = a.proposed.take().expect("checked");
+                a.payload_revision += 1;
+                if a.attempts > 0 {
+                    a.derived_key = Some(a.payload_revision);
+                }
                 a.state = State::Pending;
+            }
+            // approve a new version of a completed action: it stays completed, and its update
+            // action carries the new payload
+            4 if proposal && s == State::Completed => {
+                a.approved = a.proposed.take().expect("checked");
+                a.payload_revision += 1;
+                let update = (key, a.payload_revision);
+                let payload = a.approved;
+                self.order.push(update);
+                self.actions.insert(update, Modeled::new(payload));
+                return true;
             }
             // reject
             5 if proposal => {
@@ -374,7 +409,7 @@ fn outcome(n: u8, version: i64) -> Report {
 }
 
 /// One worker's claims, newest last, with the attempt started under each.
-type Held = Vec<(u8, Claim, Option<StartedAttempt>)>;
+type Held = Vec<(Id, Claim, Option<StartedAttempt>)>;
 
 /// The positions of the newest claim on each key: a batch names each key once.
 fn newest_per_key(held: &Held) -> Vec<usize> {
@@ -392,14 +427,17 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
     let case = CASE.fetch_add(1, Ordering::SeqCst);
     let destination = format!("m{case}");
     let scope = ClaimScope { destinations: Some(vec![destination.clone()]), include_unassigned: false };
-    let key = |k: u8| ActionKey::parse(&format!("model:{case}:{k}")).unwrap();
+    let key = |(k, update): Id| {
+        let text = if update == 0 { format!("model:{case}:{k}") } else { format!("model:{case}:{k}#update-{update}") };
+        ActionKey::parse(&text).unwrap()
+    };
     let mut model = Model::default();
     let mut claims: BTreeMap<u8, Held> = BTreeMap::new();
     for (step, op) in ops.iter().enumerate() {
         match op {
             Op::Submit { key: k, payload } => {
                 let raw = RawSubmission {
-                    key: Some(key(*k).to_string()),
+                    key: Some(key((*k, 0)).to_string()),
                     payload: format!(r#"{{"p":{payload}}}"#).into_bytes(),
                     destination: Some(destination.clone()),
                     ..RawSubmission::default()
@@ -505,14 +543,14 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 }
             }
             Op::Recover { key: k, protected } => {
-                let Some(version) = model.actions.get(k).map(|a| a.ownership_version) else { continue };
+                let Some(version) = model.actions.get(&(*k, 0)).map(|a| a.ownership_version) else { continue };
                 let decides = if *protected {
                     crate::support::protected_by_lookup(ledger, &[&destination])
                 } else {
                     ledger.clone()
                 };
                 decides
-                    .recover_expired(&key(*k), version, "rescuer", LEASE)
+                    .recover_expired(&key((*k, 0)), version, "rescuer", LEASE)
                     .await
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
                 model.recover(*k, *protected);
@@ -531,23 +569,24 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 model.purge();
             }
             Op::Manual { key: k, command, confirm } => {
-                if !model.actions.contains_key(k) {
+                if !model.actions.contains_key(&(*k, 0)) {
                     continue;
                 }
                 let request = ManualRequest {
-                    key: key(*k),
+                    key: key((*k, 0)),
                     person: Person::parse("model").unwrap(),
                     reason: Reason::parse("model-based test").unwrap(),
                     expect_version: None,
                     command: manual_command(*command),
                     old_worker_stopped: *confirm,
                 };
-                let purged = model.actions[k].purged;
+                let purged = model.actions[&(*k, 0)].purged;
                 let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
                     Ok(outcome) if allowed => {
                         if matches!(request.command, ManualCommand::ResolveNotWritten) {
-                            model.actions.get_mut(k).expect("checked").resolved_through = outcome.action.attempts;
+                            model.actions.get_mut(&(*k, 0)).expect("checked").resolved_through =
+                                outcome.action.attempts;
                         }
                     }
                     Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
@@ -577,16 +616,24 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.ownership_version,
                 actual.payload.canonical() == approved,
                 actual.proposal.is_some(),
+                actual.payload_revision,
+                actual.sending_key().to_owned(),
                 actual.late_results,
                 actual.old_worker_may_act,
                 actual.may_have_written,
                 purged,
             );
+            let sending = match expected.derived_key {
+                Some(revision) => format!("{}#rev-{revision}", key(*k)),
+                None => key(*k).to_string(),
+            };
             let wanted = (
                 expected.state,
                 expected.ownership_version,
                 true,
                 expected.proposed.is_some(),
+                expected.payload_revision,
+                sending,
                 expected.late_results,
                 expected.old_worker_may_act,
                 expected.may_have_written,
@@ -594,8 +641,9 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
             );
             if seen != wanted {
                 return Err(format!(
-                    "after step {step} ({op:?}), key {k}: ledger (state, version, approved payload, proposal, late \
-                     results, old worker may act, may have written, purged) {seen:?}, model {wanted:?}"
+                    "after step {step} ({op:?}), key {k:?}: ledger (state, version, approved payload, proposal, \
+                     payload revision, idempotency key, late results, old worker may act, may have written, purged) \
+                     {seen:?}, model {wanted:?}"
                 ));
             }
             // Rule 2, asked of the stored attempts themselves: a worker's `failed` means that no
@@ -608,7 +656,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                             || t.evidence.destination_id.is_some())
                 }) {
                     return Err(format!(
-                        "after step {step} ({op:?}), key {k}: failed, though attempt {} may have written ({:?})",
+                        "after step {step} ({op:?}), key {k:?}: failed, though attempt {} may have written ({:?})",
                         written.number, written.outcome
                     ));
                 }

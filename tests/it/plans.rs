@@ -41,6 +41,10 @@ fn other_lists() -> Vec<(&'static str, ListFilter)> {
     let since = Some(Timestamp::UNIX_EPOCH);
     vec![
         ("every action", ListFilter { limit: 50, ..ListFilter::default() }),
+        (
+            "the conflict pane with proposals in other states",
+            ListFilter { state: Some(State::Conflict), or_proposed: true, limit: 50, ..ListFilter::default() },
+        ),
         ("an owner's actions", ListFilter { owner: Some("ana".to_owned()), limit: 50, ..ListFilter::default() }),
         ("the late pane", ListFilter { late_results: true, limit: 50, ..ListFilter::default() }),
         (
@@ -141,10 +145,10 @@ async fn postgres_plan(conn: &mut sqlx::PgConnection, name: &str, sql: &str) -> 
 
 /// A connection to a fresh ledger that avoids sequential scans wherever an index could serve.
 async fn postgres_connection() -> Option<sqlx::PgConnection> {
-    use sqlx::Connection as _;
     let url = support::pg::fresh_database().await?;
-    actionledger::store::PostgresStore::open(&url).await.unwrap();
-    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let store = actionledger::store::PostgresStore::open(&url).await.unwrap();
+    // One of the store's own connections: it works in the ledger's schema.
+    let mut conn = store.pool().acquire().await.unwrap().detach();
     sqlx::query("SET enable_seqscan = off").execute(&mut conn).await.unwrap();
     Some(conn)
 }

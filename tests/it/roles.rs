@@ -245,7 +245,7 @@ async fn a_reviewer_changes_only_what_commands_change() {
     refused(&reviewer, "UPDATE actions SET first_sent_at = NULL WHERE key = 'a:resolve'").await;
 
     // Not a worker, not a source.
-    not_permitted(reviewer.submit(&raw("a:new", "{}")).await, "submit", "permission denied");
+    not_permitted(reviewer.submit(&raw("a:new", "{}")).await, "submit", "may record only the update action");
     not_permitted(reviewer.claim("r", LEASE, 10).await, "claim", "only a worker does that");
     let claim = claim_one(&admin, "w1").await;
     not_permitted(reviewer.start_attempt(&claim).await, "start an attempt", "except by taking it over");
@@ -270,6 +270,31 @@ async fn a_reviewer_changes_only_what_commands_change() {
     assert!(admin.store().find(claim.key()).await.unwrap().unwrap().may_have_written);
     refused(&reviewer, &format!("UPDATE attempts SET outcome = 'succeeded' WHERE action_key = '{}'", claim.key()))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reviewer_approves_the_update_of_a_completed_action() {
+    let Some((admin, url)) = ledger().await else { return };
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+    unknown_action(&admin, "a:done").await;
+    reviewer
+        .manual(&person_request("a:done", ManualCommand::ResolveCompleted { destination_id: "CRM-9".into() }))
+        .await
+        .expect("a reviewer resolves");
+    admin.submit(&raw("a:done", r#"{"qty":7}"#)).await.unwrap();
+    let approved =
+        reviewer.manual(&person_request("a:done", ManualCommand::Approve)).await.expect("a reviewer approves");
+    let update = approved.update.expect("the update action is recorded by the reviewer");
+    assert_eq!((update.key.as_str(), update.updates_destination_id.as_deref()), ("a:done#update-2", Some("CRM-9")));
+    assert_eq!(state_of(&admin, "a:done").await, State::Completed);
+    assert_eq!(state_of(&admin, "a:done#update-2").await, State::Pending);
+    // The insert privilege is for update actions only.
+    refused(
+        &reviewer,
+        "INSERT INTO actions (key, state, payload, fingerprint, created_at, updated_at) \
+         VALUES ('a:sneaked', 'pending', '{}', 'x', 0, 0)",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -75,7 +75,7 @@ fn the_printed_configuration_is_a_working_destination_block() {
     let config = Config::parse(&text).unwrap();
     let crm = &config.destinations["crm"];
     assert_eq!(crm.base_url.as_deref(), Some("http://127.0.0.1:9911"));
-    assert!(crm.idempotency.is_some() && crm.lookup.is_some() && crm.fencing.is_some());
+    assert!(crm.idempotency.is_some() && crm.lookup.is_some() && crm.fencing.is_some() && crm.update.is_some());
     let bad = Command::new(BIN).args(["sim-crm", "--fault", "meteor=0.5", "--print-config"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown fault"));
@@ -150,4 +150,44 @@ async fn obsolete_ownership_versions_are_refused() {
     assert_eq!(send("a", "2").await, 201);
     assert_eq!(send("b", "1").await, 412, "an older owner's write is refused");
     assert_eq!(crm.stats().stale_writes_refused, 1);
+}
+
+async fn patch(crm: &SimCrm, path: &str, key: &str, body: &str) -> (u16, String) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::Client::new()
+        .patch(format!("http://{}/{path}", crm.addr()))
+        .header("Idempotency-Key", key)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn records_are_updated_once_per_key_and_a_kept_failure_is_replayed() {
+    let crm = start(Options {
+        faults: FaultPlan { script: [Fault::ErrorBeforeWrite].into(), rates: Vec::new() },
+        ..Options::default()
+    })
+    .await;
+    // The first create fails before writing, and the CRM keeps that answer for the key.
+    assert_eq!(post(&crm, "k", r#"{"external_ref":"r","data":1}"#).await.0, 500);
+    assert_eq!(post(&crm, "k", r#"{"external_ref":"r","data":1}"#).await.0, 500, "replayed, not retried");
+    assert_eq!(post(&crm, "k", r#"{"external_ref":"r","data":2}"#).await.0, 422, "another body, same key");
+    assert_eq!(crm.stats().records, 0);
+    let (status, created) = post(&crm, "k#rev-2", r#"{"external_ref":"r","data":2}"#).await;
+    assert_eq!(status, 201, "a new key for the new body: {created}");
+
+    assert_eq!(patch(&crm, "tasks/R%2D000001", "u1", r#"{"data":3}"#).await.0, 200, "the id is percent-decoded");
+    let (status, replayed) = patch(&crm, "tasks/R-000001", "u1", r#"{"data":3}"#).await;
+    assert_eq!(status, 200);
+    assert!(replayed.contains(r#""data":3"#), "{replayed}");
+    assert_eq!(patch(&crm, "tasks/R-000001", "u1", r#"{"data":4}"#).await.0, 422);
+    assert_eq!(patch(&crm, "tasks/R-000009", "u2", r#"{"data":4}"#).await.0, 404);
+    let effects = crm.stats();
+    assert_eq!((effects.records, effects.updates, effects.reused_keys_refused), (1, 1, 2));
+    assert_eq!(crm.records_for("r")[0]["data"], 3, "updated in place, once");
 }

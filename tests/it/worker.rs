@@ -32,6 +32,10 @@ conformance!(
     lost_responses_are_settled_by_lookup,
     reconcile_reports_and_settles,
     regression_a_failure_after_a_possible_write_is_unknown_not_failed,
+    a_reviewed_update_changes_the_one_record_once,
+    an_update_the_destination_cannot_perform_is_held_for_a_person,
+    a_new_body_approved_after_a_send_goes_out_under_a_derived_key,
+    a_lost_update_response_is_settled_by_lookup_without_a_second_update,
 );
 
 async fn crm(options: Options) -> SimCrm {
@@ -610,4 +614,159 @@ async fn regression_a_failure_after_a_possible_write_is_unknown_not_failed<S: St
     assert_eq!(action.state, State::Unknown, "not failed: the destination may hold the record");
     assert!(action.may_have_written);
     assert!(action.last_error.as_deref().unwrap_or_default().contains("unknown, not failed"), "{action:?}");
+}
+
+/// A destination block without the lines starting with any of `dropped`.
+fn destinations_without(crm: &SimCrm, dropped: &[&str]) -> BTreeMap<String, Destination> {
+    let text = crm
+        .destination_config("crm")
+        .lines()
+        .filter(|line| !dropped.iter().any(|d| line.starts_with(d)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect()
+}
+
+/// The seed: "a new version does not automatically mean create a second customer"; it is a
+/// reviewed update of the existing record, performed once.
+async fn a_reviewed_update_changes_the_one_record_once<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:ORD-1042:create-task";
+    db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
+    assert_eq!(state(&db.ledger, key).await.state, State::Completed);
+    let changed = db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
+    assert_eq!(changed.outcome, actionledger::domain::SubmitOutcome::Conflict);
+    // Nothing runs on a proposal until a person decides.
+    drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
+    assert_eq!((crm.stats().records, crm.stats().updates), (1, 0));
+
+    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let update = approved.unwrap().update.expect("an update action");
+    let redelivered = db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
+    assert_eq!(redelivered.outcome, actionledger::domain::SubmitOutcome::Duplicate);
+    let summary = drain(&db.ledger, options("w2", destinations(&crm, ""))).await;
+    assert_eq!(summary.completed, 1, "{summary:?} {:?}", db.ledger.detail(&update.key).await.unwrap());
+    drain(&db.ledger, options("w3", destinations(&crm, ""))).await;
+
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.updates, stats.reused_keys_refused), (1, 1, 0), "one record, updated once");
+    let records = crm.records_for(key);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["data"]["qty"], 2, "the record carries the new quantity");
+    let done = db.ledger.detail(&update.key).await.unwrap();
+    assert_eq!(done.action.state, State::Completed);
+    assert_eq!(done.action.destination_id.as_deref(), Some("R-000001"), "the same record");
+    assert_eq!(done.attempts.len(), 1);
+    assert_eq!(done.attempts[0].idempotency_key.as_deref(), Some("acme:order:ORD-1042:create-task#update-2"));
+    let original = state(&db.ledger, key).await;
+    assert_eq!((original.state, original.payload_revision), (State::Completed, 2));
+}
+
+async fn an_update_the_destination_cannot_perform_is_held_for_a_person<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:12:create-task";
+    let no_update = || destinations_without(&crm, &["update"]);
+    db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, options("w1", no_update())).await;
+    db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
+    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let update = approved.unwrap().update.unwrap();
+    let summary = drain(&db.ledger, options("w2", no_update())).await;
+    assert_eq!((summary.claimed, summary.held), (1, 1));
+    let held = state(&db.ledger, update.key.as_str()).await;
+    assert_eq!(held.state, State::Held);
+    let reason = held.last_error.unwrap_or_default();
+    assert!(reason.contains("declares no update request") && reason.contains("R-000001"), "{reason}");
+    assert_eq!((crm.stats().records, crm.stats().updates, crm.stats().requests), (1, 0, 1), "nothing sent");
+}
+
+/// Rule 9: a destination that keeps idempotency keys refuses a reused key with another body
+/// (422). The first request under the key answered 500 and the CRM kept that answer for the key;
+/// a lookup showed nothing written; the person approved a changed payload. The worker looks
+/// first (the new key does not cover the earlier request), finds nothing, and sends under
+/// `KEY#rev-2`: one record, with the new body, and no 422.
+async fn a_new_body_approved_after_a_send_goes_out_under_a_derived_key<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options { faults: script(&[Fault::ErrorBeforeWrite]), ..Options::default() }).await;
+    let key = "acme:order:13:create-task";
+    db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
+    // Without a lookup the uncertain outcome stays unknown for a person.
+    let first = drain(&db.ledger, options("w1", destinations_without(&crm, &["lookup"]))).await;
+    assert_eq!(first.unknown, 1);
+    let changed = db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
+    assert_eq!(
+        (changed.outcome, changed.action.state),
+        (actionledger::domain::SubmitOutcome::Conflict, State::Unknown)
+    );
+    // A person looks: nothing was written. The proposal keeps it from running again unreviewed.
+    let dests = destinations(&crm, "");
+    let action = state(&db.ledger, key).await;
+    let looked = actionledger::reconcile::look_up(
+        &db.ledger,
+        &dests["crm"],
+        &action,
+        "Ana Lima",
+        actionledger::domain::ActorKind::Person,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(looked.report.verdict, actionledger::domain::LookupVerdict::NotFound);
+    assert_eq!(state(&db.ledger, key).await.state, State::Conflict);
+    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    assert_eq!(approved.unwrap().action.sending_key(), "acme:order:13:create-task#rev-2");
+
+    let lookups_before = crm.stats().lookups;
+    let second = drain(&db.ledger, options("w2", destinations(&crm, ""))).await;
+    assert_eq!(second.completed, 1);
+    let stats = crm.stats();
+    assert_eq!(stats.reused_keys_refused, 0, "no 422: the new body went out under a new key");
+    assert_eq!(stats.records, 1, "one record for the order");
+    assert!(stats.lookups > lookups_before, "the worker looked before sending under the new key");
+    assert_eq!(crm.records_for(key)[0]["data"]["qty"], 2);
+    let detail = db.ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap();
+    let keys: Vec<Option<&str>> = detail.attempts.iter().map(|a| a.idempotency_key.as_deref()).collect();
+    assert_eq!(keys, vec![Some(key), Some("acme:order:13:create-task#rev-2")]);
+    assert_eq!(detail.action.key.as_str(), key, "the action key itself never changes");
+
+    // The same body under the old key is what the CRM would have refused.
+    let mut under_the_old_key = detail.action.clone();
+    under_the_old_key.idempotency_key = None;
+    let refused = dests["crm"].send(&under_the_old_key, None).await.unwrap();
+    assert!(
+        matches!(&refused, actionledger::destination::SendOutcome::Permanent { response, .. } if response.status == 422),
+        "{refused:?}"
+    );
+}
+
+/// An update is looked up like any action: its response lost, the lookup finds the record carrying
+/// the new data and settles it `completed`, with no second update request.
+async fn a_lost_update_response_is_settled_by_lookup_without_a_second_update<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options::default()).await;
+    let key = "acme:order:14:create-task";
+    db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
+    db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
+    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let update = approved.unwrap().update.unwrap();
+    // A worker sends the update; the CRM applies it, and the answer is lost on the way back.
+    let dests = destinations(&crm, "");
+    let claim = db.ledger.claim("w-lost", LEASE, 1).await.unwrap().pop().unwrap();
+    assert_eq!(claim.key(), &update.key);
+    let attempt = db.ledger.start_attempt(&claim).await.unwrap();
+    let sent = dests["crm"].send(&claim.action, None).await.unwrap();
+    assert!(matches!(sent, actionledger::destination::SendOutcome::Created { .. }), "{sent:?}");
+    let lost = Report {
+        outcome: Outcome::Unknown,
+        error: Some("connection lost".into()),
+        evidence: actionledger::domain::Evidence::default(),
+    };
+    db.ledger.record_result(&claim, attempt, &lost).await.unwrap();
+    let summary = drain(&db.ledger, options("w2", dests)).await;
+    assert_eq!(summary.settled_by_lookup, 1);
+    let detail = db.ledger.detail(&update.key).await.unwrap();
+    assert_eq!((detail.action.state, detail.action.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+    assert_eq!(detail.lookups.last().unwrap().verdict, actionledger::domain::LookupVerdict::Found);
+    assert_eq!((crm.stats().records, crm.stats().updates), (1, 1), "updated once");
 }

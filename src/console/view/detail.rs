@@ -1,5 +1,5 @@
 //! The selected action in full: record and source, deliveries, expected payload (approved and
-//! proposed side by side for a conflict), latest attempt, destination evidence, audit trail.
+//! proposed side by side whenever a proposal waits, in any state), latest attempt, destination evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
 use crate::console::model::Model;
@@ -57,6 +57,20 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             a.after.as_ref().map(|k| format!("  runs after {}", safe(k.as_str()))).unwrap_or_default()
         )),
     ];
+    if let Some(updated) = &a.updates {
+        out.push(Line::raw(format!(
+            "updates {} (destination record {})",
+            safe(updated.as_str()),
+            safe(a.updates_destination_id.as_deref().unwrap_or("-"))
+        )));
+    }
+    if a.payload_revision > 1 || a.idempotency_key.is_some() {
+        out.push(Line::raw(format!(
+            "payload revision {}  idempotency key {}",
+            a.payload_revision,
+            safe(a.sending_key())
+        )));
+    }
     if let Some(worker) = &a.claimed_by {
         let lease = a.lease_expires_at.map_or("-".to_owned(), |until| {
             if until > now {
@@ -160,6 +174,13 @@ fn payloads<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'
         }
         Some(proposal) => {
             out.push(section("payload: approved | proposed (approve with a, reject with d)", theme));
+            if a.state == crate::domain::State::Completed {
+                out.push(Line::raw(format!(
+                    "  completed: approving records the update action {}#update-{}",
+                    safe(a.key.as_str()),
+                    a.payload_revision + 1
+                )));
+            }
             let left = SafeText::lines(&a.payload.pretty());
             let right = SafeText::lines(&proposal.payload.pretty());
             let half = width.saturating_sub(5) / 2;

@@ -41,9 +41,13 @@ pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect)
     let mut spans = Vec::new();
     for (n, pane) in Pane::ALL.into_iter().enumerate() {
         let total = match pane.state() {
-            Some(state) => count(model, state),
-            None if pane == Pane::LateResults => model.late_results,
-            None => model.refused,
+            // The conflict pane also lists proposals waiting on actions in other states.
+            Some(State::Conflict) if model.proposed_elsewhere > 0 => {
+                format!("{}+{}", count(model, State::Conflict), model.proposed_elsewhere)
+            }
+            Some(state) => count(model, state).to_string(),
+            None if pane == Pane::LateResults => model.late_results.to_string(),
+            None => model.refused.to_string(),
         };
         // Narrow terminals drop the pane numbers and a space between tabs; the footer and help
         // still give 1-8.
@@ -52,7 +56,7 @@ pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect)
             if wide { format!("{} {} {}", n + 1, pane.title(), total) } else { format!("{} {}", pane.title(), total) };
         if pane == model.pane {
             spans.push(Span::styled(format!("[{label}]"), theme.selected()));
-        } else if pane == Pane::LateResults && total > 0 {
+        } else if pane == Pane::LateResults && model.late_results > 0 {
             spans.push(Span::styled(if wide { format!(" {label} ") } else { format!(" {label}") }, theme.warn()));
         } else {
             spans.push(Span::raw(if wide { format!(" {label} ") } else { format!(" {label}") }));

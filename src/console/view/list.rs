@@ -3,7 +3,7 @@
 use super::{Theme, fit, short_duration};
 use crate::console::model::{Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
-use crate::domain::ActionRecord;
+use crate::domain::{ActionRecord, State};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Line;
@@ -62,8 +62,16 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
                 .iter()
                 .map(|a| {
                     Row::new(vec![
+                        // A proposed payload waiting for a decision is marked, whatever the state.
                         Cell::from(fit(
-                            &late_marker(a, SafeText::new(a.key.as_str()).as_str()),
+                            &late_marker(
+                                a,
+                                &format!(
+                                    "{}{}",
+                                    if a.proposal.is_some() && a.state != State::Conflict { "* " } else { "" },
+                                    SafeText::new(a.key.as_str()).as_str()
+                                ),
+                            ),
                             width.saturating_sub(36),
                         )),
                         Cell::from(short_duration(now - a.created_at)),

@@ -344,7 +344,14 @@ pub mod duration_text {
         NotANumber(String),
         #[error("{0:?} has no known unit; use ms, s, m, h or d")]
         UnknownUnit(String),
+        #[error("{0:?} is too long; at most 36500d (100 years)")]
+        TooLong(String),
     }
+
+    /// The longest duration accepted anywhere (a lease, a window, a period): 100 years. Every
+    /// time the ledger computes from one (now plus a lease, now minus a period) stays far inside
+    /// what a timestamp can hold, so no user-given duration can overflow a time.
+    pub const MAX: Duration = Duration::from_hours(24 * 36_500);
 
     pub fn parse(text: &str) -> Result<Duration, DurationError> {
         let text = text.trim();
@@ -359,7 +366,12 @@ pub mod duration_text {
             "d" => 86_400_000,
             _ => return Err(DurationError::UnknownUnit(text.to_owned())),
         };
-        Ok(Duration::from_millis(number.saturating_mul(unit_ms)))
+        let too_long = || DurationError::TooLong(text.to_owned());
+        let duration = Duration::from_millis(number.checked_mul(unit_ms).ok_or_else(too_long)?);
+        if duration > MAX {
+            return Err(too_long());
+        }
+        Ok(duration)
     }
 
     pub fn format(duration: Duration) -> String {
@@ -449,5 +461,13 @@ mod tests {
             assert_eq!(duration_text::format(duration_text::parse(text).unwrap()), text);
         }
         assert!(duration_text::parse("5 weeks").is_err());
+        // At most 100 years, so that no time computed from a duration overflows.
+        assert_eq!(duration_text::parse("36500d"), Ok(duration_text::MAX));
+        for too_long in ["36501d", "10000000000000s", "18446744073709551615d"] {
+            assert!(
+                matches!(duration_text::parse(too_long), Err(duration_text::DurationError::TooLong(_))),
+                "{too_long}"
+            );
+        }
     }
 }

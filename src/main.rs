@@ -8,6 +8,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // Panics and unexpected failures get a readable report instead of a bare message.
     actionledger::cli::install_panic_report();
+    quiet_on_closed_output();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -23,6 +24,26 @@ fn main() -> ExitCode {
             code(error.exit_code())
         }
     }
+}
+
+/// A reader that stops early (`show KEY | head -1`, a pager quit before the end) closes standard
+/// output; the next `print!` then fails with a broken pipe, which the standard library reports as
+/// a panic. Nothing went wrong for the person who closed it: the command ends quietly with exit
+/// 0, as `cat` does, instead of a backtrace and exit 101. Every other panic keeps its report.
+fn quiet_on_closed_output() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
 }
 
 fn code(status: i32) -> ExitCode {

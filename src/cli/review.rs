@@ -60,8 +60,7 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
     };
     match args.script {
         Some(path) => {
-            let script = std::fs::read_to_string(&path)
-                .map_err(|e| Error::Invalid(format!("cannot read the script {}: {e}", path.display())))?;
+            let script = read_script(&path)?;
             let (width, height) = args.size;
             let report = crate::console::run_script(ledger, &options, &script, width, height).await?;
             print!("{}", report.screen);
@@ -84,4 +83,21 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
         None => crate::console::run_terminal(ledger, &options).await?,
     }
     Ok(exit::OK)
+}
+
+/// The longest key script read: far more keys than any review takes, and a bound on an endless
+/// file (`--script /dev/zero`).
+const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;
+
+fn read_script(path: &std::path::Path) -> Result<String, Error> {
+    use std::io::Read as _;
+    let cannot = |e: &dyn std::fmt::Display| Error::Invalid(format!("cannot read the script {}: {e}", path.display()));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_SCRIPT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| cannot(&e))?;
+    if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+        return Err(cannot(&format!("it is longer than {MAX_SCRIPT_BYTES} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| cannot(&e))
 }

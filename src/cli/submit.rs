@@ -1,12 +1,13 @@
 //! Recording and reading actions: `submit`, `list` and `show`.
 
 use super::{parse_key, render};
+use crate::domain::payload::MAX_PAYLOAD_BYTES;
 use crate::domain::{RawSubmission, State};
 use crate::error::{Error, exit};
 use crate::ledger::Ledger;
 use crate::store::{ListFilter, Store};
 use clap::Args;
-use std::io::Read as _;
+use std::io::Read;
 
 /// Most rows one `list` returns.
 const MAX_LIST_LIMIT: i64 = 1000;
@@ -62,6 +63,15 @@ pub struct ListArgs {
     json: bool,
 }
 
+/// Reads a payload, but never more than the payload limit plus one byte: enough for the ledger
+/// to refuse an oversized payload as it refuses any other, without reading an endless input
+/// (`@/dev/zero`, a runaway pipe) until memory runs out.
+fn read_bounded(reader: impl Read) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader.take(MAX_PAYLOAD_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 fn parse_state(text: &str) -> Result<State, String> {
     text.parse()
 }
@@ -69,17 +79,12 @@ fn parse_state(text: &str) -> Result<State, String> {
 pub(super) async fn submit<S: Store>(ledger: &Ledger<S>, args: SubmitArgs) -> Result<i32, Error> {
     let payload = match args.payload.as_deref() {
         None => Vec::new(),
-        Some("@-") => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .map_err(|e| Error::Invalid(format!("cannot read the payload from standard input: {e}")))?;
-            bytes
-        }
+        Some("@-") => read_bounded(std::io::stdin().lock())
+            .map_err(|e| Error::Invalid(format!("cannot read the payload from standard input: {e}")))?,
         Some(text) => match text.strip_prefix('@') {
-            Some(path) => {
-                std::fs::read(path).map_err(|e| Error::Invalid(format!("cannot read the payload file {path}: {e}")))?
-            }
+            Some(path) => std::fs::File::open(path)
+                .and_then(read_bounded)
+                .map_err(|e| Error::Invalid(format!("cannot read the payload file {path}: {e}")))?,
             None => text.as_bytes().to_vec(),
         },
     };

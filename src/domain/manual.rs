@@ -218,6 +218,8 @@ pub fn apply(
             action.window_started_at = None;
             action.attempts_in_round = 0;
             action.not_before = None;
+            // Known not written, on the person's word: a failure from here on may be `failed`.
+            action.may_have_written = false;
         }
         ManualCommand::Cancel | ManualCommand::Reject => action.proposal = None,
         ManualCommand::Approve => {

@@ -66,6 +66,11 @@ pub struct ActionRecord {
     /// An expired claim was held because taking it over was unsafe (rule 5): the old worker may
     /// still act, so the action runs again only once a person confirms that it cannot.
     pub old_worker_may_act: bool,
+    /// A request sent under this action may have written at the destination (an outcome that
+    /// was unknown or a success, a late result reporting a write, an attempt cut off by a crash),
+    /// and no lookup or person has since established that nothing was written. While it holds,
+    /// the action never ends `failed`: `failed` means known not written (rule 2).
+    pub may_have_written: bool,
     pub last_error: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -128,6 +133,7 @@ impl ActionRecord {
             window_started_at: None,
             late_results: 0,
             old_worker_may_act: false,
+            may_have_written: false,
             last_error: None,
             created_at: now,
             updated_at: now,
@@ -234,11 +240,15 @@ pub enum AttemptOutcome {
     Unknown,
     /// Not sent: automatic work is not permitted.
     Held,
+    /// Cut off: the claim expired (its worker crashed or stalled) with the attempt unfinished,
+    /// so its request may have been sent. It does not count towards `max_attempts`; a late
+    /// result from its worker still replaces it.
+    CutOff,
 }
 
 impl AttemptOutcome {
-    pub const ALL: [Self; 5] =
-        [Self::Succeeded, Self::FailedBeforeWrite, Self::FailedPermanent, Self::Unknown, Self::Held];
+    pub const ALL: [Self; 6] =
+        [Self::Succeeded, Self::FailedBeforeWrite, Self::FailedPermanent, Self::Unknown, Self::Held, Self::CutOff];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -247,7 +257,13 @@ impl AttemptOutcome {
             Self::FailedPermanent => "failed_permanent",
             Self::Unknown => "unknown",
             Self::Held => "held",
+            Self::CutOff => "cut_off",
         }
+    }
+
+    /// Whether an attempt that ended this way may have written at the destination.
+    pub fn may_have_written(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Unknown | Self::CutOff)
     }
 
     pub fn parse(text: &str) -> Option<Self> {

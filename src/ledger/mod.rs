@@ -495,6 +495,7 @@ impl<S: Store> Ledger<S> {
             }
             let previous = action.claimed_by.clone().unwrap_or_default();
             let facts = self.claim_facts(tx, &action, now).await?;
+            cut_off(tx, &mut action).await?;
             let recovery = if facts.takeover_is_safe() {
                 let transition = action.transition(Event::ClaimRecovered, State::InProgress, now)?;
                 action.ownership_version += 1;
@@ -557,6 +558,8 @@ impl<S: Store> Ledger<S> {
                 }
                 if report.verdict == LookupVerdict::NotFound {
                     action.attempts_in_round = 0;
+                    // Known not written: a failure from here on may again be called `failed`.
+                    action.may_have_written = false;
                 }
                 write_action(tx, &mut action).await?;
                 let mut evidence = report.evidence.clone();
@@ -610,6 +613,9 @@ impl<S: Store> Ledger<S> {
                 };
                 let plan = manual::plan(&action, command, now, facts, *old_worker_stopped)?;
                 let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
+                if matches!(command, ManualCommand::Takeover) {
+                    cut_off(tx, &mut action).await?;
+                }
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
                 let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
@@ -982,7 +988,17 @@ async fn record_results_in<T: LedgerTx>(
     let mut finished = Vec::with_capacity(results.len());
     let mut decided = Vec::with_capacity(results.len());
     for &(claim, attempt, report) in results {
-        let action = locked.remove(claim.key()).ok_or_else(|| LedgerError::NotFound(claim.key().to_string()))?;
+        let mut action = locked.remove(claim.key()).ok_or_else(|| LedgerError::NotFound(claim.key().to_string()))?;
+        // Before a failure is called `failed` (known not written, rule 2): an attempt left
+        // unfinished beside this one (started, never reported) may have written. Asked only on
+        // that path, so results that cannot end `failed` pay nothing.
+        if matches!(report.outcome, Outcome::Failed { .. })
+            && !action.may_have_written
+            && is_current(&action, claim)
+            && tx.cut_off_attempts(&action.key, attempt.id).await? > 0
+        {
+            action.may_have_written = true;
+        }
         // A late result for a purged action changes nothing, not even its note: the tombstone
         // never changes (rule 7). Asked only of settled actions the claim no longer holds.
         let purge = if is_current(&action, claim) { None } else { purge_of_settled(tx, &action).await? };
@@ -1076,7 +1092,21 @@ fn decide_result(
         return Ok((finished, decide_late_result(action, claim, attempt_outcome, late_id, now)?));
     }
 
+    // `failed` means known not written (rule 2): where an earlier request under this action may
+    // have written, a failure of this one proves nothing about that one, so the action waits in
+    // `unknown` for a lookup or a person instead.
+    let unproven = target == State::Failed && action.may_have_written;
+    let (event, target) = if unproven { (Event::OutcomeUnknown, State::Unknown) } else { (event, target) };
+    let reason = if unproven {
+        Some(format!(
+            "{}; an earlier request under this action may have written at the destination, so it is unknown, not failed",
+            report.error.as_deref().unwrap_or("failed")
+        ))
+    } else {
+        report.error.clone()
+    };
     let transition = action.transition(event, target, now)?;
+    action.may_have_written |= attempt_outcome.may_have_written() || report.evidence.destination_id.is_some();
     match &report.outcome {
         Outcome::Completed { destination_id } => {
             action.destination_id = Some(destination_id.clone());
@@ -1087,9 +1117,9 @@ fn decide_result(
     // A completed action keeps no error (see `ActionRecord::transition`); a report's note on a
     // completion still goes to the audit trail below.
     if action.state != State::Completed {
-        action.last_error.clone_from(&report.error);
+        action.last_error.clone_from(&reason);
     }
-    let decision = ResultDecision { action, transition, reason: report.error.clone(), stale: false, tombstone: false };
+    let decision = ResultDecision { action, transition, reason, stale: false, tombstone: false };
     Ok((finished, decision))
 }
 
@@ -1124,6 +1154,8 @@ fn decide_late_result(
         Some(why) => (Transition { event: Event::LateResult, from, to: from }, format!("{note}; {why}")),
         None => (Transition { event: Event::LateResult, from, to: from }, format!("{note}; it contradicts nothing")),
     };
+    // A late result reporting a possible write is evidence like any other (rule 2).
+    action.may_have_written |= outcome.may_have_written() || late_destination_id.is_some();
     // The notice: counted on the action until a person acknowledges it. The revision moves with
     // it, so that a person who read the action before it arrived is asked to read it again.
     action.late_results += 1;
@@ -1162,6 +1194,23 @@ fn late_result_contradicts(
         state if possible_write => Some(format!("it reports a possible write while the action is {state}")),
         _ => None,
     }
+}
+
+/// Records the unfinished attempts of `action` as cut off, before a takeover or hold moves its
+/// expired claim on: their requests may have been sent, so the action may have
+/// written (rule 2), and a crash is not an error before writing, so they do not count towards
+/// the round's `max_attempts` (rule 3).
+async fn cut_off<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(), LedgerError> {
+    if action.state != State::InProgress {
+        return Ok(());
+    }
+    // Attempt ids start at 1: none is spared.
+    let cut = tx.cut_off_attempts(&action.key, 0).await?;
+    if cut > 0 {
+        action.may_have_written = true;
+        action.attempts_in_round = (action.attempts_in_round - cut).max(0);
+    }
+    Ok(())
 }
 
 fn is_current(action: &ActionRecord, claim: &Claim) -> bool {

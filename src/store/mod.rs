@@ -311,6 +311,13 @@ pub trait LedgerTx: Send {
         key: &ActionKey,
         ownership_version: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// Marks the unfinished attempts of action `key` but attempt `except` as cut off (their claim
+    /// expired or ended without their result); returns how many.
+    fn cut_off_attempts(
+        &mut self,
+        key: &ActionKey,
+        except: i64,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
     fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
     fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Records attempts as they start (how each ends is written by [`LedgerTx::finish_attempts`]);

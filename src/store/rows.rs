@@ -76,6 +76,7 @@ pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreE
         window_started_at: row.opt_int("window_started_at")?.map(from_millis),
         late_results: row.int("late_results")?,
         old_worker_may_act: row.flag("old_worker_may_act")?,
+        may_have_written: row.flag("may_have_written")?,
         last_error: row.opt_text("last_error")?,
         created_at: from_millis(row.int("created_at")?),
         updated_at: from_millis(row.int("updated_at")?),

@@ -144,6 +144,11 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         Ok(B::fetch_one(&mut *self.tx, count).await?.int("count")? > 0)
     }
 
+    async fn cut_off_attempts(&mut self, key: &ActionKey, except: i64) -> Result<i64, StoreError> {
+        let mark = Statement::new(sql::CUT_OFF_ATTEMPTS).text(key.as_str()).int(except);
+        Ok(i64::try_from(B::execute(&mut *self.tx, mark).await?).unwrap_or(i64::MAX))
+    }
+
     async fn find_attempt(&mut self, id: i64) -> Result<Option<Attempt>, StoreError> {
         let row = B::fetch_optional(&mut *self.tx, Statement::new(sql::SELECT_ATTEMPT).int(id)).await?;
         row.as_ref().map(attempt_from_row).transpose()

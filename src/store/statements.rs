@@ -25,8 +25,8 @@ macro_rules! action_columns {
          proposed_source_version, resume_state, source, source_version, destination, after_key, \
          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
-         old_worker_may_act, last_error, created_at, updated_at, payload_revision, idempotency_key, updates_key, \
-         updates_destination_id"
+         old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision, \
+         idempotency_key, updates_key, updates_destination_id"
     };
 }
 
@@ -181,6 +181,7 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("window_started_at", BigInt(|a| a.window_started_at.map(|t| t.timestamp_millis()))),
     ("late_results", BigInt(|a| Some(a.late_results))),
     ("old_worker_may_act", Boolean(|a| a.old_worker_may_act)),
+    ("may_have_written", Boolean(|a| a.may_have_written)),
     ("last_error", Text(|a| a.last_error.as_deref())),
     ("payload_revision", BigInt(|a| Some(a.payload_revision))),
     ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
@@ -316,6 +317,12 @@ pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_
 /// Whether any attempt was recorded under ownership version `$2` of action `$1`.
 pub(crate) const ATTEMPT_STARTED_UNDER: &str =
     "SELECT COUNT(*) AS count FROM attempts WHERE action_key = $1 AND ownership_version = $2";
+
+/// Marks the unfinished attempts of action `$1`, but attempt `$2`, as cut off: their claim
+/// expired or ended without their result, so their requests may have been sent. `ended_at` stays
+/// empty, so that a late result from their worker still replaces the mark with what happened.
+pub(crate) const CUT_OFF_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'cut_off' \
+     WHERE action_key = $1 AND id <> $2 AND ended_at IS NULL AND outcome IS NULL";
 
 /// One attempt by id `$1`.
 pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE id = $1");

@@ -758,3 +758,123 @@ async fn reconcile_prints_missing_and_mismatched_records_and_changes_nothing() {
     assert_eq!([show("acme:rc:missing"), show("acme:rc:mismatch")], before, "nothing changed without --apply");
     assert_eq!(crm.stats().records, 1, "nothing sent");
 }
+
+/// Runs the binary in `dir` against `db` with its standard output closed before it starts (a
+/// reader that went away, as after `| head -1`), or piped, and a deadline: a command that hangs
+/// is killed and reported.
+fn run_hostile(dir: &Path, db: &str, args: &[&str], closed_stdout: bool) -> (Option<i32>, String) {
+    let mut command = Command::new(BIN);
+    command
+        .current_dir(dir)
+        .env_remove("ACTIONLEDGER_DB")
+        .env_remove("DATABASE_URL")
+        .env("NO_COLOR", "1")
+        .args(["--db", db])
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    if closed_stdout {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        command.stdout(writer);
+    } else {
+        command.stdout(Stdio::null());
+    }
+    let mut child = command.spawn().expect("run actionledger");
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "{args:?} did not end within a minute");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    (output.status.code(), stderr(&output))
+}
+
+/// No panics: every command given hostile arguments (huge, negative and empty values, garbage,
+/// an endless payload file, a closed standard output) ends with one of the documented exit codes
+/// 0-4 and a worded error, never exit 101 or a panic report. A closed standard output ends a
+/// command quietly with exit 0.
+#[test]
+fn hostile_arguments_end_with_a_documented_exit_code_never_a_panic() {
+    let ws = Workspace::new();
+    let ok = ws.run(&["submit", "--key", KEY, "--payload", r#"{"qty":2}"#]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let garbage = "%s%n{}[]'\"\\;-- DROP TABLE actions; \u{202e}\u{1b}[2J";
+    let huge = "99999999999999999999999999";
+    let person = ["--owner", "Ana Lima", "--reason", "hostile"];
+    let mut cases: Vec<Vec<&str>> = vec![
+        vec!["show", KEY],
+        vec!["show", KEY, "--json"],
+        vec!["list"],
+        vec!["list", "--json"],
+        vec!["show", ""],
+        vec!["show", garbage],
+        vec!["show", huge],
+        vec!["list", "--limit", "0"],
+        vec!["list", "--limit", "-1"],
+        vec!["list", "--limit", huge],
+        vec!["list", "--before", "-9223372036854775808"],
+        vec!["list", "--state", garbage],
+        vec!["list", "--owner", ""],
+        vec!["submit", "--key", "", "--payload", "{}"],
+        vec!["submit", "--key", garbage, "--payload", garbage],
+        vec!["submit", "--key", "acme:zero", "--payload", "@/dev/zero"],
+        vec!["submit", "--key", "acme:none", "--payload", "@/nonexistent/file"],
+        vec!["submit", "--key", "acme:v", "--payload", "{}", "--source-version", huge],
+        vec!["submit", "--key", "acme:v", "--payload", "{}", "--source-version", "-1"],
+        vec!["submit", "--key", "acme:n", "--payload", "1e999999"],
+        vec!["worker", "--drain", "--lease", "10000000000000s"],
+        vec!["worker", "--drain", "--lease", "-5s"],
+        vec!["worker", "--drain", "--lease", ""],
+        vec!["worker", "--drain", "--lease", "18446744073709551615ms"],
+        vec!["worker", "--drain", "--config", "/nonexistent.toml"],
+        vec!["reconcile", "--since", "10000000000000d"],
+        vec!["reconcile", "--since", huge],
+        vec!["purge", "--older-than", "10000000000000d", "--owner", "Ana Lima", "--reason", "r", "--dry-run"],
+        vec!["purge", "--older-than", "-1d", "--owner", "Ana Lima", "--reason", "r"],
+        vec!["purge", "--older-than", "", "--owner", "", "--reason", ""],
+        vec!["lookup", KEY],
+        vec!["migrate"],
+        vec!["review", "--owner", "Ana Lima"],
+        vec!["review", "--owner", "Ana Lima", "--script", "/dev/zero"],
+        vec!["review", "--owner", "Ana Lima", "--script", "/nonexistent", "--size", "0x0"],
+    ];
+    for command in ["retry", "cancel", "approve", "reject", "takeover", "acknowledge", "assign"] {
+        cases.push([&[command, KEY][..], &person[..]].concat());
+        cases.push(vec![command, garbage, "--owner", "", "--reason", ""]);
+        cases.push(vec![command, "", "--owner", garbage, "--reason", huge]);
+    }
+    cases.push([&["resolve", KEY, "--as", "completed", "--destination-id", ""][..], &person[..]].concat());
+    cases.push([&["resolve", KEY, "--as", garbage][..], &person[..]].concat());
+    for args in &cases {
+        for closed_stdout in [false, true] {
+            let (code, stderr) = run_hostile(ws.dir.path(), &ws.db, args, closed_stdout);
+            let what = format!("{args:?} (standard output closed: {closed_stdout}): exit {code:?}\n{stderr}");
+            assert!(code.is_some_and(|c| (0..=4).contains(&c)), "{what}");
+            assert!(!stderr.contains("panicked"), "{what}");
+        }
+    }
+    // A reader that stops early is no error: quiet, exit 0.
+    for args in [&["show", KEY][..], &["list"][..], &["show", KEY, "--json"][..]] {
+        assert_eq!(run_hostile(ws.dir.path(), &ws.db, args, true), (Some(0), String::new()), "{args:?}");
+    }
+    // Time overflow and endless payloads are refused with a worded error.
+    let (code, stderr) =
+        run_hostile(ws.dir.path(), &ws.db, &["worker", "--drain", "--lease", "10000000000000s"], false);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("too long"), "{stderr}");
+    let (code, stderr) =
+        run_hostile(ws.dir.path(), &ws.db, &["submit", "--key", "acme:zero", "--payload", "@/dev/zero"], false);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("262145 bytes"), "read the limit plus one byte, then refused: {stderr}");
+    // An endless standard input, the same.
+    let endless = Command::new(BIN)
+        .env("NO_COLOR", "1")
+        .args(["--db", &ws.db, "submit", "--key", "acme:stdin", "--payload", "@-"])
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&endless.stderr);
+    assert_eq!(endless.status.code(), Some(3), "{said}");
+    assert!(said.contains("262145 bytes"), "{said}");
+}

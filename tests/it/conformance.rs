@@ -39,6 +39,8 @@ conformance!(
     regression_a_refused_command_leaves_no_row_locked,
     regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict,
     regression_the_largest_worker_batch_starts_and_records,
+    failed_means_known_not_written,
+    an_attempt_cut_off_by_a_crash_may_have_written_and_does_not_count,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -811,4 +813,88 @@ async fn regression_the_largest_worker_batch_starts_and_records<S: Store>(db: Te
         .collect();
     let recorded = l.record_results(&results).await.unwrap();
     assert!(recorded.iter().all(|r| matches!(r, Recorded::Applied(a) if a.state == State::Completed)));
+}
+
+/// Rule 2: `failed` means known not written. A failure after an earlier request that may have
+/// written ends in `unknown`; once a person resolves the action as not written, a failure is
+/// `failed` again.
+async fn failed_means_known_not_written<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let run = |outcome: Outcome| async move {
+        let claim = claim_one(l, "w").await;
+        let attempt = l.start_attempt(&claim).await.unwrap();
+        l.record_result(&claim, attempt, &report(outcome)).await.unwrap();
+        l.store().find(&key("mw")).await.unwrap().unwrap()
+    };
+    l.submit(&raw("mw", "{}")).await.unwrap();
+    let action = run(Outcome::Unknown).await;
+    assert_eq!(action.state, State::Unknown);
+    assert!(action.may_have_written);
+    l.manual(&person_request("mw", ManualCommand::Retry)).await.unwrap();
+    for outcome in [Outcome::Failed { permanent: false }, Outcome::Failed { permanent: true }] {
+        let action = run(outcome).await;
+        assert_eq!(action.state, State::Unknown, "an earlier request may have written: not failed");
+        l.manual(&person_request("mw", ManualCommand::Retry)).await.unwrap();
+    }
+    let attempts = l.store().attempts(&key("mw")).await.unwrap();
+    let outcomes: Vec<_> = attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Some(AttemptOutcome::Unknown), Some(AttemptOutcome::FailedBeforeWrite), Some(AttemptOutcome::FailedPermanent)],
+        "each attempt keeps what its own request did"
+    );
+    let trail = l.detail(&key("mw")).await.unwrap().audit;
+    assert!(trail.iter().any(|e| e.reason.as_deref().is_some_and(|r| r.contains("unknown, not failed"))));
+
+    // A person found nothing at the destination: known not written, so a failure is `failed`.
+    let claim = claim_one(l, "w").await;
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    l.record_result(&claim, attempt, &report(Outcome::Unknown)).await.unwrap();
+    l.manual(&person_request("mw", ManualCommand::ResolveNotWritten)).await.unwrap();
+    let action = run(Outcome::Failed { permanent: false }).await;
+    assert_eq!(action.state, State::Failed);
+    assert!(!action.may_have_written);
+
+    // Never sent anything that may have written: a failure is `failed`.
+    l.submit(&raw("mw-clean", "{}")).await.unwrap();
+    let claim = claim_one(l, "w").await;
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    l.record_result(&claim, attempt, &report(Outcome::Failed { permanent: false })).await.unwrap();
+    assert_eq!(state_of(l, "mw-clean").await, State::Failed);
+}
+
+/// Rules 2 and 3: an attempt whose claim expired unfinished (its worker crashed) is recorded as
+/// cut off, makes the action one that may have written, and does not count towards the round's
+/// `max_attempts`; a later failure ends in `unknown`.
+async fn an_attempt_cut_off_by_a_crash_may_have_written_and_does_not_count<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    l.submit(&raw("cut", "{}")).await.unwrap();
+    let crashed = claim_one(l, "w1").await;
+    l.start_attempt(&crashed).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let Recovery::Claimed(claim) = crate::support::protected_by_lookup(l, &["crm"])
+        .recover_expired(crashed.key(), crashed.ownership_version(), "w2", LEASE)
+        .await
+        .unwrap()
+    else {
+        panic!("a protected destination is taken over")
+    };
+    let action = l.store().find(&key("cut")).await.unwrap().unwrap();
+    assert!(action.may_have_written);
+    assert_eq!((action.attempts, action.attempts_in_round), (1, 0), "a crash is not a failure before writing");
+    let attempts = l.store().attempts(&key("cut")).await.unwrap();
+    assert_eq!(attempts[0].outcome, Some(AttemptOutcome::CutOff));
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    l.record_result(&claim, attempt, &report(Outcome::Failed { permanent: false })).await.unwrap();
+    assert_eq!(state_of(l, "cut").await, State::Unknown);
+
+    // A person's takeover records the cut-off attempt too.
+    l.submit(&raw("cut2", "{}")).await.unwrap();
+    let crashed = claim_one(l, "w1").await;
+    l.start_attempt(&crashed).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let outcome = l.manual(&person_request("cut2", ManualCommand::Takeover)).await.unwrap();
+    assert!(outcome.action.may_have_written);
+    let attempts = l.store().attempts(&key("cut2")).await.unwrap();
+    assert_eq!(attempts[0].outcome, Some(AttemptOutcome::CutOff));
 }

@@ -121,6 +121,19 @@ struct Modeled {
     old_worker_may_act: bool,
     /// Reduced to its tombstone: it never changes again.
     purged: bool,
+    /// A request may have written (a success, an unknown outcome, a late result reporting a
+    /// write, an attempt cut off by an expired claim), and no person has since resolved the action
+    /// as not written: a failure then ends in `unknown`, not `failed` (rule 2).
+    may_have_written: bool,
+    /// The action is `failed` because a person rejected a proposal, returning it where it was:
+    /// not a worker's conclusion, so the property that `failed` means known not written is
+    /// asked only of the others.
+    failed_by_rejection: bool,
+    /// Attempts numbered up to this one were resolved as not written by a person.
+    resolved_through: i64,
+    /// More than one attempt was started under one claim and only the newest reported: the
+    /// others stay unfinished until a failure or a takeover records them as cut off.
+    orphaned: bool,
 }
 
 impl Modeled {
@@ -140,6 +153,10 @@ impl Modeled {
             late_results: 0,
             old_worker_may_act: false,
             purged: false,
+            may_have_written: false,
+            failed_by_rejection: false,
+            resolved_through: 0,
+            orphaned: false,
         }
     }
 }
@@ -187,10 +204,19 @@ impl Model {
         let key = *self.order.iter().find(|k| self.actions[k].state == State::Pending)?;
         let a = self.actions.get_mut(&key)?;
         a.state = State::InProgress;
+        a.failed_by_rejection = false;
         a.ownership_version += 1;
         a.sent = false;
         a.lease_expired = false;
         Some((key, a.ownership_version))
+    }
+
+    /// An attempt started under the current claim; one started before it is left unreported.
+    fn started(&mut self, key: Id) {
+        let a = self.actions.get_mut(&key).expect("claimed");
+        a.orphaned |= a.sent;
+        a.sent = true;
+        a.attempts += 1;
     }
 
     fn current(&self, key: Id, version: i64) -> bool {
@@ -210,12 +236,21 @@ impl Model {
                     a.state = State::Completed;
                     a.resume = None;
                     a.destination_id = Some(format!("D-{version}"));
+                    a.may_have_written = true;
+                }
+                // An earlier request may have written: this failure proves nothing about it.
+                1 if a.may_have_written || a.orphaned => {
+                    a.state = State::Unknown;
+                    a.resume = None;
+                    a.may_have_written = true;
+                    a.orphaned = false;
                 }
                 1 => settle(a, State::Failed),
                 2 => settle(a, State::Pending),
                 _ => {
                     a.state = State::Unknown;
                     a.resume = None;
+                    a.may_have_written = true;
                 }
             }
             return;
@@ -225,6 +260,7 @@ impl Model {
         // unknown outcome) on an action not completed; then the action goes to conflict, unless
         // it is cancelled or already in conflict.
         a.late_results += 1;
+        a.may_have_written |= outcome == 0 || outcome == 3;
         let contradicts = match a.state {
             State::Completed => outcome == 0 && a.destination_id.as_deref() != Some(&format!("D-{version}")),
             _ => outcome == 0 || outcome == 3,
@@ -239,6 +275,9 @@ impl Model {
         if a.state != State::InProgress || !a.lease_expired {
             return;
         }
+        // The attempts left unfinished are cut off: their requests may have been sent.
+        a.may_have_written |= a.sent || a.orphaned;
+        a.orphaned = false;
         if !a.sent || protected {
             a.ownership_version += 1;
             a.sent = false;
@@ -282,7 +321,10 @@ impl Model {
                 a.destination_id = Some("manual".to_owned());
             }
             // resolve as not written
-            2 if matches!(s, State::Unknown | State::Held | State::Conflict) && !proposal => a.state = State::Pending,
+            2 if matches!(s, State::Unknown | State::Held | State::Conflict) && !proposal => {
+                a.state = State::Pending;
+                a.may_have_written = false;
+            }
             // cancel
             3 if matches!(s, State::Pending | State::Failed | State::Unknown | State::Held | State::Conflict) => {
                 a.state = State::Cancelled;
@@ -313,10 +355,13 @@ impl Model {
                 a.proposed = None;
                 if s == State::Conflict {
                     a.state = a.resume.unwrap_or(State::Conflict);
+                    a.failed_by_rejection = a.state == State::Failed;
                 }
             }
             // take over (the destination is not known to protect)
             6 if s == State::InProgress && a.lease_expired => {
+                a.may_have_written |= a.sent || a.orphaned;
+                a.orphaned = false;
                 a.ownership_version += 1;
                 a.lease_expired = false;
                 settle(a, if a.sent { State::Held } else { State::Pending });
@@ -426,9 +471,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 match result {
                     Ok(attempt) if current => {
                         *started = Some(attempt);
-                        let a = model.actions.get_mut(k).expect("claimed");
-                        a.sent = true;
-                        a.attempts += 1;
+                        model.started(*k);
                     }
                     Err(LedgerError::Fenced { .. }) if !current => {}
                     other => return Err(format!("step {step}: start attempt: {other:?}, model current {current}")),
@@ -458,9 +501,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     match result {
                         Ok(attempt) if current => {
                             *started = Some(attempt);
-                            let a = model.actions.get_mut(k).expect("claimed");
-                            a.sent = true;
-                            a.attempts += 1;
+                            model.started(*k);
                         }
                         Err(LedgerError::Fenced { .. }) if !current => {}
                         other => return Err(format!("step {step}: start batch: {other:?}, model current {current}")),
@@ -542,7 +583,12 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 let purged = model.actions[&(*k, 0)].purged;
                 let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
-                    Ok(_) if allowed => {}
+                    Ok(outcome) if allowed => {
+                        if matches!(request.command, ManualCommand::ResolveNotWritten) {
+                            model.actions.get_mut(&(*k, 0)).expect("checked").resolved_through =
+                                outcome.action.attempts;
+                        }
+                    }
                     Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
                     Err(LedgerError::Refused(refusal)) if purged => {
                         return Err(format!(
@@ -574,6 +620,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.sending_key().to_owned(),
                 actual.late_results,
                 actual.old_worker_may_act,
+                actual.may_have_written,
                 purged,
             );
             let sending = match expected.derived_key {
@@ -589,14 +636,30 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 sending,
                 expected.late_results,
                 expected.old_worker_may_act,
+                expected.may_have_written,
                 expected.purged,
             );
             if seen != wanted {
                 return Err(format!(
                     "after step {step} ({op:?}), key {k:?}: ledger (state, version, approved payload, proposal, \
-                     payload revision, idempotency key, late results, old worker may act, purged) {seen:?}, model \
-                     {wanted:?}"
+                     payload revision, idempotency key, late results, old worker may act, may have written, purged) \
+                     {seen:?}, model {wanted:?}"
                 ));
+            }
+            // Rule 2, asked of the stored attempts themselves: a worker's `failed` means that no
+            // attempt since a person last resolved the action as not written may have written.
+            if actual.state == State::Failed && !expected.failed_by_rejection {
+                let attempts = ledger.store().attempts(&key(*k)).await.map_err(|e| e.to_string())?;
+                if let Some(written) = attempts.iter().find(|t| {
+                    t.number > expected.resolved_through
+                        && (t.outcome.is_none_or(actionledger::domain::AttemptOutcome::may_have_written)
+                            || t.evidence.destination_id.is_some())
+                }) {
+                    return Err(format!(
+                        "after step {step} ({op:?}), key {k:?}: failed, though attempt {} may have written ({:?})",
+                        written.number, written.outcome
+                    ));
+                }
             }
         }
     }

@@ -255,6 +255,21 @@ async fn a_reviewer_changes_only_what_commands_change() {
     refused(&reviewer, &audit_entry("a:retry", "w1", "worker", "completed")).await;
     refused(&reviewer, "UPDATE attempts SET outcome = 'succeeded'").await;
     refused(&reviewer, "DELETE FROM actions").await;
+
+    // A request may have been sent under the claim: a reviewer's takeover records the unfinished
+    // attempt as cut off (rule 2), which is all a reviewer may do to an attempt's outcome.
+    admin.start_attempt(&claim).await.unwrap();
+    admin.store().clock().advance(Duration::from_mins(1));
+    reviewer.store().clock().advance(Duration::from_mins(1));
+    reviewer
+        .manual(&person_request(claim.key().as_str(), ManualCommand::Takeover))
+        .await
+        .expect("a reviewer takes over");
+    let attempts = admin.store().attempts(claim.key()).await.unwrap();
+    assert_eq!(attempts.last().and_then(|a| a.outcome), Some(actionledger::domain::AttemptOutcome::CutOff));
+    assert!(admin.store().find(claim.key()).await.unwrap().unwrap().may_have_written);
+    refused(&reviewer, &format!("UPDATE attempts SET outcome = 'succeeded' WHERE action_key = '{}'", claim.key()))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -31,6 +31,7 @@ conformance!(
     a_person_resolves_a_failed_and_an_unknown_action_with_the_cli,
     lost_responses_are_settled_by_lookup,
     reconcile_reports_and_settles,
+    regression_a_failure_after_a_possible_write_is_unknown_not_failed,
     a_reviewed_update_changes_the_one_record_once,
     an_update_the_destination_cannot_perform_is_held_for_a_person,
     a_new_body_approved_after_a_send_goes_out_under_a_derived_key,
@@ -583,6 +584,36 @@ async fn load<S: Store>(db: TestDb<S>, batch: usize) {
         "the faults really happened: {:?}",
         stats.faults_injected
     );
+}
+
+/// Rule 2, end to end: the first send writes and answers 500, a person retries, and two 503s
+/// exhaust `max_attempts`. The CRM holds the record from the first send, so the action is
+/// `unknown` for a person, never `failed` ("known not written").
+async fn regression_a_failure_after_a_possible_write_is_unknown_not_failed<S: Store>(db: TestDb<S>) {
+    let faults = [Fault::ErrorAfterWrite, Fault::Unavailable, Fault::Unavailable, Fault::Unavailable];
+    let crm = crm(Options { faults: script(&faults), ..Options::default() }).await;
+    // An idempotency key, no lookup: nothing settles the first outcome automatically.
+    let text =
+        crm.destination_config("crm").lines().filter(|l| !l.starts_with("lookup")).collect::<Vec<_>>().join("\n")
+            + "\nmax_attempts = 2\n";
+    let config = Config::parse(&text).unwrap();
+    let dests = || -> BTreeMap<String, Destination> {
+        config.destinations.iter().map(|(n, c)| (n.clone(), Destination::new(n, c.clone()).unwrap())).collect()
+    };
+    let key = "acme:written-then-503";
+    db.ledger.submit(&order(key, r#"{"a":1}"#)).await.unwrap();
+    drain(&db.ledger, options("w1", dests())).await;
+    assert_eq!(state(&db.ledger, key).await.state, State::Unknown);
+    assert_eq!(crm.stats().records, 1, "the first send wrote");
+
+    db.ledger.manual(&support::person_request(key, ManualCommand::Retry)).await.unwrap();
+    drain(&db.ledger, options("w2", dests())).await;
+    let action = state(&db.ledger, key).await;
+    assert_eq!(crm.stats().records, 1, "the CRM holds the record from the first send");
+    assert_eq!(action.attempts, 3, "one send, then two 503s");
+    assert_eq!(action.state, State::Unknown, "not failed: the destination may hold the record");
+    assert!(action.may_have_written);
+    assert!(action.last_error.as_deref().unwrap_or_default().contains("unknown, not failed"), "{action:?}");
 }
 
 /// A destination block without the lines starting with any of `dropped`.

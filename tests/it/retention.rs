@@ -9,7 +9,7 @@ use actionledger::domain::{
     ActionKey, ActionRecord, ActorKind, Evidence, LookupReport, LookupVerdict, ManualCommand, Person, PurgeCounts,
     PurgeRequest, RawSubmission, Reason, Refusal, State, SubmitOutcome,
 };
-use actionledger::ledger::{LedgerError, Outcome, PurgeReport, Recorded, Recovery, Report};
+use actionledger::ledger::{Claim, LedgerError, Outcome, PurgeReport, Recorded, Recovery, Report, StartedAttempt};
 use actionledger::store::{ListFilter, Store};
 use std::time::Duration;
 
@@ -151,18 +151,7 @@ async fn a_purged_action_is_never_claimed_retried_resolved_or_changed<S: Store>(
     let l = &db.ledger;
     // A claim whose owner lost it, then completed by the new owner: the old owner's late result
     // arrives after the purge.
-    l.submit(&raw("late", r#"{"n":1}"#)).await.unwrap();
-    let old = l.claim("old-owner", LEASE, 1).await.unwrap().pop().unwrap();
-    let old_attempt = l.start_attempt(&old).await.unwrap();
-    l.store().clock().advance(LEASE * 2);
-    let recovered = crate::support::protected_by_lookup(l, &["crm"])
-        .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
-        .await
-        .unwrap();
-    let Recovery::Claimed(new) = recovered else { panic!("taken over: {recovered:?}") };
-    let attempt = l.start_attempt(&new).await.unwrap();
-    let done = report(Outcome::Completed { destination_id: "crm-1".into() });
-    l.record_result(&new, attempt, &done).await.unwrap();
+    let (old, old_attempt) = completed_by_a_new_owner(l, "late").await;
     action_in(l, "dropped", State::Cancelled).await;
 
     l.store().clock().advance(DAY * 91);
@@ -215,17 +204,7 @@ async fn unsettled_recent_and_proposed_actions_are_untouched<S: Store>(db: TestD
     action_in(l, "proposed", State::Completed).await;
     assert_eq!(l.submit(&raw("proposed", r#"{"n":2}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
     // A completed action with a late result no person has acknowledged yet.
-    l.submit(&raw("late-noted", r#"{"n":1}"#)).await.unwrap();
-    let old = l.claim("old-owner", LEASE, 1).await.unwrap().pop().unwrap();
-    let old_attempt = l.start_attempt(&old).await.unwrap();
-    l.store().clock().advance(LEASE * 2);
-    let recovered = crate::support::protected_by_lookup(l, &["crm"])
-        .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
-        .await
-        .unwrap();
-    let Recovery::Claimed(new) = recovered else { panic!("taken over: {recovered:?}") };
-    let attempt = l.start_attempt(&new).await.unwrap();
-    l.record_result(&new, attempt, &report(Outcome::Completed { destination_id: "crm-1".into() })).await.unwrap();
+    let (old, old_attempt) = completed_by_a_new_owner(l, "late-noted").await;
     l.record_result(&old, old_attempt, &report(Outcome::Failed { permanent: false })).await.unwrap();
     let noted = find(l, "late-noted").await;
     assert_eq!((noted.state, noted.late_results), (State::Completed, 1));
@@ -323,4 +302,22 @@ async fn sqlite_keeps_the_purge_record_and_the_tombstones() {
         assert!(result.is_err(), "{change} must be refused");
     }
     assert!(l.detail(&key("done")).await.unwrap().purge.is_some());
+}
+
+/// An action whose first owner lost its claim (the lease expired after it started an attempt)
+/// and which the new owner then completed: the first owner's claim and attempt, whose result is
+/// now late.
+async fn completed_by_a_new_owner<S: Store>(l: &Ledger<S>, key: &str) -> (Claim, StartedAttempt) {
+    l.submit(&raw(key, r#"{"n":1}"#)).await.unwrap();
+    let old = l.claim("old-owner", LEASE, 1).await.unwrap().pop().unwrap();
+    let old_attempt = l.start_attempt(&old).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let recovered = crate::support::protected_by_lookup(l, &["crm"])
+        .recover_expired(old.key(), old.ownership_version(), "new-owner", LEASE)
+        .await
+        .unwrap();
+    let Recovery::Claimed(new) = recovered else { panic!("taken over: {recovered:?}") };
+    let attempt = l.start_attempt(&new).await.unwrap();
+    l.record_result(&new, attempt, &report(Outcome::Completed { destination_id: "crm-1".into() })).await.unwrap();
+    (old, old_attempt)
 }

@@ -14,9 +14,14 @@ async fn start(options: Options) -> SimCrm {
 }
 
 async fn post(crm: &SimCrm, key: &str, body: &str) -> (u16, String) {
+    send(crm, reqwest::Method::POST, "tasks", key, body).await
+}
+
+/// One request to the simulated CRM with an idempotency key: its status and body.
+async fn send(crm: &SimCrm, method: reqwest::Method, path: &str, key: &str, body: &str) -> (u16, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let response = reqwest::Client::new()
-        .post(format!("http://{}/tasks", crm.addr()))
+        .request(method, format!("http://{}/{path}", crm.addr()))
         .header("Idempotency-Key", key)
         .header("content-type", "application/json")
         .body(body.to_owned())
@@ -153,17 +158,7 @@ async fn obsolete_ownership_versions_are_refused() {
 }
 
 async fn patch(crm: &SimCrm, path: &str, key: &str, body: &str) -> (u16, String) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::Client::new()
-        .patch(format!("http://{}/{path}", crm.addr()))
-        .header("Idempotency-Key", key)
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.text().await.unwrap())
+    send(crm, reqwest::Method::PATCH, path, key, body).await
 }
 
 #[tokio::test]

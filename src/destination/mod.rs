@@ -5,7 +5,7 @@ pub mod template;
 
 use crate::config::{DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
-use crate::domain::text::truncate;
+use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict};
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
@@ -244,6 +244,11 @@ impl Destination {
     /// an approval changed the payload after a send, rule 9) and its ownership version where the
     /// destination fences obsolete writers.
     /// The error is a request that could not be built, so nothing was sent.
+    #[tracing::instrument(
+        name = "destination_request",
+        skip_all,
+        fields(destination = %escape_untrusted(&self.name), key = %action.key, ownership_version = action.ownership_version)
+    )]
     pub async fn send(
         &self,
         action: &ActionRecord,
@@ -301,6 +306,7 @@ impl Destination {
             Err(_) => String::new(),
         };
         let response = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
+        tracing::debug!(status, body = %escape_untrusted(&response.body), "destination answered");
         match status {
             200..=299 => {
                 let id = serde_json::from_str::<Value>(&body)
@@ -332,6 +338,11 @@ impl Destination {
     }
 
     /// Finds the records the destination holds for this action's external reference.
+    #[tracing::instrument(
+        name = "destination_lookup",
+        skip_all,
+        fields(destination = %escape_untrusted(&self.name), key = %action.key)
+    )]
     pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, DestinationError> {
         let lookup =
             self.config.lookup.as_ref().ok_or_else(|| DestinationError::NoLookup { name: self.name.clone() })?;
@@ -342,6 +353,7 @@ impl Destination {
         let status = response.status().as_u16();
         let body = response.text().await.map_err(DestinationError::LookupResponseLost)?;
         let evidence = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
+        tracing::debug!(status, body = %escape_untrusted(&evidence.body), "lookup answered");
         if status == 404 && lookup.records_pointer.is_none() {
             return Ok(Found { records: Vec::new(), response: evidence });
         }

@@ -262,6 +262,14 @@ pub(crate) const EXPIRED_CLAIMS: &str = concat!(
 pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) AS until FROM actions \
      WHERE state = 'pending' AND not_before IS NOT NULL GROUP BY destination";
 
+/// Per state: how many actions there are, when the least recently changed of them last changed,
+/// and how many of them are claims whose lease ran out by time `$1` (only `in_progress` has live
+/// leases). Every figure of the ledger's statistics in one pass over `actions`, so that a metrics
+/// refresher or a cron job costs the database one statement.
+pub(crate) const LEDGER_STATS: &str = "SELECT state, COUNT(*) AS count, MIN(updated_at) AS oldest, \
+     SUM(CASE WHEN state = 'in_progress' AND lease_expires_at <= $1 THEN 1 ELSE 0 END) AS expired \
+     FROM actions GROUP BY state";
+
 /// How many actions are in each state.
 pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 

@@ -16,6 +16,7 @@ mod frontends;
 mod hostile;
 mod late;
 mod model;
+mod observability;
 mod pause;
 mod plans;
 mod properties;

@@ -1,7 +1,7 @@
 //! The worker's operations endpoint (`worker --metrics-addr`): Prometheus metrics at `/metrics`,
 //! liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads the ledger's
-//! figures into the metrics' gauges on an interval, so that however often Prometheus scrapes, the
-//! database answers one statement per interval.
+//! figures (one statement) and its readiness into the metrics' gauges on an interval, so that
+//! however often Prometheus scrapes, the database answers the same few statements per interval.
 
 use crate::domain::State as DomainState;
 use crate::error::Error;
@@ -55,6 +55,8 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
     });
     let refresher = tokio::spawn(async move {
         loop {
+            let readiness = tokio::time::timeout(READY_PATIENCE, ledger.readiness()).await;
+            metrics::set_ready(matches!(readiness, Ok(Readiness::Ready)));
             match ledger.stats().await {
                 Ok(stats) => metrics::set_ledger_gauges(&gauges(&stats)),
                 Err(error) => tracing::warn!(%error, "cannot read the ledger figures for the metrics"),

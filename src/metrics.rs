@@ -26,6 +26,7 @@ struct Metrics {
     stale_claims: Gauge,
     oldest_age: Family<Labels, Gauge<f64, AtomicU64>>,
     stats_refreshed: Gauge<f64, AtomicU64>,
+    ready: Gauge,
     attempts: Family<Labels, Counter>,
     request_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     settled_by_lookup: Counter,
@@ -47,6 +48,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         stale_claims: Gauge::default(),
         oldest_age: Family::default(),
         stats_refreshed: Gauge::default(),
+        ready: Gauge::default(),
         attempts: Family::default(),
         request_seconds: Family::new_with_constructor(request_histogram),
         settled_by_lookup: Counter::default(),
@@ -70,6 +72,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "stats_refreshed_timestamp_seconds",
         "When the ledger figures were last read (Unix time, database clock)",
         metrics.stats_refreshed.clone(),
+    );
+    registry.register(
+        "ready",
+        "1 when the database answered and its schema was current at the last refresh, else 0 (as /readyz)",
+        metrics.ready.clone(),
     );
     registry.register(
         "attempts",
@@ -150,6 +157,11 @@ pub fn set_ledger_gauges(gauges: &LedgerGauges) {
     #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 stay far below 2^52
     let at = gauges.read_at_ms as f64 / 1000.0;
     METRICS.stats_refreshed.set(at);
+}
+
+/// Sets whether the ledger was ready at the last refresh.
+pub fn set_ready(ready: bool) {
+    METRICS.ready.set(i64::from(ready));
 }
 
 /// Every metric in the Prometheus (OpenMetrics) text format.

@@ -173,6 +173,7 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert_eq!(sample(&done, "actionledger_actions{state=\"pending\"}"), "0");
     assert_eq!(sample(&done, "actionledger_stale_claims"), "0");
     assert_eq!(sample(&done, "actionledger_fenced_writes_total"), "0");
+    assert_eq!(sample(&done, "actionledger_ready"), "1");
     assert!(done.contains("actionledger_oldest_action_age_seconds{state=\"unknown\"} 0"), "{done}");
 
     let summary = worker.terminate();
@@ -215,9 +216,19 @@ async fn readiness_follows_the_database_down_and_back() {
     cluster.stop().unwrap();
     let said = until(503).await;
     assert!(said.contains("not ready"), "{said}");
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while sample(&get(&format!("http://{addr}/metrics")).await.1, "actionledger_ready") != "0" {
+        assert!(Instant::now() < deadline, "the ready gauge never fell");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert_eq!(get(&format!("http://{addr}/healthz")).await.0, 200, "the process is alive all along");
     cluster.start().unwrap();
     until(200).await;
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while sample(&get(&format!("http://{addr}/metrics")).await.1, "actionledger_ready") != "1" {
+        assert!(Instant::now() < deadline, "the ready gauge never rose again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     worker.terminate();
 }
 

@@ -286,7 +286,57 @@ async fn stats_json_reports_the_ledger<S: Store>(db: TestDb<S>) {
     assert!(text.contains("oldest conflict: none"), "{text}");
 }
 
-conformance!(stats_json_reports_the_ledger);
+/// The value of a counter in this process's metrics.
+fn counter(name: &str) -> u64 {
+    sample(&actionledger::metrics::encode_text(), name).parse().unwrap()
+}
+
+/// The ledger counts claims, renewals, fenced writes and settlements by lookup where they happen.
+/// Other tests in this process count too, so each count is checked to have grown by at least
+/// what this test did.
+async fn the_ledger_counts_claims_renewals_fenced_writes_and_lookups<S: Store>(db: TestDb<S>) {
+    use actionledger::domain::{ActorKind, LookupReport, LookupVerdict};
+    let ledger = &db.ledger;
+    let before: Vec<u64> = ["claims_total", "lease_renewals_total", "fenced_writes_total", "settled_by_lookup_total"]
+        .iter()
+        .map(|name| counter(&format!("actionledger_{name}")))
+        .collect();
+    ledger.submit(&order("obs:count:1", r#"{"n":1}"#)).await.unwrap();
+    let first = ledger.claim("w-old", Duration::from_millis(1), 1).await.unwrap().remove(0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Nothing was sent under the first claim: taken over, a second claim.
+    let recovered = ledger.recover_expired(first.key(), first.ownership_version(), "w-new", Duration::from_hours(1));
+    let actionledger::ledger::Recovery::Claimed(second) = recovered.await.unwrap() else { panic!("taken over") };
+    ledger.heartbeat(&second, Duration::from_hours(1)).await.unwrap();
+    // The first owner's renewal is refused: fenced.
+    assert!(ledger.heartbeat(&first, Duration::from_hours(1)).await.is_err());
+    let attempt = ledger.start_attempt(&second).await.unwrap();
+    let report = Report { outcome: Outcome::Unknown, error: Some("timed out".into()), evidence: Evidence::default() };
+    ledger.record_result(&second, attempt, &report).await.unwrap();
+    let unknown = ledger.store().find(second.key()).await.unwrap().unwrap();
+    let found = LookupReport {
+        verdict: LookupVerdict::Found,
+        records: 1,
+        destination_id: Some("R-1".into()),
+        evidence: Evidence::default(),
+        detail: None,
+    };
+    let settled = ledger.settle_unknown(&unknown.key, unknown.revision, "w-new", ActorKind::Worker, &found).await;
+    assert!(settled.unwrap().is_some());
+    let after: Vec<u64> = ["claims_total", "lease_renewals_total", "fenced_writes_total", "settled_by_lookup_total"]
+        .iter()
+        .map(|name| counter(&format!("actionledger_{name}")))
+        .collect();
+    for ((name, grew), at_least) in ["claims", "renewals", "fenced", "settled"]
+        .into_iter()
+        .zip(after.iter().zip(&before).map(|(a, b)| a - b))
+        .zip([2, 1, 1, 1])
+    {
+        assert!(grew >= at_least, "{name} grew by {grew}, not {at_least}");
+    }
+}
+
+conformance!(stats_json_reports_the_ledger, the_ledger_counts_claims_renewals_fenced_writes_and_lookups);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_json_log_line_carries_the_action_fields() {

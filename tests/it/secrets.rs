@@ -61,4 +61,24 @@ async fn a_planted_secret_appears_nowhere() {
     let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success());
     assert!(!shown.contains(SECRET), "the password was printed: {shown}");
+
+    // A worker on PostgreSQL whose URL carries the password, with every log event on. The test
+    // server trusts local connections, so the planted password is accepted and never checked.
+    if let Some(url) = support::pg::fresh_database().await
+        && let Some(server) = url.strip_prefix("postgres://postgres@")
+    {
+        let with_password = format!("postgres://postgres:{SECRET}@{server}");
+        let out = Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .args(["--db", &with_password, "--log-format", "json", "worker", "--drain"])
+            .args(["--config", config.to_str().unwrap()])
+            .env("CRM_TOKEN", SECRET)
+            .env("RUST_LOG", "trace")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let logged = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{logged}");
+        assert!(logged.contains("sqlx::query"), "the statements were logged:\n{logged}");
+        assert!(!logged.contains(SECRET), "the password was logged:\n{logged}");
+    }
 }

@@ -608,7 +608,8 @@ pub fn looked_up(action: &ActionRecord, looked: &LookedUp, as_json: bool) {
 /// The ledger's figures (`stats`).
 pub fn stats(stats: &crate::ledger::LedgerStats, as_json: bool) {
     if as_json {
-        print_json(&serde_json::to_value(stats).expect("figures serialize"));
+        // Straight from the figures, keeping their order (states as the lifecycle runs).
+        println!("{}", serde_json::to_string_pretty(stats).expect("figures serialize"));
         return;
     }
     let age = |seconds: Option<i64>| seconds.map_or_else(|| "none".to_owned(), age_text);

@@ -256,6 +256,7 @@ impl<S: Store> Ledger<S> {
 
     /// Records an intended action, or one more delivery of it. An invalid submission is recorded
     /// as refused (for review) and returned as [`LedgerError::SubmissionRefused`].
+    #[tracing::instrument(skip_all, fields(key = %escape_untrusted(raw.key.as_deref().unwrap_or(""))))]
     pub async fn submit(&self, raw: &RawSubmission) -> Result<SubmitReport, LedgerError> {
         let submission = match Submission::validate(raw) {
             Ok(submission) => submission,
@@ -289,6 +290,7 @@ impl<S: Store> Ledger<S> {
     /// Records many submissions in one transaction (one durable commit), for sources that deliver
     /// events in pages. Each gets its own outcome; an invalid one is recorded as refused and
     /// returned as its own error, without stopping the others.
+    #[tracing::instrument(skip_all, fields(submissions = raws.len()))]
     pub async fn submit_many(
         &self,
         raws: &[RawSubmission],
@@ -453,6 +455,7 @@ impl<S: Store> Ledger<S> {
         self.give_back(claim, Event::Released, State::Pending, reason).await
     }
 
+    #[tracing::instrument(skip_all, fields(key = %claim.key(), ownership_version = claim.ownership_version(), event = event.as_str()))]
     async fn give_back(
         &self,
         claim: &Claim,
@@ -714,6 +717,7 @@ impl<S: Store> Ledger<S> {
     /// rows, which nothing else changes (on PostgreSQL workers and reviewers go on); on SQLite it
     /// holds the one write lock while it runs, so retention is run often (daily), each run
     /// removing one day's settlements.
+    #[tracing::instrument(skip_all, fields(dry_run = request.dry_run))]
     pub async fn purge(&self, request: &PurgeRequest) -> Result<PurgeReport, LedgerError> {
         self.transact_then(!request.dry_run, |tx, now, _| {
             Box::pin(async move {

@@ -550,6 +550,41 @@ mod tests {
     }
 
     #[test]
+    fn request_formats_ids_from_headers_and_paces() {
+        let config = Config::parse(
+            r#"
+            [destinations.payments]
+            rate_limit = { per_second = 10, burst = 5 }
+            secret_headers = ["X-Api-Key"]
+            create = { url = "http://p/v1/charges", format = "form", id_header = "Location", body = { amount = "{{payload.amount}}", customer = { name = "{{payload.name}}" } } }
+
+            [destinations.notes]
+            create = { url = "http://n/notes", format = "raw", content_type = "text/csv", body = "{{key}},{{payload.total}}" }
+            "#,
+        )
+        .unwrap();
+        let payments = &config.destinations["payments"];
+        assert_eq!(payments.create.format, BodyFormat::Form);
+        assert_eq!(payments.create.id_header.as_deref(), Some("Location"));
+        assert_eq!(payments.rate_limit, Some(RateLimit { per_second: 10, burst: Some(5) }));
+        assert_eq!(payments.max_response_bytes, 64 * 1024);
+        assert_eq!(config.destinations["notes"].create.format, BodyFormat::Raw);
+        let refused = [
+            (r#"create = { url = "x", format = "raw", body = "t" }"#, "needs a content_type"),
+            (r#"create = { url = "x", format = "raw", content_type = "text/plain", body = { a = 1 } }"#, "one text"),
+            (r#"create = { url = "x", format = "form", body = "{{payload}}" }"#, "a table"),
+            (r#"create = { url = "x", format = "xml" }"#, "unknown variant"),
+            ("create = { url = \"x\" }\nrate_limit = { per_second = 0 }", "at least 1"),
+            ("create = { url = \"x\" }\nmax_response_bytes = 10", "at least 1024"),
+            ("create = { url = \"x\" }\nsecret_headers = [\"bad header\"]", "not a valid header name"),
+        ];
+        for (block, expected) in refused {
+            let error = Config::parse(&format!("[destinations.d]\n{block}")).unwrap_err().to_string();
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
+    #[test]
     fn a_file_names_itself_in_its_refusal() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("actionledger.toml");

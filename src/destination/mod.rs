@@ -776,6 +776,65 @@ mod tests {
         assert_eq!(parse_retry_after("soon"), None);
     }
 
+    fn destination(extra: &str) -> Destination {
+        let text = format!("[destinations.d]\ncreate = {{ url = \"http://x\" }}\n{extra}");
+        let config = crate::config::Config::parse(&text).unwrap().destinations["d"].clone();
+        Destination::new("d", config).unwrap()
+    }
+
+    #[test]
+    fn form_bodies_nest_as_payment_apis_read_them() {
+        let body = serde_json::json!({
+            "amount": 1250, "paid": false, "note": null, "customer": {"name": "Ana & Co"},
+            "items": [{"sku": "X-1", "qty": 2}, {"sku": "Y 2"}]
+        });
+        let form = form_encode("d", &body).unwrap();
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(form.as_bytes()).into_owned().collect();
+        let expected = [
+            ("amount", "1250"),
+            ("customer[name]", "Ana & Co"),
+            ("items[0][qty]", "2"),
+            ("items[0][sku]", "X-1"),
+            ("items[1][sku]", "Y 2"),
+            ("note", ""),
+            ("paid", "false"),
+        ];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        assert_eq!(pairs, expected);
+        let error = form_encode("d", &serde_json::json!([1])).unwrap_err().to_string();
+        assert_eq!(error, "destination d: a form body needs an object, not a list");
+    }
+
+    #[test]
+    fn ids_from_a_header_take_the_last_segment_or_strip_a_pattern() {
+        let plain = destination("");
+        assert_eq!(plain.id_from_header("/v1/tasks/R-7?expand=1").as_deref(), Some("R-7"));
+        assert_eq!(plain.id_from_header("https://crm.example/tasks/a%20b/").as_deref(), Some("a b"));
+        assert_eq!(plain.id_from_header("/").as_deref(), None);
+        let mut stripped = destination("");
+        stripped.config.create.id_prefix = Some("https://crm.example/api/tasks/".to_owned());
+        stripped.config.create.id_suffix = Some("/view".to_owned());
+        assert_eq!(stripped.id_from_header("https://crm.example/api/tasks/T-9/view").as_deref(), Some("T-9"));
+        assert_eq!(stripped.id_from_header("https://elsewhere/T-9/view"), None, "a prefix that does not match");
+    }
+
+    #[test]
+    fn credentials_are_masked_whole_and_where_a_cut_splits_them() {
+        let d = destination(
+            "secret_headers = [\"X-Api-Key\"]\nheaders = { Authorization = { value = \"Bearer tok-123456\" }, \
+             X-Api-Key = { value = \"k-\\\"quoted\\\"\" }, X-Team = { value = \"ops\" } }",
+        );
+        let text = r#"{"authorization":"Bearer tok-123456","x-api-key":"k-\"quoted\"","x-team":"ops"} tok-123456"#;
+        let masked = d.mask(text);
+        assert_eq!(masked, r#"{"authorization":"[redacted]","x-api-key":"[redacted]","x-team":"ops"} [redacted]"#);
+        // A body cut at the read cap in the middle of a token keeps none of it.
+        let cut = d.evidence(400, b"echo: Bearer tok-12", true);
+        assert_eq!(cut.body, "echo: [redacted]");
+        let whole = d.evidence(400, b"echo: tok-12", false);
+        assert_eq!(whole.body, "echo: tok-12", "only a cut body can end in part of a secret");
+    }
+
     #[test]
     fn backoff_grows_is_capped_and_honours_retry_after() {
         let config = crate::config::Config::parse(

@@ -328,3 +328,29 @@ headers = {{ Authorization = {{ env = "DEST_TEST_TOKEN", prefix = "Bearer " }}, 
     let echoed: Value = serde_json::from_str(rows[0].0.as_deref().unwrap()).unwrap();
     assert_eq!(echoed["request_headers"]["authorization"], "[redacted]", "{echoed}");
 }
+
+/// sim-crm serves several requests on one connection, even sent together, and closes it when
+/// asked; each connection is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_crm_keeps_connections_alive_and_counts_them() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let crm = crm(Options::default()).await;
+    let mut stream = tokio::net::TcpStream::connect(crm.addr()).await.unwrap();
+    let form = "external_ref=r-1&items[0][sku]=X-1";
+    let requests = format!(
+        "GET /tasks?external_ref=r-0 HTTP/1.1\r\nhost: crm\r\n\r\n\
+         POST /tasks?respond=location HTTP/1.1\r\nhost: crm\r\ncontent-type: application/x-www-form-urlencoded\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{form}",
+        form.len()
+    );
+    stream.write_all(requests.as_bytes()).await.unwrap();
+    let mut answers = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answers)).await.unwrap().unwrap();
+    assert_eq!(answers.matches("HTTP/1.1 ").count(), 2, "{answers}");
+    assert!(answers.contains("connection: keep-alive"), "{answers}");
+    assert!(answers.contains("HTTP/1.1 201 Created") && answers.contains("location: /tasks/R-000001"), "{answers}");
+    let stats = crm.stats();
+    assert_eq!((stats.connections, stats.requests, stats.records), (1, 2, 1), "{stats:?}");
+    assert!((1..=2).contains(&stats.busiest_second), "{stats:?}");
+    assert_eq!(crm.records_for("r-1")[0]["items"][0]["sku"], "X-1");
+}

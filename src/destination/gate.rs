@@ -52,6 +52,11 @@ impl Gate {
         state.paused_until = Some(state.paused_until.map_or(until, |u| u.max(until)));
     }
 
+    /// Whether a `Retry-After` holds the destination back now.
+    pub fn paused(&self) -> bool {
+        self.state().paused_until.is_some_and(|until| until > Instant::now())
+    }
+
     /// Waits until a request may go out, and counts it as sent.
     pub async fn acquire(&self) {
         loop {

@@ -280,6 +280,12 @@ impl Destination {
         self.gate.acquire().await;
     }
 
+    /// Whether the destination asked (with `Retry-After`) not to be sent anything for now: a
+    /// worker claims nothing for it and looks nothing up there meanwhile.
+    pub fn paused(&self) -> bool {
+        self.gate.paused()
+    }
+
     /// A `429` or `503` with `Retry-After` pauses the whole destination, not only one action.
     fn honour_retry_after(&self, status: u16, retry_after: Option<Duration>) {
         if let (429 | 503, Some(wait)) = (status, retry_after) {

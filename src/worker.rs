@@ -60,7 +60,7 @@ pub struct Summary {
     pub settled_by_lookup: u64,
     /// Results refused because the claim had passed to a newer owner.
     pub stale_results: u64,
-    /// Claims given back unsent at shutdown.
+    /// Claims given back unsent at shutdown, or while their destination is paused.
     pub released: u64,
     pub errors: u64,
 }
@@ -463,6 +463,13 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
     };
     if shared.stopping() {
         ledger.release(&claim, "worker shutting down before sending").await?;
+        shared.count(|s| s.released += 1);
+        return Ok(None);
+    }
+    // Claimed just before its destination asked for a pause: it waits in the ledger, where
+    // this worker does not claim it again until the pause is over, rather than in a task.
+    if destination.paused() {
+        ledger.release(&claim, "the destination asked for a pause (Retry-After); not sent yet").await?;
         shared.count(|s| s.released += 1);
         return Ok(None);
     }

@@ -86,7 +86,12 @@ async fn a_form_destination_with_location_ids_completes_end_to_end<S: Store>(db:
         r#"external_ref = "{{key}}"
 create = { url = "{{base_url}}/charges?respond=location", format = "form", id_header = "Location", body = { external_ref = "{{external_ref}}", amount = "{{payload.amount}}", customer = { name = "{{payload.name}}" }, items = "{{payload.items}}", note = "order {{payload.order}}" } }
 idempotency = { header = "Idempotency-Key", retention = "24h" }"#,
+    ) + &block(
+        &crm,
+        "notes",
+        r#"create = { url = "{{base_url}}/notes", format = "raw", content_type = "application/x-www-form-urlencoded", body = "external_ref={{key}}&kind=raw&total={{payload.total}}" }"#,
     );
+    submit(&db.ledger, "shop:order:ORD-9:note", r#"{"total":"12.50"}"#, "notes").await;
     for n in 1..=3 {
         let payload = format!(
             r#"{{"order":"ORD-{n}","amount":{n}250,"name":"Ana Lima & Co","items":[{{"sku":"X-1","qty":2}},{{"sku":"Y 2/3","qty":{n}}}]}}"#
@@ -94,9 +99,12 @@ idempotency = { header = "Idempotency-Key", retention = "24h" }"#,
         submit(&db.ledger, &format!("shop:order:ORD-{n}:charge"), &payload, "pay").await;
     }
     let summary = drain(&db.ledger, options(&config, 2)).await;
-    assert_eq!(summary.completed, 3, "{summary:?}");
+    assert_eq!(summary.completed, 4, "{summary:?}");
     let stats = crm.stats();
-    assert_eq!(stats.records, 3, "{stats:?}");
+    assert_eq!(stats.records, 4, "{stats:?}");
+    // The raw template went out as it is, with its content type.
+    let note = &crm.records_for("shop:order:ORD-9:note")[0];
+    assert_eq!((note["kind"].as_str(), note["total"].as_str()), (Some("raw"), Some("12.50")), "{note}");
     assert_eq!(stats.max_records_per_external_ref, 1);
     for n in 1..=3 {
         let key = format!("shop:order:ORD-{n}:charge");

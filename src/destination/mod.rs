@@ -1,5 +1,8 @@
-//! Destinations: generic HTTP/JSON systems that perform actions, with declared capabilities
+//! Destinations: generic HTTP systems that perform actions, with declared capabilities
 //! (idempotency keys, lookup by external reference, fencing) that decide the recovery rules.
+//! Requests carry JSON, form or raw bodies; answers name their record in the body or a header,
+//! are read up to a cap, and have every credential the request carried masked before they are
+//! kept, logged or printed.
 
 pub mod gate;
 pub mod template;

@@ -5,7 +5,7 @@
 
 use crate::domain::State as DomainState;
 use crate::error::Error;
-use crate::ledger::{Ledger, LedgerStats, Readiness};
+use crate::ledger::{Ledger, LedgerStats, NotReady};
 use crate::metrics;
 use crate::store::Store;
 use axum::Router;
@@ -55,8 +55,7 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
     });
     let refresher = tokio::spawn(async move {
         loop {
-            let readiness = tokio::time::timeout(READY_PATIENCE, ledger.readiness()).await;
-            metrics::set_ready(matches!(readiness, Ok(Readiness::Ready)));
+            metrics::set_ready(readiness(&ledger).await.is_ok());
             match ledger.stats().await {
                 Ok(stats) => metrics::set_ledger_gauges(&gauges(&stats)),
                 Err(error) => tracing::warn!(%error, "cannot read the ledger figures for the metrics"),
@@ -85,14 +84,18 @@ async fn scrape() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::encode_text())
 }
 
+/// The ledger's readiness, waiting at most [`READY_PATIENCE`].
+async fn readiness<S: Store>(ledger: &Ledger<S>) -> Result<(), NotReady> {
+    tokio::time::timeout(READY_PATIENCE, ledger.readiness())
+        .await
+        .unwrap_or(Err(NotReady::TimedOut { seconds: READY_PATIENCE.as_secs() }))
+}
+
 /// 200 when the database answers and the schema is current; 503 with the reason otherwise.
 async fn ready<S: Store>(State(ledger): State<Ledger<S>>) -> impl IntoResponse {
-    let readiness = tokio::time::timeout(READY_PATIENCE, ledger.readiness()).await.unwrap_or_else(|_| {
-        Readiness::NotReady { reason: format!("the database did not answer within {}s", READY_PATIENCE.as_secs()) }
-    });
-    match readiness {
-        Readiness::Ready => (StatusCode::OK, "ready\n".to_owned()),
-        Readiness::NotReady { reason } => {
+    match readiness(&ledger).await {
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        Err(reason) => {
             tracing::warn!(%reason, "not ready");
             (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n"))
         }

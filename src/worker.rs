@@ -40,7 +40,7 @@ pub struct WorkerOptions {
     pub drain: bool,
     /// Where actions go, and the one for actions submitted without a destination.
     pub destinations: Destinations,
-    /// Print a line per settled action on standard error.
+    /// Log an `info` event per settled action (`warn` when something went wrong).
     pub progress: bool,
 }
 

@@ -19,7 +19,7 @@ use crate::domain::text::escape_untrusted;
 use crate::metrics;
 use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
 pub use error::LedgerError;
-pub use stats::{LedgerStats, Readiness, StateCounts};
+pub use stats::{LedgerStats, NotReady, StateCounts};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::marker::PhantomData;
@@ -788,16 +788,14 @@ impl<S: Store> Ledger<S> {
     /// Whether the ledger can serve a worker now: its database answers and its schema is the one
     /// this build expects (every migration applied, none changed, none newer).
     #[tracing::instrument(skip_all)]
-    pub async fn readiness(&self) -> Readiness {
-        match self.store.schema_status().await {
-            Ok(status) if status.is_current() && status.newer.is_empty() => Readiness::Ready,
-            Ok(status) if !status.newer.is_empty() => {
-                Readiness::NotReady { reason: "a newer build has migrated the ledger schema".to_owned() }
-            }
-            Ok(_) => Readiness::NotReady {
-                reason: "the ledger schema is not current: run `actionledger migrate`".to_owned(),
-            },
-            Err(error) => Readiness::NotReady { reason: format!("the database does not answer: {error}") },
+    pub async fn readiness(&self) -> Result<(), NotReady> {
+        let status = self.store.schema_status().await.map_err(NotReady::Unreachable)?;
+        if !status.newer.is_empty() {
+            Err(NotReady::SchemaNewer)
+        } else if status.is_current() {
+            Ok(())
+        } else {
+            Err(NotReady::SchemaBehind)
         }
     }
 }

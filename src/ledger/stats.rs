@@ -2,7 +2,7 @@
 //! waited), decided once here for `stats`, the worker's metrics and any other front end.
 
 use crate::domain::{State, Timestamp};
-use crate::store::StateFigures;
+use crate::store::{StateFigures, StoreError};
 use serde::ser::SerializeMap as _;
 
 /// The ledger's figures, read at database time `at`.
@@ -63,14 +63,17 @@ impl LedgerStats {
     }
 }
 
-/// Whether the ledger can serve a worker now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Readiness {
-    Ready,
-    /// The database does not answer, or its schema is not the one this build expects.
-    NotReady {
-        reason: String,
-    },
+/// Why the ledger cannot serve a worker now.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    #[error("the database does not answer: {0}")]
+    Unreachable(#[source] StoreError),
+    #[error("the database did not answer within {seconds}s")]
+    TimedOut { seconds: u64 },
+    #[error("the ledger schema is not current: run `actionledger migrate`")]
+    SchemaBehind,
+    #[error("a newer build has migrated the ledger schema")]
+    SchemaNewer,
 }
 
 #[cfg(test)]

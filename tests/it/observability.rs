@@ -286,6 +286,36 @@ async fn stats_json_reports_the_ledger<S: Store>(db: TestDb<S>) {
     assert!(text.contains("oldest conflict: none"), "{text}");
 }
 
+/// Readiness reads the schema through the ledger's own pool: current is ready; a migration missing
+/// or one this build does not know is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_wants_the_schema_this_build_expects() {
+    use actionledger::ledger::NotReady;
+    let db = support::sqlite().await;
+    db.ledger.readiness().await.unwrap();
+    let pool = db.ledger.store().pool();
+    let newest: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(pool).await.unwrap();
+    let row: (String, Vec<u8>) = sqlx::query_as("SELECT description, checksum FROM _sqlx_migrations WHERE version = ?")
+        .bind(newest)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = ?").bind(newest).execute(pool).await.unwrap();
+    assert!(matches!(db.ledger.readiness().await, Err(NotReady::SchemaBehind)));
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, installed_on, success, checksum, execution_time) \
+         VALUES (?, ?, CURRENT_TIMESTAMP, 1, ?, 0), (99999, 'from a newer build', CURRENT_TIMESTAMP, 1, x'00', 0)",
+    )
+    .bind(newest)
+    .bind(&row.0)
+    .bind(&row.1)
+    .execute(pool)
+    .await
+    .unwrap();
+    let newer = db.ledger.readiness().await.unwrap_err();
+    assert!(matches!(newer, NotReady::SchemaNewer), "{newer}");
+}
+
 /// The value of a counter in this process's metrics.
 fn counter(name: &str) -> u64 {
     sample(&actionledger::metrics::encode_text(), name).parse().unwrap()

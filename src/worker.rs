@@ -175,6 +175,7 @@ pub async fn run<S: Store>(
                 if since.elapsed() > DATABASE_PATIENCE || error.is_not_permitted() {
                     return Err(error);
                 }
+                let error = escape_untrusted(&error.to_string());
                 tracing::warn!(
                     worker = %escape_untrusted(&shared.options.id),
                     %error,

@@ -294,7 +294,7 @@ impl<S: Store> Ledger<S> {
             .await
         };
         match recorded {
-            Ok(_) => refusal.into(),
+            Ok(()) => refusal.into(),
             Err(error) => error,
         }
     }

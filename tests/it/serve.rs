@@ -207,7 +207,7 @@ async fn a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_p
          /v1/actions, half through a webhook intake) in {:.2}s ({:.0} requests/s): {} actions, {} CRM records, \
          at most {} per reference",
         submitted.as_secs_f64(),
-        requests as f64 / submitted.as_secs_f64(),
+        f64::from(u32::try_from(requests).unwrap()) / submitted.as_secs_f64(),
         actions.len(),
         stats.records,
         stats.max_records_per_external_ref
@@ -383,8 +383,8 @@ async fn each_role_is_refused_what_it_may_not_do<S: Store>(db: TestDb<S>) {
     assert_eq!(shown, actionledger::document::detail(&action));
     let (status, page) = get(&client, &format!("{base}/v1/actions?state=pending&destination=crm"), Some(VIEWER)).await;
     assert_eq!((status, page["actions"][0]["key"].as_str()), (200, Some(key)));
-    let (status, stats) = get(&client, &format!("{base}/v1/stats"), Some(VIEWER)).await;
-    assert_eq!((status, &stats["states"]["pending"], &stats["total"]), (200, &json!(1), &json!(1)));
+    let (status, counts) = get(&client, &format!("{base}/v1/stats"), Some(VIEWER)).await;
+    assert_eq!((status, &counts["states"]["pending"], &counts["total"]), (200, &json!(1), &json!(1)));
     // A reviewer's command is recorded in the token's person's name, against the version seen.
     let (status, _, problem) =
         post(&client, &cancel, Some(REVIEWER), &json!({ "reason": "refunded", "version": 9 })).await;

@@ -445,7 +445,8 @@ async fn every_route_of_the_openapi_document_answers<S: Store>(db: TestDb<S>) {
                 "/v1/hooks/{name}" => json!({ "n": 5 }),
                 _ => submission("route:2", &json!({})),
             };
-            post(&client, &url, Some(REVIEWER), &body).await
+            let event = [("X-Event-Id", "route-5".to_owned())];
+            call(&client, reqwest::Method::POST, &url, Some(REVIEWER), Some(body.to_string()), &event).await
         };
         assert!((200..300).contains(&status), "{method} {path}: {status} {body}");
     }

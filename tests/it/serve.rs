@@ -454,3 +454,78 @@ async fn every_route_of_the_openapi_document_answers<S: Store>(db: TestDb<S>) {
         call(&client, reqwest::Method::GET, &format!("{base}/v2/nothing"), Some(REVIEWER), None, &[]).await;
     assert_eq!((status, problem["status"].as_u64()), (404, Some(404)));
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
+
+fn actionledger(dir: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(BIN);
+    command
+        .current_dir(dir)
+        .env_remove("ACTIONLEDGER_DB")
+        .env_remove("ACTIONLEDGER_TOKENS")
+        .env_remove("ACTIONLEDGER_TOKENS_FILE");
+    command
+}
+
+/// `serve hash-token` makes a tokens file's line from a token on standard input.
+fn hash_token(dir: &std::path::Path, token: &str, role: &str, name: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = actionledger(dir)
+        .args(["serve", "hash-token", "--role", role, "--name", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(token.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_hashed_tokens_and_finishes_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = hash_token(dir.path(), "a-token-of-the-shop-0123456789\n", "source", "shop");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let line = String::from_utf8(made.stdout).unwrap();
+    assert!(line.starts_with("sha256:") && line.trim_end().ends_with(" source shop"), "{line}");
+    assert!(!line.contains("a-token-of-the-shop"), "the token itself is never written");
+    let short = hash_token(dir.path(), "short", "source", "shop");
+    assert_eq!(short.status.code(), Some(2), "a short token is a usage error");
+    let refused = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "no token configured");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no token is configured"));
+    std::fs::write(dir.path().join("tokens.txt"), &line).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = client();
+    let url = format!("http://{listen}/v1/actions");
+    let mut answer = None;
+    for _ in 0..200 {
+        if client.get(format!("http://{listen}/v1/openapi.json")).send().await.is_ok() {
+            answer = Some(
+                post(&client, &url, Some("a-token-of-the-shop-0123456789"), &submission("bin:1", &json!({}))).await,
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _, created) = answer.expect("the server answered");
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["action"]["source"], "shop", "the token's name stands for the source");
+    let killed = std::process::Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let stopped = server.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "SIGTERM ends serve cleanly: {}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(String::from_utf8_lossy(&stopped.stderr).contains("requests in flight finished"));
+    let after = actionledger(dir.path()).args(["--db", "sqlite://ledger.db", "list", "--json"]).output().unwrap();
+    let page: Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert_eq!(page["actions"][0]["key"], "bin:1");
+}

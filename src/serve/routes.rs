@@ -383,13 +383,18 @@ async fn hook<S: Store>(
 ) -> Result<Response, Problem> {
     let intake =
         app.intakes.get(&name).ok_or_else(|| Problem::not_found(format!("no intake {name:?} is configured")))?;
-    // A signed intake's sender proves itself with the signature; any other needs a token.
-    let caller =
-        if intake.is_signed() { format!("hook:{name}") } else { app.tokens.authorize(&headers, Need::Submit)?.hash };
-    app.limiter.take(&caller).map_err(Problem::rate_limited)?;
-    let bytes = read_body(&headers, body, app.options.body_limit).await?;
-    let now = chrono::Utc::now().timestamp();
-    intake.verify(&headers, &bytes, now).map_err(|e| Problem::unauthorized(e.to_string()))?;
+    // A signed intake's sender proves itself with the signature; any other needs a token. The
+    // rate is taken only from a proven caller, so forged requests cannot use up the sender's.
+    let bytes = if intake.is_signed() {
+        let bytes = read_body(&headers, body, app.options.body_limit).await?;
+        let now = chrono::Utc::now().timestamp();
+        intake.verify(&headers, &bytes, now).map_err(|e| Problem::unauthorized(e.to_string()))?;
+        app.limiter.take(&format!("hook:{name}")).map_err(Problem::rate_limited)?;
+        bytes
+    } else {
+        admit(&app, &headers, Need::Submit)?;
+        read_body(&headers, body, app.options.body_limit).await?
+    };
     let result = match intake.map(&headers, &bytes) {
         Ok(raw) => app.ledger.submit(&raw).await,
         Err(refused) => {

@@ -1,6 +1,7 @@
 //! The HTTP intake API (`actionledger serve`) on both stores, driven by a real HTTP client against
 //! the router served in-process: a storm of concurrent deliveries through `/v1/actions` and a
-//! webhook intake, every refusal code with nothing written, signed webhooks, and each role.
+//! webhook intake, every refusal code with nothing written, signed webhooks, each role, the
+//! request timeout, a request in flight at shutdown, and the binary with a hashed token file.
 
 use crate::support::TestDb;
 use actionledger::config::Config;
@@ -24,6 +25,8 @@ conformance!(
     each_role_is_refused_what_it_may_not_do,
     a_batch_answers_each_submission,
     every_route_of_the_openapi_document_answers,
+    a_request_in_flight_finishes_when_the_server_stops,
+    a_request_past_the_timeout_is_answered_503_with_nothing_written,
 );
 
 const SOURCE: &str = "source-token-0123456789";
@@ -528,4 +531,64 @@ async fn the_binary_serves_hashed_tokens_and_finishes_on_sigterm() {
     let after = actionledger(dir.path()).args(["--db", "sqlite://ledger.db", "list", "--json"]).output().unwrap();
     let page: Value = serde_json::from_slice(&after.stdout).unwrap();
     assert_eq!(page["actions"][0]["key"], "bin:1");
+}
+
+async fn a_request_in_flight_finishes_when_the_server_stops<S: Store>(db: TestDb<S>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut tokens = Tokens::default();
+    tokens.insert(SOURCE, Role::Source, "shop");
+    let router = App::new(db.ledger.clone(), tokens, Vec::new(), unlimited()).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(actionledger::serve::serve(listener, router, async {
+        let _ = stopped.await;
+    }));
+    // A submission whose body is still arriving when the server is told to stop.
+    let body = submission("inflight:1", &json!({ "n": 1 })).to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {SOURCE}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!server.is_finished(), "the server waits for the request in flight");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no new connection is accepted");
+    stream.write_all(&body.as_bytes()[10..]).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    tokio::time::timeout(Duration::from_secs(5), server).await.expect("the server stops").unwrap().unwrap();
+    assert_eq!(written(&db.ledger).await, (1, 0), "the request in flight was recorded");
+}
+
+async fn a_request_past_the_timeout_is_answered_503_with_nothing_written<S: Store>(db: TestDb<S>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let options = ServeOptions { timeout: Duration::from_millis(300), ..unlimited() };
+    let base = start(&db.ledger, options).await;
+    let addr = base.trim_start_matches("http://").to_owned();
+    // A sender that stops halfway through its body holds no server task past the timeout.
+    let body = submission("slow:1", &json!({ "n": 1 })).to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {SOURCE}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..10]).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
+        .await
+        .expect("answered without the rest of the body")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("content-type: application/problem+json"), "{answer}");
+    assert!(answer.contains("urn:actionledger:problem:timeout"), "{answer}");
+    assert_eq!(written(&db.ledger).await, (0, 0));
 }

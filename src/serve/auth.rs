@@ -175,7 +175,8 @@ impl Tokens {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            // The scheme's name is case-insensitive (RFC 9110).
+            .and_then(|v| v.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]))
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| Problem::unauthorized("send a token: Authorization: Bearer TOKEN"))?;
@@ -239,7 +240,7 @@ mod tests {
         let line = format!("{} reviewer Ana Lima  # the night shift\n\n", hash_token("s3cret"));
         let tokens = Tokens::parse(&line, "tokens").unwrap();
         let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        headers.insert(header::AUTHORIZATION, "bearer s3cret".parse().unwrap());
         let grant = tokens.authorize(&headers, Need::Review).unwrap();
         assert_eq!((grant.role, grant.name.as_str()), (Role::Reviewer, "Ana Lima"));
         assert!(Tokens::parse("s3cret reviewer Ana", "tokens").is_err(), "a token in clear is refused");

@@ -206,9 +206,10 @@ async fn a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_p
     assert_eq!(stats.max_records_per_external_ref, 1);
     let requests = KEYS * DELIVERIES;
     println!(
-        "serve storm: {requests} deliveries of {KEYS} keys by {DELIVERIES} concurrent senders (half through \
+        "serve storm ({}): {requests} deliveries of {KEYS} keys by {DELIVERIES} concurrent senders (half through \
          /v1/actions, half through a webhook intake) in {:.2}s ({:.0} requests/s): {} actions, {} CRM records, \
          at most {} per reference",
+        db.url.split(':').next().unwrap_or_default(),
         submitted.as_secs_f64(),
         f64::from(u32::try_from(requests).unwrap()) / submitted.as_secs_f64(),
         actions.len(),

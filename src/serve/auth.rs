@@ -248,6 +248,25 @@ mod tests {
     }
 
     #[test]
+    fn tokens_come_from_the_file_and_the_environment_and_are_required() {
+        let dir = std::env::temp_dir().join(format!("actionledger-tokens-{}", std::process::id()));
+        std::fs::write(&dir, format!("{} source shop\n", hash_token("file-token"))).unwrap();
+        let env = format!("{} viewer dashboard", hash_token("env-token"));
+        let tokens = Tokens::load(Some(&dir), Some(&env)).unwrap();
+        let _ = std::fs::remove_file(&dir);
+        let bearer = |token: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+            headers
+        };
+        assert_eq!(tokens.authorize(&bearer("file-token"), Need::Submit).unwrap().name, "shop");
+        assert_eq!(tokens.authorize(&bearer("env-token"), Need::Read).unwrap().name, "dashboard");
+        assert_eq!(tokens.authorize(&bearer("env-token"), Need::Submit).unwrap_err().status.as_u16(), 403);
+        assert_eq!(tokens.authorize(&bearer("other"), Need::Read).unwrap_err().status.as_u16(), 401);
+        assert!(matches!(Tokens::load(None, None), Err(TokensError::None)));
+    }
+
+    #[test]
     fn roles_allow_what_they_say() {
         assert!(Role::Source.allows(Need::Submit) && !Role::Source.allows(Need::Read));
         assert!(!Role::Source.allows(Need::Review) && !Role::Viewer.allows(Need::Submit));

@@ -275,4 +275,20 @@ mod tests {
         assert_eq!(shop.verify(&headers(&wrong_key, 1000), body, 1000), Err(SignatureRefused::Mismatch));
         assert!(matches!(shop.verify(&HeaderMap::new(), body, 1000), Err(SignatureRefused::Missing { .. })));
     }
+
+    #[test]
+    fn a_base64_signature_over_the_body_alone() {
+        let shop = intake("signature = { secret_env = \"SHOP_SECRET\", header = \"X-Hmac\", encoding = \"base64\" }");
+        let config = shop.config.signature.clone().unwrap();
+        let body = br#"{"id":1}"#;
+        let signature = sign(b"k", &config, None, body);
+        let mut headers = HeaderMap::new();
+        headers.insert("x-hmac", signature.parse().unwrap());
+        assert_eq!(shop.verify(&headers, body, 0), Ok(()));
+        headers.insert("x-hmac", hex::encode([0u8; 32]).parse().unwrap());
+        assert!(matches!(
+            shop.verify(&headers, body, 0),
+            Err(SignatureRefused::Mismatch | SignatureRefused::NotEncoded { .. })
+        ));
+    }
 }

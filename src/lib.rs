@@ -44,6 +44,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod destination;
+pub mod document;
 pub mod domain;
 pub mod error;
 mod faults;
@@ -51,6 +52,7 @@ pub mod health;
 pub mod ledger;
 pub mod metrics;
 pub mod reconcile;
+pub mod serve;
 pub mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;

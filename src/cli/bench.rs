@@ -16,6 +16,10 @@ pub struct BenchArgs {
     /// simulated CRM and sample its resident memory.
     #[arg(long, value_name = "ACTIONS")]
     worker_memory: Option<usize>,
+    /// Only the drain cases: a backlog of this many pending actions worked off by 16 workers, raw
+    /// and through the worker's path (one action at a time, and batched), twice each.
+    #[arg(long, value_name = "ACTIONS", conflicts_with = "worker_memory")]
+    drain: Option<usize>,
     /// With --worker-memory: the worker's batch size.
     #[arg(long, default_value_t = 64, requires = "worker_memory")]
     batch: usize,
@@ -26,7 +30,12 @@ pub struct BenchArgs {
 /// named; everything created is removed afterwards.
 pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Error> {
     use crate::bench::{Sizes, Target};
-    let sizes = if args.quick { Sizes::quick() } else { Sizes::full() };
+    let sizes = match args.drain {
+        Some(0) => return Err(Error::Invalid("--drain needs at least 1 action".to_owned())),
+        Some(actions) => Sizes::drain_only(actions),
+        None if args.quick => Sizes::quick(),
+        None => Sizes::full(),
+    };
     let scratch = std::env::temp_dir().join(format!("actionledger-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
     if let Some(actions) = args.worker_memory {

@@ -72,7 +72,14 @@ pub struct Sizes {
 
 impl Sizes {
     pub fn full() -> Self {
-        Self { lifecycles: 3000, storm_keys: 10_000, sweep_claims: 100_000, batch: 64, drain: 10_000, drain_only: false }
+        Self {
+            lifecycles: 3000,
+            storm_keys: 10_000,
+            sweep_claims: 100_000,
+            batch: 64,
+            drain: 10_000,
+            drain_only: false,
+        }
     }
 
     /// Finishes within a minute, for a smoke check.
@@ -398,16 +405,16 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                 drained
             } else {
                 run_cases(
-                &Ledger::new(store.clone()),
-                &target.label(),
-                sizes,
-                cases,
-                print,
-                false,
-                |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
-                |sql, n, now| bulk_sqlite(pool.clone(), sql, n, now),
-            )
-            .await
+                    &Ledger::new(store.clone()),
+                    &target.label(),
+                    sizes,
+                    cases,
+                    print,
+                    false,
+                    |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
+                    |sql, n, now| bulk_sqlite(pool.clone(), sql, n, now),
+                )
+                .await
             };
             store.close().await;
             for suffix in ["", "-wal", "-shm"] {

@@ -7,7 +7,7 @@
 use super::{Case, LEASE, case, completed};
 use crate::error::Error;
 use crate::ledger::Ledger;
-use crate::store::{StoreError, Store};
+use crate::store::{Store, StoreError};
 use std::time::Duration;
 
 /// Workers draining the backlog in each case.

@@ -523,12 +523,9 @@ where
     Ok(())
 }
 
-/// The triggers of migration 0003 that NOTIFY review consoles of changes.
-const NOTIFY_TRIGGERS: [(&str, &str); 3] = [
-    ("actions", "actions_notify_insert"),
-    ("actions", "actions_notify_change"),
-    ("refused_submissions", "refused_notify"),
-];
+/// The triggers that NOTIFY review consoles of changes (migrations 0003 and 0014).
+const NOTIFY_TRIGGERS: [(&str, &str); 2] =
+    [("actions", "actions_notify_change"), ("refused_submissions", "refused_notify")];
 
 /// What change notifications cost on PostgreSQL: the library lifecycle with 16 workers with the
 /// notify triggers on and off, alternating twice so that a slow moment of the disk (autovacuum

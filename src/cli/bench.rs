@@ -97,7 +97,15 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
             }]
         }
     };
-    if !args.json {
+    if !args.json && sizes.drain_only {
+        println!(
+            "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
+             the raw drain measured just before it",
+            sizes.drain,
+            sizes.drain,
+            crate::bench::DRAIN_WORKERS
+        );
+    } else if !args.json {
         println!(
             "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
             if args.quick { " --quick" } else { "" },

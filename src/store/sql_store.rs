@@ -25,14 +25,6 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
     /// See [`Store::clock`].
     fn clock(&self) -> &Clock;
 
-    /// A gate this process's write transactions pass one at a time, where the database takes one
-    /// writer at a time anyway (SQLite): a writer then waits in the queue of this gate and starts
-    /// the moment the last one commits, instead of polling the database's lock with the sleeps of
-    /// its busy handler (1 ms, 2 ms, 5 ms, ... up to 100 ms).
-    fn write_gate(&self) -> Option<&std::sync::Arc<tokio::sync::Mutex<()>>> {
-        None
-    }
-
     /// See [`Store::access_report`].
     fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
         async { Ok(None) }
@@ -50,12 +42,8 @@ impl<S: SqlStore> Store for S {
     type Tx = SqlTx<S::Backend>;
 
     async fn begin(&self) -> Result<Self::Tx, StoreError> {
-        let turn = match self.write_gate() {
-            Some(gate) => Some(std::sync::Arc::clone(gate).lock_owned().await),
-            None => None,
-        };
         let tx = self.connections().begin_with(S::Backend::DIALECT.begin).await?;
-        Ok(SqlTx::new(tx, SqlStore::clock(self).shift_ms(), turn))
+        Ok(SqlTx::new(tx, SqlStore::clock(self).shift_ms()))
     }
 
     async fn now(&self) -> Result<Timestamp, StoreError> {

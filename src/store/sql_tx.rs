@@ -18,9 +18,6 @@ pub struct SqlTx<B: Backend> {
     clock_offset_ms: i64,
     /// Audit entries waiting for the commit; nothing in a transaction reads them back.
     audit: Vec<AuditEntry>,
-    /// This transaction's turn at the store's write gate ([`super::sql_store::SqlStore::write_gate`]),
-    /// held until it ends.
-    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl<B: Backend> std::fmt::Debug for SqlTx<B> {
@@ -34,12 +31,8 @@ impl<B: Backend> std::fmt::Debug for SqlTx<B> {
 }
 
 impl<B: Backend> SqlTx<B> {
-    pub(crate) fn new(
-        tx: sqlx::Transaction<'static, B>,
-        clock_offset_ms: i64,
-        turn: Option<tokio::sync::OwnedMutexGuard<()>>,
-    ) -> Self {
-        Self { tx, clock_offset_ms, audit: Vec::new(), _turn: turn }
+    pub(crate) fn new(tx: sqlx::Transaction<'static, B>, clock_offset_ms: i64) -> Self {
+        Self { tx, clock_offset_ms, audit: Vec::new() }
     }
 
     /// Writes the waiting audit entries, many rows per statement.

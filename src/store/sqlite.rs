@@ -24,8 +24,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct SqliteStore {
     pool: sqlx::SqlitePool,
     clock: Clock,
-    /// One write transaction of this process at a time (see `SqlStore::write_gate`).
-    write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqlStore for SqliteStore {
@@ -37,10 +35,6 @@ impl SqlStore for SqliteStore {
 
     fn clock(&self) -> &Clock {
         &self.clock
-    }
-
-    fn write_gate(&self) -> Option<&std::sync::Arc<tokio::sync::Mutex<()>>> {
-        Some(&self.write_gate)
     }
 }
 
@@ -128,7 +122,7 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         migrate(&pool, url).await?;
-        Ok(Self { pool, clock: Clock::database(), write_gate: std::sync::Arc::default() })
+        Ok(Self { pool, clock: Clock::database() })
     }
 
     /// Where the ledger's schema stands against this build's migrations; creates and changes

@@ -10,6 +10,7 @@
 mod drain;
 mod memory;
 
+pub use drain::WORKERS as DRAIN_WORKERS;
 pub use memory::{MemoryRun, worker_memory};
 
 use crate::domain::{Capabilities, DestinationCatalog, Evidence, RawSubmission};

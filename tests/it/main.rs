@@ -12,6 +12,7 @@ mod conformance;
 mod console;
 mod crash;
 mod db_faults;
+mod drain;
 mod frontends;
 mod hostile;
 mod late;

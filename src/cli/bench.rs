@@ -98,20 +98,8 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
             }]
         }
     };
-    if !args.json && sizes.drain_only {
-        println!(
-            "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
-             the raw drain measured just before it",
-            sizes.drain,
-            sizes.drain,
-            crate::bench::DRAIN_WORKERS
-        );
-    } else if !args.json {
-        println!(
-            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
-            if args.quick { " --quick" } else { "" },
-            sizes.lifecycles
-        );
+    if !args.json {
+        print_header(&args, sizes);
     }
     let mut cases = Vec::new();
     let mut result = Ok(());
@@ -130,4 +118,23 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
         println!("{}", serde_json::to_string_pretty(&cases).expect("cases serialize"));
     }
     Ok(exit::OK)
+}
+
+/// The line above the human-readable table: what each case measures.
+fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
+    if sizes.drain_only {
+        println!(
+            "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
+             the raw drain measured just before it",
+            sizes.drain,
+            sizes.drain,
+            crate::bench::DRAIN_WORKERS
+        );
+    } else {
+        println!(
+            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
+            if args.quick { " --quick" } else { "" },
+            sizes.lifecycles
+        );
+    }
 }

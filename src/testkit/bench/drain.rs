@@ -43,10 +43,10 @@ fn raw_claim_sql(postgres: bool) -> String {
 const RAW_COMPLETE: &str = "UPDATE actions SET state = 'completed', claimed_by = NULL, lease_expires_at = NULL, \
      destination_id = 'D', updated_at = $3 WHERE id = $1 AND ownership_version = $2 AND state = 'in_progress'";
 
-/// The raw drain (two autocommitted statements per action), the seeding statement and a plain
-/// statement, for one backend's pool.
+/// The raw drain (two autocommitted statements per action) and the seeding statement, for one
+/// backend's pool.
 macro_rules! raw_drain {
-    ($drain:ident, $seed:ident, $plain:ident, $pool:ty, $postgres:expr) => {
+    ($drain:ident, $seed:ident, $pool:ty, $postgres:expr) => {
         pub(super) async fn $seed(pool: &$pool, prefix: &str, actions: usize) -> Result<(), Error> {
             let now = chrono::Utc::now().timestamp_millis() - 1000;
             sqlx::query(sqlx::AssertSqlSafe(seed_sql($postgres, prefix)))
@@ -55,11 +55,6 @@ macro_rules! raw_drain {
                 .execute(pool)
                 .await
                 .map_err(StoreError::from)?;
-            Ok(())
-        }
-
-        pub(super) async fn $plain(pool: &$pool, sql: &str) -> Result<(), Error> {
-            sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(pool).await.map_err(StoreError::from)?;
             Ok(())
         }
 
@@ -92,8 +87,14 @@ macro_rules! raw_drain {
     };
 }
 
-raw_drain!(raw_drain_sqlite, seed_sqlite, plain_sqlite, sqlx::SqlitePool, false);
-raw_drain!(raw_drain_postgres, seed_postgres, plain_postgres, sqlx::PgPool, true);
+raw_drain!(raw_drain_sqlite, seed_sqlite, sqlx::SqlitePool, false);
+raw_drain!(raw_drain_postgres, seed_postgres, sqlx::PgPool, true);
+
+/// Runs one statement without parameters (PostgreSQL's VACUUM between cases).
+pub(super) async fn plain_postgres(pool: &sqlx::PgPool, sql: &str) -> Result<(), Error> {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(pool).await.map_err(StoreError::from)?;
+    Ok(())
+}
 
 /// Runs a step on each of [`WORKERS`] tasks until the backlog is empty (a step answers `None`);
 /// returns the wall time and, per action, the latency of the step that drained it.

@@ -207,9 +207,10 @@ pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement
 }
 
 /// Extends lease `$3` of the claim on action `$1`, only while ownership version `$2` still holds
-/// it: a claim taken over meanwhile stays with its new owner.
+/// it: a claim taken over meanwhile stays with its new owner. Found by its key, as
+/// [`count_attempts_sql`] says why.
 pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
-     WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
+     WHERE key = $1 AND ownership_version = $2 AND (state = 'in_progress') IS TRUE";
 
 /// Most claims one attempt count names: its WHERE clause is an OR chain, and SQLite refuses an
 /// expression tree deeper than 1,000.
@@ -220,6 +221,12 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 /// and the start of the idempotency window where unset (the first three parameters are the time,
 /// once per use, since SQLite's parameters are bound in order); returns the key and attempt
 /// number of each claim counted.
+///
+/// The state is tested as `(state = 'in_progress') IS TRUE`, which no index serves, so that the
+/// row is found by its key: with a plain `state = 'in_progress'`, PostgreSQL chose the state
+/// index whenever its statistics said few actions were claimed (as at the start of a drain), and
+/// walked every claimed entry, live and dead, of that index for each attempt
+/// (docs/BENCHMARKS.md, "The drain").
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
         .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
@@ -229,7 +236,7 @@ pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
          first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
          updated_at = {}, revision = revision + 1 \
-         WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
+         WHERE ({current}) AND (state = 'in_progress') IS TRUE RETURNING key, attempts",
         params.at(1),
         params.at(2),
         params.at(3)

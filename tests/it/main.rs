@@ -13,6 +13,7 @@ mod console;
 mod crash;
 mod db_faults;
 mod destinations;
+mod drain;
 mod frontends;
 mod hostile;
 mod late;

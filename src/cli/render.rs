@@ -585,17 +585,19 @@ pub fn looked_up(action: &ActionRecord, looked: &LookedUp, as_json: bool) {
     if as_json {
         let settled_to = match &looked.settlement {
             Settlement::Settled(settled) => Some(settled.state),
-            Settlement::NotUncertain | Settlement::ChangedMeanwhile => None,
+            Settlement::NotUncertain | Settlement::Kept | Settlement::ChangedMeanwhile => None,
         };
         print_json(&json!({
             "key": action.key.as_str(),
             "verdict": looked.report.verdict.as_str(),
             "records": looked.report.records,
             "destination_id": looked.report.destination_id,
+            "record_ids": looked.found_ids,
             "detail": looked.report.detail,
             "was": action.state,
             "settled_to": settled_to,
             "changed_meanwhile": looked.settlement == Settlement::ChangedMeanwhile,
+            "kept": looked.settlement == Settlement::Kept,
         }));
         return;
     }

@@ -142,6 +142,9 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
         .filter_map(|d| d.config.idempotency.as_ref().map(|i| (d.name.clone(), i.retention)))
         .collect();
     model.configured = options.destinations.all().map(|d| d.name.clone()).collect();
+    model.destinations = options.destinations.catalog();
+    model.id_pointers =
+        options.destinations.all().map(|d| (d.name.clone(), d.config.create.id_pointer.clone())).collect();
     model
 }
 

@@ -6,7 +6,8 @@ use super::keys::{Action, CommandKind, browse_action};
 use super::safe_text::SafeText;
 use crate::domain::manual::{self, ManualCommand};
 use crate::domain::{
-    ActionKey, ActionRecord, ClaimFacts, Person, Reason, Refusal, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, ClaimFacts, DestinationCatalog, Person, Reason, Refusal, RefusedSubmission, State,
+    Timestamp,
 };
 use crate::ledger::{ActionDetail, ManualRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -218,6 +219,11 @@ pub struct Dialog {
     pub reason: String,
     /// What the person typed at the old-worker step.
     pub old_worker_answer: String,
+    /// The detail being read for this dialog (a takeover's facts, a destination id the evidence
+    /// names), when it was opened from the list.
+    pub evidence_request: Option<u64>,
+    /// The destination id was offered from the evidence: the first character typed replaces it.
+    pub offered_id: bool,
 }
 
 /// The word a person types to confirm that the old worker of an unsafely expired claim stopped.
@@ -300,6 +306,11 @@ pub struct Model {
     /// The destinations the configuration declares: one with no retention above declares no
     /// idempotency key, which is not the same as a console started without the configuration.
     pub configured: std::collections::BTreeSet<String>,
+    /// What each configured destination declares (lookup, idempotency): the catalogue the
+    /// ledger decides with, so that the console offers and describes what the ledger will do.
+    pub destinations: DestinationCatalog,
+    /// Each configured destination's pointer to a record id in a response body.
+    pub id_pointers: std::collections::BTreeMap<String, String>,
     pub quit: bool,
     /// How many commands were refused so far, by the ledger or before their dialog: a scripted
     /// session stops at the first and says which line did it.
@@ -342,6 +353,8 @@ impl Model {
             hint: None,
             retention: std::collections::BTreeMap::new(),
             configured: std::collections::BTreeSet::new(),
+            destinations: DestinationCatalog::default(),
+            id_pointers: std::collections::BTreeMap::new(),
             quit: false,
             refusals: 0,
             next_request: 0,
@@ -667,8 +680,71 @@ fn move_selection(model: &mut Model, by: isize) -> Vec<Effect> {
     }
 }
 
+/// Why the console does not offer a command on an action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOffered {
+    /// The ledger would refuse it in the action's state.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// A lookup needs the destinations' configuration, which the console was started without.
+    #[error("look up needs the destinations' configuration: start review with --config")]
+    NoConfiguration,
+    /// The action's destination is not in the configuration.
+    #[error("cannot look up {key}: its destination {destination} is not in the configuration")]
+    NotConfigured { key: ActionKey, destination: String },
+    /// The action's destination declares no lookup.
+    #[error("cannot look up {key}: destination {destination} declares no lookup")]
+    NoLookup { key: ActionKey, destination: String },
+}
+
+/// Whether the action's destination, as configured, can look a record up: `l` is offered only then.
+pub fn lookup_offered(model: &Model, action: &ActionRecord) -> Result<(), NotOffered> {
+    if model.configured.is_empty() {
+        return Err(NotOffered::NoConfiguration);
+    }
+    let destination = model.destinations.destination_name(action).unwrap_or("(none)").to_owned();
+    match model.destinations.of(action) {
+        None => Err(NotOffered::NotConfigured { key: action.key.clone(), destination }),
+        Some(capabilities) if !capabilities.lookup => {
+            Err(NotOffered::NoLookup { key: action.key.clone(), destination })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// A destination id the evidence already names, to offer when a person resolves an action as
+/// completed: the latest lookup's record id, else the id the latest response names (its
+/// evidence, or the destination's configured id pointer on the stored body, e.g. a 409 that
+/// names the existing record).
+pub fn named_destination_id(model: &Model, detail: &ActionDetail) -> Option<String> {
+    if let Some(id) = detail.lookups.iter().rev().find_map(|l| l.destination_id.clone()) {
+        return Some(id);
+    }
+    let pointer = model.destinations.destination_name(&detail.action).and_then(|d| model.id_pointers.get(d));
+    detail.attempts.iter().rev().find_map(|attempt| {
+        attempt.evidence.destination_id.clone().or_else(|| {
+            let body = attempt.evidence.body.as_deref()?;
+            crate::destination::id_in_body(body, pointer?)
+        })
+    })
+}
+
+/// What a takeover of this action will come to, decided by the same rule the ledger applies
+/// (rule 5: [`ClaimFacts::takeover_is_safe`] through [`manual::plan`]) from the facts as the
+/// detail shows them; the ledger decides again, locked, when it runs.
+fn takeover_outcome(model: &Model, detail: &ActionDetail) -> Result<String, Refusal> {
+    let action = &detail.action;
+    let now = model.now.unwrap_or(action.updated_at);
+    let facts = ClaimFacts {
+        sent_under_claim: detail.sent_under_current_claim(),
+        repeat_protected: model.destinations.protects_against_repeat(action, now),
+    };
+    let planned = manual::plan(action, &ManualCommand::Takeover, now, facts, true)?;
+    Ok(format!("This action will go to {}: {}.", planned.to, facts.takeover_why()))
+}
+
 /// What a command will do, for the dialog; or why it cannot run.
-fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, Refusal> {
+fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, NotOffered> {
     let key = &action.key;
     let now = model.now.unwrap_or(action.updated_at);
     let same_key = "The original key is kept.".to_owned();
@@ -676,25 +752,33 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     // plans as if the person will confirm it; the ledger refuses if they do not.
     let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true);
     Ok(match kind {
-        CommandKind::Lookup => vec![
-            format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
-            if action.state == State::Unknown {
-                "Found and matching: completed. Nothing there: back to pending. Different: conflict.".to_owned()
-            } else {
-                format!("It is {}: the lookup only reports what the destination holds.", action.state)
-            },
-        ],
+        CommandKind::Lookup => {
+            lookup_offered(model, action)?;
+            vec![
+                format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
+                if action.state == State::Unknown {
+                    "Found and matching: completed. Nothing there: back to pending. Different: conflict.".to_owned()
+                } else {
+                    format!(
+                        "It is {}: the lookup reports what the destination holds, kept as evidence; it stays {}.",
+                        action.state, action.state
+                    )
+                },
+            ]
+        }
         CommandKind::Takeover => {
             plan(&ManualCommand::Takeover)?;
+            let outcome = match model.detail.as_deref().filter(|d| d.action.key == action.key) {
+                Some(detail) => takeover_outcome(model, detail)?,
+                None => "Reading what was sent under its claim…".to_owned(),
+            };
             vec![
                 format!(
                     "Take over {key} from {} under ownership version {}.",
                     action.claimed_by.as_deref().unwrap_or("its worker"),
                     action.ownership_version + 1
                 ),
-                "Nothing sent under the claim: back to pending. Otherwise, unless the destination protects \
-                 against a repeat: held, for you to check."
-                    .to_owned(),
+                outcome,
                 same_key,
             ]
         }
@@ -773,10 +857,7 @@ fn manual_command_with(kind: CommandKind, destination_id: String, owner: String)
 
 /// The commands that apply to an action now, for the footer.
 pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandKind> {
-    CommandKind::ALL
-        .into_iter()
-        .filter(|kind| *kind == CommandKind::Lookup || describe(model, *kind, action).is_ok())
-        .collect()
+    CommandKind::ALL.into_iter().filter(|kind| describe(model, *kind, action).is_ok()).collect()
 }
 
 fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
@@ -789,7 +870,7 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
-            model.mode = Mode::Dialog(Box::new(Dialog {
+            let mut dialog = Dialog {
                 command: kind,
                 action,
                 description,
@@ -797,10 +878,47 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 destination_id: String::new(),
                 reason: String::new(),
                 old_worker_answer: String::new(),
-            }));
+                evidence_request: None,
+                offered_id: false,
+            };
+            // A takeover's outcome and a destination id the evidence names come from the detail:
+            // the open one, or one read for the dialog.
+            let mut effects = Vec::new();
+            if matches!(kind, CommandKind::Takeover | CommandKind::ResolveCompleted) {
+                if let Some(detail) = model.detail.clone().filter(|d| d.action.key == dialog.action.key) {
+                    with_evidence(model, &mut dialog, &detail);
+                } else {
+                    let effect = model.load_detail(dialog.action.key.clone());
+                    dialog.evidence_request = Some(model.detail_request);
+                    effects.push(effect);
+                }
+            }
+            model.mode = Mode::Dialog(Box::new(dialog));
+            return effects;
         }
     }
     Vec::new()
+}
+
+/// Completes a dialog from the action's detail: the takeover's outcome, a destination id to
+/// offer.
+fn with_evidence(model: &Model, dialog: &mut Dialog, detail: &ActionDetail) {
+    match dialog.command {
+        CommandKind::Takeover => {
+            let outcome = takeover_outcome(model, detail).unwrap_or_else(|refusal| refusal.to_string());
+            if let Some(line) = dialog.description.iter_mut().find(|l| l.starts_with("Reading what was sent")) {
+                *line = outcome;
+            }
+        }
+        CommandKind::ResolveCompleted if dialog.destination_id.is_empty() => {
+            if let Some(id) = named_destination_id(model, detail) {
+                dialog.description.push(format!("The evidence names {id}: Enter takes it, typing replaces it."));
+                dialog.destination_id = id;
+                dialog.offered_id = true;
+            }
+        }
+        _ => {}
+    }
 }
 
 fn close_dialog(model: &mut Model) {
@@ -818,6 +936,9 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             Vec::new()
         }
         (DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped, KeyCode::Char(c)) => {
+            if dialog.stage == DialogStage::DestinationId && std::mem::take(&mut dialog.offered_id) {
+                dialog.destination_id.clear();
+            }
             if let Some(field) = text_field(model) {
                 field.push(c);
             }
@@ -904,6 +1025,18 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             }
         }
         Done::DetailLoaded { id, result } => {
+            if let Mode::Dialog(dialog) = &model.mode
+                && dialog.evidence_request == Some(id)
+            {
+                let mut dialog = dialog.clone();
+                dialog.evidence_request = None;
+                match result {
+                    Ok(detail) => with_evidence(model, &mut dialog, &detail),
+                    Err(error) => model.error(format!("database: {error}")),
+                }
+                model.mode = Mode::Dialog(dialog);
+                return Vec::new();
+            }
             if id == model.detail_request && matches!(model.mode, Mode::Detail | Mode::Dialog(_)) {
                 match result {
                     Ok(detail) => model.detail = Some(detail),

@@ -172,6 +172,12 @@ impl ActionDetail {
     pub fn late_results(&self) -> impl Iterator<Item = &Attempt> {
         self.attempts.iter().filter(|a| a.is_unacknowledged_late_result())
     }
+
+    /// Whether an attempt was started under the action's current claim, as this detail was
+    /// read: the fact the ledger establishes again, locked, before a takeover (rule 5).
+    pub fn sent_under_current_claim(&self) -> bool {
+        self.attempts.iter().any(|a| a.ownership_version == self.action.ownership_version)
+    }
 }
 
 impl<S: Store> Ledger<S> {
@@ -578,6 +584,48 @@ impl<S: Store> Ledger<S> {
                 .await?;
                 tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now))
                     .await?;
+                Ok(Some(action))
+            })
+        })
+        .await
+    }
+
+    /// Keeps a person's lookup of an action that is not `unknown`: what was found goes into the
+    /// action's lookups as evidence and into its audit trail (`looked_up`, in the person's name),
+    /// and the state does not change, since only an uncertain outcome is settled by a lookup.
+    /// Returns `None` (and keeps nothing) if the action changed since `seen_revision`, or became
+    /// `unknown` meanwhile (then it is for [`Ledger::settle_unknown`]).
+    pub async fn keep_lookup(
+        &self,
+        key: &ActionKey,
+        seen_revision: i64,
+        person: &Person,
+        report: &LookupReport,
+    ) -> Result<Option<ActionRecord>, LedgerError> {
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+                if action.state == State::Unknown || action.revision != seen_revision {
+                    return Ok(None);
+                }
+                let mut evidence = report.evidence.clone();
+                evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+                tx.insert_lookup(&LookupRecord {
+                    id: 0,
+                    key: action.key.clone(),
+                    at: now,
+                    actor: person.as_str().to_owned(),
+                    verdict: report.verdict,
+                    records: report.records,
+                    destination_id: report.destination_id.clone(),
+                    evidence,
+                    detail: report.detail.clone(),
+                })
+                .await?;
+                let unchanged = Transition { event: Event::LookedUp, from: action.state, to: action.state };
+                let entry =
+                    audit_entry(&action, unchanged, person.as_str(), ActorKind::Person, report.detail.clone(), now);
+                tx.append_audit(&entry).await?;
                 Ok(Some(action))
             })
         })

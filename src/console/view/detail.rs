@@ -380,11 +380,12 @@ fn evidence<'a>(model: &Model, detail: &ActionDetail, theme: Theme, width: usize
     }
     for lookup in detail.lookups.iter().rev().take(3) {
         out.push(Line::raw(format!(
-            "  lookup {} by {}: {} ({} records) {}",
+            "  lookup {} by {}: {} ({} records{}) {}",
             time(lookup.at),
             safe(&lookup.actor),
             lookup.verdict.as_str(),
             lookup.records,
+            lookup.destination_id.as_deref().map(|id| format!(", id {}", safe(id))).unwrap_or_default(),
             safe(lookup.detail.as_deref().unwrap_or(""))
         )));
     }

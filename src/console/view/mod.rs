@@ -100,7 +100,7 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
         dialog::draw(dialog, theme, frame, centered(frame.area(), 72, 14));
     }
     if model.help {
-        help::draw(theme, frame, centered(frame.area(), 78, 24));
+        help::draw(model, theme, frame, centered(frame.area(), 78, 24));
     }
 }
 

@@ -1,0 +1,284 @@
+//! The review console's offers and triage against a real ledger on both stores: `l` only where
+//! a destination declares a lookup, a lookup's records kept as evidence, `c` offering the id the
+//! evidence names, the takeover dialog saying where the action will go, and whole screens.
+
+use crate::support::{self, TestDb, order as raw};
+use actionledger::Ledger;
+use actionledger::console::{ConsoleOptions, ScriptedConsole};
+use actionledger::destination::{Destination, Destinations};
+use actionledger::domain::{ActionKey, Event, Evidence, State};
+use actionledger::ledger::{ActionDetail, Outcome, Report};
+use actionledger::store::Store;
+use actionledger::testkit::sim_crm::{self, SimCrm};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+conformance!(
+    lookup_is_offered_only_where_a_destination_declares_one,
+    a_lookup_on_a_settled_action_is_kept_as_evidence_with_its_record_ids,
+    resolving_offers_the_destination_id_the_evidence_names,
+    the_takeover_dialog_says_where_the_action_will_go_and_the_ledger_agrees,
+);
+
+fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
+    ConsoleOptions {
+        owner: actionledger::domain::Person::parse(owner).unwrap(),
+        ledger_label: "test-ledger".to_owned(),
+        destinations,
+        refresh: Duration::from_hours(1),
+        hint: None,
+    }
+}
+
+/// The `crm` destination as configured for a simulated CRM at `addr` (which need not be
+/// running), with or without its lookup.
+fn crm_at(addr: std::net::SocketAddr, lookup: bool) -> Destinations {
+    let no_idempotency = sim_crm::Options { retention: None, ..sim_crm::Options::default() };
+    let text = sim_crm::destination_config("crm", addr, &no_idempotency);
+    let text: String = text.lines().filter(|l| lookup || !l.starts_with("lookup")).map(|l| format!("{l}\n")).collect();
+    let config = actionledger::config::Config::parse(&text).unwrap();
+    let destination = Destination::new("crm", config.destinations["crm"].clone()).unwrap();
+    Destinations::new(BTreeMap::from([("crm".to_owned(), destination)]), None)
+}
+
+async fn crm() -> SimCrm {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    SimCrm::start(listener, sim_crm::Options { retention: None, ..sim_crm::Options::default() }).unwrap()
+}
+
+const NOWHERE: &str = "127.0.0.1:9";
+
+/// Puts a fresh action into `state` through the library, its one attempt ending with `evidence`.
+async fn action_in<S: Store>(ledger: &Ledger<S>, key: &str, state: State, evidence: Evidence) {
+    ledger.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    let claim = ledger.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    if state == State::InProgress && evidence == Evidence::default() {
+        return;
+    }
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    let outcome = match state {
+        State::Failed => Outcome::Failed { permanent: true },
+        State::Unknown => Outcome::Unknown,
+        State::InProgress => return,
+        other => panic!("no setup for {other}"),
+    };
+    let report = Report { outcome, error: Some("HTTP 409".into()), evidence };
+    ledger.record_result(&claim, attempt, &report).await.unwrap();
+}
+
+async fn record<S: Store>(ledger: &Ledger<S>, key: &str) -> ActionDetail {
+    ledger.detail(&ActionKey::parse(key).unwrap()).await.unwrap()
+}
+
+/// Selects `key` in `pane` by filtering on it, then presses the script.
+async fn act<S: Store>(console: &mut ScriptedConsole<S>, pane: &str, key: &str, script: &[&str]) -> String {
+    for line in [pane, "/", key, "<Enter>"].into_iter().chain(script.iter().copied()) {
+        console.press(line).await.unwrap();
+    }
+    console.screen().unwrap()
+}
+
+/// The footer: the screen's last line.
+fn footer(screen: &str) -> &str {
+    screen.lines().last().unwrap_or_default()
+}
+
+async fn lookup_is_offered_only_where_a_destination_declares_one<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    action_in(l, "acme:u1", State::Unknown, Evidence::default()).await;
+    let nowhere = NOWHERE.parse().unwrap();
+    let cases = [
+        (Destinations::default(), "look up needs the destinations' configuration: start review with --config"),
+        (crm_at(nowhere, false), "cannot look up acme:u1: destination crm declares no lookup"),
+    ];
+    for (destinations, why) in cases {
+        let mut console = ScriptedConsole::start(l, &options("Ana", destinations), 100, 30).await.unwrap();
+        let screen = act(&mut console, "3", "acme:u1", &[]).await;
+        assert!(!footer(&screen).contains("lookup"), "not offered:\n{screen}");
+        let screen = act(&mut console, "3", "acme:u1", &["l"]).await;
+        assert!(screen.contains(why), "says why instead of asking for a reason:\n{screen}");
+        assert!(!screen.contains("reason:"), "no dialog:\n{screen}");
+        let screen = act(&mut console, "3", "acme:u1", &["?"]).await;
+        assert!(!screen.contains("look it up at its destination now"), "help does not list it:\n{screen}");
+    }
+    let mut console = ScriptedConsole::start(l, &options("Ana", crm_at(nowhere, true)), 100, 30).await.unwrap();
+    let screen = act(&mut console, "3", "acme:u1", &[]).await;
+    assert!(footer(&screen).contains("l lookup"), "offered with a lookup:\n{screen}");
+    let screen = act(&mut console, "3", "acme:u1", &["?"]).await;
+    assert!(screen.contains("look it up at its destination now"), "{screen}");
+    assert_eq!(record(l, "acme:u1").await.audit.len(), 3, "nothing was recorded by the refusals");
+}
+
+async fn a_lookup_on_a_settled_action_is_kept_as_evidence_with_its_record_ids<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let crm = crm().await;
+    let destinations = crm_at(crm.addr(), true);
+    action_in(l, "acme:f1", State::Failed, Evidence::default()).await;
+    // The CRM has the record all the same (a failure the worker misread).
+    let action = record(l, "acme:f1").await.action;
+    destinations.get("crm").unwrap().send(&action, None).await.unwrap();
+    let mut console = ScriptedConsole::start(l, &options("Ana", destinations), 100, 30).await.unwrap();
+    let before = record(l, "acme:f1").await;
+    let screen = act(&mut console, "5", "acme:f1", &["l", "does the CRM have it?", "<Enter>", "y"]).await;
+    assert!(
+        screen.contains("looked up acme:f1: found, record R-000001; kept as evidence, it stays failed"),
+        "{screen}"
+    );
+    let after = record(l, "acme:f1").await;
+    assert_eq!((after.action.state, after.action.revision), (State::Failed, before.action.revision), "no change");
+    assert_eq!(after.lookups.len(), 1, "kept as evidence");
+    assert_eq!(after.lookups[0].destination_id.as_deref(), Some("R-000001"));
+    assert_eq!(after.lookups[0].actor, "Ana");
+    let last = after.audit.last().unwrap();
+    assert_eq!((last.event, last.actor.as_str()), (Event::LookedUp, "Ana"));
+    assert_eq!((last.from_state, last.to_state), (Some(State::Failed), State::Failed));
+    assert!(last.reason.as_deref().unwrap().starts_with("does the CRM have it?"), "{last:?}");
+    assert_eq!(after.audit.len(), before.audit.len() + 1);
+    // The detail shows the lookup with the id found, and `c` now offers it.
+    let screen = act(&mut console, "5", "acme:f1", &["<Enter>", "G"]).await;
+    assert!(screen.contains("found (1 records, id R-000001)"), "{screen}");
+    let screen = act(&mut console, "5", "acme:f1", &["c"]).await;
+    assert!(screen.contains("destination id: R-000001"), "{screen}");
+    console.press("<Esc>").await.unwrap();
+    act(&mut console, "5", "acme:f1", &["c", "<Enter>", "the lookup found it", "<Enter>", "y"]).await;
+    let done = record(l, "acme:f1").await.action;
+    assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+    assert_eq!(crm.stats().records, 1, "the lookups wrote nothing at the CRM");
+}
+
+async fn resolving_offers_the_destination_id_the_evidence_names<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    // A 409 whose body names the record that already exists, at the configured id pointer.
+    let conflict = Evidence {
+        status: Some(409),
+        destination_id: None,
+        body: Some(r#"{"error": "external_ref exists", "id": "R-000042"}"#.to_owned()),
+    };
+    action_in(l, "acme:dup", State::Unknown, conflict).await;
+    let nowhere = NOWHERE.parse().unwrap();
+    let mut console = ScriptedConsole::start(l, &options("Ana", crm_at(nowhere, false)), 100, 30).await.unwrap();
+    let screen = act(&mut console, "3", "acme:dup", &["c"]).await;
+    assert!(screen.contains("destination id: R-000042_"), "offered from the 409 body:\n{screen}");
+    assert!(screen.contains("The evidence names R-000042"), "{screen}");
+    // Typing replaces the offer; Esc leaves everything as it was.
+    let screen = act(&mut console, "3", "acme:dup", &["<Esc>", "c", "R-7"]).await;
+    assert!(screen.contains("destination id: R-7_"), "{screen}");
+    act(&mut console, "3", "acme:dup", &["<Esc>", "c", "<Enter>", "the 409 names it", "<Enter>", "y"]).await;
+    let detail = record(l, "acme:dup").await;
+    assert_eq!((detail.action.state, detail.action.destination_id.as_deref()), (State::Completed, Some("R-000042")));
+    assert_eq!(detail.audit.last().unwrap().event, Event::ResolvedCompleted);
+    // Without the configuration the pointer is unknown: nothing is offered.
+    action_in(
+        l,
+        "acme:dup2",
+        State::Unknown,
+        Evidence { body: Some(r#"{"id": "R-9"}"#.into()), ..Evidence::default() },
+    )
+    .await;
+    let mut bare = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 100, 30).await.unwrap();
+    let screen = act(&mut bare, "3", "acme:dup2", &["c"]).await;
+    assert!(screen.contains("destination id: _"), "{screen}");
+}
+
+async fn the_takeover_dialog_says_where_the_action_will_go_and_the_ledger_agrees<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let sent = Evidence { status: None, destination_id: None, body: None };
+    // Sent under the claim (an attempt started), quiet (claimed, nothing sent), and sent again
+    // but to a destination whose lookup protects against a repeat.
+    l.submit(&raw("acme:t:sent", r#"{"qty":1}"#)).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    l.start_attempt(&claim).await.unwrap();
+    action_in(l, "acme:t:quiet", State::InProgress, sent.clone()).await;
+    l.submit(&raw("acme:t:looked", r#"{"qty":1}"#)).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    l.start_attempt(&claim).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let nowhere = NOWHERE.parse().unwrap();
+    let cases = [
+        (
+            "acme:t:sent",
+            Destinations::default(),
+            State::Held,
+            "This action will go to held: a request may have been sent, and the destination cannot tell a repeat",
+        ),
+        (
+            "acme:t:quiet",
+            Destinations::default(),
+            State::Pending,
+            "This action will go to pending: nothing was sent under its claim",
+        ),
+        (
+            "acme:t:looked",
+            crm_at(nowhere, true),
+            State::Pending,
+            "This action will go to pending: a request may have been sent, but the destination protects against a repeat",
+        ),
+    ];
+    for (key, destinations, expected, says) in cases {
+        let mut console = ScriptedConsole::start(l, &options("Ana", destinations), 120, 40).await.unwrap();
+        let screen = act(&mut console, "2", key, &["t"]).await;
+        assert!(joined(&screen).contains(says), "{key}:\n{screen}");
+        act(&mut console, "2", key, &["worker host died", "<Enter>", "y"]).await;
+        let detail = record(l, key).await;
+        assert_eq!(detail.action.state, expected, "{key}: the ledger decided as the dialog said");
+        assert_eq!(detail.audit.last().unwrap().event, Event::TakenOver);
+    }
+}
+
+/// Whole screens at 80x24 and 120x40: the takeover dialog and the offered destination id.
+#[tokio::test]
+async fn screens() {
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    let conflict = Evidence { status: Some(409), destination_id: None, body: Some(r#"{"id": "R-000042"}"#.to_owned()) };
+    action_in(l, "acme:order:ORD-2001:create-task", State::Unknown, conflict).await;
+    l.submit(&raw("acme:order:ORD-2002:create-task", r#"{"qty":1}"#)).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    l.start_attempt(&claim).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let nowhere = NOWHERE.parse().unwrap();
+    let scenes: [(&str, &[&str]); 3] = [
+        ("offered_destination_id", &["3", "c"]),
+        ("takeover_outcome", &["2", "t"]),
+        ("lookup_not_offered", &["3", "l"]),
+    ];
+    for (width, height) in [(80, 24), (120, 40)] {
+        for (name, keys) in scenes {
+            let mut console =
+                ScriptedConsole::start(l, &options("ana", crm_at(nowhere, false)), width, height).await.unwrap();
+            for line in keys {
+                console.press(line).await.unwrap();
+            }
+            insta::assert_snapshot!(format!("{name}_{width}x{height}"), mask(&console.screen().unwrap()));
+        }
+    }
+}
+
+/// The screen's words in order, box borders left out: a wrapped sentence reads whole.
+fn joined(screen: &str) -> String {
+    screen.replace(['│', '─'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.
+fn mask(screen: &str) -> String {
+    let word = |word: &str| {
+        let chars: Vec<char> = word.chars().collect();
+        let digits_then_unit = chars.len() > 1
+            && chars[..chars.len() - 1].iter().all(char::is_ascii_digit)
+            && matches!(chars[chars.len() - 1], 's' | 'm' | 'h' | 'd');
+        let clock = chars.len() == 8 && chars[2] == ':' && chars[5] == ':';
+        let date = chars.len() == 10 && chars[4] == '-' && chars[7] == '-';
+        if digits_then_unit {
+            "Ns".to_owned()
+        } else if clock {
+            "hh:mm:ss".to_owned()
+        } else if date {
+            "YYYY-MM-DD".to_owned()
+        } else {
+            word.to_owned()
+        }
+    };
+    screen.lines().map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+}

@@ -37,7 +37,7 @@ fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
 fn crm_at(addr: std::net::SocketAddr, lookup: bool) -> Destinations {
     let no_idempotency = sim_crm::Options { retention: None, ..sim_crm::Options::default() };
     let text = sim_crm::destination_config("crm", addr, &no_idempotency);
-    let text: String = text.lines().filter(|l| lookup || !l.starts_with("lookup")).map(|l| format!("{l}\n")).collect();
+    let text = text.lines().filter(|l| lookup || !l.starts_with("lookup")).collect::<Vec<_>>().join("\n");
     let config = actionledger::config::Config::parse(&text).unwrap();
     let destination = Destination::new("crm", config.destinations["crm"].clone()).unwrap();
     Destinations::new(BTreeMap::from([("crm".to_owned(), destination)]), None)

@@ -635,8 +635,34 @@ impl<S: Store> Ledger<S> {
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.manual_then(true, request).await
+    }
+
+    /// [`Ledger::manual`] decided in full and rolled back: what the command would do now (a
+    /// dry run), or why it would be refused.
+    pub async fn manual_dry_run(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.manual_then(false, request).await
+    }
+
+    /// Bulk triage: [`Ledger::manual`] on each action in turn, each in its own transaction and
+    /// checked against the version its request names, so that one refusal stops nothing else
+    /// and each is audited in the person's name. With `dry_run`, each is decided and rolled back.
+    /// The answers come in the order of the requests.
+    pub async fn manual_each(
+        &self,
+        requests: &[ManualRequest],
+        dry_run: bool,
+    ) -> Vec<Result<ManualOutcome, LedgerError>> {
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            answers.push(self.manual_then(!dry_run, request).await);
+        }
+        answers
+    }
+
+    async fn manual_then(&self, commit: bool, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
         let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
-        self.transact(|tx, now, _| {
+        self.transact_then(commit, |tx, now, _| {
             Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
                 if let Some(purge) = purge_of_settled(tx, &action).await? {

@@ -173,6 +173,8 @@ pub struct ListFilter {
     pub after_id: Option<i64>,
     /// Only keys containing this text.
     pub key_contains: Option<String>,
+    /// Only actions last changed before this time: `--older-than`, and the console's age filter.
+    pub updated_before: Option<Timestamp>,
     pub limit: i64,
 }
 

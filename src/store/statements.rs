@@ -298,6 +298,9 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     if let Some(since) = filter.created_since {
         statement = statement.push(" AND created_at >= ").push_int(since.timestamp_millis());
     }
+    if let Some(before) = filter.updated_before {
+        statement = statement.push(" AND updated_at < ").push_int(before.timestamp_millis());
+    }
     if let Some(text) = &filter.key_contains {
         statement = statement.push(" AND key LIKE ").push_text(contains_pattern(text).as_str()).push(" ESCAPE '\\'");
     }

@@ -3,8 +3,8 @@
 //! selects; their shared arguments, and loading the destinations.
 
 use super::{parse_key, render};
-use crate::destination::Destinations;
 use crate::config::duration_text;
+use crate::destination::Destinations;
 use crate::domain::{ManualCommand, Person, Reason, State, input::Label};
 use crate::error::{Error, exit};
 use crate::ledger::{Ledger, ManualRequest};
@@ -138,7 +138,7 @@ pub(super) async fn manual<S: Store>(
     if args.dry_run {
         let answer = ledger.manual_dry_run(&request).await;
         let refused = answer.is_err();
-        render::bulk(&request.command, &[request.key.clone()], &[answer], true, args.json);
+        render::bulk(&request.command, std::slice::from_ref(&request.key), &[answer], true, args.json);
         return Ok(if refused { exit::REFUSED } else { exit::OK });
     }
     let outcome = ledger.manual(&request).await?;

@@ -21,6 +21,12 @@ pub enum CommandKind {
 }
 
 impl CommandKind {
+    /// Whether the command applies to a set of marked actions with one reason: those whose
+    /// reason fits every action (a destination id, a proposal or late results are one action's).
+    pub fn applies_to_marks(self) -> bool {
+        matches!(self, Self::Retry | Self::Cancel | Self::Takeover | Self::ResolveNotWritten | Self::Assign)
+    }
+
     pub const ALL: [Self; 10] = [
         Self::Retry,
         Self::ResolveCompleted,
@@ -84,6 +90,12 @@ pub enum Action {
     Values,
     Help,
     Quit,
+    /// Mark or unmark the selected action for a bulk command.
+    Mark,
+    /// Mark every action that matches the pane and the filter.
+    MarkAll,
+    /// Clear every mark.
+    ClearMarks,
     Command(CommandKind),
 }
 
@@ -185,6 +197,15 @@ pub const BINDINGS: &[Binding] = &[
         keys: "/",
         actions: &[(Key::char('/'), Action::Filter)],
         help: "filter by key (Enter applies, empty clears)",
+    },
+    Binding {
+        keys: "Space / * / u",
+        actions: &[
+            (Key::char(' '), Action::Mark),
+            (Key::char('*'), Action::MarkAll),
+            (Key::char('u'), Action::ClearMarks),
+        ],
+        help: "mark / mark all matching / unmark all: r x t n o act on marks",
     },
     Binding {
         keys: "r",

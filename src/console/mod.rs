@@ -73,6 +73,27 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
         Effect::Run(request) => {
             Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
         }
+        Effect::RunEach(requests) => {
+            let verb = requests.first().map_or("", |r| r.command.verb());
+            let answers = ledger.manual_each(&requests, false).await;
+            let results = requests
+                .iter()
+                .zip(answers)
+                .map(|(request, answer)| {
+                    let text = answer.map(|o| outcome_text(request, &o)).map_err(|e| e.to_string());
+                    (request.key.to_string(), text)
+                })
+                .collect();
+            Done::Each { verb, results }
+        }
+        Effect::MarkAll(request) => {
+            let result = match load(ledger, &request).await {
+                Ok(Snapshot { rows: Rows::Actions(actions), .. }) => Ok(actions),
+                Ok(_) => Ok(Vec::new()),
+                Err(error) => Err(error.to_string()),
+            };
+            Done::Marked { request, result }
+        }
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;

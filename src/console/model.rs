@@ -142,9 +142,21 @@ pub struct LoadRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     Load(LoadRequest),
-    LoadDetail { id: u64, key: ActionKey },
+    LoadDetail {
+        id: u64,
+        key: ActionKey,
+    },
     Run(ManualRequest),
-    Lookup { key: ActionKey, revision: i64, person: Person, reason: Reason },
+    /// Bulk triage: each command in turn, each in its own transaction against its version seen.
+    RunEach(Vec<ManualRequest>),
+    /// Mark every action of the pane that matches the filter (up to the request's limit).
+    MarkAll(LoadRequest),
+    Lookup {
+        key: ActionKey,
+        revision: i64,
+        person: Person,
+        reason: Reason,
+    },
 }
 
 /// The header's numbers.
@@ -181,6 +193,16 @@ pub enum Done {
     },
     /// A command finished: what happened, or why it was refused.
     Command(Result<String, String>),
+    /// A bulk command finished: for each action, what happened or why it was refused.
+    Each {
+        verb: &'static str,
+        results: Vec<(String, Result<String, String>)>,
+    },
+    /// The actions that match the pane and filter, to mark.
+    Marked {
+        request: LoadRequest,
+        result: Result<Vec<ActionRecord>, String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -219,6 +241,8 @@ pub struct Dialog {
     pub reason: String,
     /// What the person typed at the old-worker step.
     pub old_worker_answer: String,
+    /// A bulk command: the marked actions as the person saw them (`action` is the first).
+    pub bulk: Vec<ActionRecord>,
     /// The detail being read for this dialog (a takeover's facts, a destination id the evidence
     /// names), when it was opened from the list.
     pub evidence_request: Option<u64>,
@@ -233,7 +257,8 @@ impl Dialog {
     /// Whether this command on this action asks whether the old worker stopped: the ledger
     /// refuses it without that confirmation.
     pub fn asks_old_worker_stopped(&self) -> bool {
-        manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
+        self.bulk.is_empty()
+            && manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
     }
 
     fn old_worker_confirmed(&self) -> bool {
@@ -311,6 +336,9 @@ pub struct Model {
     pub destinations: DestinationCatalog,
     /// Each configured destination's pointer to a record id in a response body.
     pub id_pointers: std::collections::BTreeMap<String, String>,
+    /// Actions marked for a bulk command, by key, as last seen: refreshes keep them (and update
+    /// the version seen), so marks survive moving around, filtering and switching panes.
+    pub marks: std::collections::BTreeMap<String, ActionRecord>,
     pub quit: bool,
     /// How many commands were refused so far, by the ledger or before their dialog: a scripted
     /// session stops at the first and says which line did it.
@@ -355,6 +383,7 @@ impl Model {
             configured: std::collections::BTreeSet::new(),
             destinations: DestinationCatalog::default(),
             id_pointers: std::collections::BTreeMap::new(),
+            marks: std::collections::BTreeMap::new(),
             quit: false,
             refusals: 0,
             next_request: 0,
@@ -456,7 +485,8 @@ impl Model {
             DialogStage::Confirm => "y to confirm",
             DialogStage::Running => "the ledger's answer",
         };
-        Some(format!("{} on {}, waiting for {waiting}", dialog.command.label(), dialog.action.key))
+        let on = if dialog.bulk.is_empty() { dialog.action.key.to_string() } else { marked_actions(dialog.bulk.len()) };
+        Some(format!("{} on {on}, waiting for {waiting}", dialog.command.label()))
     }
 }
 
@@ -648,8 +678,130 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.mode = Mode::Filter(String::new());
             Vec::new()
         }
+        Action::Mark | Action::MarkAll | Action::ClearMarks => on_mark(model, action),
+        Action::Command(kind) if kind.applies_to_marks() && !model.marks.is_empty() => open_bulk_dialog(model, kind),
         Action::Command(kind) => open_dialog(model, kind),
     }
+}
+
+/// Marks for bulk triage: Space, `*` and `u`.
+fn on_mark(model: &mut Model, action: Action) -> Vec<Effect> {
+    let in_detail = model.mode == Mode::Detail;
+    match action {
+        Action::Mark => {
+            match model.selected_action().cloned() {
+                Some(action) => {
+                    let key = action.key.to_string();
+                    if model.marks.remove(&key).is_none() {
+                        model.marks.insert(key, action);
+                        if !in_detail {
+                            // Down after marking, as in file managers: Space Space Space marks three.
+                            return move_selection(model, 1);
+                        }
+                    }
+                }
+                None => model.refuse("nothing to mark: only actions can be marked"),
+            }
+            Vec::new()
+        }
+        Action::MarkAll => {
+            if model.pane == Pane::Refused {
+                model.refuse("refused submissions cannot be marked: they are not actions");
+                return Vec::new();
+            }
+            // Not a load of the screen: the screen's own loads are left as they are.
+            vec![Effect::MarkAll(LoadRequest {
+                id: 0,
+                pane: model.pane,
+                window: Window::Newest,
+                limit: MARK_ALL_LIMIT,
+                filter: model.filter.clone(),
+                select: Selection::First,
+                with_counts: false,
+            })]
+        }
+        Action::ClearMarks => {
+            let n = model.marks.len();
+            model.marks.clear();
+            model.info(format!("{n} marks cleared"));
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// At most this many actions are marked at once by `*`.
+pub const MARK_ALL_LIMIT: i64 = 1000;
+
+/// Marked actions a bulk dialog lists by name.
+const LISTED: usize = 5;
+
+/// A bulk command on the marked actions: one reason, one confirmation; each action is still
+/// checked by the ledger against the version the person saw.
+fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
+    let actions: Vec<ActionRecord> = model.marks.values().cloned().collect();
+    let Some(first) = actions.first().cloned() else { return Vec::new() };
+    let mut description = vec![format!(
+        "{} {}, each in its own transaction, checked against the version you saw, in your name:",
+        capitalized(kind.label()),
+        marked_actions(actions.len())
+    )];
+    for action in actions.iter().take(LISTED) {
+        let line = match describe_one(model, kind, action) {
+            Ok(change) => format!("{}: {change}", action.key),
+            Err(refusal) => format!("{}: will be refused: {refusal}", action.key),
+        };
+        description.push(line);
+    }
+    if actions.len() > LISTED {
+        description.push(format!("… and {} more; refused ones stay marked.", actions.len() - LISTED));
+    }
+    model.mode = Mode::Dialog(Box::new(Dialog {
+        command: kind,
+        action: first,
+        description,
+        stage: DialogStage::Reason,
+        destination_id: String::new(),
+        reason: String::new(),
+        old_worker_answer: String::new(),
+        bulk: actions,
+        evidence_request: None,
+        offered_id: false,
+    }));
+    Vec::new()
+}
+
+/// "1 marked action", "5 marked actions".
+pub fn marked_actions(n: usize) -> String {
+    if n == 1 { "1 marked action".to_owned() } else { format!("{n} marked actions") }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// One marked action's change, as the ledger's rule plans it.
+fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<String, Refusal> {
+    let now = model.now.unwrap_or(action.updated_at);
+    let command = manual_command(model, kind, String::new()).unwrap_or(ManualCommand::Retry);
+    if kind == CommandKind::Takeover {
+        // What was sent under each claim is read by the ledger, locked, when it runs: said here
+        // from the destination's declared protection alone.
+        let protected = ClaimFacts { sent_under_claim: true, repeat_protected: true };
+        manual::plan(action, &command, now, protected, false)?;
+        return Ok(if model.destinations.protects_against_repeat(action, now) {
+            "in_progress -> pending (the destination protects against a repeat)".to_owned()
+        } else {
+            "in_progress -> pending if nothing was sent under its claim, else held".to_owned()
+        });
+    }
+    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, false)?;
+    Ok(if planned.from == planned.to {
+        format!("stays {}", planned.from)
+    } else {
+        format!("{} -> {}", planned.from, planned.to)
+    })
 }
 
 fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
@@ -878,6 +1030,7 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 destination_id: String::new(),
                 reason: String::new(),
                 old_worker_answer: String::new(),
+                bulk: Vec::new(),
                 evidence_request: None,
                 offered_id: false,
             };
@@ -985,6 +1138,23 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
     let Ok(reason) = Reason::parse(&dialog.reason) else { return Vec::new() };
     dialog.stage = DialogStage::Running;
+    if !dialog.bulk.is_empty() {
+        let (kind, actions) = (dialog.command, dialog.bulk.clone());
+        model.info(format!("{} {}: working…", kind.label(), marked_actions(actions.len())));
+        let Some(command) = manual_command(model, kind, String::new()) else { return Vec::new() };
+        let requests = actions
+            .into_iter()
+            .map(|action| ManualRequest {
+                key: action.key,
+                person: model.owner.clone(),
+                reason: reason.clone(),
+                expect_version: Some(action.revision),
+                command: command.clone(),
+                old_worker_stopped: false,
+            })
+            .collect();
+        return vec![Effect::RunEach(requests)];
+    }
     let (kind, action, destination_id) =
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
@@ -1042,6 +1212,50 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
                     Ok(detail) => model.detail = Some(detail),
                     Err(error) => model.error(format!("database: {error}")),
                 }
+            }
+            Vec::new()
+        }
+        Done::Each { verb, results } => {
+            close_dialog(model);
+            let mut refused = Vec::new();
+            let mut done = 0;
+            for (key, result) in results {
+                match result {
+                    Ok(_) => {
+                        done += 1;
+                        model.marks.remove(&key);
+                    }
+                    Err(why) => refused.push(why),
+                }
+            }
+            let summary = format!("{verb}: {done} done, {} refused (still marked)", refused.len());
+            if refused.is_empty() {
+                model.info(summary);
+            } else {
+                model.refuse(format!("{summary}: {}", refused.join("; ")));
+            }
+            model.refresh()
+        }
+        Done::Marked { request, result } => {
+            match result {
+                Ok(actions) => {
+                    let n = actions.len();
+                    for action in actions {
+                        model.marks.insert(action.key.to_string(), action);
+                    }
+                    let all = if i64::try_from(n).unwrap_or(i64::MAX) >= request.limit {
+                        format!("the first {n}")
+                    } else {
+                        format!("all {n}")
+                    };
+                    let filter = if model.filter.is_some() { " that match the filter" } else { "" };
+                    model.info(format!(
+                        "marked {all} in the {} pane{filter}; {} marked in all (u unmarks)",
+                        request.pane.title(),
+                        model.marks.len()
+                    ));
+                }
+                Err(error) => model.error(format!("database: {error}")),
             }
             Vec::new()
         }
@@ -1111,6 +1325,14 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     }
     model.at_newest = matches!(request.window, Window::Newest) || (matches!(request.window, Window::Oldest) && short);
     model.rows = snapshot.rows;
+    if let Rows::Actions(rows) = &model.rows {
+        // A marked action as the person now sees it: the version a bulk command is checked against.
+        for row in rows {
+            if let Some(marked) = model.marks.get_mut(row.key.as_str()) {
+                marked.clone_from(row);
+            }
+        }
+    }
     let len = model.rows.len();
     model.selected = match &request.select {
         _ if len == 0 => 0,

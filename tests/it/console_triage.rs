@@ -20,6 +20,9 @@ conformance!(
     a_lookup_on_a_settled_action_is_kept_as_evidence_with_its_record_ids,
     resolving_offers_the_destination_id_the_evidence_names,
     the_takeover_dialog_says_where_the_action_will_go_and_the_ledger_agrees,
+    bulk_takeover_of_marked_stale_claims_checks_each_version_and_keeps_refused_ones_marked,
+    marks_are_keys_that_survive_panes_filters_and_refreshes,
+    cli_bulk_retry_selects_by_filter_with_a_dry_run,
 );
 
 fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
@@ -227,6 +230,185 @@ async fn the_takeover_dialog_says_where_the_action_will_go_and_the_ledger_agrees
     }
 }
 
+/// The keys marked in the console, in order.
+fn marked<S: Store>(console: &ScriptedConsole<S>) -> Vec<String> {
+    console.model().marks.keys().cloned().collect()
+}
+
+async fn bulk_takeover_of_marked_stale_claims_checks_each_version_and_keeps_refused_ones_marked<S: Store>(
+    db: TestDb<S>,
+) {
+    let l = &db.ledger;
+    for n in 1..=6 {
+        l.submit(&raw(&format!("acme:stale:{n}"), r#"{"qty":1}"#)).await.unwrap();
+        let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+        if n % 2 == 0 {
+            l.start_attempt(&claim).await.unwrap();
+        }
+    }
+    l.store().clock().advance(LEASE * 2);
+    let mut console = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 120, 40).await.unwrap();
+    // Mark all six, then let another person take one of them over first.
+    for line in ["2", "*"] {
+        console.press(line).await.unwrap();
+    }
+    assert_eq!(marked(&console).len(), 6, "{}", console.screen().unwrap());
+    let first = support::person_request("acme:stale:6", actionledger::domain::ManualCommand::Takeover);
+    l.manual(&first).await.unwrap();
+    let before: Vec<usize> = futures_len(l).await;
+    for line in ["t", "worker host died", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("take over 6 marked actions"), "one dialog for the set:\n{screen}");
+    assert!(joined(&screen).contains("pending if nothing was sent under its claim, else held"), "{screen}");
+    console.press("y").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("take over: 5 done, 1 refused (still marked)"), "{screen}");
+    assert!(joined(&screen).contains("acme:stale:6"), "the refusal names its action:\n{screen}");
+    assert_eq!(marked(&console), ["acme:stale:6"], "only the refused one stays marked");
+    for n in 1..=5 {
+        let detail = record(l, &format!("acme:stale:{n}")).await;
+        let expected = if n % 2 == 0 { State::Held } else { State::Pending };
+        assert_eq!(detail.action.state, expected, "acme:stale:{n}: sent under the claim or not");
+        let last = detail.audit.last().unwrap();
+        assert_eq!((last.event, last.actor.as_str()), (Event::TakenOver, "Ana"));
+        assert_eq!(last.reason.as_deref().map(|r| r.starts_with("worker host died")), Some(true));
+    }
+    let after: Vec<usize> = futures_len(l).await;
+    assert_eq!(after[5], before[5], "the action that changed meanwhile was not touched again");
+    // u clears the marks.
+    console.press("u").await.unwrap();
+    assert!(marked(&console).is_empty());
+}
+
+/// The audit trail length of acme:stale:1..6.
+async fn futures_len<S: Store>(l: &Ledger<S>) -> Vec<usize> {
+    let mut out = Vec::new();
+    for n in 1..=6 {
+        out.push(record(l, &format!("acme:stale:{n}")).await.audit.len());
+    }
+    out
+}
+
+async fn marks_are_keys_that_survive_panes_filters_and_refreshes<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 1..=4 {
+        action_in(l, &format!("acme:m:{n}"), State::Unknown, Evidence::default()).await;
+    }
+    let mut console = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 100, 30).await.unwrap();
+    // Space marks and moves down: two presses mark the two newest.
+    for line in ["3", "<Space>", "<Space>"] {
+        console.press(line).await.unwrap();
+    }
+    assert_eq!(marked(&console), ["acme:m:3", "acme:m:4"]);
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("+ acme:m:4") && screen.contains("+ acme:m:3"), "{screen}");
+    assert!(screen.contains("2 marked"), "{screen}");
+    // A new row, a refresh, another pane and a filter leave the marks on their keys.
+    action_in(l, "acme:m:5", State::Unknown, Evidence::default()).await;
+    console.send(actionledger::console::model::Msg::Tick).await.unwrap();
+    for line in ["1", "3", "/", "m:1", "<Enter>", "<Space>", "<Esc>"] {
+        console.press(line).await.unwrap();
+    }
+    assert_eq!(marked(&console), ["acme:m:1", "acme:m:3", "acme:m:4"]);
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("+ acme:m:4") && !screen.contains("+ acme:m:5"), "{screen}");
+    // Space on a marked row unmarks it; n resolves the marked set as not written.
+    for line in ["/", "m:1", "<Enter>", "<Space>", "<Esc>", "n", "CRM has none of them", "<Enter>", "y"] {
+        console.press(line).await.unwrap();
+    }
+    for (n, expected) in [(1, State::Unknown), (2, State::Unknown), (3, State::Pending), (4, State::Pending)] {
+        assert_eq!(record(l, &format!("acme:m:{n}")).await.action.state, expected, "acme:m:{n}");
+    }
+    assert!(marked(&console).is_empty(), "done ones are unmarked");
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
+
+fn run_cli(url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .env_remove("ACTIONLEDGER_DB")
+        .env_remove("DATABASE_URL")
+        .env("NO_COLOR", "1")
+        .current_dir(std::env::temp_dir())
+        .args(["--db", url])
+        .args(args)
+        .output()
+        .expect("run actionledger")
+}
+
+async fn cli_bulk_retry_selects_by_filter_with_a_dry_run<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for key in ["acme:b:1", "acme:b:2", "acme:b:3"] {
+        action_in(l, key, State::Unknown, Evidence::default()).await;
+    }
+    let elsewhere = actionledger::domain::RawSubmission { destination: Some("erp".into()), ..raw("acme:e:1", "{}") };
+    l.submit(&elsewhere).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    let unknown = Report { outcome: Outcome::Unknown, error: None, evidence: Evidence::default() };
+    l.record_result(&claim, attempt, &unknown).await.unwrap();
+    // A new payload proposed for acme:b:2: a retry would send the old one, so it is refused.
+    l.submit(&raw("acme:b:2", r#"{"qty":2}"#)).await.unwrap();
+    let url = db.url.clone();
+    let selection = ["--state", "unknown", "--destination", "crm", "--owner", "Ana", "--reason", "CRM back up"];
+    let dry = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || run_cli(&url, &[&["retry"][..], &selection, &["--dry-run"]].concat())
+    })
+    .await
+    .unwrap();
+    let out = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert_eq!(dry.status.code(), Some(3), "a refusal in the dry run exits 3:\n{out}");
+    assert!(out.contains("would retry: acme:b:1 unknown -> pending"), "{out}");
+    assert!(out.contains("would retry: acme:b:3 unknown -> pending"), "{out}");
+    assert!(out.contains("refused: acme:b:2:"), "{out}");
+    assert!(!out.contains("acme:e:1"), "another destination is not selected:\n{out}");
+    assert!(out.contains("retry: 3 selected, 2 would change, 1 refused; nothing was changed (--dry-run)"), "{out}");
+    for key in ["acme:b:1", "acme:b:2", "acme:b:3"] {
+        assert_eq!(record(l, key).await.action.state, State::Unknown, "the dry run changed nothing");
+    }
+    // Too recent for --older-than 1h: nothing selected.
+    let old = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || run_cli(&url, &[&["retry"][..], &selection, &["--older-than", "1h"]].concat())
+    })
+    .await
+    .unwrap();
+    assert!(String::from_utf8_lossy(&old.stdout).contains("retry: 0 selected, 0 done, 0 refused"));
+    let real = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || run_cli(&url, &[&["retry"][..], &selection, &["--json"]].concat())
+    })
+    .await
+    .unwrap();
+    assert_eq!(real.status.code(), Some(3));
+    let answer: serde_json::Value = serde_json::from_slice(&real.stdout).unwrap();
+    assert_eq!(answer["done"].as_array().unwrap().len(), 2, "{answer}");
+    assert_eq!(answer["refused"][0]["key"], "acme:b:2", "{answer}");
+    for (key, expected) in [("acme:b:1", State::Pending), ("acme:b:2", State::Unknown), ("acme:b:3", State::Pending)] {
+        let detail = record(l, key).await;
+        assert_eq!(detail.action.state, expected, "{key}");
+        if expected == State::Pending {
+            let last = detail.audit.last().unwrap();
+            assert_eq!(
+                (last.event, last.actor.as_str(), last.reason.as_deref()),
+                (Event::Retry, "Ana", Some("CRM back up"))
+            );
+        }
+    }
+    assert_eq!(record(l, "acme:e:1").await.action.state, State::Unknown);
+    // A command decided one action at a time refuses a selection, before touching anything.
+    let approve = tokio::task::spawn_blocking(move || {
+        run_cli(&url, &["approve", "--state", "conflict", "--owner", "Ana", "--reason", "all of them"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(approve.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&approve.stderr).contains("approve takes one action key"));
+}
+
 /// Whole screens at 80x24 and 120x40: the takeover dialog and the offered destination id.
 #[tokio::test]
 async fn screens() {
@@ -239,10 +421,12 @@ async fn screens() {
     l.start_attempt(&claim).await.unwrap();
     l.store().clock().advance(LEASE * 2);
     let nowhere = NOWHERE.parse().unwrap();
-    let scenes: [(&str, &[&str]); 3] = [
+    let scenes: [(&str, &[&str]); 5] = [
         ("offered_destination_id", &["3", "c"]),
         ("takeover_outcome", &["2", "t"]),
         ("lookup_not_offered", &["3", "l"]),
+        ("marked", &["3", "<Space>"]),
+        ("bulk_takeover", &["2", "*", "t", "lease expired hours ago"]),
     ];
     for (width, height) in [(80, 24), (120, 40)] {
         for (name, keys) in scenes {

@@ -57,6 +57,9 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
                     keys.push(pair(command_key(kind), kind.short_label()));
                 }
             }
+            if !model.marks.is_empty() {
+                keys.push(pair("u", &format!("unmark {}", model.marks.len())));
+            }
             keys.push(pair("?", "help"));
             if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none()) {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);

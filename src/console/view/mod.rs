@@ -97,7 +97,8 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
     footer::draw_status(model, theme, frame, status_area);
     footer::draw_keys(model, theme, frame, footer_area);
     if let Mode::Dialog(dialog) = &model.mode {
-        dialog::draw(dialog, theme, frame, centered(frame.area(), 72, 14));
+        let height = if dialog.bulk.is_empty() { 14 } else { 18 };
+        dialog::draw(dialog, theme, frame, centered(frame.area(), 72, height));
     }
     if model.help {
         help::draw(model, theme, frame, centered(frame.area(), 78, 24));

@@ -205,7 +205,7 @@ pub const BINDINGS: &[Binding] = &[
             (Key::char('*'), Action::MarkAll),
             (Key::char('u'), Action::ClearMarks),
         ],
-        help: "mark / mark all matching / unmark all: r x t n o act on marks",
+        help: "mark one / all matching / none; then r x t n o act on them",
     },
     Binding {
         keys: "r",

@@ -318,6 +318,8 @@ pub struct Model {
     pub filter: Option<String>,
     pub mode: Mode,
     pub help: bool,
+    /// How far the help screen is scrolled (a short terminal does not show it all).
+    pub help_scroll: u16,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
     /// What the open detail shows.
@@ -374,6 +376,7 @@ impl Model {
             filter: None,
             mode: Mode::List,
             help: false,
+            help_scroll: 0,
             detail: None,
             detail_scroll: 0,
             detail_view: DetailView::Facts,
@@ -542,8 +545,16 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         return Vec::new();
     }
     if model.help {
-        if matches!(key.code, KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter) {
-            model.help = false;
+        let max = super::view::help_max_scroll(model);
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter => model.help = false,
+            KeyCode::Down | KeyCode::Char('j') => {
+                model.help_scroll = model.help_scroll.min(max).saturating_add(1).min(max)
+            }
+            KeyCode::Up | KeyCode::Char('k') => model.help_scroll = model.help_scroll.min(max).saturating_sub(1),
+            KeyCode::End | KeyCode::Char('G') | KeyCode::PageDown => model.help_scroll = max,
+            KeyCode::Home | KeyCode::Char('g') | KeyCode::PageUp => model.help_scroll = 0,
+            _ => {}
         }
         return Vec::new();
     }
@@ -592,6 +603,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         }
         Action::Help => {
             model.help = true;
+            model.help_scroll = 0;
             Vec::new()
         }
         Action::SelectPane(index) => switch_pane(model, Pane::ALL[index.min(Pane::ALL.len() - 1)]),

@@ -421,7 +421,8 @@ async fn screens() {
     l.start_attempt(&claim).await.unwrap();
     l.store().clock().advance(LEASE * 2);
     let nowhere = NOWHERE.parse().unwrap();
-    let scenes: [(&str, &[&str]); 5] = [
+    let scenes: [(&str, &[&str]); 6] = [
+        ("help_end", &["?", "G"]),
         ("offered_destination_id", &["3", "c"]),
         ("takeover_outcome", &["2", "t"]),
         ("lookup_not_offered", &["3", "l"]),

@@ -33,7 +33,7 @@ pub fn draw_status(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rec
 pub fn hints(model: &Model) -> Vec<(String, String)> {
     let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
     if model.help {
-        return vec![pair("Esc", "close help")];
+        return vec![pair("Esc", "close help"), pair("j/k", "scroll")];
     }
     match &model.mode {
         Mode::Filter(_) => vec![pair("type", "part of a key"), pair("Enter", "apply"), pair("Esc", "cancel")],

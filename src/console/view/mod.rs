@@ -101,8 +101,18 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
         dialog::draw(dialog, theme, frame, centered(frame.area(), 72, height));
     }
     if model.help {
-        help::draw(model, theme, frame, centered(frame.area(), 78, 24));
+        help::draw(model, theme, frame, help_area(frame.area()));
     }
+}
+
+/// Where the help screen goes.
+fn help_area(area: Rect) -> Rect {
+    centered(area, 78, 26)
+}
+
+/// How far the help scrolls at most on this console's screen.
+pub fn help_max_scroll(model: &Model) -> u16 {
+    help::max_scroll(model, help_area(Rect::new(0, 0, model.width, model.height)))
 }
 
 /// A box of at most `width` x `height` in the middle of `area`.

@@ -549,7 +549,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         match key.code {
             KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter => model.help = false,
             KeyCode::Down | KeyCode::Char('j') => {
-                model.help_scroll = model.help_scroll.min(max).saturating_add(1).min(max)
+                model.help_scroll = model.help_scroll.min(max).saturating_add(1).min(max);
             }
             KeyCode::Up | KeyCode::Char('k') => model.help_scroll = model.help_scroll.min(max).saturating_sub(1),
             KeyCode::End | KeyCode::Char('G') | KeyCode::PageDown => model.help_scroll = max,

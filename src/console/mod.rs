@@ -344,7 +344,7 @@ impl<S: Store> ScriptedConsole<S> {
 
     /// The screen as plain text, one line per row.
     pub fn screen(&mut self) -> Result<String, Error> {
-        self.render(Theme { color: false })?;
+        self.render(Theme::PLAIN)?;
         Ok(screen_text(self.terminal.backend()))
     }
 

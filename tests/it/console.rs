@@ -653,7 +653,7 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
             .draw(|frame| {
                 actionledger::console::view::view(
                     console.model(),
-                    actionledger::console::view::Theme { color: true },
+                    actionledger::console::view::Theme::colored(actionledger::console::view::Palette::COLORS_256),
                     frame,
                 );
             })

@@ -441,6 +441,47 @@ async fn screens() {
     }
 }
 
+/// Each run of coloured text on a screen, row by row: what a palette changes.
+fn colour_runs(buffer: &ratatui::buffer::Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buffer.area.height {
+        let mut runs: Vec<(ratatui::style::Color, String)> = Vec::new();
+        for x in 0..buffer.area.width {
+            let cell = &buffer[(x, y)];
+            if cell.fg == ratatui::style::Color::Reset {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((fg, text)) if *fg == cell.fg => text.push_str(cell.symbol()),
+                _ => runs.push((cell.fg, cell.symbol().to_owned())),
+            }
+        }
+        for (fg, text) in runs {
+            out.push_str(&format!("{y:>2} {fg:?}: {}\n", mask(text.trim())));
+        }
+    }
+    out
+}
+
+/// The same screen under each palette: 256 colours, and the 16 of `TERM=xterm`, `screen` or
+/// `linux`, where every colour is one of the basic eight.
+#[tokio::test]
+async fn palettes() {
+    use actionledger::console::view::{Palette, Theme};
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    action_in(l, "acme:order:ORD-3001:create-task", State::Unknown, Evidence::default()).await;
+    l.submit(&raw("acme:order:ORD-3002:create-task", r#"{"qty":1}"#)).await.unwrap();
+    l.claim("worker-1", LEASE, 1).await.unwrap();
+    l.store().clock().advance(LEASE * 2);
+    let mut console = ScriptedConsole::start(l, &options("ana", Destinations::default()), 80, 24).await.unwrap();
+    console.press("3").await.unwrap();
+    for (name, term) in [("256", "xterm-256color"), ("16", "xterm"), ("16", "screen"), ("16", "linux")] {
+        let buffer = console.render(Theme::colored(Palette::for_terminal(Some(term), None))).unwrap();
+        insta::assert_snapshot!(format!("palette_{name}_80x24"), colour_runs(&buffer));
+    }
+}
+
 /// The screen's words in order, box borders left out: a wrapped sentence reads whole.
 fn joined(screen: &str) -> String {
     screen.replace(['│', '─'], " ").split_whitespace().collect::<Vec<_>>().join(" ")

@@ -41,7 +41,7 @@ fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
 /// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end
 /// of the last section (the audit trail) is always reachable.
 pub fn max_scroll(model: &Model, area: Rect) -> u16 {
-    paragraph(model, Theme { color: false }, area.width)
+    paragraph(model, Theme::PLAIN, area.width)
         .map_or(0, |p| u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX).saturating_sub(area.height))
 }
 

@@ -21,7 +21,7 @@ fn status_line(model: &Model, theme: Theme) -> Line<'static> {
 
 /// The status line wraps rather than cut a message: the lines it needs at this width.
 pub fn status_height(model: &Model, width: u16) -> u16 {
-    let lines = Paragraph::new(status_line(model, Theme { color: false })).wrap(Wrap { trim: false }).line_count(width);
+    let lines = Paragraph::new(status_line(model, Theme::PLAIN)).wrap(Wrap { trim: false }).line_count(width);
     u16::try_from(lines).unwrap_or(u16::MAX).max(1)
 }
 

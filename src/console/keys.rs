@@ -431,6 +431,7 @@ mod tests {
     fn name(key: Key) -> String {
         let base = match key.code {
             KeyCode::Char(c) if key.ctrl => c.to_ascii_uppercase().to_string(),
+            KeyCode::Char(' ') => "Space".to_owned(),
             KeyCode::Char(c) => c.to_string(),
             KeyCode::BackTab => "Shift-Tab".to_owned(),
             code => format!("{code:?}"),

@@ -443,6 +443,7 @@ async fn screens() {
 
 /// Each run of coloured text on a screen, row by row: what a palette changes.
 fn colour_runs(buffer: &ratatui::buffer::Buffer) -> String {
+    use std::fmt::Write as _;
     let mut out = String::new();
     for y in 0..buffer.area.height {
         let mut runs: Vec<(ratatui::style::Color, String)> = Vec::new();
@@ -457,7 +458,7 @@ fn colour_runs(buffer: &ratatui::buffer::Buffer) -> String {
             }
         }
         for (fg, text) in runs {
-            out.push_str(&format!("{y:>2} {fg:?}: {}\n", mask(text.trim())));
+            let _ = writeln!(out, "{y:>2} {fg:?}: {}", mask(text.trim()));
         }
     }
     out

@@ -75,6 +75,8 @@ impl CommandKind {
 #[serde(rename_all = "snake_case", tag = "action", content = "arg")]
 pub enum Action {
     SelectPane(usize),
+    /// The next history pane: completed, cancelled, all.
+    NextHistory,
     NextPane,
     PreviousPane,
     Down,
@@ -96,6 +98,10 @@ pub enum Action {
     MarkAll,
     /// Clear every mark.
     ClearMarks,
+    /// Copy the selected action's key to the clipboard.
+    CopyKey,
+    /// Copy the selected action's destination id to the clipboard.
+    CopyDestinationId,
     Command(CommandKind),
 }
 
@@ -139,7 +145,7 @@ pub struct Binding {
 /// Every binding, in the order the help screen lists them.
 pub const BINDINGS: &[Binding] = &[
     Binding {
-        keys: "1-8",
+        keys: "1-9",
         actions: &[
             (Key::char('1'), Action::SelectPane(0)),
             (Key::char('2'), Action::SelectPane(1)),
@@ -149,8 +155,14 @@ pub const BINDINGS: &[Binding] = &[
             (Key::char('6'), Action::SelectPane(5)),
             (Key::char('7'), Action::SelectPane(6)),
             (Key::char('8'), Action::SelectPane(7)),
+            (Key::char('9'), Action::SelectPane(8)),
         ],
-        help: "show a pane (the tabs, left to right)",
+        help: "show a pane (the tabs, left to right; 9 is history)",
+    },
+    Binding {
+        keys: "h",
+        actions: &[(Key::char('h'), Action::NextHistory)],
+        help: "history: completed, then cancelled, then all actions",
     },
     Binding {
         keys: "Tab / Shift-Tab",
@@ -196,7 +208,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         keys: "/",
         actions: &[(Key::char('/'), Action::Filter)],
-        help: "filter by key (Enter applies, empty clears)",
+        help: "filter: key text, dest:NAME, mine, age:30m (Enter applies)",
     },
     Binding {
         keys: "Space / * / u",
@@ -256,6 +268,11 @@ pub const BINDINGS: &[Binding] = &[
         keys: "e",
         actions: &[(Key::char('e'), Action::Command(CommandKind::Acknowledge))],
         help: "acknowledge its late results (evidence seen)",
+    },
+    Binding {
+        keys: "y / Y",
+        actions: &[(Key::char('y'), Action::CopyKey), (Key::char('Y'), Action::CopyDestinationId)],
+        help: "copy the key / the destination id to the clipboard",
     },
     Binding { keys: "?", actions: &[(Key::char('?'), Action::Help)], help: "this help" },
     Binding {

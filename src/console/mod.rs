@@ -5,6 +5,7 @@
 //! draws. The event source is injected, so a script of key events can drive the same loop on a
 //! `TestBackend`, which is what `review --script` and the tests do.
 
+pub mod clipboard;
 pub mod keys;
 pub mod model;
 pub mod safe_text;
@@ -46,10 +47,29 @@ struct Driver<S> {
     destinations: Arc<Destinations>,
     results: mpsc::UnboundedSender<Done>,
     outstanding: usize,
+    /// Where copies go: the real terminal gets the clipboard escape; a scripted session keeps
+    /// what was copied, to be read back.
+    clipboard: Clipboard,
+}
+
+enum Clipboard {
+    Terminal,
+    Kept(Vec<String>),
 }
 
 impl<S: Store> Driver<S> {
     fn perform(&mut self, effect: Effect) {
+        if let Effect::Copy(text) = effect {
+            match &mut self.clipboard {
+                Clipboard::Terminal => {
+                    use std::io::Write as _;
+                    let mut out = std::io::stdout();
+                    let _ = out.write_all(clipboard::osc52(&text).as_bytes()).and_then(|()| out.flush());
+                }
+                Clipboard::Kept(copied) => copied.push(text),
+            }
+            return;
+        }
         self.outstanding += 1;
         let ledger = self.ledger.clone();
         let destinations = Arc::clone(&self.destinations);
@@ -94,6 +114,8 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
             };
             Done::Marked { request, result }
         }
+        // Performed by the driver itself, never in a task.
+        Effect::Copy(_) => Done::Copied,
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
@@ -121,6 +143,17 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
         Window::Before(id) => (Some(id), None),
         Window::After(id) => (None, Some(id)),
     };
+    let now = store.now().await?;
+    // The filter's terms, the same for the rows and for the counts that follow the filter.
+    let matching = request.filter.as_ref().map(|terms| ListFilter {
+        key_contains: terms.key_contains.clone(),
+        destination: terms.destination.clone(),
+        owner: terms.assignee.clone(),
+        updated_before: terms
+            .older_than
+            .map(|age| now - chrono::Duration::from_std(age).unwrap_or(chrono::TimeDelta::MAX)),
+        ..ListFilter::default()
+    });
     let rows = match request.pane.state() {
         None if request.pane == Pane::Refused => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
         state => Rows::Actions(
@@ -134,15 +167,17 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
                     before_id,
                     after_id,
                     limit: request.limit,
-                    key_contains: request.filter.clone(),
-                    ..ListFilter::default()
+                    ..matching.clone().unwrap_or_default()
                 })
                 .await?,
         ),
     };
     let counts = if request.with_counts {
         Some(Counts {
-            by_state: ledger.counts().await?,
+            by_state: match &matching {
+                Some(filter) => ledger.counts_matching(filter).await?,
+                None => ledger.counts().await?,
+            },
             refused: store.count_refused().await?,
             stale_claims: store.count_stale_claims().await?,
             proposed_elsewhere: store.count_proposed_elsewhere().await?,
@@ -151,7 +186,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     } else {
         None
     };
-    Ok(Snapshot { counts, now: store.now().await?, rows })
+    Ok(Snapshot { counts, now, rows })
 }
 
 fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
@@ -176,6 +211,7 @@ fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>,
         destinations: Arc::new(options.destinations.clone()),
         results,
         outstanding: 0,
+        clipboard: Clipboard::Kept(Vec::new()),
     };
     (driver, receiver)
 }
@@ -257,6 +293,7 @@ where
 {
     let theme = Theme::from_environment();
     let (mut driver, mut results) = driver(ledger, options);
+    driver.clipboard = Clipboard::Terminal;
     let mut changes = ledger.store().listen_for_changes().await.ok().flatten();
     let mut ticker = tokio::time::interval(options.refresh);
     for effect in model.start() {
@@ -336,6 +373,14 @@ impl<S: Store> ScriptedConsole<S> {
         }
         let effects = model::update(&mut self.model, msg);
         settle(&mut self.model, &mut self.driver, &mut self.results, effects).await
+    }
+
+    /// What the session copied to the clipboard (`y`), in order.
+    pub fn copied(&self) -> &[String] {
+        match &self.driver.clipboard {
+            Clipboard::Kept(copied) => copied,
+            Clipboard::Terminal => &[],
+        }
     }
 
     pub fn model(&self) -> &Model {

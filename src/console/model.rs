@@ -25,10 +25,15 @@ pub enum Pane {
     /// Actions in any state, completed ones included, with late results that no person has
     /// acknowledged yet (rule 8).
     LateResults,
+    /// History: what was settled, so that a reviewer finds it again.
+    Completed,
+    Cancelled,
+    /// Every action, in any state.
+    All,
 }
 
 impl Pane {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 11] = [
         Self::Pending,
         Self::InProgress,
         Self::Unknown,
@@ -37,9 +42,19 @@ impl Pane {
         Self::Held,
         Self::Refused,
         Self::LateResults,
+        Self::Completed,
+        Self::Cancelled,
+        Self::All,
     ];
 
-    /// The state the pane lists; `None` for refused submissions and late results.
+    /// The history panes, which share the ninth tab (`9`, then `h` for the next).
+    pub const HISTORY: [Self; 3] = [Self::Completed, Self::Cancelled, Self::All];
+
+    pub fn is_history(self) -> bool {
+        Self::HISTORY.contains(&self)
+    }
+
+    /// The state the pane lists; `None` for refused submissions, late results and all actions.
     pub fn state(self) -> Option<State> {
         match self {
             Self::Pending => Some(State::Pending),
@@ -48,7 +63,9 @@ impl Pane {
             Self::Conflict => Some(State::Conflict),
             Self::Failed => Some(State::Failed),
             Self::Held => Some(State::Held),
-            Self::Refused | Self::LateResults => None,
+            Self::Completed => Some(State::Completed),
+            Self::Cancelled => Some(State::Cancelled),
+            Self::Refused | Self::LateResults | Self::All => None,
         }
     }
 
@@ -62,6 +79,9 @@ impl Pane {
             Self::Held => "held",
             Self::Refused => "refused",
             Self::LateResults => "late",
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::All => "all",
         }
     }
 
@@ -102,6 +122,72 @@ impl Rows {
     }
 }
 
+/// What a filter line asks for. Words are parts of the key; `dest:NAME` keeps one destination's
+/// actions, `mine` those assigned to the person reviewing, `age:30m` those unchanged for at
+/// least that long.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterTerms {
+    /// The line as typed.
+    pub line: String,
+    pub destination: Option<String>,
+    pub assignee: Option<String>,
+    pub older_than: Option<std::time::Duration>,
+    pub key_contains: Option<String>,
+}
+
+/// A filter line that cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("filter age:{text}: {problem}; for example age:30m")]
+    Age { text: String, problem: String },
+    #[error("filter dest: needs a destination name, for example dest:crm")]
+    NoDestination,
+}
+
+impl FilterTerms {
+    /// Parses a filter line; `owner` is who `mine` means.
+    pub fn parse(line: &str, owner: &Person) -> Result<Self, FilterError> {
+        let mut terms = Self { line: line.trim().to_owned(), ..Self::default() };
+        let mut words = Vec::new();
+        for word in line.split_whitespace() {
+            if let Some(name) = word.strip_prefix("dest:") {
+                if name.is_empty() {
+                    return Err(FilterError::NoDestination);
+                }
+                terms.destination = Some(name.to_owned());
+            } else if word == "mine" {
+                terms.assignee = Some(owner.as_str().to_owned());
+            } else if let Some(age) = word.strip_prefix("age:") {
+                let parsed = crate::config::duration_text::parse(age)
+                    .map_err(|e| FilterError::Age { text: age.to_owned(), problem: e.to_string() })?;
+                terms.older_than = Some(parsed);
+            } else {
+                words.push(word);
+            }
+        }
+        terms.key_contains = (!words.is_empty()).then(|| words.join(" "));
+        Ok(terms)
+    }
+
+    /// The filter in words, for the list's title and the status line.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(text) = &self.key_contains {
+            parts.push(format!("key contains {text:?}"));
+        }
+        if let Some(destination) = &self.destination {
+            parts.push(format!("destination {destination}"));
+        }
+        if let Some(assignee) = &self.assignee {
+            parts.push(format!("assigned to {assignee}"));
+        }
+        if let Some(age) = self.older_than {
+            parts.push(format!("unchanged for {}+", crate::config::duration_text::format(age)));
+        }
+        parts.join(", ")
+    }
+}
+
 /// Which rows of a pane to fetch: always just one screen of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -131,7 +217,7 @@ pub struct LoadRequest {
     pub pane: Pane,
     pub window: Window,
     pub limit: i64,
-    pub filter: Option<String>,
+    pub filter: Option<Box<FilterTerms>>,
     pub select: Selection,
     /// Also count actions per state: refreshes do, navigation does not, so moving around a
     /// large ledger costs one indexed page query.
@@ -151,6 +237,8 @@ pub enum Effect {
     RunEach(Vec<ManualRequest>),
     /// Mark every action of the pane that matches the filter (up to the request's limit).
     MarkAll(LoadRequest),
+    /// Put this text on the person's clipboard, through the terminal.
+    Copy(String),
     Lookup {
         key: ActionKey,
         revision: i64,
@@ -198,6 +286,8 @@ pub enum Done {
         verb: &'static str,
         results: Vec<(String, Result<String, String>)>,
     },
+    /// A copy went to the clipboard: nothing to do.
+    Copied,
     /// The actions that match the pane and filter, to mark.
     Marked {
         request: LoadRequest,
@@ -315,9 +405,11 @@ pub struct Model {
     pub late_results: i64,
     /// Database time of the last refresh; ages and lease countdowns are measured from it.
     pub now: Option<Timestamp>,
-    pub filter: Option<String>,
+    pub filter: Option<FilterTerms>,
     pub mode: Mode,
     pub help: bool,
+    /// The history pane the ninth tab shows (the last one chosen).
+    pub history: Pane,
     /// How far the help screen is scrolled (a short terminal does not show it all).
     pub help_scroll: u16,
     pub detail: Option<Box<ActionDetail>>,
@@ -376,6 +468,7 @@ impl Model {
             filter: None,
             mode: Mode::List,
             help: false,
+            history: Pane::Completed,
             help_scroll: 0,
             detail: None,
             detail_scroll: 0,
@@ -434,7 +527,7 @@ impl Model {
             pane: self.pane,
             window,
             limit: i64::try_from(self.page()).unwrap_or(i64::MAX),
-            filter: self.filter.clone(),
+            filter: self.filter.clone().map(Box::new),
             select,
             with_counts: false,
         })
@@ -578,11 +671,18 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         KeyCode::Esc => model.mode = Mode::List,
         KeyCode::Enter => {
             let text = text.trim().to_owned();
-            model.filter = (!text.is_empty()).then_some(text);
+            let terms = match FilterTerms::parse(&text, &model.owner) {
+                Ok(terms) => terms,
+                Err(problem) => {
+                    model.refuse(problem.to_string());
+                    return Vec::new();
+                }
+            };
+            model.filter = (!text.is_empty()).then_some(terms);
             model.mode = Mode::List;
             match &model.filter {
                 Some(f) => {
-                    model.info(format!("showing keys that contain {f:?}; / then Enter on an empty filter clears it"));
+                    model.info(format!("showing {}; / then Enter on an empty filter clears it", f.describe()));
                 }
                 None => model.info("filter cleared"),
             }
@@ -606,23 +706,21 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.help_scroll = 0;
             Vec::new()
         }
-        Action::SelectPane(index) => switch_pane(model, Pane::ALL[index.min(Pane::ALL.len() - 1)]),
+        Action::SelectPane(index) if index >= 8 => switch_pane(model, model.history),
+        Action::SelectPane(index) => switch_pane(model, Pane::ALL[index]),
+        Action::NextHistory => {
+            let next = if model.pane.is_history() {
+                let at = Pane::HISTORY.iter().position(|p| *p == model.pane).unwrap_or(0);
+                Pane::HISTORY[(at + 1) % Pane::HISTORY.len()]
+            } else {
+                model.history
+            };
+            switch_pane(model, next)
+        }
         Action::NextPane => switch_pane(model, model.pane.step(1)),
         Action::PreviousPane => switch_pane(model, model.pane.step(-1)),
         Action::Down | Action::Up | Action::PageDown | Action::PageUp | Action::Top | Action::Bottom if in_detail => {
-            // Bounded by the detail's lines as wrapped at this width, so that `End` shows the end
-            // and `Up` after it moves at once.
-            let (max, page) = (super::view::detail_max_scroll(model), super::view::detail_page(model));
-            let scroll = model.detail_scroll.min(max);
-            model.detail_scroll = match action {
-                Action::Down => scroll.saturating_add(1),
-                Action::Up => scroll.saturating_sub(1),
-                Action::PageDown => scroll.saturating_add(page),
-                Action::PageUp => scroll.saturating_sub(page),
-                Action::Top => 0,
-                _ => max,
-            }
-            .min(max);
+            scroll_detail(model, action);
             Vec::new()
         }
         Action::Down => move_selection(model, 1),
@@ -691,6 +789,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::Mark | Action::MarkAll | Action::ClearMarks => on_mark(model, action),
+        Action::CopyKey | Action::CopyDestinationId => copy(model, action),
         Action::Command(kind) if kind.applies_to_marks() && !model.marks.is_empty() => open_bulk_dialog(model, kind),
         Action::Command(kind) => open_dialog(model, kind),
     }
@@ -727,7 +826,7 @@ fn on_mark(model: &mut Model, action: Action) -> Vec<Effect> {
                 pane: model.pane,
                 window: Window::Newest,
                 limit: MARK_ALL_LIMIT,
-                filter: model.filter.clone(),
+                filter: model.filter.clone().map(Box::new),
                 select: Selection::First,
                 with_counts: false,
             })]
@@ -740,6 +839,27 @@ fn on_mark(model: &mut Model, action: Action) -> Vec<Effect> {
         }
         _ => Vec::new(),
     }
+}
+
+/// `y` and `Y`: the selected action's key or destination id, to the clipboard.
+fn copy(model: &mut Model, action: Action) -> Vec<Effect> {
+    let Some(selected) = model.selected_action() else {
+        model.refuse("nothing to copy: choose an action first");
+        return Vec::new();
+    };
+    let (what, text) = match action {
+        Action::CopyDestinationId => {
+            let Some(id) = selected.destination_id.clone() else {
+                let text = format!("{} has no destination id yet: nothing copied", selected.key);
+                model.refuse(text);
+                return Vec::new();
+            };
+            ("destination id", id)
+        }
+        _ => ("key", selected.key.to_string()),
+    };
+    model.info(format!("copied {what} {text} to the clipboard (through the terminal)"));
+    vec![Effect::Copy(text)]
 }
 
 /// At most this many actions are marked at once by `*`.
@@ -816,6 +936,22 @@ fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Resu
     })
 }
 
+/// Scrolls the open detail, bounded by its lines as wrapped at this width, so that `End` shows
+/// the end and `Up` after it moves at once.
+fn scroll_detail(model: &mut Model, action: Action) {
+    let (max, page) = (super::view::detail_max_scroll(model), super::view::detail_page(model));
+    let scroll = model.detail_scroll.min(max);
+    model.detail_scroll = match action {
+        Action::Down => scroll.saturating_add(1),
+        Action::Up => scroll.saturating_sub(1),
+        Action::PageDown => scroll.saturating_add(page),
+        Action::PageUp => scroll.saturating_sub(page),
+        Action::Top => 0,
+        _ => max,
+    }
+    .min(max);
+}
+
 fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
     model.mode = Mode::List;
     model.detail = None;
@@ -823,6 +959,9 @@ fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
         return Vec::new();
     }
     model.pane = pane;
+    if pane.is_history() {
+        model.history = pane;
+    }
     model.selected = 0;
     model.rows = if pane == Pane::Refused { Rows::Refused(Vec::new()) } else { Rows::Actions(Vec::new()) };
     model.at_newest = true;
@@ -1248,6 +1387,7 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             }
             model.refresh()
         }
+        Done::Copied => Vec::new(),
         Done::Marked { request, result } => {
             match result {
                 Ok(actions) => {
@@ -1446,7 +1586,7 @@ mod tests {
         assert_eq!(model.pane, Pane::InProgress);
         update(&mut model, Msg::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));
         update(&mut model, key(KeyCode::BackTab));
-        assert_eq!(model.pane, Pane::LateResults, "wraps around");
+        assert_eq!(model.pane, Pane::All, "wraps around, through the history panes");
     }
 
     #[test]

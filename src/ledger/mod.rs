@@ -811,6 +811,13 @@ impl<S: Store> Ledger<S> {
         let found = self.store.count_by_state().await?;
         Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
     }
+
+    /// [`Ledger::counts`] of the actions that match `filter`'s terms: pane counts that follow a
+    /// filter.
+    pub async fn counts_matching(&self, filter: &ListFilter) -> Result<Vec<(State, i64)>, LedgerError> {
+        let found = self.store.count_matching(filter).await?;
+        Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
+    }
 }
 
 /// Records the update action for an approved new payload of the completed `original` (already

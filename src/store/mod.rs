@@ -219,6 +219,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
+    /// How many actions in each state match `filter`'s terms (its state, cursors and limit aside).
+    fn count_matching(&self, filter: &ListFilter)
+    -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions outside `conflict` have a proposed payload awaiting a decision.

@@ -98,6 +98,10 @@ impl<S: SqlStore> Store for S {
         read(self, Statement::new(sql::COUNT_BY_STATE)).await?.iter().map(state_count_from_row).collect()
     }
 
+    async fn count_matching(&self, filter: &ListFilter) -> Result<Vec<(State, i64)>, StoreError> {
+        read(self, sql::count_matching_by_state(filter)).await?.iter().map(state_count_from_row).collect()
+    }
+
     async fn count_refused(&self) -> Result<i64, StoreError> {
         Ok(read_one(self, Statement::new(sql::COUNT_REFUSED)).await?.int("count")?)
     }

@@ -279,21 +279,29 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
         (Some(state), false) => statement = statement.push(" AND state = ").push_text(state.as_str()),
         (None, _) => {}
     }
-    if let Some(destination) = &filter.destination {
-        statement = statement.push(" AND destination = ").push_text(destination.as_str());
-    }
     if filter.late_results {
         statement = statement.push(" AND late_results > 0");
     }
-    if let Some(owner) = &filter.owner {
-        statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
-        statement = statement.push(" OR assignee = ").push_text(owner.as_str()).push(")");
-    }
+    statement = matching(statement, filter);
     if let Some(id) = filter.before_id {
         statement = statement.push(" AND id < ").push_int(id);
     }
     if let Some(id) = filter.after_id {
         statement = statement.push(" AND id > ").push_int(id);
+    }
+    let order = if filter.after_id.is_some() { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " };
+    statement.push(order).push_int(filter.limit)
+}
+
+/// The terms of a filter a person types (destination, owner or assignee, age, key text, and
+/// creation time), added to a statement's `WHERE`.
+fn matching<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> Statement<B> {
+    if let Some(destination) = &filter.destination {
+        statement = statement.push(" AND destination = ").push_text(destination.as_str());
+    }
+    if let Some(owner) = &filter.owner {
+        statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
+        statement = statement.push(" OR assignee = ").push_text(owner.as_str()).push(")");
     }
     if let Some(since) = filter.created_since {
         statement = statement.push(" AND created_at >= ").push_int(since.timestamp_millis());
@@ -304,8 +312,13 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     if let Some(text) = &filter.key_contains {
         statement = statement.push(" AND key LIKE ").push_text(contains_pattern(text).as_str()).push(" ESCAPE '\\'");
     }
-    let order = if filter.after_id.is_some() { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " };
-    statement.push(order).push_int(filter.limit)
+    statement
+}
+
+/// How many actions in each state match a filter's terms (its state, cursors and limit aside):
+/// the console's pane counts while a filter is applied.
+pub(crate) fn count_matching_by_state<B: Backend>(filter: &ListFilter) -> Statement<B> {
+    matching(Statement::new("SELECT state, COUNT(*) AS count FROM actions WHERE 1 = 1"), filter).push(" GROUP BY state")
 }
 
 /// A LIKE pattern matching `text` anywhere, with LIKE's own wildcards taken literally.

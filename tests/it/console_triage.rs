@@ -23,6 +23,8 @@ conformance!(
     bulk_takeover_of_marked_stale_claims_checks_each_version_and_keeps_refused_ones_marked,
     marks_are_keys_that_survive_panes_filters_and_refreshes,
     cli_bulk_retry_selects_by_filter_with_a_dry_run,
+    filters_by_destination_mine_age_and_text_and_the_counts_follow,
+    history_panes_and_copying_a_key_or_destination_id,
 );
 
 fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
@@ -322,6 +324,111 @@ async fn marks_are_keys_that_survive_panes_filters_and_refreshes<S: Store>(db: T
         assert_eq!(record(l, &format!("acme:m:{n}")).await.action.state, expected, "acme:m:{n}");
     }
     assert!(marked(&console).is_empty(), "done ones are unmarked");
+}
+
+/// The tabs' line.
+fn tabs(screen: &str) -> &str {
+    screen.lines().nth(2).unwrap_or_default()
+}
+
+async fn filters_by_destination_mine_age_and_text_and_the_counts_follow<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    action_in(l, "acme:f:1", State::Unknown, Evidence::default()).await;
+    let erp = actionledger::domain::RawSubmission { destination: Some("erp".into()), ..raw("acme:f:2", "{}") };
+    l.submit(&erp).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    let unknown = Report { outcome: Outcome::Unknown, error: None, evidence: Evidence::default() };
+    l.record_result(&claim, attempt, &unknown).await.unwrap();
+    action_in(l, "acme:f:3", State::Failed, Evidence::default()).await;
+    let mut assign =
+        support::person_request("acme:f:3", actionledger::domain::ManualCommand::Assign { to: "Ana".into() });
+    assign.person = actionledger::domain::Person::parse("Ana").unwrap();
+    l.manual(&assign).await.unwrap();
+    l.store().clock().advance(Duration::from_hours(2));
+    action_in(l, "acme:f:4", State::Unknown, Evidence::default()).await;
+    let mut console = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 120, 40).await.unwrap();
+    let visible = |screen: &str| -> Vec<String> {
+        (1..=4).map(|n| format!("acme:f:{n}")).filter(|k| screen.contains(k.as_str())).collect()
+    };
+    console.press("3").await.unwrap();
+    assert!(tabs(&console.screen().unwrap()).contains("unknown 3"), "{}", console.screen().unwrap());
+    // What the filter means is shown while it is typed.
+    for line in ["/", "dest:crm"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("/dest:crm_  (shows destination crm)"), "{screen}");
+    console.press("<Enter>").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert_eq!(visible(&screen), ["acme:f:1", "acme:f:4"], "{screen}");
+    console.send(actionledger::console::model::Msg::Tick).await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(tabs(&screen).contains("unknown 2") && tabs(&screen).contains("failed 1"), "counts follow:\n{screen}");
+    // mine: assigned to the person reviewing; age: unchanged for at least that long; text.
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("5", "mine", &["acme:f:3"]),
+        ("3", "age:1h", &["acme:f:1", "acme:f:2"]),
+        ("3", "f:4", &["acme:f:4"]),
+        ("3", "dest:erp age:1h", &["acme:f:2"]),
+    ];
+    for (pane, filter, expected) in cases {
+        for line in [pane, "/", "<Backspace>".repeat(30).as_str(), filter, "<Enter>"] {
+            console.press(line).await.unwrap();
+        }
+        let screen = console.screen().unwrap();
+        assert_eq!(visible(&screen), expected, "{filter}:\n{screen}");
+    }
+    console.send(actionledger::console::model::Msg::Tick).await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(tabs(&screen).contains("unknown 1") && tabs(&screen).contains("failed 0"), "{screen}");
+    // A filter that cannot be applied says why and changes nothing.
+    for line in ["/", "<Backspace>".repeat(30).as_str(), "age:soon", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("filter age:soon:"), "{screen}");
+    assert_eq!(console.model().refusals, 1);
+}
+
+async fn history_panes_and_copying_a_key_or_destination_id<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    action_in(l, "acme:h:done", State::Unknown, Evidence::default()).await;
+    action_in(l, "acme:h:dropped", State::Failed, Evidence::default()).await;
+    action_in(l, "acme:h:open", State::Unknown, Evidence::default()).await;
+    let resolve = actionledger::domain::ManualCommand::ResolveCompleted { destination_id: "R-77".into() };
+    l.manual(&support::person_request("acme:h:done", resolve)).await.unwrap();
+    l.manual(&support::person_request("acme:h:dropped", actionledger::domain::ManualCommand::Cancel)).await.unwrap();
+    let mut console = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 120, 40).await.unwrap();
+    let listed = |screen: &str| -> Vec<&str> {
+        ["acme:h:done", "acme:h:dropped", "acme:h:open"].into_iter().filter(|k| screen.contains(k)).collect()
+    };
+    console.press("9").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert_eq!(listed(&screen), ["acme:h:done"], "{screen}");
+    assert!(tabs(&screen).contains("[9 completed 1]"), "{screen}");
+    console.press("h").await.unwrap();
+    assert_eq!(listed(&console.screen().unwrap()), ["acme:h:dropped"]);
+    console.press("h").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert_eq!(listed(&screen), ["acme:h:done", "acme:h:dropped", "acme:h:open"], "{screen}");
+    assert!(tabs(&screen).contains("[9 all 3]"), "{screen}");
+    // 9 goes back to the history pane chosen last.
+    for line in ["1", "9"] {
+        console.press(line).await.unwrap();
+    }
+    assert!(tabs(&console.screen().unwrap()).contains("[9 all 3]"));
+    // y copies the selected key, Y its destination id.
+    for line in ["/", "acme:h:done", "<Enter>", "y", "Y"] {
+        console.press(line).await.unwrap();
+    }
+    assert_eq!(console.copied(), ["acme:h:done", "R-77"]);
+    assert!(console.screen().unwrap().contains("copied destination id R-77 to the clipboard"));
+    for line in ["/", "<Backspace>".repeat(20).as_str(), "acme:h:open", "<Enter>", "Y"] {
+        console.press(line).await.unwrap();
+    }
+    assert!(console.screen().unwrap().contains("acme:h:open has no destination id yet: nothing copied"));
+    assert_eq!(console.copied().len(), 2);
 }
 
 const BIN: &str = env!("CARGO_BIN_EXE_actionledger");

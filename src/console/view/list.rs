@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
 
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let filter =
-        model.filter.as_ref().map(|f| format!(" keys containing {:?}", SafeText::new(f).as_str())).unwrap_or_default();
+        model.filter.as_ref().map(|f| format!(" — {}", SafeText::new(&f.describe()).as_str())).unwrap_or_default();
     let marks = if model.marks.is_empty() { String::new() } else { format!(" — {} marked", model.marks.len()) };
     let title = format!(" {} — newest first{filter}{marks} ", model.pane.title());
     let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));

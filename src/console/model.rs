@@ -687,7 +687,12 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
                 None => model.info("filter cleared"),
             }
             let select = model.selected_key().map_or(Selection::First, Selection::KeyElseFirst);
-            return vec![model.load(Window::Newest, select)];
+            // The pane counts follow the filter at once.
+            let mut load = model.load(Window::Newest, select);
+            if let Effect::Load(request) = &mut load {
+                request.with_counts = true;
+            }
+            return vec![load];
         }
         _ => {}
     }

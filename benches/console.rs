@@ -68,7 +68,7 @@ struct Figures {
     pane_switch: Vec<Duration>,
     /// Applying a filter: its page and the pane counts that follow it.
     filter_apply: Vec<Duration>,
-    /// Moving around a filtered pane.
+    /// Moving around a filtered pane, or one sorted oldest first.
     filtered_navigation: Vec<Duration>,
     console_rss_growth_kib: u64,
 }
@@ -126,6 +126,16 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
             filtered_navigation.push(t.elapsed());
         }
     }
+    // Oldest first (`s`) over the largest pane, completed actions: the far end of the index.
+    for key in ["9", "s"] {
+        console.press(key).await.unwrap();
+    }
+    for key in ["j"; 40].iter().chain(["<PageDown>"; 10].iter()).chain(["G", "g"].iter()) {
+        let t = Instant::now();
+        console.press(key).await.unwrap();
+        console.screen().unwrap();
+        filtered_navigation.push(t.elapsed());
+    }
     let console_rss_growth_kib = rss_kib().saturating_sub(before);
     Figures { first_frame_ms, navigation, pane_switch, filter_apply, filtered_navigation, console_rss_growth_kib }
 }
@@ -133,7 +143,7 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
 fn report(store: &str, actions: u64, load_s: f64, mut f: Figures) {
     println!(
         "{store:<10} {actions:>9} actions (loaded in {load_s:.1}s): first frame {:.1} ms | navigation p50 {:.2} ms p99 {:.2} ms | \
-         pane switch p50 {:.2} ms p99 {:.2} ms | filtered navigation p50 {:.2} ms p99 {:.2} ms | \
+         pane switch p50 {:.2} ms p99 {:.2} ms | filtered or oldest-first navigation p50 {:.2} ms p99 {:.2} ms | \
          filter applied with its counts p50 {:.1} ms max {:.1} ms | console RSS growth {} KiB",
         f.first_frame_ms,
         percentile(&mut f.navigation, 50),

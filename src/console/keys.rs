@@ -77,6 +77,8 @@ pub enum Action {
     SelectPane(usize),
     /// The next history pane: completed, cancelled, all.
     NextHistory,
+    /// Newest first or oldest first.
+    Sort,
     NextPane,
     PreviousPane,
     Down,
@@ -159,6 +161,7 @@ pub const BINDINGS: &[Binding] = &[
         ],
         help: "show a pane (the tabs, left to right; 9 is history)",
     },
+    Binding { keys: "s", actions: &[(Key::char('s'), Action::Sort)], help: "sort by age: newest first / oldest first" },
     Binding {
         keys: "h",
         actions: &[(Key::char('h'), Action::NextHistory)],

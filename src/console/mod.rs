@@ -139,7 +139,8 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     let store = ledger.store();
     let (before_id, after_id) = match request.window {
         Window::Newest => (None, None),
-        Window::Oldest => (None, Some(0)),
+        // The end of the list in the order shown: the page before the far end of the ids.
+        Window::Oldest => (None, Some(if request.oldest_first { i64::MAX } else { 0 })),
         Window::Before(id) => (Some(id), None),
         Window::After(id) => (None, Some(id)),
     };
@@ -167,6 +168,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
                     before_id,
                     after_id,
                     limit: request.limit,
+                    oldest_first: request.oldest_first,
                     ..matching.clone().unwrap_or_default()
                 })
                 .await?,

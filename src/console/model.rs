@@ -188,6 +188,22 @@ impl FilterTerms {
     }
 }
 
+/// The order of a pane's rows, by age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    NewestFirst,
+    OldestFirst,
+}
+
+impl Order {
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::NewestFirst => "newest first",
+            Self::OldestFirst => "oldest first",
+        }
+    }
+}
+
 /// Which rows of a pane to fetch: always just one screen of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -219,6 +235,8 @@ pub struct LoadRequest {
     pub limit: i64,
     pub filter: Option<Box<FilterTerms>>,
     pub select: Selection,
+    /// Oldest first instead of newest first (`s`).
+    pub oldest_first: bool,
     /// Also count actions per state: refreshes do, navigation does not, so moving around a
     /// large ledger costs one indexed page query.
     pub with_counts: bool,
@@ -410,6 +428,8 @@ pub struct Model {
     pub help: bool,
     /// The history pane the ninth tab shows (the last one chosen).
     pub history: Pane,
+    /// The order lists show actions in (`s` switches).
+    pub order: Order,
     /// How far the help screen is scrolled (a short terminal does not show it all).
     pub help_scroll: u16,
     pub detail: Option<Box<ActionDetail>>,
@@ -469,6 +489,7 @@ impl Model {
             mode: Mode::List,
             help: false,
             history: Pane::Completed,
+            order: Order::NewestFirst,
             help_scroll: 0,
             detail: None,
             detail_scroll: 0,
@@ -515,6 +536,11 @@ impl Model {
         }
     }
 
+    /// Whether the pane shows its oldest rows first: refused submissions are always newest first.
+    fn shows_oldest_first(&self) -> bool {
+        self.order == Order::OldestFirst && self.pane != Pane::Refused
+    }
+
     fn page(&self) -> usize {
         visible_rows(self.height)
     }
@@ -529,6 +555,7 @@ impl Model {
             limit: i64::try_from(self.page()).unwrap_or(i64::MAX),
             filter: self.filter.clone().map(Box::new),
             select,
+            oldest_first: self.shows_oldest_first(),
             with_counts: false,
         })
     }
@@ -536,7 +563,7 @@ impl Model {
     /// Reloads the window on screen, keeping the selection on the same key.
     fn refresh(&mut self) -> Vec<Effect> {
         let window = match (self.at_newest, self.rows.ids().0) {
-            (false, Some(first)) => Window::Before(first + 1),
+            (false, Some(first)) => model_window_from(self.shows_oldest_first(), first),
             _ => Window::Newest,
         };
         let select = self.selected_key().map_or(Selection::First, Selection::Key);
@@ -713,15 +740,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         }
         Action::SelectPane(index) if index >= 8 => switch_pane(model, model.history),
         Action::SelectPane(index) => switch_pane(model, Pane::ALL[index]),
-        Action::NextHistory => {
-            let next = if model.pane.is_history() {
-                let at = Pane::HISTORY.iter().position(|p| *p == model.pane).unwrap_or(0);
-                Pane::HISTORY[(at + 1) % Pane::HISTORY.len()]
-            } else {
-                model.history
-            };
-            switch_pane(model, next)
-        }
+        Action::Sort | Action::NextHistory => reorder_or_history(model, action),
         Action::NextPane => switch_pane(model, model.pane.step(1)),
         Action::PreviousPane => switch_pane(model, model.pane.step(-1)),
         Action::Down | Action::Up | Action::PageDown | Action::PageUp | Action::Top | Action::Bottom if in_detail => {
@@ -833,6 +852,7 @@ fn on_mark(model: &mut Model, action: Action) -> Vec<Effect> {
                 limit: MARK_ALL_LIMIT,
                 filter: model.filter.clone().map(Box::new),
                 select: Selection::First,
+                oldest_first: model.shows_oldest_first(),
                 with_counts: false,
             })]
         }
@@ -939,6 +959,32 @@ fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Resu
     } else {
         format!("{} -> {}", planned.from, planned.to)
     })
+}
+
+/// `s` (newest or oldest first) and `h` (the next history pane).
+fn reorder_or_history(model: &mut Model, action: Action) -> Vec<Effect> {
+    match action {
+        Action::Sort => {
+            model.order = match model.order {
+                Order::NewestFirst => Order::OldestFirst,
+                Order::OldestFirst => Order::NewestFirst,
+            };
+            model.info(model.order.title());
+            // The selection stays on its action, now shown in the other order.
+            let select = model.selected_key().map_or(Selection::First, Selection::Key);
+            vec![model.load(Window::Newest, select)]
+        }
+        Action::NextHistory => {
+            let next = if model.pane.is_history() {
+                let at = Pane::HISTORY.iter().position(|p| *p == model.pane).unwrap_or(0);
+                Pane::HISTORY[(at + 1) % Pane::HISTORY.len()]
+            } else {
+                model.history
+            };
+            switch_pane(model, next)
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Scrolls the open detail, bounded by its lines as wrapped at this width, so that `End` shows
@@ -1462,7 +1508,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     if let Selection::Key(key) = &request.select
         && !keys_of(&snapshot.rows).contains(key)
     {
-        let anchored = id_of(&model.rows, key).map(|id| Window::Before(id + 1));
+        let anchored = id_of(&model.rows, key).map(|id| model_window_from(request.oldest_first, id));
         if let Some(window) = anchored
             && window != request.window
         {
@@ -1506,6 +1552,11 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         say_departed(model, &key, now_on.as_deref());
     }
     Vec::new()
+}
+
+/// The window that starts at the row with this id, in the order shown.
+fn model_window_from(oldest_first: bool, id: i64) -> Window {
+    if oldest_first { Window::Before(id - 1) } else { Window::Before(id + 1) }
 }
 
 /// The keys of rows, as the selection names them (a refused submission by its id).

@@ -171,6 +171,9 @@ pub struct ListFilter {
     /// Keyset cursor the other way: only actions newer than this id, oldest of them first
     /// (returned newest first like every page).
     pub after_id: Option<i64>,
+    /// Oldest first instead of newest first. The cursors keep their meaning in the order shown:
+    /// `before_id` pages on (to newer ids), `after_id` pages back.
+    pub oldest_first: bool,
     /// Only keys containing this text.
     pub key_contains: Option<String>,
     /// Only actions last changed before this time: `--older-than`, and the console's age filter.

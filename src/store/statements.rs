@@ -265,8 +265,8 @@ pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) A
 /// How many actions are in each state.
 pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 
-/// A page of actions matching a filter, newest first; with `after_id`, the oldest of the newer
-/// ones (the caller turns them round). Built per filter rather than with `$n IS NULL OR ...`
+/// A page of actions matching a filter, newest first (or oldest first); with `after_id`, the
+/// page before the cursor in that order (the caller turns it round). Built per filter rather than with `$n IS NULL OR ...`
 /// terms, so that each combination gets a plan that uses its index: `state` and `destination`
 /// have one with `id`, and the keyset cursors walk it.
 pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
@@ -283,13 +283,20 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
         statement = statement.push(" AND late_results > 0");
     }
     statement = matching(statement, filter);
+    // The page after a cursor in the order shown, and the page before it (read the other way
+    // round, and turned round by the caller).
+    let (after, before) = if filter.oldest_first { (" AND id > ", " AND id < ") } else { (" AND id < ", " AND id > ") };
     if let Some(id) = filter.before_id {
-        statement = statement.push(" AND id < ").push_int(id);
+        statement = statement.push(after).push_int(id);
     }
     if let Some(id) = filter.after_id {
-        statement = statement.push(" AND id > ").push_int(id);
+        statement = statement.push(before).push_int(id);
     }
-    let order = if filter.after_id.is_some() { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " };
+    let order = if filter.after_id.is_some() == filter.oldest_first {
+        " ORDER BY id DESC LIMIT "
+    } else {
+        " ORDER BY id ASC LIMIT "
+    };
     statement.push(order).push_int(filter.limit)
 }
 

@@ -25,6 +25,7 @@ conformance!(
     cli_bulk_retry_selects_by_filter_with_a_dry_run,
     filters_by_destination_mine_age_and_text_and_the_counts_follow,
     history_panes_and_copying_a_key_or_destination_id,
+    sorting_by_age_pages_both_ways_and_keeps_the_selection,
 );
 
 fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
@@ -429,6 +430,40 @@ async fn history_panes_and_copying_a_key_or_destination_id<S: Store>(db: TestDb<
     }
     assert!(console.screen().unwrap().contains("acme:h:open has no destination id yet: nothing copied"));
     assert_eq!(console.copied().len(), 2);
+}
+
+async fn sorting_by_age_pages_both_ways_and_keeps_the_selection<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 0..40 {
+        l.submit(&raw(&format!("acme:s:{n:02}"), "{}")).await.unwrap();
+    }
+    let mut console = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 80, 24).await.unwrap();
+    let selected = |console: &ScriptedConsole<S>| console.model().selected_action().unwrap().key.to_string();
+    console.press("1").await.unwrap();
+    assert_eq!(selected(&console), "acme:s:39", "newest first");
+    console.press("s").await.unwrap();
+    assert_eq!(selected(&console), "acme:s:39", "the selection stays on its key");
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("pending — oldest first"), "{screen}");
+    let expectations = [("g", "acme:s:00"), ("<PageDown>", "acme:s:16"), ("j", "acme:s:17"), ("G", "acme:s:39")];
+    for (key, expected) in expectations {
+        console.press(key).await.unwrap();
+        assert_eq!(selected(&console), expected, "{key}\n{}", console.screen().unwrap());
+    }
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("acme:s:38") && !screen.contains("acme:s:20"), "the last page, in order:\n{screen}");
+    for (key, expected) in [("<PageUp>", "acme:s:23"), ("k", "acme:s:22"), ("g", "acme:s:00")] {
+        console.press(key).await.unwrap();
+        assert_eq!(selected(&console), expected, "{key}\n{}", console.screen().unwrap());
+    }
+    // A refresh keeps the order and the selection.
+    console.press("j").await.unwrap();
+    console.send(actionledger::console::model::Msg::Tick).await.unwrap();
+    assert_eq!(selected(&console), "acme:s:01");
+    for (key, expected) in [("s", "acme:s:01"), ("g", "acme:s:39")] {
+        console.press(key).await.unwrap();
+        assert_eq!(selected(&console), expected, "{key}");
+    }
 }
 
 const BIN: &str = env!("CARGO_BIN_EXE_actionledger");

@@ -13,7 +13,8 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let filter =
         model.filter.as_ref().map(|f| format!(" — {}", SafeText::new(&f.describe()).as_str())).unwrap_or_default();
     let marks = if model.marks.is_empty() { String::new() } else { format!(" — {} marked", model.marks.len()) };
-    let title = format!(" {} — newest first{filter}{marks} ", model.pane.title());
+    let order = if model.pane == Pane::Refused { "newest first" } else { model.order.title() };
+    let title = format!(" {} — {order}{filter}{marks} ", model.pane.title());
     let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
     if model.rows.is_empty() {
         let empty = match (&model.filter, model.now) {

@@ -66,6 +66,10 @@ struct Figures {
     first_frame_ms: f64,
     navigation: Vec<Duration>,
     pane_switch: Vec<Duration>,
+    /// Applying a filter: its page and the pane counts that follow it.
+    filter_apply: Vec<Duration>,
+    /// Moving around a filtered pane, or one sorted oldest first.
+    filtered_navigation: Vec<Duration>,
     console_rss_growth_kib: u64,
 }
 
@@ -92,7 +96,8 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
     navigation.remove(0);
     let mut pane_switch = Vec::new();
     for round in 0..20 {
-        for pane in ["1", "2", "3", "4", "5", "6", "7"] {
+        // The review panes, then the history panes (completed, cancelled, all).
+        for pane in ["1", "2", "3", "4", "5", "6", "7", "9", "h", "h"] {
             let t = Instant::now();
             console.press(pane).await.unwrap();
             console.screen().unwrap();
@@ -101,19 +106,54 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
             }
         }
     }
+    let mut filter_apply = Vec::new();
+    let mut filtered_navigation = Vec::new();
+    for (pane, filter) in
+        [("3", "dest:crm"), ("3", "order:5"), ("9", "age:1m"), ("9", "dest:crm order:9"), ("2", "mine"), ("9", "")]
+    {
+        console.press(pane).await.unwrap();
+        for line in ["/", filter] {
+            console.press(line).await.unwrap();
+        }
+        let t = Instant::now();
+        console.press("<Enter>").await.unwrap();
+        console.screen().unwrap();
+        filter_apply.push(t.elapsed());
+        for key in ["j"; 40].iter().chain(["<PageDown>"; 10].iter()) {
+            let t = Instant::now();
+            console.press(key).await.unwrap();
+            console.screen().unwrap();
+            filtered_navigation.push(t.elapsed());
+        }
+    }
+    // Oldest first (`s`) over the largest pane, completed actions: the far end of the index.
+    for key in ["9", "s"] {
+        console.press(key).await.unwrap();
+    }
+    for key in ["j"; 40].iter().chain(["<PageDown>"; 10].iter()).chain(["G", "g"].iter()) {
+        let t = Instant::now();
+        console.press(key).await.unwrap();
+        console.screen().unwrap();
+        filtered_navigation.push(t.elapsed());
+    }
     let console_rss_growth_kib = rss_kib().saturating_sub(before);
-    Figures { first_frame_ms, navigation, pane_switch, console_rss_growth_kib }
+    Figures { first_frame_ms, navigation, pane_switch, filter_apply, filtered_navigation, console_rss_growth_kib }
 }
 
 fn report(store: &str, actions: u64, load_s: f64, mut f: Figures) {
     println!(
         "{store:<10} {actions:>9} actions (loaded in {load_s:.1}s): first frame {:.1} ms | navigation p50 {:.2} ms p99 {:.2} ms | \
-         pane switch p50 {:.2} ms p99 {:.2} ms | console RSS growth {} KiB",
+         pane switch p50 {:.2} ms p99 {:.2} ms | filtered or oldest-first navigation p50 {:.2} ms p99 {:.2} ms | \
+         filter applied with its counts p50 {:.1} ms max {:.1} ms | console RSS growth {} KiB",
         f.first_frame_ms,
         percentile(&mut f.navigation, 50),
         percentile(&mut f.navigation, 99),
         percentile(&mut f.pane_switch, 50),
         percentile(&mut f.pane_switch, 99),
+        percentile(&mut f.filtered_navigation, 50),
+        percentile(&mut f.filtered_navigation, 99),
+        percentile(&mut f.filter_apply, 50),
+        percentile(&mut f.filter_apply, 100),
         f.console_rss_growth_kib
     );
 }

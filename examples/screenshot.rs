@@ -47,7 +47,7 @@ async fn main() {
     for key in ["4", "<Enter>"] {
         console.press(key).await.unwrap();
     }
-    let buffer = console.render(Theme { color: true }).unwrap();
+    let buffer = console.render(Theme::colored(actionledger::console::view::Palette::COLORS_256)).unwrap();
     let (w, h) = (usize::from(width) * CELL_W + 20, usize::from(height) * CELL_H + 20);
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"DejaVu Sans Mono, Menlo, monospace\" font-size=\"14\">\n<rect width=\"100%\" height=\"100%\" fill=\"#1e2127\" rx=\"8\"/>\n"

@@ -40,6 +40,8 @@ pub enum Settlement {
     Settled(Box<ActionRecord>),
     /// It is not `unknown`: the lookup only reports what the destination holds.
     NotUncertain,
+    /// It is not `unknown`, and a person's lookup was kept as evidence and in the audit trail.
+    Kept,
     /// It changed after it was read; nothing was applied.
     ChangedMeanwhile,
 }
@@ -48,20 +50,26 @@ pub enum Settlement {
 #[derive(Debug, Clone)]
 pub struct LookedUp {
     pub report: LookupReport,
+    /// The id of each record found, as the destination names them.
+    pub found_ids: Vec<String>,
     pub settlement: Settlement,
 }
 
 impl LookedUp {
     /// One line for a person, the same from the console and the CLI.
     pub fn describe(&self, action: &ActionRecord) -> String {
-        let (key, verdict) = (&action.key, self.report.verdict.as_str());
+        let key = &action.key;
+        let found = match self.found_ids.as_slice() {
+            [] => format!("{}, no record", self.report.verdict.as_str()),
+            [one] => format!("{}, record {one}", self.report.verdict.as_str()),
+            many => format!("{}, {} records: {}", self.report.verdict.as_str(), many.len(), many.join(", ")),
+        };
         match &self.settlement {
-            Settlement::Settled(settled) => format!("looked up {key}: {verdict}; now {}", settled.state),
-            Settlement::NotUncertain => {
-                format!("looked up {key}: {verdict} ({} records); nothing changed", self.report.records)
-            }
+            Settlement::Settled(settled) => format!("looked up {key}: {found}; now {}", settled.state),
+            Settlement::NotUncertain => format!("looked up {key}: {found}; it stays {}", action.state),
+            Settlement::Kept => format!("looked up {key}: {found}; kept as evidence, it stays {}", action.state),
             Settlement::ChangedMeanwhile => {
-                format!("looked up {key}: {verdict}; it changed meanwhile, nothing applied")
+                format!("looked up {key}: {found}; it changed meanwhile, nothing applied")
             }
         }
     }
@@ -78,9 +86,9 @@ pub async fn look_up<S: Store>(
     actor_kind: ActorKind,
     note: Option<&str>,
 ) -> Result<LookedUp, Error> {
-    let Inspection { report, .. } = inspect(ledger, destination, action).await?;
+    let Inspection { report, found } = inspect(ledger, destination, action).await?;
     let settlement = settle(ledger, action, report.clone(), actor, actor_kind, note).await?;
-    Ok(LookedUp { report, settlement })
+    Ok(LookedUp { report, found_ids: found.ids(), settlement })
 }
 
 /// A named person's lookup, from the console or the CLI: reads the action, refuses if it changed
@@ -101,8 +109,18 @@ pub async fn look_up_for_person<S: Store>(
         return Err(LedgerError::from(Refusal::changed_since_read("look up", &action, seen)).into());
     }
     let destination = destinations.require(&action)?;
-    let looked =
+    let mut looked =
         look_up(ledger, destination, &action, person.as_str(), ActorKind::Person, Some(reason.as_str())).await?;
+    if looked.settlement == Settlement::NotUncertain {
+        // Nothing to settle, but what the person found is evidence all the same: kept with the
+        // action and in its audit trail, in the person's name.
+        let mut report = looked.report.clone();
+        report.detail = Some(format!("{} ({})", reason.as_str(), report.detail.unwrap_or_default()));
+        looked.settlement = match ledger.keep_lookup(&action.key, action.revision, person, &report).await? {
+            Some(_) => Settlement::Kept,
+            None => Settlement::ChangedMeanwhile,
+        };
+    }
     Ok((action, looked))
 }
 

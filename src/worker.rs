@@ -375,7 +375,7 @@ async fn settle_one<S: Store>(
     let report = &looked.report;
     let settled = match looked.settlement {
         Settlement::Settled(settled) => Some(*settled),
-        Settlement::NotUncertain | Settlement::ChangedMeanwhile => None,
+        Settlement::NotUncertain | Settlement::Kept | Settlement::ChangedMeanwhile => None,
     };
     if let Some(settled) = &settled {
         shared.count(|s| {

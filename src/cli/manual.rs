@@ -1,18 +1,40 @@
 //! Commands a person runs on one action (`retry`, `resolve`, `cancel`, `approve`, `reject`,
-//! `takeover`, `lookup`, `assign`, `acknowledge`), their shared arguments, and loading the destinations.
+//! `takeover`, `lookup`, `assign`, `acknowledge`) or, for bulk triage, on every action a filter
+//! selects; their shared arguments, and loading the destinations.
 
 use super::{parse_key, render};
+use crate::config::duration_text;
 use crate::destination::Destinations;
-use crate::domain::{ManualCommand, Person, Reason, input::Label};
+use crate::domain::{ManualCommand, Person, Reason, State, input::Label};
 use crate::error::{Error, exit};
 use crate::ledger::{Ledger, ManualRequest};
-use crate::store::Store;
+use crate::store::{ListFilter, Store};
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Args)]
 pub struct ManualArgs {
-    /// The action key.
-    key: String,
+    /// The action key; or, to act on many, select them with --state, --destination,
+    /// --older-than and --key-contains instead.
+    #[arg(required_unless_present_any = ["state", "destination", "older_than", "key_contains"])]
+    key: Option<String>,
+    /// Bulk: the actions in this state.
+    #[arg(long, value_parser = super::submit::parse_state, conflicts_with = "key", help_heading = "Bulk triage")]
+    state: Option<State>,
+    /// Bulk: the actions going to this destination.
+    #[arg(long, value_name = "NAME", conflicts_with = "key", help_heading = "Bulk triage")]
+    destination: Option<String>,
+    /// Bulk: the actions that have not changed for at least this long (e.g. 30m, 2h).
+    #[arg(long, value_name = "DURATION", conflicts_with = "key", help_heading = "Bulk triage")]
+    older_than: Option<String>,
+    /// Bulk: the actions whose key contains this text.
+    #[arg(long, value_name = "TEXT", conflicts_with = "key", help_heading = "Bulk triage")]
+    key_contains: Option<String>,
+    /// Bulk: at most this many actions, newest first.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000), help_heading = "Bulk triage")]
+    limit: i64,
+    /// Decide everything and change nothing: list what would change and what would be refused.
+    #[arg(long)]
+    dry_run: bool,
     /// Your name: the person answerable for this command, recorded in the audit trail.
     #[arg(long)]
     owner: String,
@@ -20,7 +42,7 @@ pub struct ManualArgs {
     #[arg(long)]
     reason: String,
     /// Refuse unless the action is still at this version (as `show` printed it).
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", requires = "key")]
     expect_version: Option<i64>,
     /// The destinations, whose declared capabilities decide a takeover and serve a lookup
     /// (default: actionledger.toml if it exists).
@@ -70,29 +92,113 @@ pub(super) fn assignment(args: &ManualArgs, to: Option<&str>) -> Result<ManualCo
     Ok(ManualCommand::Assign { to: to.as_str().to_owned() })
 }
 
+impl ManualArgs {
+    /// The one action key, for a command that takes no selection.
+    fn one_key(&self, verb: &str) -> Result<crate::domain::ActionKey, Error> {
+        match &self.key {
+            Some(key) => parse_key(key),
+            None => Err(Error::Invalid(format!(
+                "{verb} takes one action key: it is decided one action at a time, not for a selection"
+            ))),
+        }
+    }
+}
+
+/// Whether a command may be run on a selection: those whose one reason fits every action
+/// selected. A destination id, a proposed payload or late results are each one action's own.
+fn bulk_allowed(command: &ManualCommand) -> bool {
+    matches!(
+        command,
+        ManualCommand::Retry
+            | ManualCommand::Cancel
+            | ManualCommand::Takeover
+            | ManualCommand::ResolveNotWritten
+            | ManualCommand::Assign { .. }
+    )
+}
+
 pub(super) async fn manual<S: Store>(
     ledger: &Ledger<S>,
     args: ManualArgs,
     command: ManualCommand,
 ) -> Result<i32, Error> {
+    if args.key.is_none() {
+        return bulk(ledger, args, command).await;
+    }
     let destinations = optional_destinations(args.config.as_deref())?;
+    let ledger = ledger.clone().with_destinations(destinations.catalog());
     let request = ManualRequest {
-        key: parse_key(&args.key)?,
+        key: args.one_key(command.verb())?,
         person: Person::parse(&args.owner)?,
         reason: Reason::parse(&args.reason)?,
         expect_version: args.expect_version,
         command,
         old_worker_stopped: args.old_worker_stopped,
     };
-    let outcome = ledger.clone().with_destinations(destinations.catalog()).manual(&request).await?;
+    if args.dry_run {
+        let answer = ledger.manual_dry_run(&request).await;
+        let refused = answer.is_err();
+        render::bulk(&request.command, std::slice::from_ref(&request.key), &[answer], true, args.json);
+        return Ok(if refused { exit::REFUSED } else { exit::OK });
+    }
+    let outcome = ledger.manual(&request).await?;
     render::manual(&request, &outcome, args.json);
     Ok(exit::OK)
+}
+
+/// Bulk triage: the command on every action the filter selects, through one ledger query, each
+/// then run (or, with --dry-run, decided and rolled back) in its own transaction against the
+/// version the query read, audited in the person's name. Exit 3 if any was refused.
+async fn bulk<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCommand) -> Result<i32, Error> {
+    if !bulk_allowed(&command) {
+        args.one_key(command.verb())?;
+    }
+    let older_than = match &args.older_than {
+        Some(text) => Some(
+            duration_text::parse(text).map_err(|e| Error::Invalid(format!("--older-than: {e}; for example 30m")))?,
+        ),
+        None => None,
+    };
+    let person = Person::parse(&args.owner)?;
+    let reason = Reason::parse(&args.reason)?;
+    let destinations = optional_destinations(args.config.as_deref())?;
+    let ledger = ledger.clone().with_destinations(destinations.catalog());
+    let now = ledger.store().now().await?;
+    let updated_before = older_than.map(|age| now - chrono::Duration::from_std(age).unwrap_or(chrono::TimeDelta::MAX));
+    let selected = ledger
+        .list(&ListFilter {
+            state: args.state,
+            destination: args.destination.clone(),
+            key_contains: args.key_contains.clone(),
+            updated_before,
+            limit: args.limit,
+            ..ListFilter::default()
+        })
+        .await?;
+    let requests: Vec<ManualRequest> = selected
+        .iter()
+        .map(|action| ManualRequest {
+            key: action.key.clone(),
+            person: person.clone(),
+            reason: reason.clone(),
+            expect_version: Some(action.revision),
+            command: command.clone(),
+            old_worker_stopped: args.old_worker_stopped,
+        })
+        .collect();
+    let answers = ledger.manual_each(&requests, args.dry_run).await;
+    let keys: Vec<_> = requests.into_iter().map(|r| r.key).collect();
+    render::bulk(&command, &keys, &answers, args.dry_run, args.json);
+    if i64::try_from(keys.len()).unwrap_or(i64::MAX) >= args.limit && !args.json {
+        eprintln!("note: --limit {} reached; run again for the rest", args.limit);
+    }
+    Ok(if answers.iter().any(Result::is_err) { exit::REFUSED } else { exit::OK })
 }
 
 /// The console's `l`, from the command line: the same lookup, judged and settled the same way.
 pub(super) async fn lookup<S: Store>(ledger: &Ledger<S>, args: ManualArgs) -> Result<i32, Error> {
     let destinations = optional_destinations(args.config.as_deref())?;
-    let key = parse_key(&args.key)?;
+    let key = args.one_key("lookup")?;
     let person = Person::parse(&args.owner)?;
     let reason = Reason::parse(&args.reason)?;
     let (action, looked) =

@@ -388,6 +388,49 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
     }
 }
 
+/// What a bulk command did (or, in a dry run, would do) to each action selected: the changes,
+/// then the refusals with their reasons, then the counts.
+pub fn bulk(
+    command: &ManualCommand,
+    keys: &[crate::domain::ActionKey],
+    answers: &[Result<ManualOutcome, crate::ledger::LedgerError>],
+    dry_run: bool,
+    as_json: bool,
+) {
+    let verb = command.verb();
+    let change = |o: &ManualOutcome| match o.transition {
+        Some(t) => format!("{} -> {}", t.from, t.to),
+        None => format!("stays {}", o.action.state),
+    };
+    let done: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().ok().map(|o| (k, o))).collect();
+    let refused: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().err().map(|e| (k, e))).collect();
+    if as_json {
+        print_json(&json!({
+            "command": verb,
+            "dry_run": dry_run,
+            "selected": keys.len(),
+            "done": done.iter().map(|(k, o)| json!({
+                "key": k.as_str(),
+                "from": o.transition.map(|t| t.from),
+                "to": o.action.state,
+                "version": o.action.revision,
+            })).collect::<Vec<_>>(),
+            "refused": refused.iter().map(|(k, e)| json!({"key": k.as_str(), "reason": e.to_string()})).collect::<Vec<_>>(),
+        }));
+        return;
+    }
+    let (did, changed) = if dry_run { ("would", "would change") } else { ("", "done") };
+    for (key, outcome) in &done {
+        let prefix = if dry_run { format!("{did} {verb}") } else { verb.to_owned() };
+        println!("{prefix}: {} {}", escape_untrusted(key.as_str()), change(outcome));
+    }
+    for (key, error) in &refused {
+        println!("refused: {}: {}", escape_untrusted(key.as_str()), escape_untrusted(&error.to_string()));
+    }
+    let nothing = if dry_run { "; nothing was changed (--dry-run)" } else { "" };
+    println!("{verb}: {} selected, {} {changed}, {} refused{nothing}", keys.len(), done.len(), refused.len());
+}
+
 pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: bool) {
     if as_json {
         print_json(&json!({ "destinations": reports }));
@@ -438,17 +481,19 @@ pub fn looked_up(action: &ActionRecord, looked: &LookedUp, as_json: bool) {
     if as_json {
         let settled_to = match &looked.settlement {
             Settlement::Settled(settled) => Some(settled.state),
-            Settlement::NotUncertain | Settlement::ChangedMeanwhile => None,
+            Settlement::NotUncertain | Settlement::Kept | Settlement::ChangedMeanwhile => None,
         };
         print_json(&json!({
             "key": action.key.as_str(),
             "verdict": looked.report.verdict.as_str(),
             "records": looked.report.records,
             "destination_id": looked.report.destination_id,
+            "record_ids": looked.found_ids,
             "detail": looked.report.detail,
             "was": action.state,
             "settled_to": settled_to,
             "changed_meanwhile": looked.settlement == Settlement::ChangedMeanwhile,
+            "kept": looked.settlement == Settlement::Kept,
         }));
         return;
     }

@@ -72,7 +72,7 @@ fn read_bounded(reader: impl Read) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn parse_state(text: &str) -> Result<State, String> {
+pub(super) fn parse_state(text: &str) -> Result<State, String> {
     text.parse()
 }
 

@@ -21,6 +21,12 @@ pub enum CommandKind {
 }
 
 impl CommandKind {
+    /// Whether the command applies to a set of marked actions with one reason: those whose
+    /// reason fits every action (a destination id, a proposal or late results are one action's).
+    pub fn applies_to_marks(self) -> bool {
+        matches!(self, Self::Retry | Self::Cancel | Self::Takeover | Self::ResolveNotWritten | Self::Assign)
+    }
+
     pub const ALL: [Self; 10] = [
         Self::Retry,
         Self::ResolveCompleted,
@@ -69,6 +75,10 @@ impl CommandKind {
 #[serde(rename_all = "snake_case", tag = "action", content = "arg")]
 pub enum Action {
     SelectPane(usize),
+    /// The next history pane: completed, cancelled, all.
+    NextHistory,
+    /// Newest first or oldest first.
+    Sort,
     NextPane,
     PreviousPane,
     Down,
@@ -84,6 +94,16 @@ pub enum Action {
     Values,
     Help,
     Quit,
+    /// Mark or unmark the selected action for a bulk command.
+    Mark,
+    /// Mark every action that matches the pane and the filter.
+    MarkAll,
+    /// Clear every mark.
+    ClearMarks,
+    /// Copy the selected action's key to the clipboard.
+    CopyKey,
+    /// Copy the selected action's destination id to the clipboard.
+    CopyDestinationId,
     Command(CommandKind),
 }
 
@@ -127,7 +147,7 @@ pub struct Binding {
 /// Every binding, in the order the help screen lists them.
 pub const BINDINGS: &[Binding] = &[
     Binding {
-        keys: "1-8",
+        keys: "1-9",
         actions: &[
             (Key::char('1'), Action::SelectPane(0)),
             (Key::char('2'), Action::SelectPane(1)),
@@ -137,8 +157,15 @@ pub const BINDINGS: &[Binding] = &[
             (Key::char('6'), Action::SelectPane(5)),
             (Key::char('7'), Action::SelectPane(6)),
             (Key::char('8'), Action::SelectPane(7)),
+            (Key::char('9'), Action::SelectPane(8)),
         ],
-        help: "show a pane (the tabs, left to right)",
+        help: "show a pane (the tabs, left to right; 9 is history)",
+    },
+    Binding { keys: "s", actions: &[(Key::char('s'), Action::Sort)], help: "sort by age: newest first / oldest first" },
+    Binding {
+        keys: "h",
+        actions: &[(Key::char('h'), Action::NextHistory)],
+        help: "history: completed, then cancelled, then all actions",
     },
     Binding {
         keys: "Tab / Shift-Tab",
@@ -184,7 +211,16 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         keys: "/",
         actions: &[(Key::char('/'), Action::Filter)],
-        help: "filter by key (Enter applies, empty clears)",
+        help: "filter: key text, dest:NAME, mine, age:30m (Enter applies)",
+    },
+    Binding {
+        keys: "Space / * / u",
+        actions: &[
+            (Key::char(' '), Action::Mark),
+            (Key::char('*'), Action::MarkAll),
+            (Key::char('u'), Action::ClearMarks),
+        ],
+        help: "mark one / all matching / none; then r x t n o act on them",
     },
     Binding {
         keys: "r",
@@ -235,6 +271,11 @@ pub const BINDINGS: &[Binding] = &[
         keys: "e",
         actions: &[(Key::char('e'), Action::Command(CommandKind::Acknowledge))],
         help: "acknowledge its late results (evidence seen)",
+    },
+    Binding {
+        keys: "y / Y",
+        actions: &[(Key::char('y'), Action::CopyKey), (Key::char('Y'), Action::CopyDestinationId)],
+        help: "copy the key / the destination id to the clipboard",
     },
     Binding { keys: "?", actions: &[(Key::char('?'), Action::Help)], help: "this help" },
     Binding {
@@ -410,6 +451,7 @@ mod tests {
     fn name(key: Key) -> String {
         let base = match key.code {
             KeyCode::Char(c) if key.ctrl => c.to_ascii_uppercase().to_string(),
+            KeyCode::Char(' ') => "Space".to_owned(),
             KeyCode::Char(c) => c.to_string(),
             KeyCode::BackTab => "Shift-Tab".to_owned(),
             code => format!("{code:?}"),

@@ -5,6 +5,7 @@
 //! draws. The event source is injected, so a script of key events can drive the same loop on a
 //! `TestBackend`, which is what `review --script` and the tests do.
 
+pub mod clipboard;
 pub mod keys;
 pub mod model;
 pub mod safe_text;
@@ -46,10 +47,29 @@ struct Driver<S> {
     destinations: Arc<Destinations>,
     results: mpsc::UnboundedSender<Done>,
     outstanding: usize,
+    /// Where copies go: the real terminal gets the clipboard escape; a scripted session keeps
+    /// what was copied, to be read back.
+    clipboard: Clipboard,
+}
+
+enum Clipboard {
+    Terminal,
+    Kept(Vec<String>),
 }
 
 impl<S: Store> Driver<S> {
     fn perform(&mut self, effect: Effect) {
+        if let Effect::Copy(text) = effect {
+            match &mut self.clipboard {
+                Clipboard::Terminal => {
+                    use std::io::Write as _;
+                    let mut out = std::io::stdout();
+                    let _ = out.write_all(clipboard::osc52(&text).as_bytes()).and_then(|()| out.flush());
+                }
+                Clipboard::Kept(copied) => copied.push(text),
+            }
+            return;
+        }
         self.outstanding += 1;
         let ledger = self.ledger.clone();
         let destinations = Arc::clone(&self.destinations);
@@ -73,6 +93,29 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
         Effect::Run(request) => {
             Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
         }
+        Effect::RunEach(requests) => {
+            let verb = requests.first().map_or("", |r| r.command.verb());
+            let answers = ledger.manual_each(&requests, false).await;
+            let results = requests
+                .iter()
+                .zip(answers)
+                .map(|(request, answer)| {
+                    let text = answer.map(|o| outcome_text(request, &o)).map_err(|e| e.to_string());
+                    (request.key.to_string(), text)
+                })
+                .collect();
+            Done::Each { verb, results }
+        }
+        Effect::MarkAll(request) => {
+            let result = match load(ledger, &request).await {
+                Ok(Snapshot { rows: Rows::Actions(actions), .. }) => Ok(actions),
+                Ok(_) => Ok(Vec::new()),
+                Err(error) => Err(error.to_string()),
+            };
+            Done::Marked { request, result }
+        }
+        // Performed by the driver itself, never in a task.
+        Effect::Copy(_) => Done::Copied,
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
@@ -96,10 +139,22 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     let store = ledger.store();
     let (before_id, after_id) = match request.window {
         Window::Newest => (None, None),
-        Window::Oldest => (None, Some(0)),
+        // The end of the list in the order shown: the page before the far end of the ids.
+        Window::Oldest => (None, Some(if request.oldest_first { i64::MAX } else { 0 })),
         Window::Before(id) => (Some(id), None),
         Window::After(id) => (None, Some(id)),
     };
+    let now = store.now().await?;
+    // The filter's terms, the same for the rows and for the counts that follow the filter.
+    let matching = request.filter.as_ref().map(|terms| ListFilter {
+        key_contains: terms.key_contains.clone(),
+        destination: terms.destination.clone(),
+        owner: terms.assignee.clone(),
+        updated_before: terms
+            .older_than
+            .map(|age| now - chrono::Duration::from_std(age).unwrap_or(chrono::TimeDelta::MAX)),
+        ..ListFilter::default()
+    });
     let rows = match request.pane.state() {
         None if request.pane == Pane::Refused => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
         state => Rows::Actions(
@@ -113,15 +168,18 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
                     before_id,
                     after_id,
                     limit: request.limit,
-                    key_contains: request.filter.clone(),
-                    ..ListFilter::default()
+                    oldest_first: request.oldest_first,
+                    ..matching.clone().unwrap_or_default()
                 })
                 .await?,
         ),
     };
     let counts = if request.with_counts {
         Some(Counts {
-            by_state: ledger.counts().await?,
+            by_state: match &matching {
+                Some(filter) => ledger.counts_matching(filter).await?,
+                None => ledger.counts().await?,
+            },
             refused: store.count_refused().await?,
             stale_claims: store.count_stale_claims().await?,
             proposed_elsewhere: store.count_proposed_elsewhere().await?,
@@ -130,7 +188,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     } else {
         None
     };
-    Ok(Snapshot { counts, now: store.now().await?, rows })
+    Ok(Snapshot { counts, now, rows })
 }
 
 fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
@@ -142,6 +200,9 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
         .filter_map(|d| d.config.idempotency.as_ref().map(|i| (d.name.clone(), i.retention)))
         .collect();
     model.configured = options.destinations.all().map(|d| d.name.clone()).collect();
+    model.destinations = options.destinations.catalog();
+    model.id_pointers =
+        options.destinations.all().map(|d| (d.name.clone(), d.config.create.id_pointer.clone())).collect();
     model
 }
 
@@ -152,6 +213,7 @@ fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>,
         destinations: Arc::new(options.destinations.clone()),
         results,
         outstanding: 0,
+        clipboard: Clipboard::Kept(Vec::new()),
     };
     (driver, receiver)
 }
@@ -233,6 +295,7 @@ where
 {
     let theme = Theme::from_environment();
     let (mut driver, mut results) = driver(ledger, options);
+    driver.clipboard = Clipboard::Terminal;
     let mut changes = ledger.store().listen_for_changes().await.ok().flatten();
     let mut ticker = tokio::time::interval(options.refresh);
     for effect in model.start() {
@@ -314,13 +377,21 @@ impl<S: Store> ScriptedConsole<S> {
         settle(&mut self.model, &mut self.driver, &mut self.results, effects).await
     }
 
+    /// What the session copied to the clipboard (`y`), in order.
+    pub fn copied(&self) -> &[String] {
+        match &self.driver.clipboard {
+            Clipboard::Kept(copied) => copied,
+            Clipboard::Terminal => &[],
+        }
+    }
+
     pub fn model(&self) -> &Model {
         &self.model
     }
 
     /// The screen as plain text, one line per row.
     pub fn screen(&mut self) -> Result<String, Error> {
-        self.render(Theme { color: false })?;
+        self.render(Theme::PLAIN)?;
         Ok(screen_text(self.terminal.backend()))
     }
 

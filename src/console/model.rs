@@ -6,7 +6,8 @@ use super::keys::{Action, CommandKind, browse_action};
 use super::safe_text::SafeText;
 use crate::domain::manual::{self, ManualCommand};
 use crate::domain::{
-    ActionKey, ActionRecord, ClaimFacts, Person, Reason, Refusal, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, ClaimFacts, DestinationCatalog, Person, Reason, Refusal, RefusedSubmission, State,
+    Timestamp,
 };
 use crate::ledger::{ActionDetail, ManualRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -24,10 +25,15 @@ pub enum Pane {
     /// Actions in any state, completed ones included, with late results that no person has
     /// acknowledged yet (rule 8).
     LateResults,
+    /// History: what was settled, so that a reviewer finds it again.
+    Completed,
+    Cancelled,
+    /// Every action, in any state.
+    All,
 }
 
 impl Pane {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 11] = [
         Self::Pending,
         Self::InProgress,
         Self::Unknown,
@@ -36,9 +42,19 @@ impl Pane {
         Self::Held,
         Self::Refused,
         Self::LateResults,
+        Self::Completed,
+        Self::Cancelled,
+        Self::All,
     ];
 
-    /// The state the pane lists; `None` for refused submissions and late results.
+    /// The history panes, which share the ninth tab (`9`, then `h` for the next).
+    pub const HISTORY: [Self; 3] = [Self::Completed, Self::Cancelled, Self::All];
+
+    pub fn is_history(self) -> bool {
+        Self::HISTORY.contains(&self)
+    }
+
+    /// The state the pane lists; `None` for refused submissions, late results and all actions.
     pub fn state(self) -> Option<State> {
         match self {
             Self::Pending => Some(State::Pending),
@@ -47,7 +63,9 @@ impl Pane {
             Self::Conflict => Some(State::Conflict),
             Self::Failed => Some(State::Failed),
             Self::Held => Some(State::Held),
-            Self::Refused | Self::LateResults => None,
+            Self::Completed => Some(State::Completed),
+            Self::Cancelled => Some(State::Cancelled),
+            Self::Refused | Self::LateResults | Self::All => None,
         }
     }
 
@@ -61,6 +79,9 @@ impl Pane {
             Self::Held => "held",
             Self::Refused => "refused",
             Self::LateResults => "late",
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::All => "all",
         }
     }
 
@@ -101,6 +122,88 @@ impl Rows {
     }
 }
 
+/// What a filter line asks for. Words are parts of the key; `dest:NAME` keeps one destination's
+/// actions, `mine` those assigned to the person reviewing, `age:30m` those unchanged for at
+/// least that long.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterTerms {
+    /// The line as typed.
+    pub line: String,
+    pub destination: Option<String>,
+    pub assignee: Option<String>,
+    pub older_than: Option<std::time::Duration>,
+    pub key_contains: Option<String>,
+}
+
+/// A filter line that cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("filter age:{text}: {problem}; for example age:30m")]
+    Age { text: String, problem: String },
+    #[error("filter dest: needs a destination name, for example dest:crm")]
+    NoDestination,
+}
+
+impl FilterTerms {
+    /// Parses a filter line; `owner` is who `mine` means.
+    pub fn parse(line: &str, owner: &Person) -> Result<Self, FilterError> {
+        let mut terms = Self { line: line.trim().to_owned(), ..Self::default() };
+        let mut words = Vec::new();
+        for word in line.split_whitespace() {
+            if let Some(name) = word.strip_prefix("dest:") {
+                if name.is_empty() {
+                    return Err(FilterError::NoDestination);
+                }
+                terms.destination = Some(name.to_owned());
+            } else if word == "mine" {
+                terms.assignee = Some(owner.as_str().to_owned());
+            } else if let Some(age) = word.strip_prefix("age:") {
+                let parsed = crate::config::duration_text::parse(age)
+                    .map_err(|e| FilterError::Age { text: age.to_owned(), problem: e.to_string() })?;
+                terms.older_than = Some(parsed);
+            } else {
+                words.push(word);
+            }
+        }
+        terms.key_contains = (!words.is_empty()).then(|| words.join(" "));
+        Ok(terms)
+    }
+
+    /// The filter in words, for the list's title and the status line.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(text) = &self.key_contains {
+            parts.push(format!("key contains {text:?}"));
+        }
+        if let Some(destination) = &self.destination {
+            parts.push(format!("destination {destination}"));
+        }
+        if let Some(assignee) = &self.assignee {
+            parts.push(format!("assigned to {assignee}"));
+        }
+        if let Some(age) = self.older_than {
+            parts.push(format!("unchanged for {}+", crate::config::duration_text::format(age)));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The order of a pane's rows, by age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    NewestFirst,
+    OldestFirst,
+}
+
+impl Order {
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::NewestFirst => "newest first",
+            Self::OldestFirst => "oldest first",
+        }
+    }
+}
+
 /// Which rows of a pane to fetch: always just one screen of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -130,8 +233,10 @@ pub struct LoadRequest {
     pub pane: Pane,
     pub window: Window,
     pub limit: i64,
-    pub filter: Option<String>,
+    pub filter: Option<Box<FilterTerms>>,
     pub select: Selection,
+    /// Oldest first instead of newest first (`s`).
+    pub oldest_first: bool,
     /// Also count actions per state: refreshes do, navigation does not, so moving around a
     /// large ledger costs one indexed page query.
     pub with_counts: bool,
@@ -141,9 +246,23 @@ pub struct LoadRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     Load(LoadRequest),
-    LoadDetail { id: u64, key: ActionKey },
+    LoadDetail {
+        id: u64,
+        key: ActionKey,
+    },
     Run(ManualRequest),
-    Lookup { key: ActionKey, revision: i64, person: Person, reason: Reason },
+    /// Bulk triage: each command in turn, each in its own transaction against its version seen.
+    RunEach(Vec<ManualRequest>),
+    /// Mark every action of the pane that matches the filter (up to the request's limit).
+    MarkAll(LoadRequest),
+    /// Put this text on the person's clipboard, through the terminal.
+    Copy(String),
+    Lookup {
+        key: ActionKey,
+        revision: i64,
+        person: Person,
+        reason: Reason,
+    },
 }
 
 /// The header's numbers.
@@ -180,6 +299,18 @@ pub enum Done {
     },
     /// A command finished: what happened, or why it was refused.
     Command(Result<String, String>),
+    /// A bulk command finished: for each action, what happened or why it was refused.
+    Each {
+        verb: &'static str,
+        results: Vec<(String, Result<String, String>)>,
+    },
+    /// A copy went to the clipboard: nothing to do.
+    Copied,
+    /// The actions that match the pane and filter, to mark.
+    Marked {
+        request: LoadRequest,
+        result: Result<Vec<ActionRecord>, String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -218,6 +349,13 @@ pub struct Dialog {
     pub reason: String,
     /// What the person typed at the old-worker step.
     pub old_worker_answer: String,
+    /// A bulk command: the marked actions as the person saw them (`action` is the first).
+    pub bulk: Vec<ActionRecord>,
+    /// The detail being read for this dialog (a takeover's facts, a destination id the evidence
+    /// names), when it was opened from the list.
+    pub evidence_request: Option<u64>,
+    /// The destination id was offered from the evidence: the first character typed replaces it.
+    pub offered_id: bool,
 }
 
 /// The word a person types to confirm that the old worker of an unsafely expired claim stopped.
@@ -227,7 +365,8 @@ impl Dialog {
     /// Whether this command on this action asks whether the old worker stopped: the ledger
     /// refuses it without that confirmation.
     pub fn asks_old_worker_stopped(&self) -> bool {
-        manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
+        self.bulk.is_empty()
+            && manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
     }
 
     fn old_worker_confirmed(&self) -> bool {
@@ -284,9 +423,15 @@ pub struct Model {
     pub late_results: i64,
     /// Database time of the last refresh; ages and lease countdowns are measured from it.
     pub now: Option<Timestamp>,
-    pub filter: Option<String>,
+    pub filter: Option<FilterTerms>,
     pub mode: Mode,
     pub help: bool,
+    /// The history pane the ninth tab shows (the last one chosen).
+    pub history: Pane,
+    /// The order lists show actions in (`s` switches).
+    pub order: Order,
+    /// How far the help screen is scrolled (a short terminal does not show it all).
+    pub help_scroll: u16,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
     /// What the open detail shows.
@@ -300,6 +445,14 @@ pub struct Model {
     /// The destinations the configuration declares: one with no retention above declares no
     /// idempotency key, which is not the same as a console started without the configuration.
     pub configured: std::collections::BTreeSet<String>,
+    /// What each configured destination declares (lookup, idempotency): the catalogue the
+    /// ledger decides with, so that the console offers and describes what the ledger will do.
+    pub destinations: DestinationCatalog,
+    /// Each configured destination's pointer to a record id in a response body.
+    pub id_pointers: std::collections::BTreeMap<String, String>,
+    /// Actions marked for a bulk command, by key, as last seen: refreshes keep them (and update
+    /// the version seen), so marks survive moving around, filtering and switching panes.
+    pub marks: std::collections::BTreeMap<String, ActionRecord>,
     pub quit: bool,
     /// How many commands were refused so far, by the ledger or before their dialog: a scripted
     /// session stops at the first and says which line did it.
@@ -335,6 +488,9 @@ impl Model {
             filter: None,
             mode: Mode::List,
             help: false,
+            history: Pane::Completed,
+            order: Order::NewestFirst,
+            help_scroll: 0,
             detail: None,
             detail_scroll: 0,
             detail_view: DetailView::Facts,
@@ -342,6 +498,9 @@ impl Model {
             hint: None,
             retention: std::collections::BTreeMap::new(),
             configured: std::collections::BTreeSet::new(),
+            destinations: DestinationCatalog::default(),
+            id_pointers: std::collections::BTreeMap::new(),
+            marks: std::collections::BTreeMap::new(),
             quit: false,
             refusals: 0,
             next_request: 0,
@@ -377,6 +536,11 @@ impl Model {
         }
     }
 
+    /// Whether the pane shows its oldest rows first: refused submissions are always newest first.
+    fn shows_oldest_first(&self) -> bool {
+        self.order == Order::OldestFirst && self.pane != Pane::Refused
+    }
+
     fn page(&self) -> usize {
         visible_rows(self.height)
     }
@@ -389,8 +553,9 @@ impl Model {
             pane: self.pane,
             window,
             limit: i64::try_from(self.page()).unwrap_or(i64::MAX),
-            filter: self.filter.clone(),
+            filter: self.filter.clone().map(Box::new),
             select,
+            oldest_first: self.shows_oldest_first(),
             with_counts: false,
         })
     }
@@ -398,7 +563,7 @@ impl Model {
     /// Reloads the window on screen, keeping the selection on the same key.
     fn refresh(&mut self) -> Vec<Effect> {
         let window = match (self.at_newest, self.rows.ids().0) {
-            (false, Some(first)) => Window::Before(first + 1),
+            (false, Some(first)) => model_window_from(self.shows_oldest_first(), first),
             _ => Window::Newest,
         };
         let select = self.selected_key().map_or(Selection::First, Selection::Key);
@@ -443,7 +608,8 @@ impl Model {
             DialogStage::Confirm => "y to confirm",
             DialogStage::Running => "the ledger's answer",
         };
-        Some(format!("{} on {}, waiting for {waiting}", dialog.command.label(), dialog.action.key))
+        let on = if dialog.bulk.is_empty() { dialog.action.key.to_string() } else { marked_actions(dialog.bulk.len()) };
+        Some(format!("{} on {on}, waiting for {waiting}", dialog.command.label()))
     }
 }
 
@@ -499,8 +665,16 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         return Vec::new();
     }
     if model.help {
-        if matches!(key.code, KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter) {
-            model.help = false;
+        let max = super::view::help_max_scroll(model);
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter => model.help = false,
+            KeyCode::Down | KeyCode::Char('j') => {
+                model.help_scroll = model.help_scroll.min(max).saturating_add(1).min(max);
+            }
+            KeyCode::Up | KeyCode::Char('k') => model.help_scroll = model.help_scroll.min(max).saturating_sub(1),
+            KeyCode::End | KeyCode::Char('G') | KeyCode::PageDown => model.help_scroll = max,
+            KeyCode::Home | KeyCode::Char('g') | KeyCode::PageUp => model.help_scroll = 0,
+            _ => {}
         }
         return Vec::new();
     }
@@ -524,16 +698,28 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         KeyCode::Esc => model.mode = Mode::List,
         KeyCode::Enter => {
             let text = text.trim().to_owned();
-            model.filter = (!text.is_empty()).then_some(text);
+            let terms = match FilterTerms::parse(&text, &model.owner) {
+                Ok(terms) => terms,
+                Err(problem) => {
+                    model.refuse(problem.to_string());
+                    return Vec::new();
+                }
+            };
+            model.filter = (!text.is_empty()).then_some(terms);
             model.mode = Mode::List;
             match &model.filter {
                 Some(f) => {
-                    model.info(format!("showing keys that contain {f:?}; / then Enter on an empty filter clears it"));
+                    model.info(format!("showing {}; / then Enter on an empty filter clears it", f.describe()));
                 }
                 None => model.info("filter cleared"),
             }
             let select = model.selected_key().map_or(Selection::First, Selection::KeyElseFirst);
-            return vec![model.load(Window::Newest, select)];
+            // The pane counts follow the filter at once.
+            let mut load = model.load(Window::Newest, select);
+            if let Effect::Load(request) = &mut load {
+                request.with_counts = true;
+            }
+            return vec![load];
         }
         _ => {}
     }
@@ -549,25 +735,16 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         }
         Action::Help => {
             model.help = true;
+            model.help_scroll = 0;
             Vec::new()
         }
-        Action::SelectPane(index) => switch_pane(model, Pane::ALL[index.min(Pane::ALL.len() - 1)]),
+        Action::SelectPane(index) if index >= 8 => switch_pane(model, model.history),
+        Action::SelectPane(index) => switch_pane(model, Pane::ALL[index]),
+        Action::Sort | Action::NextHistory => reorder_or_history(model, action),
         Action::NextPane => switch_pane(model, model.pane.step(1)),
         Action::PreviousPane => switch_pane(model, model.pane.step(-1)),
         Action::Down | Action::Up | Action::PageDown | Action::PageUp | Action::Top | Action::Bottom if in_detail => {
-            // Bounded by the detail's lines as wrapped at this width, so that `End` shows the end
-            // and `Up` after it moves at once.
-            let (max, page) = (super::view::detail_max_scroll(model), super::view::detail_page(model));
-            let scroll = model.detail_scroll.min(max);
-            model.detail_scroll = match action {
-                Action::Down => scroll.saturating_add(1),
-                Action::Up => scroll.saturating_sub(1),
-                Action::PageDown => scroll.saturating_add(page),
-                Action::PageUp => scroll.saturating_sub(page),
-                Action::Top => 0,
-                _ => max,
-            }
-            .min(max);
+            scroll_detail(model, action);
             Vec::new()
         }
         Action::Down => move_selection(model, 1),
@@ -635,8 +812,195 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.mode = Mode::Filter(String::new());
             Vec::new()
         }
+        Action::Mark | Action::MarkAll | Action::ClearMarks => on_mark(model, action),
+        Action::CopyKey | Action::CopyDestinationId => copy(model, action),
+        Action::Command(kind) if kind.applies_to_marks() && !model.marks.is_empty() => open_bulk_dialog(model, kind),
         Action::Command(kind) => open_dialog(model, kind),
     }
+}
+
+/// Marks for bulk triage: Space, `*` and `u`.
+fn on_mark(model: &mut Model, action: Action) -> Vec<Effect> {
+    let in_detail = model.mode == Mode::Detail;
+    match action {
+        Action::Mark => {
+            match model.selected_action().cloned() {
+                Some(action) => {
+                    let key = action.key.to_string();
+                    if model.marks.remove(&key).is_none() {
+                        model.marks.insert(key, action);
+                        if !in_detail {
+                            // Down after marking, as in file managers: Space Space Space marks three.
+                            return move_selection(model, 1);
+                        }
+                    }
+                }
+                None => model.refuse("nothing to mark: only actions can be marked"),
+            }
+            Vec::new()
+        }
+        Action::MarkAll => {
+            if model.pane == Pane::Refused {
+                model.refuse("refused submissions cannot be marked: they are not actions");
+                return Vec::new();
+            }
+            // Not a load of the screen: the screen's own loads are left as they are.
+            vec![Effect::MarkAll(LoadRequest {
+                id: 0,
+                pane: model.pane,
+                window: Window::Newest,
+                limit: MARK_ALL_LIMIT,
+                filter: model.filter.clone().map(Box::new),
+                select: Selection::First,
+                oldest_first: model.shows_oldest_first(),
+                with_counts: false,
+            })]
+        }
+        Action::ClearMarks => {
+            let n = model.marks.len();
+            model.marks.clear();
+            model.info(format!("{n} marks cleared"));
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `y` and `Y`: the selected action's key or destination id, to the clipboard.
+fn copy(model: &mut Model, action: Action) -> Vec<Effect> {
+    let Some(selected) = model.selected_action() else {
+        model.refuse("nothing to copy: choose an action first");
+        return Vec::new();
+    };
+    let (what, text) = match action {
+        Action::CopyDestinationId => {
+            let Some(id) = selected.destination_id.clone() else {
+                let text = format!("{} has no destination id yet: nothing copied", selected.key);
+                model.refuse(text);
+                return Vec::new();
+            };
+            ("destination id", id)
+        }
+        _ => ("key", selected.key.to_string()),
+    };
+    model.info(format!("copied {what} {text} to the clipboard (through the terminal)"));
+    vec![Effect::Copy(text)]
+}
+
+/// At most this many actions are marked at once by `*`.
+pub const MARK_ALL_LIMIT: i64 = 1000;
+
+/// Marked actions a bulk dialog lists by name.
+const LISTED: usize = 5;
+
+/// A bulk command on the marked actions: one reason, one confirmation; each action is still
+/// checked by the ledger against the version the person saw.
+fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
+    let actions: Vec<ActionRecord> = model.marks.values().cloned().collect();
+    let Some(first) = actions.first().cloned() else { return Vec::new() };
+    let mut description = vec![format!(
+        "{} {}, each in its own transaction, checked against the version you saw, in your name:",
+        capitalized(kind.label()),
+        marked_actions(actions.len())
+    )];
+    for action in actions.iter().take(LISTED) {
+        let line = match describe_one(model, kind, action) {
+            Ok(change) => format!("{}: {change}", action.key),
+            Err(refusal) => format!("{}: will be refused: {refusal}", action.key),
+        };
+        description.push(line);
+    }
+    if actions.len() > LISTED {
+        description.push(format!("… and {} more; refused ones stay marked.", actions.len() - LISTED));
+    }
+    model.mode = Mode::Dialog(Box::new(Dialog {
+        command: kind,
+        action: first,
+        description,
+        stage: DialogStage::Reason,
+        destination_id: String::new(),
+        reason: String::new(),
+        old_worker_answer: String::new(),
+        bulk: actions,
+        evidence_request: None,
+        offered_id: false,
+    }));
+    Vec::new()
+}
+
+/// "1 marked action", "5 marked actions".
+pub fn marked_actions(n: usize) -> String {
+    if n == 1 { "1 marked action".to_owned() } else { format!("{n} marked actions") }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// One marked action's change, as the ledger's rule plans it.
+fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<String, Refusal> {
+    let now = model.now.unwrap_or(action.updated_at);
+    let command = manual_command(model, kind, String::new()).unwrap_or(ManualCommand::Retry);
+    if kind == CommandKind::Takeover {
+        // What was sent under each claim is read by the ledger, locked, when it runs: said here
+        // from the destination's declared protection alone.
+        let protected = ClaimFacts { sent_under_claim: true, repeat_protected: true };
+        manual::plan(action, &command, now, protected, false)?;
+        return Ok(if model.destinations.protects_against_repeat(action, now) {
+            "in_progress -> pending (the destination protects against a repeat)".to_owned()
+        } else {
+            "in_progress -> pending if nothing was sent under its claim, else held".to_owned()
+        });
+    }
+    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, false)?;
+    Ok(if planned.from == planned.to {
+        format!("stays {}", planned.from)
+    } else {
+        format!("{} -> {}", planned.from, planned.to)
+    })
+}
+
+/// `s` (newest or oldest first) and `h` (the next history pane).
+fn reorder_or_history(model: &mut Model, action: Action) -> Vec<Effect> {
+    match action {
+        Action::Sort => {
+            model.order = match model.order {
+                Order::NewestFirst => Order::OldestFirst,
+                Order::OldestFirst => Order::NewestFirst,
+            };
+            model.info(model.order.title());
+            // The selection stays on its action, now shown in the other order.
+            let select = model.selected_key().map_or(Selection::First, Selection::Key);
+            vec![model.load(Window::Newest, select)]
+        }
+        Action::NextHistory => {
+            let next = if model.pane.is_history() {
+                let at = Pane::HISTORY.iter().position(|p| *p == model.pane).unwrap_or(0);
+                Pane::HISTORY[(at + 1) % Pane::HISTORY.len()]
+            } else {
+                model.history
+            };
+            switch_pane(model, next)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Scrolls the open detail, bounded by its lines as wrapped at this width, so that `End` shows
+/// the end and `Up` after it moves at once.
+fn scroll_detail(model: &mut Model, action: Action) {
+    let (max, page) = (super::view::detail_max_scroll(model), super::view::detail_page(model));
+    let scroll = model.detail_scroll.min(max);
+    model.detail_scroll = match action {
+        Action::Down => scroll.saturating_add(1),
+        Action::Up => scroll.saturating_sub(1),
+        Action::PageDown => scroll.saturating_add(page),
+        Action::PageUp => scroll.saturating_sub(page),
+        Action::Top => 0,
+        _ => max,
+    }
+    .min(max);
 }
 
 fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
@@ -646,6 +1010,9 @@ fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
         return Vec::new();
     }
     model.pane = pane;
+    if pane.is_history() {
+        model.history = pane;
+    }
     model.selected = 0;
     model.rows = if pane == Pane::Refused { Rows::Refused(Vec::new()) } else { Rows::Actions(Vec::new()) };
     model.at_newest = true;
@@ -667,8 +1034,71 @@ fn move_selection(model: &mut Model, by: isize) -> Vec<Effect> {
     }
 }
 
+/// Why the console does not offer a command on an action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOffered {
+    /// The ledger would refuse it in the action's state.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// A lookup needs the destinations' configuration, which the console was started without.
+    #[error("look up needs the destinations' configuration: start review with --config")]
+    NoConfiguration,
+    /// The action's destination is not in the configuration.
+    #[error("cannot look up {key}: its destination {destination} is not in the configuration")]
+    NotConfigured { key: ActionKey, destination: String },
+    /// The action's destination declares no lookup.
+    #[error("cannot look up {key}: destination {destination} declares no lookup")]
+    NoLookup { key: ActionKey, destination: String },
+}
+
+/// Whether the action's destination, as configured, can look a record up: `l` is offered only then.
+pub fn lookup_offered(model: &Model, action: &ActionRecord) -> Result<(), NotOffered> {
+    if model.configured.is_empty() {
+        return Err(NotOffered::NoConfiguration);
+    }
+    let destination = model.destinations.destination_name(action).unwrap_or("(none)").to_owned();
+    match model.destinations.of(action) {
+        None => Err(NotOffered::NotConfigured { key: action.key.clone(), destination }),
+        Some(capabilities) if !capabilities.lookup => {
+            Err(NotOffered::NoLookup { key: action.key.clone(), destination })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// A destination id the evidence already names, to offer when a person resolves an action as
+/// completed: the latest lookup's record id, else the id the latest response names (its
+/// evidence, or the destination's configured id pointer on the stored body, e.g. a 409 that
+/// names the existing record).
+pub fn named_destination_id(model: &Model, detail: &ActionDetail) -> Option<String> {
+    if let Some(id) = detail.lookups.iter().rev().find_map(|l| l.destination_id.clone()) {
+        return Some(id);
+    }
+    let pointer = model.destinations.destination_name(&detail.action).and_then(|d| model.id_pointers.get(d));
+    detail.attempts.iter().rev().find_map(|attempt| {
+        attempt.evidence.destination_id.clone().or_else(|| {
+            let body = attempt.evidence.body.as_deref()?;
+            crate::destination::id_in_body(body, pointer?)
+        })
+    })
+}
+
+/// What a takeover of this action will come to, decided by the same rule the ledger applies
+/// (rule 5: [`ClaimFacts::takeover_is_safe`] through [`manual::plan`]) from the facts as the
+/// detail shows them; the ledger decides again, locked, when it runs.
+fn takeover_outcome(model: &Model, detail: &ActionDetail) -> Result<String, Refusal> {
+    let action = &detail.action;
+    let now = model.now.unwrap_or(action.updated_at);
+    let facts = ClaimFacts {
+        sent_under_claim: detail.sent_under_current_claim(),
+        repeat_protected: model.destinations.protects_against_repeat(action, now),
+    };
+    let planned = manual::plan(action, &ManualCommand::Takeover, now, facts, true)?;
+    Ok(format!("This action will go to {}: {}.", planned.to, facts.takeover_why()))
+}
+
 /// What a command will do, for the dialog; or why it cannot run.
-fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, Refusal> {
+fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, NotOffered> {
     let key = &action.key;
     let now = model.now.unwrap_or(action.updated_at);
     let same_key = "The original key is kept.".to_owned();
@@ -676,25 +1106,33 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     // plans as if the person will confirm it; the ledger refuses if they do not.
     let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true);
     Ok(match kind {
-        CommandKind::Lookup => vec![
-            format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
-            if action.state == State::Unknown {
-                "Found and matching: completed. Nothing there: back to pending. Different: conflict.".to_owned()
-            } else {
-                format!("It is {}: the lookup only reports what the destination holds.", action.state)
-            },
-        ],
+        CommandKind::Lookup => {
+            lookup_offered(model, action)?;
+            vec![
+                format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
+                if action.state == State::Unknown {
+                    "Found and matching: completed. Nothing there: back to pending. Different: conflict.".to_owned()
+                } else {
+                    format!(
+                        "It is {}: the lookup reports what the destination holds, kept as evidence; it stays {}.",
+                        action.state, action.state
+                    )
+                },
+            ]
+        }
         CommandKind::Takeover => {
             plan(&ManualCommand::Takeover)?;
+            let outcome = match model.detail.as_deref().filter(|d| d.action.key == action.key) {
+                Some(detail) => takeover_outcome(model, detail)?,
+                None => "Reading what was sent under its claim…".to_owned(),
+            };
             vec![
                 format!(
                     "Take over {key} from {} under ownership version {}.",
                     action.claimed_by.as_deref().unwrap_or("its worker"),
                     action.ownership_version + 1
                 ),
-                "Nothing sent under the claim: back to pending. Otherwise, unless the destination protects \
-                 against a repeat: held, for you to check."
-                    .to_owned(),
+                outcome,
                 same_key,
             ]
         }
@@ -773,10 +1211,7 @@ fn manual_command_with(kind: CommandKind, destination_id: String, owner: String)
 
 /// The commands that apply to an action now, for the footer.
 pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandKind> {
-    CommandKind::ALL
-        .into_iter()
-        .filter(|kind| *kind == CommandKind::Lookup || describe(model, *kind, action).is_ok())
-        .collect()
+    CommandKind::ALL.into_iter().filter(|kind| describe(model, *kind, action).is_ok()).collect()
 }
 
 fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
@@ -789,7 +1224,7 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
-            model.mode = Mode::Dialog(Box::new(Dialog {
+            let mut dialog = Dialog {
                 command: kind,
                 action,
                 description,
@@ -797,10 +1232,48 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 destination_id: String::new(),
                 reason: String::new(),
                 old_worker_answer: String::new(),
-            }));
+                bulk: Vec::new(),
+                evidence_request: None,
+                offered_id: false,
+            };
+            // A takeover's outcome and a destination id the evidence names come from the detail:
+            // the open one, or one read for the dialog.
+            let mut effects = Vec::new();
+            if matches!(kind, CommandKind::Takeover | CommandKind::ResolveCompleted) {
+                if let Some(detail) = model.detail.clone().filter(|d| d.action.key == dialog.action.key) {
+                    with_evidence(model, &mut dialog, &detail);
+                } else {
+                    let effect = model.load_detail(dialog.action.key.clone());
+                    dialog.evidence_request = Some(model.detail_request);
+                    effects.push(effect);
+                }
+            }
+            model.mode = Mode::Dialog(Box::new(dialog));
+            return effects;
         }
     }
     Vec::new()
+}
+
+/// Completes a dialog from the action's detail: the takeover's outcome, a destination id to
+/// offer.
+fn with_evidence(model: &Model, dialog: &mut Dialog, detail: &ActionDetail) {
+    match dialog.command {
+        CommandKind::Takeover => {
+            let outcome = takeover_outcome(model, detail).unwrap_or_else(|refusal| refusal.to_string());
+            if let Some(line) = dialog.description.iter_mut().find(|l| l.starts_with("Reading what was sent")) {
+                *line = outcome;
+            }
+        }
+        CommandKind::ResolveCompleted if dialog.destination_id.is_empty() => {
+            if let Some(id) = named_destination_id(model, detail) {
+                dialog.description.push(format!("The evidence names {id}: Enter takes it, typing replaces it."));
+                dialog.destination_id = id;
+                dialog.offered_id = true;
+            }
+        }
+        _ => {}
+    }
 }
 
 fn close_dialog(model: &mut Model) {
@@ -818,6 +1291,9 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             Vec::new()
         }
         (DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped, KeyCode::Char(c)) => {
+            if dialog.stage == DialogStage::DestinationId && std::mem::take(&mut dialog.offered_id) {
+                dialog.destination_id.clear();
+            }
             if let Some(field) = text_field(model) {
                 field.push(c);
             }
@@ -864,6 +1340,23 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
     let Ok(reason) = Reason::parse(&dialog.reason) else { return Vec::new() };
     dialog.stage = DialogStage::Running;
+    if !dialog.bulk.is_empty() {
+        let (kind, actions) = (dialog.command, dialog.bulk.clone());
+        model.info(format!("{} {}: working…", kind.label(), marked_actions(actions.len())));
+        let Some(command) = manual_command(model, kind, String::new()) else { return Vec::new() };
+        let requests = actions
+            .into_iter()
+            .map(|action| ManualRequest {
+                key: action.key,
+                person: model.owner.clone(),
+                reason: reason.clone(),
+                expect_version: Some(action.revision),
+                command: command.clone(),
+                old_worker_stopped: false,
+            })
+            .collect();
+        return vec![Effect::RunEach(requests)];
+    }
     let (kind, action, destination_id) =
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
@@ -904,11 +1397,68 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             }
         }
         Done::DetailLoaded { id, result } => {
+            if let Mode::Dialog(dialog) = &model.mode
+                && dialog.evidence_request == Some(id)
+            {
+                let mut dialog = dialog.clone();
+                dialog.evidence_request = None;
+                match result {
+                    Ok(detail) => with_evidence(model, &mut dialog, &detail),
+                    Err(error) => model.error(format!("database: {error}")),
+                }
+                model.mode = Mode::Dialog(dialog);
+                return Vec::new();
+            }
             if id == model.detail_request && matches!(model.mode, Mode::Detail | Mode::Dialog(_)) {
                 match result {
                     Ok(detail) => model.detail = Some(detail),
                     Err(error) => model.error(format!("database: {error}")),
                 }
+            }
+            Vec::new()
+        }
+        Done::Each { verb, results } => {
+            close_dialog(model);
+            let mut refused = Vec::new();
+            let mut done = 0;
+            for (key, result) in results {
+                match result {
+                    Ok(_) => {
+                        done += 1;
+                        model.marks.remove(&key);
+                    }
+                    Err(why) => refused.push(why),
+                }
+            }
+            let summary = format!("{verb}: {done} done, {} refused (still marked)", refused.len());
+            if refused.is_empty() {
+                model.info(summary);
+            } else {
+                model.refuse(format!("{summary}: {}", refused.join("; ")));
+            }
+            model.refresh()
+        }
+        Done::Copied => Vec::new(),
+        Done::Marked { request, result } => {
+            match result {
+                Ok(actions) => {
+                    let n = actions.len();
+                    for action in actions {
+                        model.marks.insert(action.key.to_string(), action);
+                    }
+                    let all = if i64::try_from(n).unwrap_or(i64::MAX) >= request.limit {
+                        format!("the first {n}")
+                    } else {
+                        format!("all {n}")
+                    };
+                    let filter = if model.filter.is_some() { " that match the filter" } else { "" };
+                    model.info(format!(
+                        "marked {all} in the {} pane{filter}; {} marked in all (u unmarks)",
+                        request.pane.title(),
+                        model.marks.len()
+                    ));
+                }
+                Err(error) => model.error(format!("database: {error}")),
             }
             Vec::new()
         }
@@ -958,7 +1508,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     if let Selection::Key(key) = &request.select
         && !keys_of(&snapshot.rows).contains(key)
     {
-        let anchored = id_of(&model.rows, key).map(|id| Window::Before(id + 1));
+        let anchored = id_of(&model.rows, key).map(|id| model_window_from(request.oldest_first, id));
         if let Some(window) = anchored
             && window != request.window
         {
@@ -978,6 +1528,14 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     }
     model.at_newest = matches!(request.window, Window::Newest) || (matches!(request.window, Window::Oldest) && short);
     model.rows = snapshot.rows;
+    if let Rows::Actions(rows) = &model.rows {
+        // A marked action as the person now sees it: the version a bulk command is checked against.
+        for row in rows {
+            if let Some(marked) = model.marks.get_mut(row.key.as_str()) {
+                marked.clone_from(row);
+            }
+        }
+    }
     let len = model.rows.len();
     model.selected = match &request.select {
         _ if len == 0 => 0,
@@ -994,6 +1552,11 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         say_departed(model, &key, now_on.as_deref());
     }
     Vec::new()
+}
+
+/// The window that starts at the row with this id, in the order shown.
+fn model_window_from(oldest_first: bool, id: i64) -> Window {
+    if oldest_first { Window::Before(id - 1) } else { Window::Before(id + 1) }
 }
 
 /// The keys of rows, as the selection names them (a refused submission by its id).
@@ -1079,7 +1642,7 @@ mod tests {
         assert_eq!(model.pane, Pane::InProgress);
         update(&mut model, Msg::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));
         update(&mut model, key(KeyCode::BackTab));
-        assert_eq!(model.pane, Pane::LateResults, "wraps around");
+        assert_eq!(model.pane, Pane::All, "wraps around, through the history panes");
     }
 
     #[test]

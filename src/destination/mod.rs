@@ -170,6 +170,13 @@ pub struct Found {
     pub response: Response,
 }
 
+impl Found {
+    /// The id of each record found, `?` where a record names none.
+    pub fn ids(&self) -> Vec<String> {
+        self.records.iter().map(|r| r.id.clone().unwrap_or_else(|| "?".to_owned())).collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct FoundRecord {
     pub id: Option<String>,
@@ -617,7 +624,11 @@ impl Destination {
                 one.id.clone(),
                 format!("record {} differs from what this action sends", one.id.as_deref().unwrap_or("?")),
             ),
-            many => (LookupVerdict::Duplicates, None, format!("{} records share this external reference", many.len())),
+            many => (
+                LookupVerdict::Duplicates,
+                None,
+                format!("{} records share this external reference: {}", many.len(), found.ids().join(", ")),
+            ),
         };
         let evidence = Evidence {
             status: Some(i64::from(found.response.status)),
@@ -661,6 +672,13 @@ impl Destination {
             .as_ref()
             .is_none_or(|l| l.compare.iter().all(|pointer| sent.pointer(pointer) == found.pointer(pointer)))
     }
+}
+
+/// The record id a stored response body names at `pointer` (a destination's configured id
+/// pointer): the console offers it when a person resolves an action, e.g. from a 409 body that
+/// names the existing record.
+pub fn id_in_body(body: &str, pointer: &str) -> Option<String> {
+    pointer_text(&serde_json::from_str(body).ok()?, pointer)
 }
 
 /// The forms a credential can take in a response: as sent, and after the first space (the

@@ -54,6 +54,17 @@ impl ClaimFacts {
     pub fn takeover_is_safe(self) -> bool {
         !self.sent_under_claim || self.repeat_protected
     }
+
+    /// Why a takeover decided from these facts goes where it goes, worded for a person.
+    pub fn takeover_why(self) -> &'static str {
+        if !self.sent_under_claim {
+            "nothing was sent under its claim"
+        } else if self.repeat_protected {
+            "a request may have been sent, but the destination protects against a repeat"
+        } else {
+            "a request may have been sent, and the destination cannot tell a repeat: a person checks first"
+        }
+    }
 }
 
 /// The declared capabilities of every destination a front end was configured with, and the
@@ -68,6 +79,11 @@ pub struct DestinationCatalog {
 impl DestinationCatalog {
     pub fn new(by_name: BTreeMap<String, Capabilities>, default_destination: Option<String>) -> Self {
         Self { by_name, default_destination }
+    }
+
+    /// Whether any destination here declares a lookup.
+    pub fn any_lookup(&self) -> bool {
+        self.by_name.values().any(|c| c.lookup)
     }
 
     /// The destination of actions submitted without one.

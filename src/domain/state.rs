@@ -118,6 +118,9 @@ pub enum Event {
     /// Manual: a person acknowledged the late results listed on an action; the state does not
     /// change.
     LateResultsAcknowledged,
+    /// A person looked an action up at its destination while it was not `unknown`: what was
+    /// found is kept as evidence, and the state does not change.
+    LookedUp,
 }
 
 impl Event {
@@ -176,6 +179,7 @@ impl Event {
             Self::TakenOver => "taken_over",
             Self::Assigned => "assigned",
             Self::LateResultsAcknowledged => "late_results_acknowledged",
+            Self::LookedUp => "looked_up",
         }
     }
 }
@@ -194,6 +198,7 @@ impl Event {
                 | Self::TakenOver
                 | Self::Assigned
                 | Self::LateResultsAcknowledged
+                | Self::LookedUp
         )
     }
 

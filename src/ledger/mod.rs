@@ -176,6 +176,12 @@ impl ActionDetail {
     pub fn late_results(&self) -> impl Iterator<Item = &Attempt> {
         self.attempts.iter().filter(|a| a.is_unacknowledged_late_result())
     }
+
+    /// Whether an attempt was started under the action's current claim, as this detail was
+    /// read: the fact the ledger establishes again, locked, before a takeover (rule 5).
+    pub fn sent_under_current_claim(&self) -> bool {
+        self.attempts.iter().any(|a| a.ownership_version == self.action.ownership_version)
+    }
 }
 
 impl<S: Store> Ledger<S> {
@@ -637,12 +643,80 @@ impl<S: Store> Ledger<S> {
         })
     }
 
+    /// Keeps a person's lookup of an action that is not `unknown`: what was found goes into the
+    /// action's lookups as evidence and into its audit trail (`looked_up`, in the person's name),
+    /// and the state does not change, since only an uncertain outcome is settled by a lookup.
+    /// Returns `None` (and keeps nothing) if the action changed since `seen_revision`, or became
+    /// `unknown` meanwhile (then it is for [`Ledger::settle_unknown`]).
+    pub async fn keep_lookup(
+        &self,
+        key: &ActionKey,
+        seen_revision: i64,
+        person: &Person,
+        report: &LookupReport,
+    ) -> Result<Option<ActionRecord>, LedgerError> {
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+                if action.state == State::Unknown || action.revision != seen_revision {
+                    return Ok(None);
+                }
+                let mut evidence = report.evidence.clone();
+                evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+                tx.insert_lookup(&LookupRecord {
+                    id: 0,
+                    key: action.key.clone(),
+                    at: now,
+                    actor: person.as_str().to_owned(),
+                    verdict: report.verdict,
+                    records: report.records,
+                    destination_id: report.destination_id.clone(),
+                    evidence,
+                    detail: report.detail.clone(),
+                })
+                .await?;
+                let unchanged = Transition { event: Event::LookedUp, from: action.state, to: action.state };
+                let entry =
+                    audit_entry(&action, unchanged, person.as_str(), ActorKind::Person, report.detail.clone(), now);
+                tx.append_audit(&entry).await?;
+                Ok(Some(action))
+            })
+        })
+        .await
+    }
+
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     #[tracing::instrument(skip_all, fields(key = %request.key, person = %request.person.as_str(), command = request.command.verb()))]
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.manual_then(true, request).await
+    }
+
+    /// [`Ledger::manual`] decided in full and rolled back: what the command would do now (a
+    /// dry run), or why it would be refused.
+    pub async fn manual_dry_run(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.manual_then(false, request).await
+    }
+
+    /// Bulk triage: [`Ledger::manual`] on each action in turn, each in its own transaction and
+    /// checked against the version its request names, so that one refusal stops nothing else
+    /// and each is audited in the person's name. With `dry_run`, each is decided and rolled back.
+    /// The answers come in the order of the requests.
+    pub async fn manual_each(
+        &self,
+        requests: &[ManualRequest],
+        dry_run: bool,
+    ) -> Vec<Result<ManualOutcome, LedgerError>> {
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            answers.push(self.manual_then(!dry_run, request).await);
+        }
+        answers
+    }
+
+    async fn manual_then(&self, commit: bool, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
         let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
-        self.transact(|tx, now, _| {
+        self.transact_then(commit, |tx, now, _| {
             Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
                 if let Some(purge) = purge_of_settled(tx, &action).await? {
@@ -814,6 +888,13 @@ impl<S: Store> Ledger<S> {
         } else {
             Err(NotReady::SchemaBehind)
         }
+    }
+
+    /// [`Ledger::counts`] of the actions that match `filter`'s terms: pane counts that follow a
+    /// filter.
+    pub async fn counts_matching(&self, filter: &ListFilter) -> Result<Vec<(State, i64)>, LedgerError> {
+        let found = self.store.count_matching(filter).await?;
+        Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
     }
 }
 

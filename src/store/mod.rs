@@ -171,8 +171,13 @@ pub struct ListFilter {
     /// Keyset cursor the other way: only actions newer than this id, oldest of them first
     /// (returned newest first like every page).
     pub after_id: Option<i64>,
+    /// Oldest first instead of newest first. The cursors keep their meaning in the order shown:
+    /// `before_id` pages on (to newer ids), `after_id` pages back.
+    pub oldest_first: bool,
     /// Only keys containing this text.
     pub key_contains: Option<String>,
+    /// Only actions last changed before this time: `--older-than`, and the console's age filter.
+    pub updated_before: Option<Timestamp>,
     pub limit: i64,
 }
 
@@ -233,6 +238,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Where the ledger's schema stands against this build's migrations, read on a pooled
     /// connection: fails when the database cannot be reached.
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;
+    /// How many actions in each state match `filter`'s terms (its state, cursors and limit aside).
+    fn count_matching(&self, filter: &ListFilter)
+    -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions outside `conflict` have a proposed payload awaiting a decision.

@@ -111,6 +111,10 @@ impl<S: SqlStore> Store for S {
         SqlStore::schema_status(self)
     }
 
+    async fn count_matching(&self, filter: &ListFilter) -> Result<Vec<(State, i64)>, StoreError> {
+        read(self, sql::count_matching_by_state(filter)).await?.iter().map(state_count_from_row).collect()
+    }
+
     async fn count_refused(&self) -> Result<i64, StoreError> {
         Ok(read_one(self, Statement::new(sql::COUNT_REFUSED)).await?.int("count")?)
     }

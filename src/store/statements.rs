@@ -280,8 +280,8 @@ pub(crate) const LEDGER_STATS: &str = "SELECT state, COUNT(*) AS count, MIN(upda
 /// How many actions are in each state.
 pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 
-/// A page of actions matching a filter, newest first; with `after_id`, the oldest of the newer
-/// ones (the caller turns them round). Built per filter rather than with `$n IS NULL OR ...`
+/// A page of actions matching a filter, newest first (or oldest first); with `after_id`, the
+/// page before the cursor in that order (the caller turns it round). Built per filter rather than with `$n IS NULL OR ...`
 /// terms, so that each combination gets a plan that uses its index: `state` and `destination`
 /// have one with `id`, and the keyset cursors walk it.
 pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
@@ -294,30 +294,53 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
         (Some(state), false) => statement = statement.push(" AND state = ").push_text(state.as_str()),
         (None, _) => {}
     }
-    if let Some(destination) = &filter.destination {
-        statement = statement.push(" AND destination = ").push_text(destination.as_str());
-    }
     if filter.late_results {
         statement = statement.push(" AND late_results > 0");
+    }
+    statement = matching(statement, filter);
+    // The page after a cursor in the order shown, and the page before it (read the other way
+    // round, and turned round by the caller).
+    let (after, before) = if filter.oldest_first { (" AND id > ", " AND id < ") } else { (" AND id < ", " AND id > ") };
+    if let Some(id) = filter.before_id {
+        statement = statement.push(after).push_int(id);
+    }
+    if let Some(id) = filter.after_id {
+        statement = statement.push(before).push_int(id);
+    }
+    let order = if filter.after_id.is_some() == filter.oldest_first {
+        " ORDER BY id DESC LIMIT "
+    } else {
+        " ORDER BY id ASC LIMIT "
+    };
+    statement.push(order).push_int(filter.limit)
+}
+
+/// The terms of a filter a person types (destination, owner or assignee, age, key text, and
+/// creation time), added to a statement's `WHERE`.
+fn matching<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> Statement<B> {
+    if let Some(destination) = &filter.destination {
+        statement = statement.push(" AND destination = ").push_text(destination.as_str());
     }
     if let Some(owner) = &filter.owner {
         statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
         statement = statement.push(" OR assignee = ").push_text(owner.as_str()).push(")");
     }
-    if let Some(id) = filter.before_id {
-        statement = statement.push(" AND id < ").push_int(id);
-    }
-    if let Some(id) = filter.after_id {
-        statement = statement.push(" AND id > ").push_int(id);
-    }
     if let Some(since) = filter.created_since {
         statement = statement.push(" AND created_at >= ").push_int(since.timestamp_millis());
+    }
+    if let Some(before) = filter.updated_before {
+        statement = statement.push(" AND updated_at < ").push_int(before.timestamp_millis());
     }
     if let Some(text) = &filter.key_contains {
         statement = statement.push(" AND key LIKE ").push_text(contains_pattern(text).as_str()).push(" ESCAPE '\\'");
     }
-    let order = if filter.after_id.is_some() { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " };
-    statement.push(order).push_int(filter.limit)
+    statement
+}
+
+/// How many actions in each state match a filter's terms (its state, cursors and limit aside):
+/// the console's pane counts while a filter is applied.
+pub(crate) fn count_matching_by_state<B: Backend>(filter: &ListFilter) -> Statement<B> {
+    matching(Statement::new("SELECT state, COUNT(*) AS count FROM actions WHERE 1 = 1"), filter).push(" GROUP BY state")
 }
 
 /// A LIKE pattern matching `text` anywhere, with LIKE's own wildcards taken literally.

@@ -276,7 +276,7 @@ async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     assert!(evidence.contains("(no idempotency key at crm: no retention window)"), "{evidence}");
     assert!(!evidence.contains("retention unknown"), "{evidence}");
     let screen = act(&mut console, "3", "acme:lost", &["<Enter>", "l", "checking the CRM", "<Enter>", "y"]).await;
-    assert!(screen.contains("looked up acme:lost: found; now completed"), "{screen}");
+    assert!(screen.contains("looked up acme:lost: found, record R-000001; now completed"), "{screen}");
     let detail = record(l, "acme:lost").await;
     assert_eq!((detail.action.state, detail.action.destination_id.as_deref()), (State::Completed, Some("R-000001")));
     assert_eq!(detail.lookups.len(), 1);
@@ -653,7 +653,7 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
             .draw(|frame| {
                 actionledger::console::view::view(
                     console.model(),
-                    actionledger::console::view::Theme { color: true },
+                    actionledger::console::view::Theme::colored(actionledger::console::view::Palette::COLORS_256),
                     frame,
                 );
             })

@@ -10,6 +10,7 @@ mod cli;
 mod concurrency;
 mod conformance;
 mod console;
+mod console_triage;
 mod crash;
 mod db_faults;
 mod destinations;

@@ -41,7 +41,7 @@ fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
 /// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end
 /// of the last section (the audit trail) is always reachable.
 pub fn max_scroll(model: &Model, area: Rect) -> u16 {
-    paragraph(model, Theme { color: false }, area.width)
+    paragraph(model, Theme::PLAIN, area.width)
         .map_or(0, |p| u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX).saturating_sub(area.height))
 }
 
@@ -380,11 +380,12 @@ fn evidence<'a>(model: &Model, detail: &ActionDetail, theme: Theme, width: usize
     }
     for lookup in detail.lookups.iter().rev().take(3) {
         out.push(Line::raw(format!(
-            "  lookup {} by {}: {} ({} records) {}",
+            "  lookup {} by {}: {} ({} records{}) {}",
             time(lookup.at),
             safe(&lookup.actor),
             lookup.verdict.as_str(),
             lookup.records,
+            lookup.destination_id.as_deref().map(|id| format!(", id {}", safe(id))).unwrap_or_default(),
             safe(lookup.detail.as_deref().unwrap_or(""))
         )));
     }

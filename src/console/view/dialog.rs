@@ -9,12 +9,18 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 pub fn draw(dialog: &Dialog, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
-    let title = format!(" {} {} ", dialog.command.label(), SafeText::new(dialog.action.key.as_str()));
+    let title = if dialog.bulk.is_empty() {
+        format!(" {} {} ", dialog.command.label(), SafeText::new(dialog.action.key.as_str()))
+    } else {
+        format!(" {} {} ", dialog.command.label(), crate::console::model::marked_actions(dialog.bulk.len()))
+    };
     let mut lines: Vec<Line<'_>> = dialog.description.iter().map(|d| Line::raw(SafeText::new(d).to_string())).collect();
-    lines.push(Line::raw(format!(
-        "As seen: {}, version {}; refused if it changed since.",
-        dialog.action.state, dialog.action.revision
-    )));
+    if dialog.bulk.is_empty() {
+        lines.push(Line::raw(format!(
+            "As seen: {}, version {}; refused if it changed since.",
+            dialog.action.state, dialog.action.revision
+        )));
+    }
     lines.push(Line::raw(""));
     let field = |label: &str, value: &str, active: bool| {
         let cursor = if active { "_" } else { "" };

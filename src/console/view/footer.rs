@@ -2,13 +2,27 @@
 
 use super::Theme;
 use crate::console::keys::command_key;
-use crate::console::model::{DetailView, DialogStage, Mode, Model, StatusKind, applicable_commands};
+use crate::console::model::{DetailView, DialogStage, FilterTerms, Mode, Model, StatusKind, applicable_commands};
+use crate::console::safe_text::SafeText;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 fn status_line(model: &Model, theme: Theme) -> Line<'static> {
+    if let Mode::Filter(text) = &model.mode {
+        // The filter as typed, and what it will show, while it is typed.
+        let meaning = match FilterTerms::parse(text, &model.owner) {
+            Ok(terms) if terms.line.is_empty() => "empty: Enter clears the filter".to_owned(),
+            Ok(terms) => format!("shows {}", terms.describe()),
+            Err(problem) => problem.to_string(),
+        };
+        return Line::from(vec![
+            Span::styled("/", theme.key()),
+            Span::raw(format!("{}_  ", SafeText::new(text))),
+            Span::styled(format!("({})", SafeText::new(&meaning)), theme.dim()),
+        ]);
+    }
     match (&model.status, &model.hint) {
         (_, Some(hint)) => Line::styled(hint.clone(), theme.ok()),
         (Some(status), None) => {
@@ -21,7 +35,7 @@ fn status_line(model: &Model, theme: Theme) -> Line<'static> {
 
 /// The status line wraps rather than cut a message: the lines it needs at this width.
 pub fn status_height(model: &Model, width: u16) -> u16 {
-    let lines = Paragraph::new(status_line(model, Theme { color: false })).wrap(Wrap { trim: false }).line_count(width);
+    let lines = Paragraph::new(status_line(model, Theme::PLAIN)).wrap(Wrap { trim: false }).line_count(width);
     u16::try_from(lines).unwrap_or(u16::MAX).max(1)
 }
 
@@ -33,10 +47,12 @@ pub fn draw_status(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rec
 pub fn hints(model: &Model) -> Vec<(String, String)> {
     let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
     if model.help {
-        return vec![pair("Esc", "close help")];
+        return vec![pair("Esc", "close help"), pair("j/k", "scroll")];
     }
     match &model.mode {
-        Mode::Filter(_) => vec![pair("type", "part of a key"), pair("Enter", "apply"), pair("Esc", "cancel")],
+        Mode::Filter(_) => {
+            vec![pair("type", "key text, dest:NAME, mine, age:30m"), pair("Enter", "apply"), pair("Esc", "cancel")]
+        }
         Mode::Dialog(dialog) => match dialog.stage {
             DialogStage::DestinationId => {
                 vec![pair("type", "the destination's record id"), pair("Enter", "next"), pair("Esc", "cancel")]
@@ -57,13 +73,16 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
                     keys.push(pair(command_key(kind), kind.short_label()));
                 }
             }
+            if !model.marks.is_empty() {
+                keys.push(pair("u", &format!("unmark {}", model.marks.len())));
+            }
             keys.push(pair("?", "help"));
             if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none()) {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
             } else if model.mode == Mode::Detail {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll"), pair("v", "values")]);
             } else {
-                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-8", "pane"), pair("/", "filter")]);
+                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-9", "pane"), pair("/", "filter")]);
             }
             keys.push(pair("q", "quit"));
             keys

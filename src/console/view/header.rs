@@ -39,7 +39,9 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
 
 pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let mut spans = Vec::new();
-    for (n, pane) in Pane::ALL.into_iter().enumerate() {
+    // The history panes share the ninth tab: the one chosen last is shown.
+    let tabs = Pane::ALL.into_iter().filter(|p| !p.is_history() || *p == model.history);
+    for (n, pane) in tabs.enumerate() {
         let total = match pane.state() {
             // The conflict pane also lists proposals waiting on actions in other states.
             Some(State::Conflict) if model.proposed_elsewhere > 0 => {
@@ -47,6 +49,7 @@ pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect)
             }
             Some(state) => count(model, state).to_string(),
             None if pane == Pane::LateResults => model.late_results.to_string(),
+            None if pane == Pane::All => model.counts.iter().map(|(_, n)| n).sum::<i64>().to_string(),
             None => model.refused.to_string(),
         };
         // Narrow terminals drop the pane numbers and a space between tabs; the footer and help

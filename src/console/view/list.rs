@@ -11,8 +11,10 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
 
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let filter =
-        model.filter.as_ref().map(|f| format!(" keys containing {:?}", SafeText::new(f).as_str())).unwrap_or_default();
-    let title = format!(" {} — newest first{filter} ", model.pane.title());
+        model.filter.as_ref().map(|f| format!(" — {}", SafeText::new(&f.describe()).as_str())).unwrap_or_default();
+    let marks = if model.marks.is_empty() { String::new() } else { format!(" — {} marked", model.marks.len()) };
+    let order = if model.pane == Pane::Refused { "newest first" } else { model.order.title() };
+    let title = format!(" {} — {order}{filter}{marks} ", model.pane.title());
     let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
     if model.rows.is_empty() {
         let empty = match (&model.filter, model.now) {
@@ -47,7 +49,7 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
         ),
         Rows::Actions(items) if model.pane == Pane::InProgress => (
             vec!["KEY", "LEASE", "OWNER", "VER", "TRY"],
-            items.iter().map(|a| in_progress_row(a, now, theme)).collect(),
+            items.iter().map(|a| in_progress_row(a, now, theme, mark(model, a))).collect(),
             vec![
                 Constraint::Min(20),
                 Constraint::Length(10),
@@ -67,7 +69,8 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
                             &late_marker(
                                 a,
                                 &format!(
-                                    "{}{}",
+                                    "{}{}{}",
+                                    mark(model, a),
                                     if a.proposal.is_some() && a.state != State::Conflict { "* " } else { "" },
                                     SafeText::new(a.key.as_str()).as_str()
                                 ),
@@ -99,7 +102,12 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     frame.render_stateful_widget(table, area, &mut state);
 }
 
-fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme) -> Row<'static> {
+/// A marked action's key starts with `+`, for the bulk commands.
+fn mark(model: &Model, a: &ActionRecord) -> &'static str {
+    if model.marks.contains_key(a.key.as_str()) { "+ " } else { "" }
+}
+
+fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme, mark: &str) -> Row<'static> {
     let (lease, style) = match a.lease_expires_at {
         Some(until) if until > now => {
             (format!("{} left", short_duration(until - now)), ratatui::style::Style::default())
@@ -108,7 +116,7 @@ fn in_progress_row(a: &ActionRecord, now: crate::domain::Timestamp, theme: Theme
         None => ("-".to_owned(), ratatui::style::Style::default()),
     };
     Row::new(vec![
-        Cell::from(SafeText::new(a.key.as_str()).to_string()),
+        Cell::from(format!("{mark}{}", SafeText::new(a.key.as_str()))),
         Cell::from(lease).style(style),
         Cell::from(SafeText::new(a.claimed_by.as_deref().unwrap_or("-")).to_string()),
         Cell::from(a.ownership_version.to_string()),

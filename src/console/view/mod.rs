@@ -14,40 +14,100 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 
+/// The colours of one kind of terminal, chosen once at start: 256 colours where the terminal
+/// says it has them, else the 16 every colour terminal has (`TERM=xterm`, `screen`, `linux`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Palette {
+    pub title: Color,
+    /// Secondary text; `None` leaves it in the terminal's own colour (a 16-colour console may
+    /// draw "bright black" as black on black).
+    pub dim: Option<Color>,
+    pub warn: Color,
+    pub error: Color,
+    pub ok: Color,
+    pub key: Color,
+}
+
+impl Palette {
+    pub const COLORS_256: Self = Self {
+        title: Color::Indexed(81),
+        dim: Some(Color::Indexed(245)),
+        warn: Color::Indexed(214),
+        error: Color::Indexed(203),
+        ok: Color::Indexed(114),
+        key: Color::Indexed(117),
+    };
+
+    pub const COLORS_16: Self = Self {
+        title: Color::Cyan,
+        dim: None,
+        warn: Color::Yellow,
+        error: Color::Red,
+        ok: Color::Green,
+        key: Color::Cyan,
+    };
+
+    /// The palette for a terminal described by `TERM` and `COLORTERM`.
+    pub fn for_terminal(term: Option<&str>, colorterm: Option<&str>) -> Self {
+        let truecolor = colorterm.is_some_and(|c| matches!(c, "truecolor" | "24bit"));
+        let term = term.unwrap_or_default();
+        if truecolor || term.contains("256color") || term.contains("direct") {
+            Self::COLORS_256
+        } else {
+            Self::COLORS_16
+        }
+    }
+}
+
 /// Styles, with or without colour (`NO_COLOR`). The selection is always marked with a symbol too,
 /// because some terminals drop reverse video when colour is off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
-    pub color: bool,
+    /// The colours, or `None` for none at all.
+    pub palette: Option<Palette>,
 }
 
 impl Theme {
-    pub fn from_environment() -> Self {
-        Self { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
+    /// No colour: `NO_COLOR`, scripted sessions, measuring.
+    pub const PLAIN: Self = Self { palette: None };
+
+    pub fn colored(palette: Palette) -> Self {
+        Self { palette: Some(palette) }
     }
 
-    fn fg(self, color: Color) -> Style {
-        if self.color { Style::default().fg(color) } else { Style::default() }
+    pub fn from_environment() -> Self {
+        if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+            return Self::PLAIN;
+        }
+        let var = |name| std::env::var(name).ok();
+        Self::colored(Palette::for_terminal(var("TERM").as_deref(), var("COLORTERM").as_deref()))
+    }
+
+    fn fg(self, color: impl Fn(Palette) -> Color) -> Style {
+        self.palette.map_or_else(Style::default, |p| Style::default().fg(color(p)))
     }
 
     pub fn title(self) -> Style {
-        self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+        self.fg(|p| p.title).add_modifier(Modifier::BOLD)
     }
 
     pub fn dim(self) -> Style {
-        if self.color { Style::default().fg(Color::DarkGray) } else { Style::default() }
+        match self.palette.and_then(|p| p.dim) {
+            Some(color) => Style::default().fg(color),
+            None => Style::default(),
+        }
     }
 
     pub fn warn(self) -> Style {
-        self.fg(Color::Yellow).add_modifier(Modifier::BOLD)
+        self.fg(|p| p.warn).add_modifier(Modifier::BOLD)
     }
 
     pub fn error(self) -> Style {
-        self.fg(Color::Red).add_modifier(Modifier::BOLD)
+        self.fg(|p| p.error).add_modifier(Modifier::BOLD)
     }
 
     pub fn ok(self) -> Style {
-        self.fg(Color::Green)
+        self.fg(|p| p.ok)
     }
 
     pub fn selected(self) -> Style {
@@ -55,7 +115,7 @@ impl Theme {
     }
 
     pub fn key(self) -> Style {
-        self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+        self.fg(|p| p.key).add_modifier(Modifier::BOLD)
     }
 }
 
@@ -97,11 +157,22 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
     footer::draw_status(model, theme, frame, status_area);
     footer::draw_keys(model, theme, frame, footer_area);
     if let Mode::Dialog(dialog) = &model.mode {
-        dialog::draw(dialog, theme, frame, centered(frame.area(), 72, 14));
+        let height = if dialog.bulk.is_empty() { 14 } else { 18 };
+        dialog::draw(dialog, theme, frame, centered(frame.area(), 72, height));
     }
     if model.help {
-        help::draw(theme, frame, centered(frame.area(), 78, 24));
+        help::draw(model, theme, frame, help_area(frame.area()));
     }
+}
+
+/// Where the help screen goes.
+fn help_area(area: Rect) -> Rect {
+    centered(area, 78, 26)
+}
+
+/// How far the help scrolls at most on this console's screen.
+pub fn help_max_scroll(model: &Model) -> u16 {
+    help::max_scroll(model, help_area(Rect::new(0, 0, model.width, model.height)))
 }
 
 /// A box of at most `width` x `height` in the middle of `area`.
@@ -130,4 +201,26 @@ pub fn fit(text: &str, width: usize) -> String {
     let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_without_256_colours_gets_the_16_colour_palette() {
+        for term in ["xterm", "screen", "linux", "vt100", "xterm-color", "ansi"] {
+            assert_eq!(Palette::for_terminal(Some(term), None), Palette::COLORS_16, "{term}");
+        }
+        assert_eq!(Palette::for_terminal(None, None), Palette::COLORS_16, "no TERM");
+        for term in ["xterm-256color", "screen-256color", "tmux-256color", "xterm-direct"] {
+            assert_eq!(Palette::for_terminal(Some(term), None), Palette::COLORS_256, "{term}");
+        }
+        assert_eq!(Palette::for_terminal(Some("screen"), Some("truecolor")), Palette::COLORS_256);
+        let sixteen = [Color::Cyan, Color::Yellow, Color::Red, Color::Green];
+        let p = Palette::COLORS_16;
+        for color in [p.title, p.warn, p.error, p.ok, p.key] {
+            assert!(sixteen.contains(&color), "{color:?} is one of the basic colours");
+        }
+    }
 }

@@ -143,7 +143,14 @@ pub fn plan(
         }
         ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
         ManualCommand::Acknowledge => unreachable!("decided above"),
-        ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
+        // `failed` means known not written (rule 2): a conflict entered from `failed` does not go
+        // back there once something (a late result reporting a write) showed that a request may
+        // have written. It stays in conflict, where the late result alone would have put it, for
+        // the person to settle by a lookup, a resolution or a retry.
+        ManualCommand::Reject => match action.resume_state {
+            Some(State::Failed) if action.may_have_written => State::Conflict,
+            resume => resume.unwrap_or(State::Conflict),
+        },
         ManualCommand::Takeover => {
             if action.lease_is_live(now) {
                 let until = action.lease_expires_at.unwrap_or(now);
@@ -404,6 +411,21 @@ mod tests {
         let p = plan(&held, &ManualCommand::Retry, now, ClaimFacts::WORST_CASE, true).unwrap();
         apply(&mut held, &ManualCommand::Retry, p, now).unwrap();
         assert!(!held.old_worker_may_act, "confirmed once, for good");
+    }
+
+    #[test]
+    fn rejecting_never_returns_to_failed_once_a_write_may_have_happened() {
+        let now = Timestamp::default();
+        let mut conflict = proposed(action(State::Conflict), r#"{"q":2}"#);
+        conflict.resume_state = Some(State::Failed);
+        let p = plan(&conflict, &ManualCommand::Reject, now, ClaimFacts::WORST_CASE, false).unwrap();
+        assert_eq!(p.to, State::Failed, "known not written: back to failed");
+        conflict.may_have_written = true;
+        let p = plan(&conflict, &ManualCommand::Reject, now, ClaimFacts::WORST_CASE, false).unwrap();
+        assert_eq!(p.to, State::Conflict, "a request may have written: not failed");
+        conflict.resume_state = Some(State::Held);
+        let p = plan(&conflict, &ManualCommand::Reject, now, ClaimFacts::WORST_CASE, false).unwrap();
+        assert_eq!(p.to, State::Held, "other states are honest whatever was written");
     }
 
     #[test]

@@ -250,8 +250,10 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
     result
 }
 
+/// A key naming an existing action: one recorded before keys had to be in NFC is still named as
+/// it was recorded (submissions hold new keys to every rule).
 fn parse_key(text: &str) -> Result<ActionKey, Error> {
-    ActionKey::parse(text).map_err(|e| Error::Invalid(e.to_string()))
+    ActionKey::parse_existing(text).map_err(|e| Error::Invalid(e.to_string()))
 }
 
 pub(crate) fn is_postgres(url: &str) -> bool {

@@ -3,6 +3,7 @@
 pub mod capability;
 mod exact_json;
 pub mod input;
+mod jcs;
 pub mod key;
 pub mod manual;
 pub mod payload;

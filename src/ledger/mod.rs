@@ -873,10 +873,11 @@ async fn submit_existing<T: LedgerTx>(
     let fingerprint = submission.payload.fingerprint();
     let outcome = match (submission.source_version, recorded_version) {
         (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
-        _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
+        // By value: a payload recorded before canonical text followed RFC 8785 is still recognised.
+        _ if submission.payload.is_same_as(&action.payload) => SubmitOutcome::Duplicate,
         _ => SubmitOutcome::Conflict,
     };
-    let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+    let already_proposed = action.proposal.as_ref().is_some_and(|p| submission.payload.is_same_as(&p.payload));
     if outcome == SubmitOutcome::Conflict
         && !already_proposed
         && let Some(purge) = purge_of_settled(tx, &action).await?

@@ -41,7 +41,7 @@ pub(crate) fn after_link(row: &impl Columns) -> Result<(ActionKey, ActionKey), S
 }
 
 fn key(text: &str) -> Result<ActionKey, StoreError> {
-    ActionKey::parse(text).map_err(|_| corrupt("action key", text))
+    ActionKey::parse_existing(text).map_err(|_| corrupt("action key", text))
 }
 
 pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {

@@ -228,7 +228,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         rows.iter()
             .map(|row| {
                 let key = row.text("key")?;
-                ActionKey::parse(&key).map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))
+                ActionKey::parse_existing(&key).map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))
             })
             .collect()
     }

@@ -5,14 +5,20 @@
 
 use crate::support::{TestDb, person_request, protected_by_lookup};
 use actionledger::Ledger;
-use actionledger::domain::{ActionKey, Evidence, ManualCommand, RawSubmission, State};
-use actionledger::ledger::{Outcome, Recorded, Recovery, Report};
+use actionledger::domain::payload::sha256_hex;
+use actionledger::domain::{ActionKey, Evidence, ManualCommand, RawSubmission, State, SubmitOutcome};
+use actionledger::ledger::{LedgerError, Outcome, Recorded, Recovery, Report};
 use actionledger::store::Store;
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_secs(30);
 
-conformance!(rejecting_a_proposal_never_returns_to_failed_after_a_late_write,);
+conformance!(
+    rejecting_a_proposal_never_returns_to_failed_after_a_late_write,
+    equal_payloads_written_differently_are_duplicates,
+    a_redelivery_of_a_payload_recorded_before_rfc_8785_is_a_duplicate,
+    a_key_not_in_nfc_is_refused_and_nothing_is_written,
+);
 
 fn key(text: &str) -> ActionKey {
     ActionKey::parse(text).unwrap()
@@ -80,4 +86,85 @@ async fn rejecting_a_proposal_never_returns_to_failed_after_a_late_write<S: Stor
     let resolved =
         l.manual(&person_request(k, ManualCommand::ResolveCompleted { destination_id: "crm-1".into() })).await.unwrap();
     assert_eq!(resolved.action.state, State::Completed);
+}
+
+/// Runs one statement on the test database directly, as its owner: how a row written by an
+/// earlier version of actionledger is made here.
+async fn execute(url: &str, sql: String) {
+    if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
+        pool.close().await;
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let sql = format!("SET search_path TO {}; {sql}", actionledger::store::DEFAULT_SCHEMA);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
+        pool.close().await;
+    }
+}
+
+async fn equal_payloads_written_differently_are_duplicates<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let k = "jcs:numbers";
+    let created = l.submit(&raw(k, r#"{"qty":1.0,"price":1e2,"discount":-0,"rate":0.50}"#)).await.unwrap();
+    assert_eq!(created.outcome, SubmitOutcome::Created);
+    assert_eq!(created.action.payload.canonical(), r#"{"discount":0,"price":100,"qty":1,"rate":0.5}"#);
+    for spelling in [
+        r#"{"rate":0.5,"qty":1,"price":100,"discount":0}"#,
+        r#"{"qty":1e0,"price":100.000,"discount":0.0,"rate":5e-1}"#,
+        r#"{"qty":10E-1,"price":1E+2,"discount":-0e7,"rate":0.5000}"#,
+    ] {
+        assert_eq!(l.submit(&raw(k, spelling)).await.unwrap().outcome, SubmitOutcome::Duplicate, "{spelling}");
+    }
+    let action = state_of(l, k).await;
+    assert_eq!((action.state, action.proposal.is_none()), (State::Pending, true), "no conflict was raised");
+    assert_eq!(l.store().deliveries(&key(k)).await.unwrap().len(), 4, "each delivery is recorded");
+    // A different value is still a conflict.
+    assert_eq!(
+        l.submit(&raw(k, r#"{"qty":2,"price":100,"discount":0,"rate":0.5}"#)).await.unwrap().outcome,
+        SubmitOutcome::Conflict
+    );
+}
+
+/// An action recorded by an earlier version, whose canonical text kept `1.0` as Rust writes it,
+/// with the fingerprint of that text: a re-delivery of the same payload is a duplicate, however
+/// its numbers are spelt, and a different payload is still a conflict.
+async fn a_redelivery_of_a_payload_recorded_before_rfc_8785_is_a_duplicate<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let k = "jcs:earlier";
+    l.submit(&raw(k, r#"{"amount":7}"#)).await.unwrap();
+    let earlier = r#"{"amount":1.0,"big":1e+16}"#;
+    execute(
+        &db.url,
+        format!(
+            "UPDATE actions SET payload = '{earlier}', fingerprint = '{}' WHERE key = '{k}'",
+            sha256_hex(earlier.as_bytes())
+        ),
+    )
+    .await;
+    let recorded = state_of(l, k).await;
+    assert_eq!(recorded.payload.canonical(), earlier);
+    for spelling in [r#"{"amount":1.0,"big":1e+16}"#, r#"{"big":1e16,"amount":1}"#, r#"{"amount":1e0,"big":1.0e16}"#] {
+        assert_eq!(l.submit(&raw(k, spelling)).await.unwrap().outcome, SubmitOutcome::Duplicate, "{spelling}");
+    }
+    let after = state_of(l, k).await;
+    assert_eq!((after.state, after.proposal.is_none(), after.payload.canonical()), (State::Pending, true, earlier));
+    assert_eq!(l.submit(&raw(k, r#"{"amount":1.5,"big":1e16}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
+}
+
+async fn a_key_not_in_nfc_is_refused_and_nothing_is_written<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let decomposed = "acme:cafe\u{301}:create";
+    let composed = "acme:caf\u{e9}:create";
+    let Err(LedgerError::SubmissionRefused(refusal)) = l.submit(&raw(decomposed, "{}")).await else {
+        panic!("a decomposed key is refused")
+    };
+    assert_eq!(refusal.problem, "key_not_nfc");
+    assert!(refusal.message.ends_with(&format!("use {composed}")), "{}", refusal.message);
+    assert!(l.store().find(&ActionKey::parse_existing(decomposed).unwrap()).await.unwrap().is_none());
+    let refused = l.list_refused(None, 10).await.unwrap();
+    assert_eq!(refused.iter().map(|r| r.problem.as_str()).collect::<Vec<_>>(), ["key_not_nfc"]);
+    // The NFC form is an ordinary key; the two spellings can never be two actions.
+    assert_eq!(l.submit(&raw(composed, "{}")).await.unwrap().outcome, SubmitOutcome::Created);
+    assert!(l.submit(&raw(decomposed, "{}")).await.is_err());
 }

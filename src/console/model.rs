@@ -674,7 +674,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     let same_key = "The original key is kept.".to_owned();
     // The dialog asks whether the old worker stopped where that is needed, so the description
     // plans as if the person will confirm it; the ledger refuses if they do not.
-    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true);
+    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true, false);
     Ok(match kind {
         CommandKind::Lookup => vec![
             format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
@@ -760,8 +760,8 @@ fn manual_command_with(kind: CommandKind, destination_id: String, owner: String)
         CommandKind::ResolveCompleted => ManualCommand::ResolveCompleted { destination_id },
         CommandKind::ResolveNotWritten => ManualCommand::ResolveNotWritten,
         CommandKind::Cancel => ManualCommand::Cancel,
-        CommandKind::Approve => ManualCommand::Approve,
-        CommandKind::Reject => ManualCommand::Reject,
+        CommandKind::Approve => ManualCommand::Approve { proposal: None },
+        CommandKind::Reject => ManualCommand::Reject { proposal: None },
         // The ledger decides, from the claim as locked, whether it may run again (rule 5 in
         // docs/RULES.md).
         CommandKind::Takeover => ManualCommand::Takeover,

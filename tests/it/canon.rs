@@ -6,7 +6,9 @@
 use crate::support::{TestDb, person_request, protected_by_lookup};
 use actionledger::Ledger;
 use actionledger::domain::payload::sha256_hex;
-use actionledger::domain::{ActionKey, Evidence, ManualCommand, RawSubmission, State, SubmitOutcome};
+use actionledger::domain::{
+    ActionKey, Evidence, ManualCommand, ProposalDecision, RawSubmission, Refusal, State, SubmitOutcome,
+};
 use actionledger::ledger::{LedgerError, Outcome, Recorded, Recovery, Report};
 use actionledger::store::Store;
 use std::time::Duration;
@@ -18,6 +20,9 @@ conformance!(
     equal_payloads_written_differently_are_duplicates,
     a_redelivery_of_a_payload_recorded_before_rfc_8785_is_a_duplicate,
     a_key_not_in_nfc_is_refused_and_nothing_is_written,
+    twenty_concurrent_conflicting_submissions_keep_twenty_proposals,
+    rejecting_one_proposal_keeps_the_others_waiting,
+    cancelling_rejects_every_proposal_waiting,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -77,7 +82,7 @@ async fn rejecting_a_proposal_never_returns_to_failed_after_a_late_write<S: Stor
     let action = state_of(l, k).await;
     assert!(action.may_have_written, "the late result reported a write");
 
-    let rejected = l.manual(&person_request(k, ManualCommand::Reject)).await.unwrap();
+    let rejected = l.manual(&person_request(k, ManualCommand::Reject { proposal: None })).await.unwrap();
     let action = state_of(l, k).await;
     assert_ne!(action.state, State::Failed, "failed means known not written, yet crm-1 exists");
     assert_eq!((action.state, rejected.action.state), (State::Conflict, State::Conflict));
@@ -167,4 +172,122 @@ async fn a_key_not_in_nfc_is_refused_and_nothing_is_written<S: Store>(db: TestDb
     // The NFC form is an ordinary key; the two spellings can never be two actions.
     assert_eq!(l.submit(&raw(composed, "{}")).await.unwrap().outcome, SubmitOutcome::Created);
     assert!(l.submit(&raw(decomposed, "{}")).await.is_err());
+}
+
+fn proposal(key: &str, n: usize) -> RawSubmission {
+    RawSubmission {
+        event_id: Some(format!("evt-{n}")),
+        source: Some("shop".to_owned()),
+        ..raw(key, &format!(r#"{{"n":{n}}}"#))
+    }
+}
+
+fn refusal(error: LedgerError) -> Refusal {
+    match error {
+        LedgerError::Refused(refusal) => refusal,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Twenty submitters propose twenty different payloads for one key at the same moment: each was
+/// told "kept as a proposal", so each is kept, with its source and event, for a person to see.
+async fn twenty_concurrent_conflicting_submissions_keep_twenty_proposals<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let k = "proposals:storm";
+    l.submit(&raw(k, r#"{"n":0}"#)).await.unwrap();
+    let mut tasks = Vec::new();
+    for n in 1..=20 {
+        let ledger = l.clone();
+        tasks.push(tokio::spawn(async move { ledger.submit(&proposal(k, n)).await.expect("submission").outcome }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), SubmitOutcome::Conflict);
+    }
+    // A repeat of one of them is the same proposal, not a twenty-first.
+    assert_eq!(l.submit(&proposal(k, 7)).await.unwrap().outcome, SubmitOutcome::Conflict);
+
+    let detail = l.detail(&key(k)).await.unwrap();
+    let waiting: Vec<_> = detail.waiting_proposals().collect();
+    assert_eq!(waiting.len(), 20, "every distinct proposal is kept");
+    let mut values: Vec<i64> = waiting.iter().map(|p| p.payload.value()["n"].as_i64().unwrap()).collect();
+    values.sort_unstable();
+    assert_eq!(values, (1..=20).collect::<Vec<_>>());
+    assert!(waiting.iter().all(|p| p.source.as_deref() == Some("shop") && p.event_id.is_some()));
+    assert_eq!(detail.action.state, State::Conflict);
+    assert_eq!(detail.action.payload.canonical(), r#"{"n":0}"#, "the approved payload is unchanged");
+
+    // Approving without naming one cannot tell which is meant: refused, nothing changes.
+    let refused = refusal(l.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap_err());
+    assert!(matches!(&refused, Refusal::ProposalNotChosen { waiting, .. } if waiting.len() == 20), "{refused}");
+    assert!(refused.to_string().contains("--proposal"), "{refused}");
+    assert_eq!(l.detail(&key(k)).await.unwrap().waiting_proposals().count(), 20);
+
+    // Naming one (by the short fingerprint `show` prints) approves it and rejects the others.
+    let chosen = waiting.iter().find(|p| p.payload.value()["n"] == 13).unwrap().payload.clone();
+    let approve = ManualCommand::Approve { proposal: Some(chosen.fingerprint().short().to_owned()) };
+    let approved = l.manual(&person_request(k, approve)).await.unwrap();
+    assert_eq!((approved.action.state, approved.action.payload.canonical()), (State::Pending, r#"{"n":13}"#));
+    assert!(approved.action.proposal.is_none());
+    let after = l.detail(&key(k)).await.unwrap();
+    assert_eq!(after.waiting_proposals().count(), 0);
+    let decided = |d: ProposalDecision| after.proposals.iter().filter(|p| p.decision == Some(d)).count();
+    assert_eq!((decided(ProposalDecision::Approved), decided(ProposalDecision::Rejected)), (1, 19));
+    assert!(after.proposals.iter().all(|p| p.decided_by.as_deref() == Some("Ana Lima")));
+    let entry = after.audit.last().unwrap();
+    assert!(entry.reason.as_deref().unwrap_or_default().contains("proposal(s) rejected"), "{entry:?}");
+}
+
+async fn rejecting_one_proposal_keeps_the_others_waiting<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let k = "proposals:reject-one";
+    l.submit(&raw(k, r#"{"n":0}"#)).await.unwrap();
+    for n in 1..=3 {
+        assert_eq!(l.submit(&proposal(k, n)).await.unwrap().outcome, SubmitOutcome::Conflict);
+    }
+    let fingerprint = |n: usize| {
+        actionledger::domain::Payload::parse(format!(r#"{{"n":{n}}}"#).as_bytes()).unwrap().fingerprint().clone()
+    };
+    // A name that matches none is refused, naming what waits.
+    let unknown = ManualCommand::Reject { proposal: Some("0000000000".into()) };
+    let refused = refusal(l.manual(&person_request(k, unknown)).await.unwrap_err());
+    assert!(matches!(refused, Refusal::ProposalNotFound { matches: 0, .. }), "{refused}");
+
+    let reject_two = ManualCommand::Reject { proposal: Some(fingerprint(2).as_str().to_owned()) };
+    let rejected = l.manual(&person_request(k, reject_two)).await.unwrap();
+    assert_eq!(rejected.action.state, State::Conflict, "the others still wait");
+    let latest = rejected.action.proposal.as_ref().unwrap();
+    assert_eq!(latest.payload.fingerprint(), &fingerprint(3), "the latest one waiting is the action's");
+    let detail = l.detail(&key(k)).await.unwrap();
+    let waiting: Vec<_> = detail.waiting_proposals().map(|p| p.payload.fingerprint().clone()).collect();
+    assert_eq!(waiting, [fingerprint(1), fingerprint(3)]);
+    // The worker runs nothing while proposals wait.
+    assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty());
+
+    // Rejecting without a name rejects every one waiting: back where the action was.
+    let all = l.manual(&person_request(k, ManualCommand::Reject { proposal: None })).await.unwrap();
+    assert_eq!((all.action.state, all.action.proposal.is_none()), (State::Pending, true));
+    let detail = l.detail(&key(k)).await.unwrap();
+    assert_eq!((detail.waiting_proposals().count(), detail.proposals.len()), (0, 3));
+
+    // Proposed again, a rejected proposal waits again: the same row.
+    assert_eq!(l.submit(&proposal(k, 2)).await.unwrap().outcome, SubmitOutcome::Conflict);
+    let detail = l.detail(&key(k)).await.unwrap();
+    assert_eq!((detail.waiting_proposals().count(), detail.proposals.len()), (1, 3));
+    // With only one waiting, approve needs no name.
+    let approved = l.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
+    assert_eq!(approved.action.payload.fingerprint(), &fingerprint(2));
+}
+
+async fn cancelling_rejects_every_proposal_waiting<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let k = "proposals:cancel";
+    l.submit(&raw(k, r#"{"n":0}"#)).await.unwrap();
+    for n in 1..=2 {
+        l.submit(&proposal(k, n)).await.unwrap();
+    }
+    let cancelled = l.manual(&person_request(k, ManualCommand::Cancel)).await.unwrap();
+    assert_eq!((cancelled.action.state, cancelled.action.proposal.is_none()), (State::Cancelled, true));
+    let detail = l.detail(&key(k)).await.unwrap();
+    assert_eq!(detail.waiting_proposals().count(), 0);
+    assert!(detail.proposals.iter().all(|p| p.decision == Some(ProposalDecision::Rejected)));
 }

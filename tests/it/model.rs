@@ -391,8 +391,8 @@ fn manual_command(n: u8) -> ManualCommand {
         1 => ManualCommand::ResolveCompleted { destination_id: "manual".into() },
         2 => ManualCommand::ResolveNotWritten,
         3 => ManualCommand::Cancel,
-        4 => ManualCommand::Approve,
-        5 => ManualCommand::Reject,
+        4 => ManualCommand::Approve { proposal: None },
+        5 => ManualCommand::Reject { proposal: None },
         6 => ManualCommand::Takeover,
         _ => ManualCommand::Acknowledge,
     }

@@ -291,3 +291,64 @@ async fn cancelling_rejects_every_proposal_waiting<S: Store>(db: TestDb<S>) {
     assert_eq!(detail.waiting_proposals().count(), 0);
     assert!(detail.proposals.iter().all(|p| p.decision == Some(ProposalDecision::Rejected)));
 }
+
+/// On PostgreSQL, proposals are written by automation and settled by people, and the database
+/// holds each role to that against direct SQL.
+mod roles {
+    use super::{person_request, proposal, raw};
+    use actionledger::Ledger;
+    use actionledger::domain::ManualCommand;
+    use actionledger::store::PostgresStore;
+
+    async fn exec(ledger: &Ledger<PostgresStore>, sql: &str) -> Result<u64, sqlx::Error> {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(ledger.store().pool()).await.map(|r| r.rows_affected())
+    }
+
+    async fn refused(ledger: &Ledger<PostgresStore>, sql: &str) {
+        match exec(ledger, sql).await {
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42501") => {}
+            other => panic!("{sql} must be refused for lack of privilege, got {other:?}"),
+        }
+    }
+
+    /// A ledger at `url` opened as a new login member of `group`.
+    async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
+        let path = url.split('?').next().unwrap_or(url);
+        let login =
+            format!("{}_{}", path.rsplit('/').next().unwrap_or(path), group.trim_start_matches("actionledger_"));
+        exec(admin, &format!("CREATE ROLE {login} LOGIN PASSWORD 'secret-{login}' IN ROLE {group}")).await.unwrap();
+        let scheme_end = url.find("://").unwrap() + 3;
+        let rest = &url[scheme_end..];
+        let host_start = rest.find('/').map_or(rest.len(), |slash| rest[..slash].rfind('@').map_or(0, |at| at + 1));
+        let login_url = format!("{}{login}:secret-{login}@{}", &url[..scheme_end], &rest[host_start..]);
+        Ledger::new(PostgresStore::open_with(&login_url, 4).await.unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_worker_proposes_and_only_a_person_decides() {
+        let Some(url) = crate::support::pg::fresh_database().await else { return };
+        let admin = Ledger::new(PostgresStore::open(&url).await.unwrap());
+        let worker = open_as(&admin, &url, "actionledger_worker").await;
+        let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+        let k = "roles:proposals";
+        worker.submit(&raw(k, r#"{"n":0}"#)).await.unwrap();
+        worker.submit(&proposal(k, 1)).await.expect("a worker records a proposal");
+        worker.submit(&proposal(k, 2)).await.expect("and another");
+
+        refused(&worker, "UPDATE proposals SET decision = 'approved', decided_by = 'bob', decided_at = 0").await;
+        refused(&worker, "UPDATE proposals SET payload = '{\"n\":9}'").await;
+        refused(&worker, "DELETE FROM proposals").await;
+        refused(&reviewer, "INSERT INTO proposals (action_key, fingerprint, payload, received_at) VALUES ('roles:proposals', 'f', '{}', 0)").await;
+        refused(&reviewer, "UPDATE proposals SET payload = '{\"n\":9}'").await;
+        refused(&reviewer, "DELETE FROM proposals").await;
+
+        let reject_one = ManualCommand::Reject { proposal: None };
+        reviewer.manual(&person_request(k, reject_one)).await.expect("a reviewer rejects");
+        // A decision is never changed, not even by a reviewer.
+        refused(&reviewer, "UPDATE proposals SET decision = 'approved'").await;
+        // Proposed again, a rejected proposal waits again: the worker may re-open it.
+        worker.submit(&proposal(k, 1)).await.expect("a worker proposes it again");
+        let waiting = admin.detail(&super::key(k)).await.unwrap().waiting_proposals().count();
+        assert_eq!(waiting, 1);
+    }
+}

@@ -289,6 +289,9 @@ pub struct Model {
     pub help: bool,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
+    /// Which of the proposals waiting on the open action is shown (from 0, oldest first): approve
+    /// and reject name it when several wait.
+    pub proposal_shown: usize,
     /// What the open detail shows.
     pub detail_view: DetailView,
     pub status: Option<Status>,
@@ -337,6 +340,7 @@ impl Model {
             help: false,
             detail: None,
             detail_scroll: 0,
+            proposal_shown: 0,
             detail_view: DetailView::Facts,
             status: None,
             hint: None,
@@ -598,10 +602,21 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.detail_scroll = 0;
             Vec::new()
         }
+        Action::NextProposal => {
+            let waiting = model.detail.as_ref().filter(|_| in_detail).map_or(0, |d| d.waiting_proposals().count());
+            if waiting > 1 {
+                model.proposal_shown = (model.proposal_shown + 1) % waiting;
+                model.detail_scroll = 0;
+            } else {
+                model.refuse("no other proposal waits on this action");
+            }
+            Vec::new()
+        }
         Action::Values | Action::Open => match model.selected_action().map(|a| a.key.clone()) {
             Some(key) if !in_detail => {
                 model.mode = Mode::Detail;
                 model.detail_scroll = 0;
+                model.proposal_shown = 0;
                 model.detail_view = if action == Action::Values { DetailView::Values } else { DetailView::Facts };
                 model.detail = None;
                 vec![model.load_detail(key)]
@@ -674,7 +689,13 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     let same_key = "The original key is kept.".to_owned();
     // The dialog asks whether the old worker stopped where that is needed, so the description
     // plans as if the person will confirm it; the ledger refuses if they do not.
-    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true, false);
+    let shown = shown_proposal(model, action);
+    // Rejecting the proposal shown while others wait keeps the action waiting for them.
+    let others_wait = shown.as_ref().is_some_and(|s| s.waiting > 1);
+    let plan = |command: &ManualCommand| {
+        let remain = others_wait && matches!(command, ManualCommand::Reject { .. });
+        manual::plan(action, command, now, ClaimFacts::WORST_CASE, true, remain)
+    };
     Ok(match kind {
         CommandKind::Lookup => vec![
             format!("Look up {key} at {} now.", action.destination.as_deref().unwrap_or("its destination")),
@@ -699,7 +720,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
             ]
         }
         _ => {
-            let Some(command) = manual_command(model, kind, String::new()) else { return Ok(Vec::new()) };
+            let Some(command) = manual_command(model, kind, action, String::new()) else { return Ok(Vec::new()) };
             let planned = plan(&command)?;
             let change = if planned.from == planned.to {
                 format!("{key} stays {}.", planned.from)
@@ -718,8 +739,26 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                      {key}#update-{} changes the record at the destination.",
                     action.payload_revision + 1
                 ),
-                CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
-                CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
+                CommandKind::Approve => match &shown {
+                    Some(s) if s.waiting > 1 => format!(
+                        "Approve proposal {} of {} ({}) in place of the approved payload; the other {} are rejected.",
+                        s.index + 1,
+                        s.waiting,
+                        s.fingerprint,
+                        s.waiting - 1
+                    ),
+                    _ => "Approve the proposed payload in place of the approved one.".to_owned(),
+                },
+                CommandKind::Reject => match &shown {
+                    Some(s) if s.waiting > 1 => format!(
+                        "Reject proposal {} of {} ({}); the approved payload stays and the other {} still wait.",
+                        s.index + 1,
+                        s.waiting,
+                        s.fingerprint,
+                        s.waiting - 1
+                    ),
+                    _ => "Reject the proposed payload; the approved one stays.".to_owned(),
+                },
                 CommandKind::Assign => format!("Assign it to {}.", model.owner.as_str()),
                 CommandKind::Acknowledge => format!(
                     "Acknowledge its {} late result(s): results from an obsolete owner, which changed nothing.",
@@ -749,9 +788,42 @@ fn manual_kind(kind: CommandKind) -> Option<ManualCommand> {
     }
 }
 
-/// The ledger command behind a console command; `None` for a lookup, which is not one.
-fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> Option<ManualCommand> {
-    manual_command_with(kind, destination_id, model.owner.as_str().to_owned())
+/// The ledger command behind a console command; `None` for a lookup, which is not one. While
+/// several proposals wait on the open action, approve and reject name the one shown.
+fn manual_command(
+    model: &Model,
+    kind: CommandKind,
+    action: &ActionRecord,
+    destination_id: String,
+) -> Option<ManualCommand> {
+    let named = shown_proposal(model, action).filter(|s| s.waiting > 1).map(|s| s.full_fingerprint);
+    Some(match manual_command_with(kind, destination_id, model.owner.as_str().to_owned())? {
+        ManualCommand::Approve { .. } => ManualCommand::Approve { proposal: named },
+        ManualCommand::Reject { .. } => ManualCommand::Reject { proposal: named },
+        other => other,
+    })
+}
+
+/// The proposal shown in the open detail of `action`, among those waiting.
+#[derive(Debug)]
+struct ShownProposal {
+    index: usize,
+    waiting: usize,
+    fingerprint: String,
+    full_fingerprint: String,
+}
+
+fn shown_proposal(model: &Model, action: &ActionRecord) -> Option<ShownProposal> {
+    let detail = model.detail.as_ref().filter(|d| d.action.key == action.key)?;
+    let waiting: Vec<_> = detail.waiting_proposals().collect();
+    let index = model.proposal_shown.min(waiting.len().checked_sub(1)?);
+    let fingerprint = waiting[index].payload.fingerprint();
+    Some(ShownProposal {
+        index,
+        waiting: waiting.len(),
+        fingerprint: fingerprint.short().to_owned(),
+        full_fingerprint: fingerprint.as_str().to_owned(),
+    })
 }
 
 fn manual_command_with(kind: CommandKind, destination_id: String, owner: String) -> Option<ManualCommand> {
@@ -868,7 +940,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
     model.info(format!("{} {}: working…", kind.label(), action.key));
-    let Some(command) = manual_command(model, kind, destination_id) else {
+    let Some(command) = manual_command(model, kind, &action, destination_id) else {
         return vec![Effect::Lookup {
             key: action.key,
             revision: action.revision,

@@ -23,6 +23,7 @@ conformance!(
     twenty_concurrent_conflicting_submissions_keep_twenty_proposals,
     rejecting_one_proposal_keeps_the_others_waiting,
     cancelling_rejects_every_proposal_waiting,
+    the_console_shows_each_proposal_and_approves_the_one_shown,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -351,4 +352,47 @@ mod roles {
         let waiting = admin.detail(&super::key(k)).await.unwrap().waiting_proposals().count();
         assert_eq!(waiting, 1);
     }
+}
+
+/// In the review console, an action with two proposals shows one at a time with its place among
+/// them; `p` shows the next, and approve acts on the one shown (the other is rejected).
+async fn the_console_shows_each_proposal_and_approves_the_one_shown<S: Store>(db: TestDb<S>) {
+    use actionledger::console::{ConsoleOptions, ScriptedConsole};
+    let l = &db.ledger;
+    let k = "proposals:console";
+    l.submit(&raw(k, r#"{"qty":1}"#)).await.unwrap();
+    l.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
+    l.submit(&raw(k, r#"{"qty":3}"#)).await.unwrap();
+    let options = ConsoleOptions {
+        owner: actionledger::domain::Person::parse("Ana Lima").unwrap(),
+        ledger_label: "test-ledger".to_owned(),
+        destinations: actionledger::destination::Destinations::default(),
+        refresh: Duration::from_hours(1),
+        hint: None,
+    };
+    let mut console = ScriptedConsole::start(l, &options, 100, 40).await.unwrap();
+    for line in ["4", "/", k, "<Enter>", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("what proposal 1 of 2 changes"), "{screen}");
+    console.press("p").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("what proposal 2 of 2 changes"), "{screen}");
+    console.press("a").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("Approve proposal 2 of 2") && screen.contains("the other 1 are rejected"), "{screen}");
+    for line in ["qty 3 is the current order", "<Enter>", "y"] {
+        console.press(line).await.unwrap();
+    }
+    let detail = l.detail(&key(k)).await.unwrap();
+    assert_eq!((detail.action.state, detail.action.payload.canonical()), (State::Pending, r#"{"qty":3}"#));
+    let decisions: Vec<_> = detail.proposals.iter().map(|p| (p.payload.canonical().to_owned(), p.decision)).collect();
+    assert_eq!(
+        decisions,
+        [
+            (r#"{"qty":2}"#.to_owned(), Some(ProposalDecision::Rejected)),
+            (r#"{"qty":3}"#.to_owned(), Some(ProposalDecision::Approved))
+        ]
+    );
 }

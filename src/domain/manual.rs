@@ -390,6 +390,7 @@ mod tests {
             Timestamp::default(),
             ClaimFacts::WORST_CASE,
             false,
+            false,
         );
         assert_eq!(
             refused.unwrap_err().to_string(),
@@ -535,6 +536,53 @@ mod tests {
         let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
             .unwrap();
         assert_eq!(p.to, State::Held, "other states are honest whatever was written");
+    }
+
+    #[test]
+    fn approve_chooses_one_proposal_and_reject_one_or_all() {
+        let conflict = proposed(action(State::Conflict), r#"{"q":3}"#);
+        let waiting: Vec<ProposalRecord> = [r#"{"q":2}"#, r#"{"q":3}"#]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let p = proposed(action(State::Conflict), text).proposal.unwrap();
+                ProposalRecord {
+                    id: i64::try_from(i).unwrap() + 1,
+                    key: conflict.key.clone(),
+                    payload: p.payload,
+                    source: None,
+                    event_id: None,
+                    source_version: None,
+                    received_at: Timestamp::default(),
+                    decision: None,
+                    decided_by: None,
+                    decided_at: None,
+                }
+            })
+            .collect();
+        let choose = |command: ManualCommand| choose_proposals(&conflict, &command, waiting.clone());
+        let refused = choose(ManualCommand::Approve { proposal: None }).unwrap_err();
+        assert!(matches!(&refused, Refusal::ProposalNotChosen { waiting, .. } if waiting.len() == 2), "{refused}");
+        let second = waiting[1].payload.fingerprint().as_str()[..8].to_owned();
+        let approved = choose(ManualCommand::Approve { proposal: Some(second.clone()) }).unwrap();
+        assert_eq!(approved.approved.as_ref().map(|p| p.id), Some(2));
+        assert_eq!((approved.rejected.len(), approved.remaining.len()), (1, 0));
+        let one = choose(ManualCommand::Reject { proposal: Some(format!("sha256:{second}")) }).unwrap();
+        assert_eq!((one.rejected[0].id, one.remaining[0].id), (2, 1));
+        let all = choose(ManualCommand::Reject { proposal: None }).unwrap();
+        assert_eq!((all.rejected.len(), all.remaining.len()), (2, 0));
+        let none = choose(ManualCommand::Reject { proposal: Some("zz".into()) }).unwrap_err();
+        assert!(matches!(none, Refusal::ProposalNotFound { matches: 0, .. }));
+        let p = plan(
+            &conflict,
+            &ManualCommand::Reject { proposal: None },
+            Timestamp::default(),
+            ClaimFacts::WORST_CASE,
+            false,
+            true,
+        )
+        .unwrap();
+        assert_eq!(p.to, State::Conflict, "others still wait");
     }
 
     #[test]

@@ -602,16 +602,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.detail_scroll = 0;
             Vec::new()
         }
-        Action::NextProposal => {
-            let waiting = model.detail.as_ref().filter(|_| in_detail).map_or(0, |d| d.waiting_proposals().count());
-            if waiting > 1 {
-                model.proposal_shown = (model.proposal_shown + 1) % waiting;
-                model.detail_scroll = 0;
-            } else {
-                model.refuse("no other proposal waits on this action");
-            }
-            Vec::new()
-        }
+        Action::NextProposal => next_proposal(model, in_detail),
         Action::Values | Action::Open => match model.selected_action().map(|a| a.key.clone()) {
             Some(key) if !in_detail => {
                 model.mode = Mode::Detail;
@@ -652,6 +643,18 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         }
         Action::Command(kind) => open_dialog(model, kind),
     }
+}
+
+/// Shows the next of the proposals waiting on the open action, round to the first.
+fn next_proposal(model: &mut Model, in_detail: bool) -> Vec<Effect> {
+    let waiting = model.detail.as_ref().filter(|_| in_detail).map_or(0, |d| d.waiting_proposals().count());
+    if waiting > 1 {
+        model.proposal_shown = (model.proposal_shown + 1) % waiting;
+        model.detail_scroll = 0;
+    } else {
+        model.refuse("no other proposal waits on this action");
+    }
+    Vec::new()
 }
 
 fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {

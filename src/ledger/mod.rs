@@ -620,18 +620,7 @@ impl<S: Store> Ledger<S> {
                 } else {
                     ClaimFacts::WORST_CASE
                 };
-                // Which waiting proposals the command settles (rule 9): approve names one or takes the
-                // only one, reject names one or takes all, cancel takes all.
-                let waiting = if matches!(
-                    command,
-                    ManualCommand::Approve { .. } | ManualCommand::Reject { .. } | ManualCommand::Cancel
-                ) && action.proposal.is_some()
-                {
-                    tx.waiting_proposals(key).await?
-                } else {
-                    Vec::new()
-                };
-                let choice = manual::choose_proposals(&action, command, waiting)?;
+                let choice = choose_proposals(tx, &action, command).await?;
                 if let Some(approved) = &choice.approved {
                     action.proposal = Some(approved.proposal());
                 }
@@ -644,11 +633,7 @@ impl<S: Store> Ledger<S> {
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
                 choice.keep_latest_waiting(&mut action);
-                if let Some(approved) = &choice.approved {
-                    tx.decide_proposals(&[approved.id], ProposalDecision::Approved, person.as_str(), now).await?;
-                }
-                let rejected: Vec<i64> = choice.rejected.iter().map(|p| p.id).collect();
-                tx.decide_proposals(&rejected, ProposalDecision::Rejected, person.as_str(), now).await?;
+                decide_proposals(tx, &choice, person.as_str(), now).await?;
                 let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
                     tx.acknowledge_late_results(&action.key, person.as_str(), now).await?
                 } else {
@@ -893,16 +878,46 @@ async fn after_cycles<T: LedgerTx>(
     Ok(refused)
 }
 
+/// Which waiting proposals a manual command settles (rule 9): approve names one or takes the only
+/// one, reject names one or takes all, cancel takes all. Read only where one waits.
+async fn choose_proposals<T: LedgerTx>(
+    tx: &mut T,
+    action: &ActionRecord,
+    command: &ManualCommand,
+) -> Result<manual::ProposalChoice, LedgerError> {
+    let settles =
+        matches!(command, ManualCommand::Approve { .. } | ManualCommand::Reject { .. } | ManualCommand::Cancel);
+    let waiting =
+        if settles && action.proposal.is_some() { tx.waiting_proposals(&action.key).await? } else { Vec::new() };
+    Ok(manual::choose_proposals(action, command, waiting)?)
+}
+
+/// Records `person`'s decisions on the proposals a command settled.
+async fn decide_proposals<T: LedgerTx>(
+    tx: &mut T,
+    choice: &manual::ProposalChoice,
+    person: &str,
+    now: Timestamp,
+) -> Result<(), LedgerError> {
+    if let Some(approved) = &choice.approved {
+        tx.decide_proposals(&[approved.id], ProposalDecision::Approved, person, now).await?;
+    }
+    let rejected: Vec<i64> = choice.rejected.iter().map(|p| p.id).collect();
+    tx.decide_proposals(&rejected, ProposalDecision::Rejected, person, now).await?;
+    Ok(())
+}
+
 /// What a manual command did to the proposals waiting, for its audit entry: each proposal it
 /// rejected, and how many still wait.
 fn proposals_settled(choice: &manual::ProposalChoice) -> String {
+    use std::fmt::Write as _;
     let mut text = String::new();
     if !choice.rejected.is_empty() {
         let rejected: Vec<&str> = choice.rejected.iter().map(|p| p.payload.fingerprint().short()).collect();
-        text.push_str(&format!("; proposal(s) rejected: {}", rejected.join(", ")));
+        let _ = write!(text, "; proposal(s) rejected: {}", rejected.join(", "));
     }
     if !choice.remaining.is_empty() {
-        text.push_str(&format!("; {} proposal(s) still waiting", choice.remaining.len()));
+        let _ = write!(text, "; {} proposal(s) still waiting", choice.remaining.len());
     }
     text
 }

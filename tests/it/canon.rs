@@ -69,9 +69,9 @@ async fn rejecting_a_proposal_never_returns_to_failed_after_a_late_write<S: Stor
     l.record_result(&b, b_attempt, &report(Outcome::Failed { permanent: true }, 422, None)).await.unwrap();
     assert_eq!(state_of(l, k).await.state, State::Unknown);
     l.manual(&person_request(k, ManualCommand::ResolveNotWritten)).await.unwrap();
-    let c = l.claim("worker-c", LEASE, 1).await.unwrap().pop().unwrap();
-    let c_attempt = l.start_attempt(&c).await.unwrap();
-    l.record_result(&c, c_attempt, &report(Outcome::Failed { permanent: true }, 422, None)).await.unwrap();
+    let third = l.claim("worker-c", LEASE, 1).await.unwrap().pop().unwrap();
+    let c_attempt = l.start_attempt(&third).await.unwrap();
+    l.record_result(&third, c_attempt, &report(Outcome::Failed { permanent: true }, 422, None)).await.unwrap();
     assert_eq!(state_of(l, k).await.state, State::Failed);
 
     // A changed payload: conflict, going back to `failed` on a rejection.

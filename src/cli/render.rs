@@ -381,7 +381,8 @@ fn print_payloads(d: &ActionDetail) {
     }
     if !waiting.is_empty() && a.state == crate::domain::State::Completed {
         println!(
-            "  approving one records the update action {key}#update-{} (the action stays completed)",
+            "  approving {} records the update action {key}#update-{} (the action stays completed)",
+            if waiting.len() == 1 { "it" } else { "one" },
             a.payload_revision + 1
         );
     }

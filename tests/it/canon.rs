@@ -396,3 +396,55 @@ async fn the_console_shows_each_proposal_and_approves_the_one_shown<S: Store>(db
         ]
     );
 }
+
+/// From the command line: `show` lists every proposal waiting, `approve` without `--proposal` is
+/// refused while several wait (exit 3, nothing changes), and `--proposal` with the short
+/// fingerprint approves that one.
+#[test]
+fn the_cli_lists_every_proposal_and_approves_the_one_named() {
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .current_dir(dir.path())
+            .env_remove("ACTIONLEDGER_DB")
+            .env("NO_COLOR", "1")
+            .args(["--db", &db])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let k = "acme:order:ORD-7:create-task";
+    for (qty, event) in [(1, "evt-1"), (2, "evt-2"), (3, "evt-3")] {
+        let payload = format!(r#"{{"qty":{qty}.0}}"#);
+        run(&["submit", "--key", k, "--payload", &payload, "--source", "shop", "--event-id", event]);
+    }
+    let shown = String::from_utf8_lossy(&run(&["show", k]).stdout).into_owned();
+    assert!(shown.contains("2 proposed payloads waiting"), "{shown}");
+    assert!(shown.contains("proposed payload 1 of 2") && shown.contains("proposed payload 2 of 2"), "{shown}");
+    let json: serde_json::Value = serde_json::from_slice(&run(&["show", k, "--json"]).stdout).unwrap();
+    assert_eq!(json["proposals_waiting"], 2);
+    let third = json["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["payload"]["qty"] == 3)
+        .and_then(|p| p["fingerprint"].as_str())
+        .unwrap()
+        .to_owned();
+
+    let refused = run(&["approve", k, "--owner", "ana", "--reason", "which one?"]);
+    assert_eq!(refused.status.code(), Some(3));
+    let message = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(message.contains("2 proposed payloads are waiting") && message.contains("--proposal"), "{message}");
+
+    let approved = run(&["approve", k, "--owner", "ana", "--reason", "qty 3", "--proposal", &third[..12]]);
+    assert_eq!(approved.status.code(), Some(0), "{}", String::from_utf8_lossy(&approved.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&run(&["show", k, "--json"]).stdout).unwrap();
+    assert_eq!(json["action"]["payload"], serde_json::json!({ "qty": 3 }));
+    assert_eq!(json["proposals_waiting"], 0);
+    let decisions: Vec<&str> =
+        json["proposals"].as_array().unwrap().iter().map(|p| p["decision"].as_str().unwrap()).collect();
+    assert_eq!(decisions, ["rejected", "approved"]);
+}

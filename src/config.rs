@@ -89,6 +89,41 @@ pub struct DestinationConfig {
     pub backoff_base: Duration,
     #[serde(default = "default_backoff_max", with = "duration_text")]
     pub backoff_max: Duration,
+    /// How much of a response is read; the rest is read and discarded, never held in memory.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Requests per second (and burst) this worker sends to the destination, all its tasks
+    /// together; lookups count too.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+    /// Headers whose values are credentials, besides `Authorization` and every header read
+    /// from the environment: their values are masked in anything kept, logged or printed.
+    #[serde(default)]
+    pub secret_headers: Vec<String>,
+}
+
+/// How the body of a request is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BodyFormat {
+    /// `application/json`: the body template (or the payload) as JSON.
+    #[default]
+    Json,
+    /// `application/x-www-form-urlencoded`, nested fields as `a[b]=1` and `items[0][sku]=x`.
+    Form,
+    /// A text template sent as it is, with the request's `content_type`.
+    Raw,
+}
+
+/// A worker's pace towards one destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Most requests in any one second.
+    pub per_second: u32,
+    /// Most requests sent back to back after a quiet spell; `per_second` by default.
+    #[serde(default)]
+    pub burst: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -102,9 +137,24 @@ pub struct CreateRequest {
     /// approved payload is sent as it is.
     #[serde(default)]
     pub body: Option<toml::Value>,
+    /// How the body is written: `json` (default), `form` or `raw`.
+    #[serde(default)]
+    pub format: BodyFormat,
+    /// The `Content-Type` of a `raw` body (required there).
+    #[serde(default)]
+    pub content_type: Option<String>,
     /// JSON pointer to the created record's id in the response, e.g. `/id`.
     #[serde(default = "default_id_pointer")]
     pub id_pointer: String,
+    /// A response header that names the created record, e.g. `Location`: its last path segment
+    /// is the id, or what remains once `id_prefix` and `id_suffix` are stripped. Tried before
+    /// the JSON pointer.
+    #[serde(default)]
+    pub id_header: Option<String>,
+    #[serde(default)]
+    pub id_prefix: Option<String>,
+    #[serde(default)]
+    pub id_suffix: Option<String>,
 }
 
 /// The request that changes an existing record: the templates may use `{{destination_id}}`, the
@@ -119,6 +169,11 @@ pub struct UpdateRequest {
     /// Body template, as for create; without it the approved payload is sent as it is.
     #[serde(default)]
     pub body: Option<toml::Value>,
+    /// How the body is written, as for create.
+    #[serde(default)]
+    pub format: BodyFormat,
+    #[serde(default)]
+    pub content_type: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -203,6 +258,9 @@ fn default_backoff_base() -> Duration {
 fn default_backoff_max() -> Duration {
     Duration::from_mins(1)
 }
+fn default_max_response_bytes() -> usize {
+    64 * 1024
+}
 fn default_settle() -> Duration {
     Duration::from_secs(2)
 }
@@ -252,6 +310,16 @@ pub enum DestinationSettingError {
     HeaderName(String),
     #[error("header {header} needs the environment variable {env}, which is not set")]
     MissingEnv { header: String, env: String },
+    #[error("{request}.format = \"raw\" needs a content_type and a body that is one text template")]
+    RawBody { request: &'static str },
+    #[error("{request}.format = \"form\" needs a body that is a table (or none: the payload object)")]
+    FormBody { request: &'static str },
+    #[error("{request}.content_type {value:?} is not a valid header value")]
+    ContentType { request: &'static str, value: String },
+    #[error("rate_limit.per_second and rate_limit.burst must be at least 1")]
+    RateLimit,
+    #[error("max_response_bytes must be at least 1024")]
+    MaxResponseBytes,
 }
 
 impl Config {
@@ -314,6 +382,22 @@ impl DestinationConfig {
         if self.max_attempts < 1 {
             return Err(DestinationSettingError::MaxAttempts);
         }
+        check_body("create", self.create.format, self.create.content_type.as_deref(), self.create.body.as_ref())?;
+        if let Some(update) = &self.update {
+            check_body("update", update.format, update.content_type.as_deref(), update.body.as_ref())?;
+        }
+        if let Some(limit) = &self.rate_limit
+            && (limit.per_second == 0 || limit.burst == Some(0))
+        {
+            return Err(DestinationSettingError::RateLimit);
+        }
+        if self.max_response_bytes < 1024 {
+            return Err(DestinationSettingError::MaxResponseBytes);
+        }
+        for name in self.create.id_header.iter().chain(&self.secret_headers) {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
+        }
         if let Some(idempotency) = &self.idempotency
             && idempotency.retention.is_zero()
         {
@@ -329,6 +413,29 @@ impl DestinationConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// A body format's needs: a raw body is one text with a content type, a form body a table.
+fn check_body(
+    request: &'static str,
+    format: BodyFormat,
+    content_type: Option<&str>,
+    body: Option<&toml::Value>,
+) -> Result<(), DestinationSettingError> {
+    if let Some(value) = content_type
+        && reqwest::header::HeaderValue::from_str(value).is_err()
+    {
+        return Err(DestinationSettingError::ContentType { request, value: value.to_owned() });
+    }
+    match format {
+        BodyFormat::Raw if content_type.is_none() || !matches!(body, Some(toml::Value::String(_))) => {
+            Err(DestinationSettingError::RawBody { request })
+        }
+        BodyFormat::Form if !matches!(body, None | Some(toml::Value::Table(_))) => {
+            Err(DestinationSettingError::FormBody { request })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -438,6 +545,41 @@ mod tests {
         ];
         for (text, expected) in bad {
             let error = Config::parse(&text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
+    #[test]
+    fn request_formats_ids_from_headers_and_paces() {
+        let config = Config::parse(
+            r#"
+            [destinations.payments]
+            rate_limit = { per_second = 10, burst = 5 }
+            secret_headers = ["X-Api-Key"]
+            create = { url = "http://p/v1/charges", format = "form", id_header = "Location", body = { amount = "{{payload.amount}}", customer = { name = "{{payload.name}}" } } }
+
+            [destinations.notes]
+            create = { url = "http://n/notes", format = "raw", content_type = "text/csv", body = "{{key}},{{payload.total}}" }
+            "#,
+        )
+        .unwrap();
+        let payments = &config.destinations["payments"];
+        assert_eq!(payments.create.format, BodyFormat::Form);
+        assert_eq!(payments.create.id_header.as_deref(), Some("Location"));
+        assert_eq!(payments.rate_limit, Some(RateLimit { per_second: 10, burst: Some(5) }));
+        assert_eq!(payments.max_response_bytes, 64 * 1024);
+        assert_eq!(config.destinations["notes"].create.format, BodyFormat::Raw);
+        let refused = [
+            (r#"create = { url = "x", format = "raw", body = "t" }"#, "needs a content_type"),
+            (r#"create = { url = "x", format = "raw", content_type = "text/plain", body = { a = 1 } }"#, "one text"),
+            (r#"create = { url = "x", format = "form", body = "{{payload}}" }"#, "a table"),
+            (r#"create = { url = "x", format = "xml" }"#, "unknown variant"),
+            ("create = { url = \"x\" }\nrate_limit = { per_second = 0 }", "at least 1"),
+            ("create = { url = \"x\" }\nmax_response_bytes = 10", "at least 1024"),
+            ("create = { url = \"x\" }\nsecret_headers = [\"bad header\"]", "not a valid header name"),
+        ];
+        for (block, expected) in refused {
+            let error = Config::parse(&format!("[destinations.d]\n{block}")).unwrap_err().to_string();
             assert!(error.contains(expected), "{expected}: {error}");
         }
     }

@@ -13,6 +13,7 @@ mod conformance;
 mod console;
 mod crash;
 mod db_faults;
+mod destinations;
 mod frontends;
 mod hostile;
 mod late;

@@ -67,6 +67,8 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),
         ("audit trail of an action", statements::SELECT_AUDIT.to_owned()),
         ("lookups of an action", statements::SELECT_LOOKUPS.to_owned()),
+        ("proposals waiting on an action", statements::SELECT_WAITING_PROPOSALS.to_owned()),
+        ("proposals of an action", statements::SELECT_PROPOSALS.to_owned()),
     ]
 }
 

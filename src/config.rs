@@ -19,6 +19,69 @@ pub struct Config {
     pub worker: WorkerSettings,
     #[serde(default)]
     pub destinations: BTreeMap<String, DestinationConfig>,
+    /// Webhook intakes for `actionledger serve`: `POST /v1/hooks/NAME` maps a sender's body.
+    #[serde(default)]
+    pub intake: BTreeMap<String, IntakeConfig>,
+}
+
+/// How a webhook body becomes a submission (`[intake.NAME]`). Templates take
+/// `{{body.FIELD.PATH}}` (a field of the JSON body) and `{{header.NAME}}` (a request header).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntakeConfig {
+    /// The action key, e.g. `shop:order:{{body.id}}:create-task`.
+    pub key: String,
+    /// The event id, e.g. `{{header.X-Shop-Event-Id}}` or `{{body.event.id}}`.
+    #[serde(default)]
+    pub event_id: Option<String>,
+    /// The source version: a template that must give a whole number, e.g. `{{body.version}}`.
+    #[serde(default)]
+    pub source_version: Option<String>,
+    /// The source recorded with each delivery; the intake's name by default.
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub destination: Option<String>,
+    /// The body fields that form the payload, as paths (`customer.email`); the whole body without it.
+    #[serde(default)]
+    pub payload: Option<Vec<String>>,
+    /// A signature the sender must put on every body; without it a bearer token is required.
+    #[serde(default)]
+    pub signature: Option<SignatureConfig>,
+}
+
+/// An HMAC-SHA256 signature over the raw body (or over `TIMESTAMP.BODY` with a timestamp header).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureConfig {
+    /// The environment variable that holds the shared secret; never the secret itself.
+    pub secret_env: String,
+    /// The header carrying the signature, e.g. `X-Shop-Hmac-Sha256`.
+    pub header: String,
+    #[serde(default)]
+    pub encoding: SignatureEncoding,
+    /// Text before the signature in the header, e.g. `sha256=`.
+    #[serde(default)]
+    pub prefix: String,
+    /// The header carrying the time the sender signed (Unix seconds); the sender then signs
+    /// `TIMESTAMP.BODY`, and a signature older or newer than `tolerance` is refused.
+    #[serde(default)]
+    pub timestamp_header: Option<String>,
+    #[serde(default = "default_tolerance", with = "duration_text")]
+    pub tolerance: Duration,
+}
+
+/// How a signature is written in its header.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureEncoding {
+    #[default]
+    Hex,
+    Base64,
+}
+
+fn default_tolerance() -> Duration {
+    Duration::from_mins(5)
 }
 
 /// The largest batch a worker takes: its results share one commit, and a slow request holds
@@ -291,6 +354,9 @@ pub enum ConfigError {
     /// One destination's settings are inconsistent.
     #[error("destination {name}: {problem}")]
     Destination { name: String, problem: DestinationSettingError },
+    /// One webhook intake's settings cannot be used.
+    #[error("intake {name}: {problem}")]
+    Intake { name: String, problem: String },
 }
 
 /// What is wrong with one destination's settings.
@@ -355,12 +421,42 @@ impl Config {
             validate_destination_name(name)?;
             destination.check().map_err(|problem| ConfigError::Destination { name: name.clone(), problem })?;
         }
+        for (name, intake) in &self.intake {
+            validate_destination_name(name)?;
+            intake.check().map_err(|problem| ConfigError::Intake { name: name.clone(), problem })?;
+        }
         Ok(())
     }
 
     /// The configured destination names.
     pub fn destination_names(&self) -> Vec<String> {
         self.destinations.keys().cloned().collect()
+    }
+}
+
+impl IntakeConfig {
+    /// Checks what can be checked before a body arrives: the templates' placeholders, the
+    /// header names, the destination's name. The secret is read when `serve` starts.
+    fn check(&self) -> Result<(), String> {
+        let templates = std::iter::once(("key", &self.key))
+            .chain(self.event_id.as_ref().map(|t| ("event_id", t)))
+            .chain(self.source_version.as_ref().map(|t| ("source_version", t)));
+        for (field, template) in templates {
+            crate::destination::template::intake_placeholders(template).map_err(|e| format!("{field}: {e}"))?;
+        }
+        if let Some(destination) = &self.destination {
+            validate_destination_name(destination).map_err(|e| e.to_string())?;
+        }
+        if let Some(signature) = &self.signature {
+            for header in std::iter::once(&signature.header).chain(&signature.timestamp_header) {
+                reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                    .map_err(|_| format!("{header:?} is not a valid header name"))?;
+            }
+            if signature.secret_env.trim().is_empty() {
+                return Err("signature.secret_env names no environment variable".to_owned());
+            }
+        }
+        Ok(())
     }
 }
 

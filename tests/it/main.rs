@@ -27,6 +27,7 @@ mod roles;
 mod scale;
 mod schema;
 mod secrets;
+mod serve;
 mod sim_crm;
 mod storage;
 mod submissions;

@@ -10,6 +10,12 @@ fn main() -> ExitCode {
     actionledger::cli::install_panic_report();
     quiet_on_closed_output();
     let cli = Cli::parse();
+    if !cli.command.draws_on_terminal()
+        && let Err(error) = actionledger::cli::logging::init(cli.log_format)
+    {
+        eprintln!("error: {error}");
+        return code(error.exit_code());
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

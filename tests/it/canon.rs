@@ -318,6 +318,10 @@ mod roles {
         let login =
             format!("{}_{}", path.rsplit('/').next().unwrap_or(path), group.trim_start_matches("actionledger_"));
         exec(admin, &format!("CREATE ROLE {login} LOGIN PASSWORD 'secret-{login}' IN ROLE {group}")).await.unwrap();
+        // A person's entries name the person of the login.
+        exec(admin, &format!("INSERT INTO person_logins (login, person) VALUES ('{login}', 'Ana Lima')"))
+            .await
+            .unwrap();
         let scheme_end = url.find("://").unwrap() + 3;
         let rest = &url[scheme_end..];
         let host_start = rest.find('/').map_or(rest.len(), |slash| rest[..slash].rfind('@').map_or(0, |at| at + 1));

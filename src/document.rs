@@ -4,7 +4,8 @@
 
 use crate::domain::text::escape_untrusted;
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeRecord, RefusedSubmission, Timestamp,
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalRecord, PurgeRecord, RefusedSubmission,
+    Timestamp,
 };
 use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
 use serde_json::{Value, json};
@@ -168,7 +169,24 @@ pub fn detail(d: &ActionDetail) -> Value {
         "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
         "late_results": d.late_results().map(attempt_json).collect::<Vec<_>>(),
         "lookups": d.lookups.iter().map(lookup_json).collect::<Vec<_>>(),
+        "proposals": d.proposals.iter().map(proposal_json).collect::<Vec<_>>(),
+        "proposals_waiting": d.waiting_proposals().count(),
         "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
+    })
+}
+
+/// A proposal kept for an action, waiting or decided.
+fn proposal_json(p: &ProposalRecord) -> Value {
+    json!({
+        "fingerprint": p.payload.fingerprint().as_str(),
+        "payload": p.payload.value(),
+        "source": p.source,
+        "event_id": p.event_id,
+        "source_version": p.source_version,
+        "received_at": time(p.received_at),
+        "decision": p.decision,
+        "decided_by": p.decided_by,
+        "decided_at": opt_time(p.decided_at),
     })
 }
 

@@ -127,10 +127,26 @@ pub enum Command {
     },
     /// Decide that the action must not happen.
     Cancel(ManualArgs),
-    /// Accept the proposed payload of a conflict in place of the approved one.
-    Approve(ManualArgs),
-    /// Discard the proposed payload of a conflict, keeping the approved one.
-    Reject(ManualArgs),
+    /// Accept a proposed payload in place of the approved one; any other proposal waiting is
+    /// rejected. With several waiting, name one with --proposal.
+    Approve {
+        #[command(flatten)]
+        manual: ManualArgs,
+        /// The proposal to approve: its fingerprint, or enough of its first characters to tell it
+        /// apart (`show` lists them); needed when several wait.
+        #[arg(long, value_name = "FINGERPRINT")]
+        proposal: Option<String>,
+    },
+    /// Discard a proposed payload, keeping the approved one: the one named with --proposal, or
+    /// every one waiting.
+    Reject {
+        #[command(flatten)]
+        manual: ManualArgs,
+        /// The proposal to reject: its fingerprint, or enough of its first characters to tell it
+        /// apart (`show` lists them); without it, every proposal waiting is rejected.
+        #[arg(long, value_name = "FINGERPRINT")]
+        proposal: Option<String>,
+    },
     /// Take over a stale claim (its lease expired) under a new ownership version: back to
     /// pending where nothing was sent under it or its destination protects against a repeat,
     /// else held for you to check.
@@ -256,8 +272,12 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
             manual::manual(&ledger, args, command).await
         }
         Command::Cancel(args) => manual::manual(&ledger, args, ManualCommand::Cancel).await,
-        Command::Approve(args) => manual::manual(&ledger, args, ManualCommand::Approve).await,
-        Command::Reject(args) => manual::manual(&ledger, args, ManualCommand::Reject).await,
+        Command::Approve { manual: args, proposal } => {
+            manual::manual(&ledger, args, ManualCommand::Approve { proposal }).await
+        }
+        Command::Reject { manual: args, proposal } => {
+            manual::manual(&ledger, args, ManualCommand::Reject { proposal }).await
+        }
         Command::Takeover(args) => manual::manual(&ledger, args, ManualCommand::Takeover).await,
         Command::Lookup(args) => manual::lookup(&ledger, args).await,
         Command::Acknowledge(args) => manual::manual(&ledger, args, ManualCommand::Acknowledge).await,
@@ -278,8 +298,10 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
     result
 }
 
+/// A key naming an existing action: one recorded before keys had to be in NFC is still named as
+/// it was recorded (submissions hold new keys to every rule).
 fn parse_key(text: &str) -> Result<ActionKey, Error> {
-    ActionKey::parse(text).map_err(|e| Error::Invalid(e.to_string()))
+    ActionKey::parse_existing(text).map_err(|e| Error::Invalid(e.to_string()))
 }
 
 pub(crate) fn is_postgres(url: &str) -> bool {

@@ -5,7 +5,8 @@ use crate::document::{self, time};
 use crate::domain::retention::states_text;
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, PurgeRecord, RefusedSubmission,
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, ProposalRecord, PurgeRecord,
+    RefusedSubmission,
 };
 use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
@@ -109,7 +110,7 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     if let Some(purge) = &d.purge {
         print_purge(&d.action, purge);
     } else {
-        print_payloads(&d.action);
+        print_payloads(d);
     }
     print_deliveries(&d.deliveries);
     print_attempts(&d.attempts);
@@ -208,21 +209,52 @@ pub fn purged(report: &PurgeReport, as_json: bool) {
     }
 }
 
-fn print_payloads(a: &ActionRecord) {
+/// Every proposal waiting is listed, each with its fingerprint (what approve and reject name),
+/// the latest last.
+fn print_payloads(d: &ActionDetail) {
+    let a = &d.action;
     println!("\napproved payload ({})", a.payload.fingerprint());
     println!("{}", indent(&escape_untrusted_lines(&a.payload.pretty())));
-    if let Some(p) = &a.proposal {
+    let waiting: Vec<&ProposalRecord> = d.waiting_proposals().collect();
+    let key = escape_untrusted(a.key.as_str());
+    if waiting.len() > 1 {
         println!(
-            "\nproposed payload ({}, source version {}) waiting for approve or reject",
+            "\n{} proposed payloads waiting: approve one with `actionledger approve {key} --proposal FINGERPRINT` (the \
+             others are rejected), or reject one with --proposal or all without it",
+            waiting.len()
+        );
+    }
+    for (n, p) in waiting.iter().enumerate() {
+        println!(
+            "\nproposed payload {} of {} ({}), source {} event {} version {}, received {}, waiting for approve or reject",
+            n + 1,
+            waiting.len(),
             p.payload.fingerprint(),
-            p.source_version.map_or("-".to_owned(), |v| v.to_string())
+            escape_untrusted(p.source.as_deref().unwrap_or("-")),
+            escape_untrusted(p.event_id.as_deref().unwrap_or("-")),
+            p.source_version.map_or("-".to_owned(), |v| v.to_string()),
+            time(p.received_at)
         );
         println!("{}", indent(&escape_untrusted_lines(&p.payload.pretty())));
-        if a.state == crate::domain::State::Completed {
+    }
+    if !waiting.is_empty() && a.state == crate::domain::State::Completed {
+        println!(
+            "  approving {} records the update action {key}#update-{} (the action stays completed)",
+            if waiting.len() == 1 { "it" } else { "one" },
+            a.payload_revision + 1
+        );
+    }
+    let decided: Vec<&ProposalRecord> = d.proposals.iter().filter(|p| p.decision.is_some()).collect();
+    if !decided.is_empty() {
+        println!("\nproposals decided ({})", decided.len());
+        for p in decided {
             println!(
-                "  approving it records the update action {}#update-{} (the action stays completed)",
-                escape_untrusted(a.key.as_str()),
-                a.payload_revision + 1
+                "  {}  {} by {} at {} (proposed {})",
+                p.payload.fingerprint().short(),
+                p.decision.map_or("-", crate::domain::ProposalDecision::as_str),
+                escape_untrusted(p.decided_by.as_deref().unwrap_or("-")),
+                p.decided_at.map_or_else(|| "-".to_owned(), time),
+                time(p.received_at)
             );
         }
     }
@@ -370,7 +402,7 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
     } else {
         let what = match (&request.command, &outcome.update) {
             (ManualCommand::Assign { to }, _) => format!("now assigned to {}", escape_untrusted(to)),
-            (ManualCommand::Approve, Some(update)) => format!(
+            (ManualCommand::Approve { .. }, Some(update)) => format!(
                 "payload revision {} is approved; the update action {} (pending) performs it at the destination",
                 a.payload_revision,
                 escape_untrusted(update.key.as_str())

@@ -92,6 +92,9 @@ pub enum Action {
     Filter,
     /// The full values of the open action: payloads, last response, last error.
     Values,
+    /// Show the next of the proposals waiting on the open action: approve and reject act on the
+    /// one shown.
+    NextProposal,
     Help,
     Quit,
     /// Mark or unmark the selected action for a bulk command.
@@ -251,6 +254,11 @@ pub const BINDINGS: &[Binding] = &[
         keys: "d",
         actions: &[(Key::char('d'), Action::Command(CommandKind::Reject))],
         help: "reject the proposed payload, keep the approved",
+    },
+    Binding {
+        keys: "p",
+        actions: &[(Key::char('p'), Action::NextProposal)],
+        help: "next proposal waiting; a and d act on the one shown",
     },
     Binding {
         keys: "t",

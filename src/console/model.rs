@@ -434,6 +434,9 @@ pub struct Model {
     pub help_scroll: u16,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
+    /// Which of the proposals waiting on the open action is shown (from 0, oldest first): approve
+    /// and reject name it when several wait.
+    pub proposal_shown: usize,
     /// What the open detail shows.
     pub detail_view: DetailView,
     pub status: Option<Status>,
@@ -493,6 +496,7 @@ impl Model {
             help_scroll: 0,
             detail: None,
             detail_scroll: 0,
+            proposal_shown: 0,
             detail_view: DetailView::Facts,
             status: None,
             hint: None,
@@ -775,10 +779,12 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.detail_scroll = 0;
             Vec::new()
         }
+        Action::NextProposal => next_proposal(model, in_detail),
         Action::Values | Action::Open => match model.selected_action().map(|a| a.key.clone()) {
             Some(key) if !in_detail => {
                 model.mode = Mode::Detail;
                 model.detail_scroll = 0;
+                model.proposal_shown = 0;
                 model.detail_view = if action == Action::Values { DetailView::Values } else { DetailView::Facts };
                 model.detail = None;
                 vec![model.load_detail(key)]
@@ -941,19 +947,20 @@ fn capitalized(text: &str) -> String {
 /// One marked action's change, as the ledger's rule plans it.
 fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<String, Refusal> {
     let now = model.now.unwrap_or(action.updated_at);
-    let command = manual_command(model, kind, String::new()).unwrap_or(ManualCommand::Retry);
+    let command = manual_command(model, kind, action, String::new()).unwrap_or(ManualCommand::Retry);
     if kind == CommandKind::Takeover {
         // What was sent under each claim is read by the ledger, locked, when it runs: said here
         // from the destination's declared protection alone.
         let protected = ClaimFacts { sent_under_claim: true, repeat_protected: true };
-        manual::plan(action, &command, now, protected, false)?;
+        manual::plan(action, &command, now, protected, false, false)?;
         return Ok(if model.destinations.protects_against_repeat(action, now) {
             "in_progress -> pending (the destination protects against a repeat)".to_owned()
         } else {
             "in_progress -> pending if nothing was sent under its claim, else held".to_owned()
         });
     }
-    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, false)?;
+    // Bulk commands never approve or reject, so no proposal is left deciding where they go.
+    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, false, false)?;
     Ok(if planned.from == planned.to {
         format!("stays {}", planned.from)
     } else {
@@ -1001,6 +1008,18 @@ fn scroll_detail(model: &mut Model, action: Action) {
         _ => max,
     }
     .min(max);
+}
+
+/// Shows the next of the proposals waiting on the open action, round to the first.
+fn next_proposal(model: &mut Model, in_detail: bool) -> Vec<Effect> {
+    let waiting = model.detail.as_ref().filter(|_| in_detail).map_or(0, |d| d.waiting_proposals().count());
+    if waiting > 1 {
+        model.proposal_shown = (model.proposal_shown + 1) % waiting;
+        model.detail_scroll = 0;
+    } else {
+        model.refuse("no other proposal waits on this action");
+    }
+    Vec::new()
 }
 
 fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
@@ -1093,7 +1112,7 @@ fn takeover_outcome(model: &Model, detail: &ActionDetail) -> Result<String, Refu
         sent_under_claim: detail.sent_under_current_claim(),
         repeat_protected: model.destinations.protects_against_repeat(action, now),
     };
-    let planned = manual::plan(action, &ManualCommand::Takeover, now, facts, true)?;
+    let planned = manual::plan(action, &ManualCommand::Takeover, now, facts, true, false)?;
     Ok(format!("This action will go to {}: {}.", planned.to, facts.takeover_why()))
 }
 
@@ -1104,7 +1123,13 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     let same_key = "The original key is kept.".to_owned();
     // The dialog asks whether the old worker stopped where that is needed, so the description
     // plans as if the person will confirm it; the ledger refuses if they do not.
-    let plan = |command: &ManualCommand| manual::plan(action, command, now, ClaimFacts::WORST_CASE, true);
+    let shown = shown_proposal(model, action);
+    // Rejecting the proposal shown while others wait keeps the action waiting for them.
+    let others_wait = shown.as_ref().is_some_and(|s| s.waiting > 1);
+    let plan = |command: &ManualCommand| {
+        let remain = others_wait && matches!(command, ManualCommand::Reject { .. });
+        manual::plan(action, command, now, ClaimFacts::WORST_CASE, true, remain)
+    };
     Ok(match kind {
         CommandKind::Lookup => {
             lookup_offered(model, action)?;
@@ -1137,7 +1162,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
             ]
         }
         _ => {
-            let Some(command) = manual_command(model, kind, String::new()) else { return Ok(Vec::new()) };
+            let Some(command) = manual_command(model, kind, action, String::new()) else { return Ok(Vec::new()) };
             let planned = plan(&command)?;
             let change = if planned.from == planned.to {
                 format!("{key} stays {}.", planned.from)
@@ -1156,8 +1181,26 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                      {key}#update-{} changes the record at the destination.",
                     action.payload_revision + 1
                 ),
-                CommandKind::Approve => "Approve the proposed payload in place of the approved one.".to_owned(),
-                CommandKind::Reject => "Reject the proposed payload; the approved one stays.".to_owned(),
+                CommandKind::Approve => match &shown {
+                    Some(s) if s.waiting > 1 => format!(
+                        "Approve proposal {} of {} ({}) in place of the approved payload; the other {} are rejected.",
+                        s.index + 1,
+                        s.waiting,
+                        s.fingerprint,
+                        s.waiting - 1
+                    ),
+                    _ => "Approve the proposed payload in place of the approved one.".to_owned(),
+                },
+                CommandKind::Reject => match &shown {
+                    Some(s) if s.waiting > 1 => format!(
+                        "Reject proposal {} of {} ({}); the approved payload stays and the other {} still wait.",
+                        s.index + 1,
+                        s.waiting,
+                        s.fingerprint,
+                        s.waiting - 1
+                    ),
+                    _ => "Reject the proposed payload; the approved one stays.".to_owned(),
+                },
                 CommandKind::Assign => format!("Assign it to {}.", model.owner.as_str()),
                 CommandKind::Acknowledge => format!(
                     "Acknowledge its {} late result(s): results from an obsolete owner, which changed nothing.",
@@ -1187,9 +1230,42 @@ fn manual_kind(kind: CommandKind) -> Option<ManualCommand> {
     }
 }
 
-/// The ledger command behind a console command; `None` for a lookup, which is not one.
-fn manual_command(model: &Model, kind: CommandKind, destination_id: String) -> Option<ManualCommand> {
-    manual_command_with(kind, destination_id, model.owner.as_str().to_owned())
+/// The ledger command behind a console command; `None` for a lookup, which is not one. While
+/// several proposals wait on the open action, approve and reject name the one shown.
+fn manual_command(
+    model: &Model,
+    kind: CommandKind,
+    action: &ActionRecord,
+    destination_id: String,
+) -> Option<ManualCommand> {
+    let named = shown_proposal(model, action).filter(|s| s.waiting > 1).map(|s| s.full_fingerprint);
+    Some(match manual_command_with(kind, destination_id, model.owner.as_str().to_owned())? {
+        ManualCommand::Approve { .. } => ManualCommand::Approve { proposal: named },
+        ManualCommand::Reject { .. } => ManualCommand::Reject { proposal: named },
+        other => other,
+    })
+}
+
+/// The proposal shown in the open detail of `action`, among those waiting.
+#[derive(Debug)]
+struct ShownProposal {
+    index: usize,
+    waiting: usize,
+    fingerprint: String,
+    full_fingerprint: String,
+}
+
+fn shown_proposal(model: &Model, action: &ActionRecord) -> Option<ShownProposal> {
+    let detail = model.detail.as_ref().filter(|d| d.action.key == action.key)?;
+    let waiting: Vec<_> = detail.waiting_proposals().collect();
+    let index = model.proposal_shown.min(waiting.len().checked_sub(1)?);
+    let fingerprint = waiting[index].payload.fingerprint();
+    Some(ShownProposal {
+        index,
+        waiting: waiting.len(),
+        fingerprint: fingerprint.short().to_owned(),
+        full_fingerprint: fingerprint.as_str().to_owned(),
+    })
 }
 
 fn manual_command_with(kind: CommandKind, destination_id: String, owner: String) -> Option<ManualCommand> {
@@ -1198,8 +1274,8 @@ fn manual_command_with(kind: CommandKind, destination_id: String, owner: String)
         CommandKind::ResolveCompleted => ManualCommand::ResolveCompleted { destination_id },
         CommandKind::ResolveNotWritten => ManualCommand::ResolveNotWritten,
         CommandKind::Cancel => ManualCommand::Cancel,
-        CommandKind::Approve => ManualCommand::Approve,
-        CommandKind::Reject => ManualCommand::Reject,
+        CommandKind::Approve => ManualCommand::Approve { proposal: None },
+        CommandKind::Reject => ManualCommand::Reject { proposal: None },
         // The ledger decides, from the claim as locked, whether it may run again (rule 5 in
         // docs/RULES.md).
         CommandKind::Takeover => ManualCommand::Takeover,
@@ -1343,7 +1419,9 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     if !dialog.bulk.is_empty() {
         let (kind, actions) = (dialog.command, dialog.bulk.clone());
         model.info(format!("{} {}: working…", kind.label(), marked_actions(actions.len())));
-        let Some(command) = manual_command(model, kind, String::new()) else { return Vec::new() };
+        // Bulk commands never approve or reject, so no action's shown proposal is named.
+        let Some(first) = actions.first() else { return Vec::new() };
+        let Some(command) = manual_command(model, kind, first, String::new()) else { return Vec::new() };
         let requests = actions
             .into_iter()
             .map(|action| ManualRequest {
@@ -1361,7 +1439,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
     model.info(format!("{} {}: working…", kind.label(), action.key));
-    let Some(command) = manual_command(model, kind, destination_id) else {
+    let Some(command) = manual_command(model, kind, &action, destination_id) else {
         return vec![Effect::Lookup {
             key: action.key,
             revision: action.revision,

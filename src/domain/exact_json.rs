@@ -1,5 +1,6 @@
 //! Reading payload JSON so that nothing submitted is lost unnoticed: an object names each key
-//! once, and every number keeps the value it was written with. What cannot be kept is refused,
+//! once, and every number keeps the value it was written with once read as RFC 8785 and I-JSON
+//! read numbers, as a 64-bit float (so an integer beyond ±(2^53 - 1) only where a float holds it). What cannot be kept is refused,
 //! naming the field by its JSON path (`$.items[2].qty`).
 //!
 //! serde_json alone keeps the last of two equal keys, and reads an integer beyond the 64-bit
@@ -16,6 +17,9 @@ use std::fmt::{self, Write as _};
 
 /// Longest JSON path a refusal quotes, in bytes.
 const MAX_PATH_BYTES: usize = 300;
+
+/// 2^53 - 1, ECMAScript's `Number.MAX_SAFE_INTEGER`: every integer up to it in magnitude is kept.
+pub(super) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Reads JSON text into a value, refusing duplicate keys and numbers the value would not keep
 /// exactly. A document that is not JSON is [`PayloadError::NotJson`], whatever else it holds.
@@ -62,12 +66,14 @@ impl Reader<'_> {
         }
     }
 
-    /// A number as read, checked against its token: its canonical text must denote the same
-    /// decimal value.
+    /// A number as read, checked against its token: its canonical text (RFC 8785, the double it
+    /// reads as) must denote the same decimal value. Within ±(2^53 - 1) every integer passes;
+    /// beyond, only those a double holds exactly with the same digits (`9007199254740992`,
+    /// `100000000000000000000`), never a neighbour of one (`9007199254740993`).
     fn number(&mut self, number: Option<Number>) -> Value {
         let token = self.numbers.next();
         let kept = match (&number, token) {
-            (Some(n), Some(token)) => same_decimal(token, &n.to_string()),
+            (Some(n), Some(token)) => same_decimal(token, &super::jcs::number_text(n)),
             // Tokens and numbers out of step only happen in text that is not JSON, which the
             // parser refuses anyway.
             (Some(_), None) => true,

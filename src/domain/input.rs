@@ -85,7 +85,7 @@ impl Submission {
             .after
             .as_deref()
             .map(|a| {
-                ActionKey::parse(a).map_err(|e| SubmissionRefused {
+                ActionKey::parse_existing(a).map_err(|e| SubmissionRefused {
                     problem: "invalid_after_key",
                     message: format!("the --after key is invalid: {e}"),
                 })
@@ -120,6 +120,7 @@ fn key_problem(error: &KeyError) -> &'static str {
         KeyError::Control { .. } => "key_control_character",
         KeyError::Invisible { .. } => "key_invisible_character",
         KeyError::ContainsEmail => "key_contains_email",
+        KeyError::NotNfc { .. } => "key_not_nfc",
     }
 }
 

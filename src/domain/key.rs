@@ -1,6 +1,8 @@
 //! The action key: the stable identity of one intended action, validated once where it enters.
 
 use std::fmt;
+use unicode_normalization::UnicodeNormalization as _;
+use unicode_normalization::is_nfc;
 
 /// Longest key accepted, in bytes (UTF-8).
 pub const MAX_KEY_BYTES: usize = 255;
@@ -27,10 +29,30 @@ pub enum KeyError {
     Invisible { at: usize },
     #[error("the action key contains an e-mail address; keys must carry no personal data (use a record id instead)")]
     ContainsEmail,
+    /// Two spellings of one text (`café` composed and decomposed) would be two actions that look
+    /// identical everywhere: keys are in Unicode Normalization Form C.
+    #[error(
+        "the action key is not in Unicode normalization form C (NFC): it would look identical to a different key; \
+         use {nfc}"
+    )]
+    NotNfc { nfc: String },
 }
 
 impl ActionKey {
+    /// Validates a new key: every rule, Unicode NFC included.
     pub fn parse(raw: &str) -> Result<Self, KeyError> {
+        let key = Self::parse_existing(raw)?;
+        if !is_nfc(raw) {
+            // Printable by now (no control, whitespace or invisible character): safe to show.
+            return Err(KeyError::NotNfc { nfc: raw.nfc().collect() });
+        }
+        Ok(key)
+    }
+
+    /// Validates a key that names an action which may have been recorded before keys had to be in
+    /// NFC (a stored row, a key a person types to settle it): every rule but that one, so that
+    /// such an action can still be read and settled.
+    pub fn parse_existing(raw: &str) -> Result<Self, KeyError> {
         if raw.is_empty() {
             return Err(KeyError::Missing);
         }
@@ -168,6 +190,18 @@ mod tests {
         let long = ActionKey::parse(&"k".repeat(250)).unwrap();
         assert_eq!(long.update_key(2), Err(KeyError::TooLong { bytes: 259 }));
         assert!(ActionKey::parse(&"k".repeat(246)).unwrap().update_key(2).is_ok());
+    }
+
+    #[test]
+    fn a_key_not_in_nfc_is_refused_with_its_nfc_form() {
+        let decomposed = "acme:cafe\u{301}:create";
+        let composed = "acme:caf\u{e9}:create";
+        assert_eq!(ActionKey::parse(decomposed), Err(KeyError::NotNfc { nfc: composed.to_owned() }));
+        assert!(ActionKey::parse(decomposed).unwrap_err().to_string().ends_with("use acme:caf\u{e9}:create"));
+        assert_eq!(ActionKey::parse(composed).unwrap().as_str(), composed);
+        // An action recorded before the rule can still be named.
+        assert_eq!(ActionKey::parse_existing(decomposed).unwrap().as_str(), decomposed);
+        assert_eq!(ActionKey::parse("Å:\u{212b}"), Err(KeyError::NotNfc { nfc: "Å:\u{c5}".to_owned() }));
     }
 
     #[test]

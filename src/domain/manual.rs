@@ -3,7 +3,7 @@
 
 use super::capability::ClaimFacts;
 use super::key::{ActionKey, KeyError};
-use super::record::{ActionRecord, Timestamp, Transition};
+use super::record::{ActionRecord, ProposalRecord, Timestamp, Transition};
 use super::refusal::Refusal;
 use super::state::{self, Event, State};
 
@@ -16,8 +16,15 @@ pub enum ManualCommand {
     },
     ResolveNotWritten,
     Cancel,
-    Approve,
-    Reject,
+    /// Approve a proposed payload: the one whose fingerprint starts with `proposal`, or, when none
+    /// is named, the only one waiting (refused when several wait). The others waiting are rejected.
+    Approve {
+        proposal: Option<String>,
+    },
+    /// Reject the proposed payload whose fingerprint starts with `proposal`, or every one waiting.
+    Reject {
+        proposal: Option<String>,
+    },
     /// Take over a stale claim; whether it may run again is decided by the ledger from the
     /// claim as locked and the destination's declared capabilities.
     Takeover,
@@ -29,6 +36,15 @@ pub enum ManualCommand {
     Acknowledge,
 }
 
+impl ProposalChoice {
+    /// After [`apply`]: the latest proposal still waiting stays the action's proposal.
+    pub fn keep_latest_waiting(&self, action: &mut ActionRecord) {
+        if let Some(latest) = self.remaining.iter().max_by_key(|p| (p.received_at, p.id)) {
+            action.proposal = Some(latest.proposal());
+        }
+    }
+}
+
 impl ManualCommand {
     pub fn verb(&self) -> &'static str {
         match self {
@@ -36,8 +52,8 @@ impl ManualCommand {
             Self::ResolveCompleted { .. } => "resolve as completed",
             Self::ResolveNotWritten => "resolve as not written",
             Self::Cancel => "cancel",
-            Self::Approve => "approve",
-            Self::Reject => "reject",
+            Self::Approve { .. } => "approve",
+            Self::Reject { .. } => "reject",
             Self::Takeover => "take over",
             Self::Assign { .. } => "assign",
             Self::Acknowledge => "acknowledge",
@@ -50,8 +66,8 @@ impl ManualCommand {
             Self::ResolveCompleted { .. } => Event::ResolvedCompleted,
             Self::ResolveNotWritten => Event::ResolvedNotWritten,
             Self::Cancel => Event::Cancelled,
-            Self::Approve => Event::Approved,
-            Self::Reject => Event::Rejected,
+            Self::Approve { .. } => Event::Approved,
+            Self::Reject { .. } => Event::Rejected,
             Self::Takeover => Event::TakenOver,
             Self::Assign { .. } => Event::Assigned,
             Self::Acknowledge => Event::LateResultsAcknowledged,
@@ -68,7 +84,7 @@ impl ManualCommand {
     /// claim could not be taken over safely, only once the person confirms that the old worker
     /// can no longer act (rule 5).
     pub fn runs_again(&self) -> bool {
-        self.sends_again() || matches!(self, Self::Approve)
+        self.sends_again() || matches!(self, Self::Approve { .. })
     }
 }
 
@@ -88,9 +104,79 @@ pub struct ManualPlan {
     pub to: State,
 }
 
+/// Which waiting proposals a command settles, decided from the proposals waiting (oldest first)
+/// before the command is planned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProposalChoice {
+    /// The proposal an approval makes the approved payload.
+    pub approved: Option<ProposalRecord>,
+    /// The proposals the command rejects: those a rejection names (or all), the others an approval
+    /// passes over, every one a cancellation leaves.
+    pub rejected: Vec<ProposalRecord>,
+    /// The proposals still waiting afterwards, oldest first: the latest of them stays the
+    /// action's proposal.
+    pub remaining: Vec<ProposalRecord>,
+}
+
+/// Chooses the proposals `command` settles among those `waiting` (oldest first). An approval
+/// names one by the first characters of its fingerprint, or takes the only one waiting, and is
+/// refused when several wait and none was named; a rejection names one or rejects all; a
+/// cancellation rejects all. Other commands settle none. With none waiting, [`plan`] refuses an
+/// approval or rejection.
+pub fn choose_proposals(
+    action: &ActionRecord,
+    command: &ManualCommand,
+    waiting: Vec<ProposalRecord>,
+) -> Result<ProposalChoice, Refusal> {
+    let (verb, key) = (command.verb(), &action.key);
+    let named = match command {
+        ManualCommand::Approve { proposal } | ManualCommand::Reject { proposal } => proposal.as_deref(),
+        ManualCommand::Cancel => None,
+        _ => return Ok(ProposalChoice { remaining: waiting, ..ProposalChoice::default() }),
+    };
+    if waiting.is_empty() {
+        return Ok(ProposalChoice::default());
+    }
+    let shown =
+        |waiting: &[ProposalRecord]| waiting.iter().map(|p| p.payload.fingerprint().short().to_owned()).collect();
+    let chosen = match named {
+        Some(named) => {
+            let wanted = named.trim().trim_start_matches("sha256:").to_ascii_lowercase();
+            let matching: Vec<usize> = (0..waiting.len())
+                .filter(|&i| !wanted.is_empty() && waiting[i].payload.fingerprint().as_str().starts_with(&wanted))
+                .collect();
+            if matching.len() != 1 {
+                return Err(Refusal::ProposalNotFound {
+                    verb,
+                    key: key.clone(),
+                    named: named.to_owned(),
+                    matches: matching.len(),
+                    waiting: shown(&waiting),
+                });
+            }
+            Some(matching[0])
+        }
+        None if matches!(command, ManualCommand::Approve { .. }) && waiting.len() > 1 => {
+            return Err(Refusal::ProposalNotChosen { verb, key: key.clone(), waiting: shown(&waiting) });
+        }
+        None if matches!(command, ManualCommand::Approve { .. }) => Some(0),
+        None => None,
+    };
+    let mut choice = ProposalChoice::default();
+    for (i, proposal) in waiting.into_iter().enumerate() {
+        match (command, chosen) {
+            (ManualCommand::Approve { .. }, Some(c)) if c == i => choice.approved = Some(proposal),
+            (ManualCommand::Reject { .. }, Some(c)) if c != i => choice.remaining.push(proposal),
+            _ => choice.rejected.push(proposal),
+        }
+    }
+    Ok(choice)
+}
+
 /// Decides a command against the action as read, at database time `now`. `claim` is what the
 /// ledger established about the current claim (only asked for a takeover); `old_worker_stopped`
-/// is the person's confirmation that the worker of an unsafely expired claim can no longer act.
+/// is the person's confirmation that the worker of an unsafely expired claim can no longer act;
+/// `proposals_remain` says that proposals still wait after this command ([`choose_proposals`]).
 /// The error is the refusal, worded for the person: which key, why, and when it would be allowed.
 pub fn plan(
     action: &ActionRecord,
@@ -98,6 +184,7 @@ pub fn plan(
     now: Timestamp,
     claim: ClaimFacts,
     old_worker_stopped: bool,
+    proposals_remain: bool,
 ) -> Result<ManualPlan, Refusal> {
     let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
     if matches!(command, ManualCommand::Acknowledge) {
@@ -113,10 +200,10 @@ pub fn plan(
     if proposal_waits && settles_payload {
         return Err(Refusal::ProposalWaiting { verb, key: key.clone() });
     }
-    if matches!(command, ManualCommand::Approve | ManualCommand::Reject) && action.proposal.is_none() {
+    if matches!(command, ManualCommand::Approve { .. } | ManualCommand::Reject { .. }) && action.proposal.is_none() {
         return Err(Refusal::NoProposal { verb, key: key.clone() });
     }
-    if matches!(command, ManualCommand::Approve) {
+    if matches!(command, ManualCommand::Approve { .. }) {
         let derive = |what: &'static str, derived: Result<ActionKey, KeyError>, text: String| {
             derived.map_err(|problem| Refusal::DerivedKeyRefused { key: key.clone(), what, derived: text, problem })
         };
@@ -132,10 +219,11 @@ pub fn plan(
         }
     }
     let to = match command {
-        ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve => State::Pending,
+        ManualCommand::Retry | ManualCommand::ResolveNotWritten | ManualCommand::Approve { .. } => State::Pending,
         ManualCommand::ResolveCompleted { .. } => State::Completed,
         ManualCommand::Cancel => State::Cancelled,
-        ManualCommand::Reject if from != State::Conflict => {
+        // Rejecting one proposal of several: the action waits on for the others, where it is.
+        ManualCommand::Reject { .. } if from != State::Conflict || proposals_remain => {
             return Ok(ManualPlan { event, from, to: from });
         }
         ManualCommand::Assign { .. } if from.is_terminal() => {
@@ -143,7 +231,14 @@ pub fn plan(
         }
         ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
         ManualCommand::Acknowledge => unreachable!("decided above"),
-        ManualCommand::Reject => action.resume_state.unwrap_or(State::Conflict),
+        // `failed` means known not written (rule 2): a conflict entered from `failed` does not go
+        // back there once something (a late result reporting a write) showed that a request may
+        // have written. It stays in conflict, where the late result alone would have put it, for
+        // the person to settle by a lookup, a resolution or a retry.
+        ManualCommand::Reject { .. } => match action.resume_state {
+            Some(State::Failed) if action.may_have_written => State::Conflict,
+            resume => resume.unwrap_or(State::Conflict),
+        },
         ManualCommand::Takeover => {
             if action.lease_is_live(now) {
                 let until = action.lease_expires_at.unwrap_or(now);
@@ -165,7 +260,7 @@ pub fn plan(
         allowed: state::allowed_from(event),
         requirement: match command {
             ManualCommand::Takeover => Some("with an expired lease"),
-            ManualCommand::Approve => Some("with a proposed payload"),
+            ManualCommand::Approve { .. } => Some("with a proposed payload"),
             _ => None,
         },
     })?;
@@ -221,8 +316,8 @@ pub fn apply(
             // Known not written, on the person's word: a failure from here on may be `failed`.
             action.may_have_written = false;
         }
-        ManualCommand::Cancel | ManualCommand::Reject => action.proposal = None,
-        ManualCommand::Approve => {
+        ManualCommand::Cancel | ManualCommand::Reject { .. } => action.proposal = None,
+        ManualCommand::Approve { .. } => {
             // Rule 9: once a request may have gone out under the current key, the new body goes
             // out under a key of its own, which `plan` checked can be made.
             let derived = derives_idempotency_key(action) && plan.from != State::Completed;
@@ -295,6 +390,7 @@ mod tests {
             Timestamp::default(),
             ClaimFacts::WORST_CASE,
             false,
+            false,
         );
         assert_eq!(
             refused.unwrap_err().to_string(),
@@ -309,16 +405,24 @@ mod tests {
         claimed.claimed_by = Some("w".into());
         claimed.lease_expires_at = Some(now - Duration::seconds(1));
         let takeover = |repeat_protected, sent_under_claim| {
-            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts { sent_under_claim, repeat_protected }, false)
-                .unwrap()
-                .to
+            plan(
+                &claimed,
+                &ManualCommand::Takeover,
+                now,
+                ClaimFacts { sent_under_claim, repeat_protected },
+                false,
+                false,
+            )
+            .unwrap()
+            .to
         };
         assert_eq!(takeover(false, true), State::Held);
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live =
-            plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
+        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false, false)
+            .unwrap_err()
+            .to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 
@@ -334,9 +438,10 @@ mod tests {
         let now = Timestamp::default();
         let mut done = proposed(action(State::Completed), r#"{"q":2}"#);
         done.destination_id = Some("R-1".into());
-        let p = plan(&done, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
+        let p =
+            plan(&done, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false).unwrap();
         assert_eq!((p.from, p.to), (State::Completed, State::Completed));
-        assert_eq!(apply(&mut done, &ManualCommand::Approve, p, now).unwrap(), None);
+        assert_eq!(apply(&mut done, &ManualCommand::Approve { proposal: None }, p, now).unwrap(), None);
         assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 2, true));
         assert_eq!(done.idempotency_key, None, "a completed action sends nothing again");
         let update = update_action(&done, now).unwrap();
@@ -346,7 +451,10 @@ mod tests {
 
         let mut long = proposed(action(State::Completed), r#"{"q":2}"#);
         long.key = ActionKey::parse(&"k".repeat(250)).unwrap();
-        let refused = plan(&long, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap_err().to_string();
+        let refused =
+            plan(&long, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
+                .unwrap_err()
+                .to_string();
         assert!(refused.contains("is 259 bytes long; at most 255"), "{refused}");
     }
 
@@ -354,15 +462,17 @@ mod tests {
     fn approving_after_a_send_derives_an_idempotency_key() {
         let now = Timestamp::default();
         let mut fresh = proposed(action(State::Conflict), r#"{"q":2}"#);
-        let p = plan(&fresh, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
-        apply(&mut fresh, &ManualCommand::Approve, p, now).unwrap();
+        let p = plan(&fresh, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
+            .unwrap();
+        apply(&mut fresh, &ManualCommand::Approve { proposal: None }, p, now).unwrap();
         assert_eq!((fresh.sending_key(), fresh.payload_revision), ("k", 2), "nothing was sent: the key is unused");
 
         let mut sent = proposed(action(State::Conflict), r#"{"q":2}"#);
         sent.first_sent_at = Some(now);
         sent.attempts = 1;
-        let p = plan(&sent, &ManualCommand::Approve, now, ClaimFacts::WORST_CASE, false).unwrap();
-        apply(&mut sent, &ManualCommand::Approve, p, now).unwrap();
+        let p =
+            plan(&sent, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false).unwrap();
+        apply(&mut sent, &ManualCommand::Approve { proposal: None }, p, now).unwrap();
         assert_eq!((sent.state, sent.sending_key(), sent.key.as_str()), (State::Pending, "k#rev-2", "k"));
     }
 
@@ -371,21 +481,22 @@ mod tests {
         let sent = Some(Timestamp::default());
         let mut held = action(State::Held);
         (held.first_sent_at, held.window_started_at) = (sent, sent);
-        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false).unwrap();
+        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false, false).unwrap();
         apply(&mut held, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!((held.state, held.window_started_at), (State::Pending, None), "a new window");
         assert_eq!(held.first_sent_at, sent, "the evidence that something may have been sent stays");
 
         let mut unknown = action(State::Unknown);
         (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
-        let p = plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false).unwrap();
+        let p =
+            plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false, false).unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!(unknown.window_started_at, sent, "inside the window the destination still knows the key");
 
         let mut unknown = action(State::Unknown);
         (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
         let command = ManualCommand::ResolveNotWritten;
-        let p = plan(&unknown, &command, Timestamp::default(), ClaimFacts::WORST_CASE, false).unwrap();
+        let p = plan(&unknown, &command, Timestamp::default(), ClaimFacts::WORST_CASE, false, false).unwrap();
         apply(&mut unknown, &command, p, Timestamp::default()).unwrap();
         assert_eq!((unknown.first_sent_at, unknown.window_started_at), (sent, None));
     }
@@ -396,24 +507,93 @@ mod tests {
         let mut held = action(State::Held);
         held.old_worker_may_act = true;
         for command in [ManualCommand::Retry, ManualCommand::ResolveNotWritten] {
-            let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, false).unwrap_err();
+            let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, false, false).unwrap_err();
             assert!(matches!(refused, Refusal::OldWorkerMayAct { .. }), "{refused}");
             assert!(refused.to_string().contains("--old-worker-stopped"), "{refused}");
         }
-        assert!(plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, false).is_ok(), "cancel needs none");
-        let p = plan(&held, &ManualCommand::Retry, now, ClaimFacts::WORST_CASE, true).unwrap();
+        assert!(
+            plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, false, false).is_ok(),
+            "cancel needs none"
+        );
+        let p = plan(&held, &ManualCommand::Retry, now, ClaimFacts::WORST_CASE, true, false).unwrap();
         apply(&mut held, &ManualCommand::Retry, p, now).unwrap();
         assert!(!held.old_worker_may_act, "confirmed once, for good");
+    }
+
+    #[test]
+    fn rejecting_never_returns_to_failed_once_a_write_may_have_happened() {
+        let now = Timestamp::default();
+        let mut conflict = proposed(action(State::Conflict), r#"{"q":2}"#);
+        conflict.resume_state = Some(State::Failed);
+        let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
+            .unwrap();
+        assert_eq!(p.to, State::Failed, "known not written: back to failed");
+        conflict.may_have_written = true;
+        let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
+            .unwrap();
+        assert_eq!(p.to, State::Conflict, "a request may have written: not failed");
+        conflict.resume_state = Some(State::Held);
+        let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
+            .unwrap();
+        assert_eq!(p.to, State::Held, "other states are honest whatever was written");
+    }
+
+    #[test]
+    fn approve_chooses_one_proposal_and_reject_one_or_all() {
+        let conflict = proposed(action(State::Conflict), r#"{"q":3}"#);
+        let waiting: Vec<ProposalRecord> = [r#"{"q":2}"#, r#"{"q":3}"#]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let p = proposed(action(State::Conflict), text).proposal.unwrap();
+                ProposalRecord {
+                    id: i64::try_from(i).unwrap() + 1,
+                    key: conflict.key.clone(),
+                    payload: p.payload,
+                    source: None,
+                    event_id: None,
+                    source_version: None,
+                    received_at: Timestamp::default(),
+                    decision: None,
+                    decided_by: None,
+                    decided_at: None,
+                }
+            })
+            .collect();
+        let choose = |command: ManualCommand| choose_proposals(&conflict, &command, waiting.clone());
+        let refused = choose(ManualCommand::Approve { proposal: None }).unwrap_err();
+        assert!(matches!(&refused, Refusal::ProposalNotChosen { waiting, .. } if waiting.len() == 2), "{refused}");
+        let second = waiting[1].payload.fingerprint().as_str()[..8].to_owned();
+        let approved = choose(ManualCommand::Approve { proposal: Some(second.clone()) }).unwrap();
+        assert_eq!(approved.approved.as_ref().map(|p| p.id), Some(2));
+        assert_eq!((approved.rejected.len(), approved.remaining.len()), (1, 0));
+        let one = choose(ManualCommand::Reject { proposal: Some(format!("sha256:{second}")) }).unwrap();
+        assert_eq!((one.rejected[0].id, one.remaining[0].id), (2, 1));
+        let all = choose(ManualCommand::Reject { proposal: None }).unwrap();
+        assert_eq!((all.rejected.len(), all.remaining.len()), (2, 0));
+        let none = choose(ManualCommand::Reject { proposal: Some("zz".into()) }).unwrap_err();
+        assert!(matches!(none, Refusal::ProposalNotFound { matches: 0, .. }));
+        let p = plan(
+            &conflict,
+            &ManualCommand::Reject { proposal: None },
+            Timestamp::default(),
+            ClaimFacts::WORST_CASE,
+            false,
+            true,
+        )
+        .unwrap();
+        assert_eq!(p.to, State::Conflict, "others still wait");
     }
 
     #[test]
     fn acknowledging_needs_a_late_result_and_keeps_the_state() {
         let now = Timestamp::default();
         let mut completed = action(State::Completed);
-        let refused = plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false).unwrap_err();
+        let refused =
+            plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false, false).unwrap_err();
         assert!(matches!(refused, Refusal::NothingToAcknowledge { .. }));
         completed.late_results = 2;
-        let p = plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false).unwrap();
+        let p = plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false, false).unwrap();
         assert_eq!(apply(&mut completed, &ManualCommand::Acknowledge, p, now).unwrap(), None);
         assert_eq!((completed.state, completed.late_results), (State::Completed, 0));
     }

@@ -3,6 +3,7 @@
 pub mod capability;
 mod exact_json;
 pub mod input;
+mod jcs;
 pub mod key;
 pub mod manual;
 pub mod payload;
@@ -15,11 +16,12 @@ pub mod text;
 pub use capability::{Capabilities, ClaimFacts, DestinationCatalog};
 pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
-pub use manual::{ManualCommand, ManualPlan};
+pub use manual::{ManualCommand, ManualPlan, ProposalChoice};
 pub use payload::{Fingerprint, Payload, PayloadError};
 pub use record::{
     Acknowledgement, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord,
-    LookupReport, LookupVerdict, Proposal, RefusedSubmission, SubmitOutcome, Timestamp, Transition,
+    LookupReport, LookupVerdict, Proposal, ProposalDecision, ProposalRecord, RefusedSubmission, SubmitOutcome,
+    Timestamp, Transition,
 };
 pub use refusal::Refusal;
 pub use retention::{PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};

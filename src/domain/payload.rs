@@ -6,7 +6,8 @@ use std::fmt;
 /// Largest payload accepted, in bytes, as delivered.
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
-/// A validated payload in canonical form: keys sorted, no insignificant whitespace.
+/// A validated payload in canonical form: RFC 8785 (JCS), so equal JSON values have one text
+/// and one fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
     canonical: String,
@@ -33,11 +34,12 @@ pub enum PayloadError {
     /// An object names a key twice: which value was meant cannot be told, so neither is kept.
     #[error("the payload repeats the key {path}: each key may appear once in an object")]
     DuplicateKey { path: String },
-    /// An integer beyond the range kept exactly, which would come back as a different number.
+    /// An integer that would come back as a different number: beyond ±(2^53 - 1), a 64-bit float
+    /// (how RFC 8785 and I-JSON read numbers) holds only some integers.
     #[error(
-        "the integer at {path} is outside the range kept exactly ({} to {}); send it as a string",
-        i64::MIN,
-        u64::MAX
+        "the integer at {path} cannot be kept exactly: beyond -{0} to {0} (2^53 - 1) a 64-bit float, as RFC 8785 and \
+         I-JSON read numbers, holds only some integers; send it as a string",
+        super::exact_json::MAX_SAFE_INTEGER
     )]
     IntegerOutOfRange { path: String },
     /// A number with more precision than a 64-bit float keeps, which would come back rounded.
@@ -79,10 +81,18 @@ impl Payload {
     }
 
     fn from_value(value: &serde_json::Value) -> Self {
-        // serde_json's default map is ordered by key, so this is the canonical form.
-        let canonical = value.to_string();
+        let canonical = super::jcs::canonical(value);
         let fingerprint = Fingerprint::of(&canonical);
         Self { canonical, fingerprint }
+    }
+
+    /// Whether this payload, as delivered, is the same JSON value as `recorded`, a payload read
+    /// from storage. Equal fingerprints say so at once. A payload recorded before canonical text
+    /// followed RFC 8785 (an earlier version kept `1.0`, `-0.0` and `1e+16` as Rust writes them) has
+    /// another text and fingerprint for the same value: its text is canonicalized again to compare.
+    pub fn is_same_as(&self, recorded: &Payload) -> bool {
+        self.fingerprint == recorded.fingerprint
+            || Self::parse(recorded.canonical.as_bytes()).is_ok_and(|now| now.fingerprint == self.fingerprint)
     }
 
     pub fn canonical(&self) -> &str {
@@ -198,31 +208,71 @@ mod tests {
     fn numbers_are_kept_exactly_or_refused_naming_the_field() {
         let canonical = |text: &str| Payload::parse(text.as_bytes()).unwrap().canonical().to_owned();
         let refused = |text: &str| Payload::parse(text.as_bytes()).unwrap_err();
-        // The extremes of the integer range, and floats, come back as written.
+        // The extremes of the integer range come back as written; numbers as ECMAScript writes them.
+        assert_eq!(canonical("[9007199254740991,-9007199254740991]"), "[9007199254740991,-9007199254740991]");
         assert_eq!(
-            canonical("[18446744073709551615,-9223372036854775808]"),
-            "[18446744073709551615,-9223372036854775808]"
+            canonical("[0.1,1E+2,100.0,-0,5e-324,1.7976931348623157e308,1e21,1e-7]"),
+            "[0.1,100,100,0,5e-324,1.7976931348623157e+308,1e+21,1e-7]"
         );
+        for (text, path) in [
+            (r#"{"id":9007199254740993}"#, "$.id"),
+            (r#"{"id":18446744073709551615}"#, "$.id"),
+            (r#"{"id":18446744073709551617}"#, "$.id"),
+            (r#"{"id":-9223372036854775808}"#, "$.id"),
+            (r#"{"items":[{"qty":1},{"qty":2},{"qty":-9007199254740993}]}"#, "$.items[2].qty"),
+        ] {
+            assert_eq!(refused(text), PayloadError::IntegerOutOfRange { path: path.into() }, "{text}");
+        }
+        // Beyond 2^53 - 1, an integer a double holds with the same digits is kept: RFC 8785 writes
+        // doubles up to 1e21 this way, so the canonical text reads back as itself.
         assert_eq!(
-            canonical("[0.1,1E+2,100.0,-0,5e-324,1.7976931348623157e308]"),
-            "[0.1,100.0,100.0,-0.0,5e-324,1.7976931348623157e+308]"
-        );
-        assert_eq!(refused(r#"{"id":18446744073709551617}"#), PayloadError::IntegerOutOfRange { path: "$.id".into() });
-        assert_eq!(
-            refused(r#"{"items":[{"qty":1},{"qty":2},{"qty":-9223372036854775809}]}"#),
-            PayloadError::IntegerOutOfRange { path: "$.items[2].qty".into() }
+            canonical("[9007199254740992,-9007199254740994,100000000000000000000,1e20]"),
+            "[9007199254740992,-9007199254740994,100000000000000000000,100000000000000000000]"
         );
         assert_eq!(refused("[1, 0.10000000000000001]"), PayloadError::InexactNumber { path: "$[1]".into() });
+        assert_eq!(refused("[9007199254740993.0]"), PayloadError::InexactNumber { path: "$[0]".into() });
         assert_eq!(refused(r#"{"a":1e-400}"#), PayloadError::InexactNumber { path: "$.a".into() });
         assert_eq!(refused(r#"{"a":{"b":[1e400]}}"#), PayloadError::NumberOutOfRange { path: "$.a.b[0]".into() });
         assert_eq!(refused("1e400"), PayloadError::NumberOutOfRange { path: "$".into() });
         assert_eq!(
             refused(r#"{"id":18446744073709551617}"#).to_string(),
-            "the integer at $.id is outside the range kept exactly (-9223372036854775808 to 18446744073709551615); \
-             send it as a string"
+            "the integer at $.id cannot be kept exactly: beyond -9007199254740991 to 9007199254740991 (2^53 - 1) a \
+             64-bit float, as RFC 8785 and I-JSON read numbers, holds only some integers; send it as a string"
         );
         // Zero written with any exponent is still zero; numbers inside strings are text.
-        assert_eq!(canonical("[0e999999999999999999999,\"1e400\"]"), r#"[0.0,"1e400"]"#);
+        assert_eq!(canonical("[0e999999999999999999999,\"1e400\"]"), r#"[0,"1e400"]"#);
+    }
+
+    #[test]
+    fn equal_values_are_one_payload_however_their_numbers_are_written() {
+        let parse = |text: &str| Payload::parse(text.as_bytes()).unwrap();
+        let one = parse(r#"{"q":1,"p":100,"z":0}"#);
+        for text in
+            [r#"{"q":1.0,"p":1e2,"z":-0}"#, r#"{"z":0.0,"p":100.00,"q":1e0}"#, r#"{"q":10e-1,"p":1E+2,"z":-0e3}"#]
+        {
+            let other = parse(text);
+            assert_eq!((other.canonical(), other.fingerprint()), (one.canonical(), one.fingerprint()), "{text}");
+        }
+        assert_eq!(one.canonical(), r#"{"p":100,"q":1,"z":0}"#);
+    }
+
+    #[test]
+    fn a_payload_recorded_before_rfc_8785_is_still_the_same_payload() {
+        // Recorded by an earlier version: serde_json's text, `1.0` and `1e+16` kept as Rust writes them.
+        let earlier = r#"{"amount":1.0,"big":1e+16}"#;
+        let recorded = Payload::from_stored(earlier.to_owned(), sha256_hex(earlier.as_bytes()));
+        for text in [r#"{"big":1e16,"amount":1.0}"#, r#"{"amount":1,"big":10000000000000000}"#] {
+            let again = Payload::parse(text.as_bytes()).unwrap();
+            assert_eq!(again.canonical(), r#"{"amount":1,"big":10000000000000000}"#);
+            assert_ne!(again.fingerprint(), recorded.fingerprint());
+            assert!(again.is_same_as(&recorded), "{text}");
+        }
+        assert!(!Payload::parse(br#"{"amount":2.0,"big":1e16}"#).unwrap().is_same_as(&recorded));
+        // Member names beyond U+FFFF sort by UTF-16 code units now, by code points before.
+        let names = Payload::parse("{\"\u{fb33}\":2,\"\u{1f600}\":1}".as_bytes()).unwrap();
+        assert_eq!(names.canonical(), "{\"\u{1f600}\":1,\"\u{fb33}\":2}");
+        let earlier = "{\"\u{fb33}\":2,\"\u{1f600}\":1}";
+        assert!(names.is_same_as(&Payload::from_stored(earlier.to_owned(), sha256_hex(earlier.as_bytes()))));
     }
 
     #[test]

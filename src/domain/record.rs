@@ -21,6 +21,52 @@ pub struct Proposal {
     pub source_version: Option<i64>,
 }
 
+/// Every distinct payload proposed for an existing key is kept, one record per fingerprint,
+/// until a person approves or rejects it (a repeat of it is the same record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProposalRecord {
+    pub id: i64,
+    pub key: ActionKey,
+    pub payload: Payload,
+    pub source: Option<String>,
+    pub event_id: Option<String>,
+    pub source_version: Option<i64>,
+    /// When it was last proposed.
+    pub received_at: Timestamp,
+    /// `None` while it waits for a person.
+    pub decision: Option<ProposalDecision>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<Timestamp>,
+}
+
+impl ProposalRecord {
+    /// The proposal as the action carries it while it is the latest one waiting.
+    pub fn proposal(&self) -> Proposal {
+        Proposal { payload: self.payload.clone(), source_version: self.source_version }
+    }
+}
+
+/// What a person decided about a proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProposalDecision {
+    Approved,
+    Rejected,
+}
+
+impl ProposalDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Approved, Self::Rejected].into_iter().find(|d| d.as_str() == text)
+    }
+}
+
 /// The durable record of one intended action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionRecord {

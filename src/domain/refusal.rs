@@ -27,6 +27,21 @@ pub enum Refusal {
     /// Approving or rejecting an action that has no proposed payload.
     #[error("cannot {verb} {key}: it has no proposed payload to decide on")]
     NoProposal { verb: &'static str, key: ActionKey },
+    /// Approving without naming a proposal while several wait: which one is meant cannot be told.
+    #[error(
+        "cannot {verb} {key}: {} proposed payloads are waiting ({}); name one with --proposal FINGERPRINT (its first \
+         characters are enough; `actionledger show {key}` lists them)",
+        waiting.len(),
+        waiting.join(", ")
+    )]
+    ProposalNotChosen { verb: &'static str, key: ActionKey, waiting: Vec<String> },
+    /// The fingerprint named matches no waiting proposal, or more than one.
+    #[error(
+        "cannot {verb} {key}: {named:?} names {} of the proposed payloads waiting ({}); give more of the fingerprint",
+        if *matches == 0 { "none" } else { "more than one" },
+        waiting.join(", ")
+    )]
+    ProposalNotFound { verb: &'static str, key: ActionKey, named: String, matches: usize, waiting: Vec<String> },
     /// Assigning an action whose state is final.
     #[error("cannot assign {key}: it is {state}, which is final; there is nothing to follow up")]
     Final { key: ActionKey, state: State },

@@ -126,7 +126,7 @@ pub enum Event {
 impl Event {
     /// Every event, in declaration order: the values the database accepts in the audit trail
     /// (PostgreSQL's CHECK constraint of migration 0011; tests/it/roles.rs keeps them equal).
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 25] = [
         Self::Submitted,
         Self::PayloadChanged,
         Self::Claimed,
@@ -151,6 +151,7 @@ impl Event {
         Self::TakenOver,
         Self::Assigned,
         Self::LateResultsAcknowledged,
+        Self::LookedUp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -402,6 +403,7 @@ mod tests {
             E::TakenOver => 21,
             E::Assigned => 22,
             E::LateResultsAcknowledged => 23,
+            E::LookedUp => 24,
         };
         for (i, event) in Event::ALL.into_iter().enumerate() {
             assert_eq!(position(event), i, "{event:?}");

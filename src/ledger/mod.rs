@@ -8,9 +8,9 @@ pub use crate::domain::LookupReport;
 use crate::domain::SubmissionRefused;
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, ClaimFacts, Delivery, DestinationCatalog,
-    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, Proposal, PurgeRecord, PurgeRequest,
-    RawSubmission, Reason, Refusal, RefusedSubmission, State, Submission, SubmitOutcome, Timestamp, Transition, manual,
-    record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
+    Event, Evidence, LookupRecord, LookupVerdict, ManualCommand, Person, ProposalDecision, ProposalRecord, PurgeRecord,
+    PurgeRequest, RawSubmission, Reason, Refusal, RefusedSubmission, State, Submission, SubmitOutcome, Timestamp,
+    Transition, manual, record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 mod error;
 mod stats;
@@ -168,7 +168,16 @@ pub struct ActionDetail {
     pub deliveries: Vec<Delivery>,
     pub attempts: Vec<Attempt>,
     pub lookups: Vec<LookupRecord>,
+    /// Every proposal kept for the action, waiting and decided, oldest first.
+    pub proposals: Vec<ProposalRecord>,
     pub audit: Vec<AuditEntry>,
+}
+
+impl ActionDetail {
+    /// The proposals waiting for a person's decision, oldest first.
+    pub fn waiting_proposals(&self) -> impl Iterator<Item = &ProposalRecord> {
+        self.proposals.iter().filter(|p| p.decision.is_none())
+    }
 }
 
 impl ActionDetail {
@@ -739,13 +748,20 @@ impl<S: Store> Ledger<S> {
                 } else {
                     ClaimFacts::WORST_CASE
                 };
-                let plan = manual::plan(&action, command, now, facts, *old_worker_stopped)?;
+                let choice = choose_proposals(tx, &action, command).await?;
+                if let Some(approved) = &choice.approved {
+                    action.proposal = Some(approved.proposal());
+                }
+                let proposals_remain = !choice.remaining.is_empty();
+                let plan = manual::plan(&action, command, now, facts, *old_worker_stopped, proposals_remain)?;
                 let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
                 if matches!(command, ManualCommand::Takeover) {
                     cut_off(tx, &mut action).await?;
                 }
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
+                choice.keep_latest_waiting(&mut action);
+                decide_proposals(tx, &choice, person.as_str(), now).await?;
                 let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
                     tx.acknowledge_late_results(&action.key, person.as_str(), now).await?
                 } else {
@@ -757,9 +773,10 @@ impl<S: Store> Ledger<S> {
                 } else {
                     None
                 };
+                let settled = proposals_settled(&choice);
                 let detail = match command {
                     // The revision history of the payload, kept in the audit trail.
-                    ManualCommand::Approve => {
+                    ManualCommand::Approve { .. } => {
                         let then = match (&update, &action.idempotency_key) {
                             (Some(update), _) => format!("; performed by update action {}", update.key),
                             (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
@@ -791,6 +808,7 @@ impl<S: Store> Ledger<S> {
                     }
                     _ => reason.as_str().to_owned(),
                 };
+                let detail = format!("{detail}{settled}");
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
                 let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
                 tx.append_audit(&entry).await?;
@@ -845,6 +863,7 @@ impl<S: Store> Ledger<S> {
             deliveries: self.store.deliveries(key).await?,
             attempts: self.store.attempts(key).await?,
             lookups: self.store.lookups(key).await?,
+            proposals: self.store.proposals(key).await?,
             audit: self.store.audit_trail(key).await?,
         })
     }
@@ -1018,6 +1037,50 @@ async fn after_cycles<T: LedgerTx>(
     Ok(refused)
 }
 
+/// Which waiting proposals a manual command settles (rule 9): approve names one or takes the only
+/// one, reject names one or takes all, cancel takes all. Read only where one waits.
+async fn choose_proposals<T: LedgerTx>(
+    tx: &mut T,
+    action: &ActionRecord,
+    command: &ManualCommand,
+) -> Result<manual::ProposalChoice, LedgerError> {
+    let settles =
+        matches!(command, ManualCommand::Approve { .. } | ManualCommand::Reject { .. } | ManualCommand::Cancel);
+    let waiting =
+        if settles && action.proposal.is_some() { tx.waiting_proposals(&action.key).await? } else { Vec::new() };
+    Ok(manual::choose_proposals(action, command, waiting)?)
+}
+
+/// Records `person`'s decisions on the proposals a command settled.
+async fn decide_proposals<T: LedgerTx>(
+    tx: &mut T,
+    choice: &manual::ProposalChoice,
+    person: &str,
+    now: Timestamp,
+) -> Result<(), LedgerError> {
+    if let Some(approved) = &choice.approved {
+        tx.decide_proposals(&[approved.id], ProposalDecision::Approved, person, now).await?;
+    }
+    let rejected: Vec<i64> = choice.rejected.iter().map(|p| p.id).collect();
+    tx.decide_proposals(&rejected, ProposalDecision::Rejected, person, now).await?;
+    Ok(())
+}
+
+/// What a manual command did to the proposals waiting, for its audit entry: each proposal it
+/// rejected, and how many still wait.
+fn proposals_settled(choice: &manual::ProposalChoice) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    if !choice.rejected.is_empty() {
+        let rejected: Vec<&str> = choice.rejected.iter().map(|p| p.payload.fingerprint().short()).collect();
+        let _ = write!(text, "; proposal(s) rejected: {}", rejected.join(", "));
+    }
+    if !choice.remaining.is_empty() {
+        let _ = write!(text, "; {} proposal(s) still waiting", choice.remaining.len());
+    }
+    text
+}
+
 /// One more delivery of a key that exists: the fingerprint is compared on this path too, never
 /// only on insert.
 async fn submit_existing<T: LedgerTx>(
@@ -1028,14 +1091,23 @@ async fn submit_existing<T: LedgerTx>(
 ) -> Result<SubmitReport, LedgerError> {
     let mut action =
         tx.lock_action(&submission.key).await?.ok_or_else(|| LedgerError::NotFound(submission.key.to_string()))?;
-    let recorded_version = action.source_version.max(action.proposal.as_ref().and_then(|p| p.source_version));
+    // By value: a payload recorded before canonical text followed RFC 8785 is still recognised.
+    let same_as_approved = submission.payload.is_same_as(&action.payload);
+    // Every proposal waiting is kept (rule 9): a new payload is compared with each of them.
+    let waiting = if same_as_approved { Vec::new() } else { tx.waiting_proposals(&action.key).await? };
+    let recorded_version = waiting
+        .iter()
+        .filter_map(|p| p.source_version)
+        .chain(action.source_version)
+        .chain(action.proposal.as_ref().and_then(|p| p.source_version))
+        .max();
     let fingerprint = submission.payload.fingerprint();
     let outcome = match (submission.source_version, recorded_version) {
         (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
-        _ if fingerprint == action.payload.fingerprint() => SubmitOutcome::Duplicate,
+        _ if same_as_approved => SubmitOutcome::Duplicate,
         _ => SubmitOutcome::Conflict,
     };
-    let already_proposed = action.proposal.as_ref().is_some_and(|p| p.payload.fingerprint() == fingerprint);
+    let already_proposed = waiting.iter().any(|p| submission.payload.is_same_as(&p.payload));
     if outcome == SubmitOutcome::Conflict
         && !already_proposed
         && let Some(purge) = purge_of_settled(tx, &action).await?
@@ -1054,8 +1126,21 @@ async fn submit_existing<T: LedgerTx>(
         return Ok(SubmitReport { outcome, action });
     }
     if outcome == SubmitOutcome::Conflict && !already_proposed {
-        action.proposal =
-            Some(Proposal { payload: submission.payload.clone(), source_version: submission.source_version });
+        let kept = ProposalRecord {
+            id: 0,
+            key: action.key.clone(),
+            payload: submission.payload.clone(),
+            source: submission.source.clone(),
+            event_id: submission.event_id.clone(),
+            source_version: submission.source_version,
+            received_at: now,
+            decision: None,
+            decided_by: None,
+            decided_at: None,
+        };
+        tx.keep_proposal(&kept).await?;
+        // The latest proposal is the action's: the claim and the state rules read it.
+        action.proposal = Some(kept.proposal());
         let from = action.state;
         let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
             action.transition(Event::PayloadChanged, State::Conflict, now)?
@@ -1067,9 +1152,10 @@ async fn submit_existing<T: LedgerTx>(
         };
         write_action(tx, &mut action).await?;
         let reason = format!(
-            "proposed payload {} differs from approved {}",
+            "proposed payload {} differs from approved {}; {} proposal(s) waiting",
             fingerprint.short(),
-            action.payload.fingerprint().short()
+            action.payload.fingerprint().short(),
+            waiting.len() + 1
         );
         tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
     }

@@ -308,6 +308,9 @@ struct CommandBody {
     to: Option<String>,
     #[serde(default)]
     old_worker_stopped: bool,
+    /// `approve` and `reject`: the proposal's fingerprint (or its first characters); `approve`
+    /// needs it when several wait, `reject` without it rejects them all.
+    proposal: Option<String>,
 }
 
 /// The command a route names, as `actionledger COMMAND` would run it.
@@ -317,8 +320,8 @@ fn manual_command(name: &str, body: &CommandBody, person: &str) -> Result<Manual
     Ok(match name {
         "retry" => ManualCommand::Retry,
         "cancel" => ManualCommand::Cancel,
-        "approve" => ManualCommand::Approve,
-        "reject" => ManualCommand::Reject,
+        "approve" => ManualCommand::Approve { proposal: body.proposal.clone() },
+        "reject" => ManualCommand::Reject { proposal: body.proposal.clone() },
         "takeover" => ManualCommand::Takeover,
         "acknowledge" => ManualCommand::Acknowledge,
         "assign" => {

@@ -38,8 +38,8 @@ pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
 
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeCounts, PurgeRecord, RefusedSubmission,
-    State, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
+    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp,
 };
 use std::future::Future;
 
@@ -67,6 +67,8 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("attempts of an action", statements::SELECT_ATTEMPTS.to_owned()),
         ("audit trail of an action", statements::SELECT_AUDIT.to_owned()),
         ("lookups of an action", statements::SELECT_LOOKUPS.to_owned()),
+        ("proposals waiting on an action", statements::SELECT_WAITING_PROPOSALS.to_owned()),
+        ("proposals of an action", statements::SELECT_PROPOSALS.to_owned()),
     ]
 }
 
@@ -224,6 +226,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn attempts(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
     fn audit_trail(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
     fn lookups(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<LookupRecord>, StoreError>> + Send;
+    /// Every proposal kept for action `key`, waiting and decided, oldest first.
+    fn proposals(&self, key: &ActionKey) -> impl Future<Output = Result<Vec<ProposalRecord>, StoreError>> + Send;
     /// The purge run that reduced action `key` to its tombstone, if one did.
     fn purge_of(&self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
@@ -361,6 +365,22 @@ pub trait LedgerTx: Send {
         now: Timestamp,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
     fn insert_lookup(&mut self, lookup: &LookupRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// The proposals of action `key` waiting for a person's decision, oldest first.
+    fn waiting_proposals(
+        &mut self,
+        key: &ActionKey,
+    ) -> impl Future<Output = Result<Vec<ProposalRecord>, StoreError>> + Send;
+    /// Keeps a proposal: inserted waiting, or waiting again if it was decided before; a proposal
+    /// already waiting is left as it is.
+    fn keep_proposal(&mut self, proposal: &ProposalRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Records `person`'s decision on each proposal (by id) still waiting; returns how many.
+    fn decide_proposals(
+        &mut self,
+        ids: &[i64],
+        decision: ProposalDecision,
+        person: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
     /// Appends an audit entry. Entries are written together, in the order given, as the
     /// transaction commits: one statement for a whole batch.
     fn append_audit(&mut self, entry: &AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send;

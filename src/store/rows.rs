@@ -5,8 +5,8 @@ use super::StoreError;
 use crate::domain::record::from_millis;
 use crate::domain::{
     Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
-    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, PurgeCounts, PurgeRecord, RefusedSubmission, State,
-    SubmitOutcome, Timestamp,
+    Evidence, LookupRecord, LookupVerdict, Payload, Proposal, ProposalDecision, ProposalRecord, PurgeCounts,
+    PurgeRecord, RefusedSubmission, State, SubmitOutcome, Timestamp,
 };
 
 /// Typed access to a result row by column name.
@@ -41,7 +41,7 @@ pub(crate) fn after_link(row: &impl Columns) -> Result<(ActionKey, ActionKey), S
 }
 
 fn key(text: &str) -> Result<ActionKey, StoreError> {
-    ActionKey::parse(text).map_err(|_| corrupt("action key", text))
+    ActionKey::parse_existing(text).map_err(|_| corrupt("action key", text))
 }
 
 pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {
@@ -98,6 +98,25 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Result<Delivery, StoreErr
         fingerprint: row.text("fingerprint")?,
         outcome: SubmitOutcome::parse(&outcome).ok_or_else(|| corrupt("delivery outcome", &outcome))?,
         received_at: from_millis(row.int("received_at")?),
+    })
+}
+
+pub(crate) fn proposal_from_row(row: &impl Columns) -> Result<ProposalRecord, StoreError> {
+    let decision = row.opt_text("decision")?;
+    Ok(ProposalRecord {
+        id: row.int("id")?,
+        key: key(&row.text("action_key")?)?,
+        payload: Payload::from_stored(row.text("payload")?, row.text("fingerprint")?),
+        source: row.opt_text("source")?,
+        event_id: row.opt_text("event_id")?,
+        source_version: row.opt_int("source_version")?,
+        received_at: from_millis(row.int("received_at")?),
+        decision: decision
+            .as_deref()
+            .map(|d| ProposalDecision::parse(d).ok_or_else(|| corrupt("proposal decision", d)))
+            .transpose()?,
+        decided_by: row.opt_text("decided_by")?,
+        decided_at: row.opt_int("decided_at")?.map(from_millis),
     })
 }
 

@@ -3,7 +3,7 @@
 use super::backend::{Backend, Statement};
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, delivery_from_row,
-    lookup_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
+    lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
     state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
@@ -11,8 +11,8 @@ use super::statements as sql;
 use super::{Clock, ListFilter, SchemaStatus, StateFigures, Store, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeRecord, RefusedSubmission, State,
-    Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalRecord, PurgeRecord,
+    RefusedSubmission, State, Timestamp,
 };
 use std::future::Future;
 
@@ -61,6 +61,10 @@ impl<S: SqlStore> Store for S {
     async fn find(&self, key: &ActionKey) -> Result<Option<ActionRecord>, StoreError> {
         let row = read_optional(self, Statement::new(sql::SELECT_ACTION).text(key.as_str())).await?;
         row.as_ref().map(action_from_row).transpose()
+    }
+
+    async fn proposals(&self, key: &ActionKey) -> Result<Vec<ProposalRecord>, StoreError> {
+        read_history(self, sql::SELECT_PROPOSALS, key, proposal_from_row).await
     }
 
     async fn deliveries(&self, key: &ActionKey) -> Result<Vec<Delivery>, StoreError> {

@@ -2,14 +2,16 @@
 
 use super::backend::{Backend, Statement};
 use super::batch::{MAX_BINDS_PER_STATEMENT, rows_per_statement};
-use super::rows::{Columns as _, action_from_row, after_link, attempt_from_row, keyed_number, purge_from_row};
+use super::rows::{
+    Columns as _, action_from_row, after_link, attempt_from_row, keyed_number, proposal_from_row, purge_from_row,
+};
 use super::statements as sql;
 use super::{ClaimScope, LedgerTx, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::retention::states_text;
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeCounts, PurgeRecord, RefusedSubmission,
-    State, Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
+    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp,
 };
 
 /// A write transaction on a ledger database.
@@ -178,6 +180,44 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         Ok(())
     }
 
+    async fn waiting_proposals(&mut self, key: &ActionKey) -> Result<Vec<ProposalRecord>, StoreError> {
+        let rows =
+            B::fetch_all(&mut *self.tx, Statement::new(sql::SELECT_WAITING_PROPOSALS).text(key.as_str())).await?;
+        rows.iter().map(proposal_from_row).collect()
+    }
+
+    async fn keep_proposal(&mut self, p: &ProposalRecord) -> Result<(), StoreError> {
+        let keep = Statement::new(sql::KEEP_PROPOSAL)
+            .text(p.key.as_str())
+            .text(p.payload.fingerprint().as_str())
+            .text(p.payload.canonical())
+            .text(p.source.as_deref())
+            .text(p.event_id.as_deref())
+            .int(p.source_version)
+            .int(p.received_at.timestamp_millis());
+        B::execute(&mut *self.tx, keep).await?;
+        Ok(())
+    }
+
+    async fn decide_proposals(
+        &mut self,
+        ids: &[i64],
+        decision: ProposalDecision,
+        person: &str,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let mut decided = 0;
+        for &id in ids {
+            let decide = Statement::new(sql::DECIDE_PROPOSAL)
+                .text(decision.as_str())
+                .text(person)
+                .int(now.timestamp_millis())
+                .int(id);
+            decided += B::execute(&mut *self.tx, decide).await?;
+        }
+        Ok(decided)
+    }
+
     async fn acknowledge_late_results(
         &mut self,
         key: &ActionKey,
@@ -228,7 +268,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         rows.iter()
             .map(|row| {
                 let key = row.text("key")?;
-                ActionKey::parse(&key).map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))
+                ActionKey::parse_existing(&key).map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))
             })
             .collect()
     }
@@ -237,6 +277,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         let mut counts = PurgeCounts::default();
         for chunk in keys.chunks(sql::KEYS_PER_PURGE_STATEMENT) {
             counts.actions += count(B::execute(&mut *self.tx, sql::empty_purged_actions(chunk)).await?);
+            B::execute(&mut *self.tx, sql::delete_purged_proposals(chunk)).await?;
             // In the order of PURGED_HISTORIES.
             let PurgeCounts { deliveries, attempts, lookups, .. } = &mut counts;
             for (table, removed) in sql::PURGED_HISTORIES.into_iter().zip([deliveries, attempts, lookups]) {

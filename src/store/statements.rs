@@ -485,6 +485,38 @@ pub(crate) fn append_audit<B: Backend>(entries: &[AuditEntry]) -> Statement<B> {
     Statement::new(insert_sql("audit_trail", B::DIALECT.params, entries.len(), AUDIT_ROW)).rows(AUDIT_ROW, entries)
 }
 
+/// Every column of `proposals`, as read back.
+macro_rules! proposal_columns {
+    () => {
+        "id, action_key, fingerprint, payload, source, event_id, source_version, received_at, decision, decided_by, \
+         decided_at"
+    };
+}
+
+/// Every proposal kept for action `$1`, waiting and decided, oldest first: what `show` lists.
+pub(crate) const SELECT_PROPOSALS: &str =
+    concat!("SELECT ", proposal_columns!(), " FROM proposals WHERE action_key = $1 ORDER BY id");
+
+/// The proposals of action `$1` waiting for a person's decision, oldest first: what a submission
+/// compares a new payload with, and what approve and reject choose from.
+pub(crate) const SELECT_WAITING_PROPOSALS: &str =
+    concat!("SELECT ", proposal_columns!(), " FROM proposals WHERE action_key = $1 AND decision IS NULL ORDER BY id");
+
+/// Keeps proposal `$2` (fingerprint) of action `$1` with payload `$3`, source `$4`, event id `$5`,
+/// source version `$6`, received at `$7`. A new one is inserted waiting; one decided before (rejected,
+/// or approved and since replaced) waits again, as proposed now; one already waiting stays as it
+/// is, since the ledger only keeps a proposal not waiting already. Unique on key and
+/// fingerprint: a repeat is never a second row.
+pub(crate) const KEEP_PROPOSAL: &str = "INSERT INTO proposals (action_key, fingerprint, payload, source, event_id, \
+     source_version, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (action_key, fingerprint) DO UPDATE \
+     SET decision = NULL, decided_by = NULL, decided_at = NULL, source = excluded.source, event_id = excluded.event_id, \
+     source_version = excluded.source_version, received_at = excluded.received_at WHERE proposals.decision IS NOT NULL";
+
+/// Person `$2` decides `$1` (approved or rejected) at `$3` on proposal id `$4`, only while it
+/// still waits: a decision is never changed.
+pub(crate) const DECIDE_PROPOSAL: &str = "UPDATE proposals SET decision = $1, decided_by = $2, decided_at = $3 \
+     WHERE id = $4 AND decision IS NULL";
+
 /// Up to `$2` refused submissions older than id `$1` (all when NULL), newest first.
 pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
      destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
@@ -576,6 +608,13 @@ pub(crate) fn delete_purged_history<B: Backend>(table: &str, keys: &[ActionKey])
 /// Records one purge run with what it removed; returns its id.
 pub(crate) const INSERT_PURGE: &str = "INSERT INTO purges (at, owner, reason, older_than_ms, settled_before, \
      states, actions, deliveries, attempts, lookups) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
+
+/// Deletes the proposals of the actions being purged: their payloads go with the rest of the
+/// bulk (a settled action has none waiting; the audit trail keeps each one's fingerprint).
+pub(crate) fn delete_purged_proposals<B: Backend>(keys: &[ActionKey]) -> Statement<B> {
+    let sql = format!("DELETE FROM proposals WHERE {}", keys_in(B::DIALECT.params, "action_key", 1, keys.len()));
+    bind_keys(Statement::new(sql), keys)
+}
 
 /// Marks actions as purged by run `$1`: their tombstone marker.
 pub(crate) fn mark_purged_sql(params: Params, keys: usize) -> String {

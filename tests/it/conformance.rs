@@ -152,7 +152,7 @@ async fn a_changed_payload_waits_beside_the_approved_one<S: Store>(db: TestDb<S>
     let detail = l.detail(&key("c")).await.unwrap();
     assert_eq!(detail.audit.iter().filter(|e| e.event == Event::PayloadChanged).count(), 1);
 
-    let approved = l.manual(&person_request("c", ManualCommand::Approve)).await.unwrap();
+    let approved = l.manual(&person_request("c", ManualCommand::Approve { proposal: None })).await.unwrap();
     assert_eq!(approved.action.state, State::Pending);
     assert_eq!(approved.action.payload.canonical(), r#"{"qty":2}"#);
     assert_eq!(approved.action.source_version, Some(2));
@@ -166,7 +166,7 @@ async fn rejecting_a_proposal_returns_to_where_the_action_was<S: Store>(db: Test
     action_in(l, "f", State::Failed).await;
     l.submit(&raw("f", r#"{"n":5}"#)).await.unwrap();
     assert_eq!(state_of(l, "f").await, State::Conflict);
-    let rejected = l.manual(&person_request("f", ManualCommand::Reject)).await.unwrap();
+    let rejected = l.manual(&person_request("f", ManualCommand::Reject { proposal: None })).await.unwrap();
     assert_eq!(rejected.action.state, State::Failed);
     assert_eq!(rejected.action.payload.canonical(), r#"{"n":1}"#);
     assert!(rejected.action.proposal.is_none());
@@ -176,7 +176,7 @@ async fn rejecting_a_proposal_returns_to_where_the_action_was<S: Store>(db: Test
     action_in(l, "done", State::Completed).await;
     assert_eq!(l.submit(&raw("done", r#"{"n":7}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
     assert_eq!(state_of(l, "done").await, State::Completed);
-    let kept = l.manual(&person_request("done", ManualCommand::Reject)).await.unwrap();
+    let kept = l.manual(&person_request("done", ManualCommand::Reject { proposal: None })).await.unwrap();
     assert_eq!(kept.transition, None);
     assert_eq!(kept.action.state, State::Completed);
     assert!(kept.action.proposal.is_none());
@@ -195,7 +195,7 @@ async fn a_proposal_during_a_claim_keeps_the_old_payload_from_running_again<S: S
     assert_eq!(action.state, State::Conflict, "a retry of the old payload waits for the decision");
     assert_eq!(action.resume_state, Some(State::Pending));
     assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty());
-    let rejected = l.manual(&person_request("p", ManualCommand::Reject)).await.unwrap();
+    let rejected = l.manual(&person_request("p", ManualCommand::Reject { proposal: None })).await.unwrap();
     assert_eq!(rejected.action.state, State::Pending);
 }
 
@@ -258,8 +258,8 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
         (ManualCommand::ResolveCompleted { destination_id: "crm-77".into() }, Event::ResolvedCompleted),
         (ManualCommand::ResolveNotWritten, Event::ResolvedNotWritten),
         (ManualCommand::Cancel, Event::Cancelled),
-        (ManualCommand::Approve, Event::Approved),
-        (ManualCommand::Reject, Event::Rejected),
+        (ManualCommand::Approve { proposal: None }, Event::Approved),
+        (ManualCommand::Reject { proposal: None }, Event::Rejected),
         (ManualCommand::Takeover, Event::TakenOver),
     ];
     // (state, whether the setup leaves a proposed payload waiting)
@@ -279,7 +279,9 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
             let before = l.detail(&key(&k)).await.unwrap();
             let by_table = state::allowed_from(*event).contains(&state);
             let expected = match command {
-                ManualCommand::Approve | ManualCommand::Reject => by_table && proposal,
+                ManualCommand::Approve { proposal: None } | ManualCommand::Reject { proposal: None } => {
+                    by_table && proposal
+                }
                 ManualCommand::Retry | ManualCommand::ResolveCompleted { .. } | ManualCommand::ResolveNotWritten => {
                     by_table && !proposal
                 }
@@ -787,7 +789,7 @@ async fn regression_a_takeover_while_a_payload_is_proposed_waits_in_conflict<S: 
     let outcome = l.manual(&person_request("proposed", ManualCommand::Takeover)).await.unwrap();
     assert_eq!(outcome.action.state, State::Conflict);
     assert_eq!(outcome.action.resume_state, Some(State::Pending));
-    let approved = l.manual(&person_request("proposed", ManualCommand::Approve)).await.unwrap();
+    let approved = l.manual(&person_request("proposed", ManualCommand::Approve { proposal: None })).await.unwrap();
     assert_eq!(approved.action.state, State::Pending);
     assert_eq!(claim_one(l, "w").await.action.payload.canonical(), r#"{"p":0}"#);
 }

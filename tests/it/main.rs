@@ -6,6 +6,7 @@
 mod support;
 
 mod bench;
+mod canon;
 mod cli;
 mod concurrency;
 mod conformance;

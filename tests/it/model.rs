@@ -102,7 +102,8 @@ struct Modeled {
     state: State,
     ownership_version: i64,
     approved: u8,
-    proposed: Option<u8>,
+    /// Every distinct proposal waiting, in the order proposed (rule 9: each is kept).
+    proposed: Vec<u8>,
     /// Where a payload conflict returns when its proposal is rejected.
     resume: Option<State>,
     /// An attempt was started under the current claim.
@@ -125,10 +126,6 @@ struct Modeled {
     /// write, an attempt cut off by an expired claim), and no person has since resolved the action
     /// as not written: a failure then ends in `unknown`, not `failed` (rule 2).
     may_have_written: bool,
-    /// The action is `failed` because a person rejected a proposal, returning it where it was:
-    /// not a worker's conclusion, so the property that `failed` means known not written is
-    /// asked only of the others.
-    failed_by_rejection: bool,
     /// Attempts numbered up to this one were resolved as not written by a person.
     resolved_through: i64,
     /// More than one attempt was started under one claim and only the newest reported: the
@@ -142,7 +139,7 @@ impl Modeled {
             state: State::Pending,
             ownership_version: 0,
             approved,
-            proposed: None,
+            proposed: Vec::new(),
             resume: None,
             sent: false,
             lease_expired: false,
@@ -154,7 +151,6 @@ impl Modeled {
             old_worker_may_act: false,
             purged: false,
             may_have_written: false,
-            failed_by_rejection: false,
             resolved_through: 0,
             orphaned: false,
         }
@@ -171,7 +167,7 @@ struct Model {
 /// What the model expects of an automatic result that would make the action runnable again
 /// while a payload is proposed: it waits in conflict instead.
 fn settle(action: &mut Modeled, target: State) {
-    if action.proposed.is_some() && matches!(target, State::Pending | State::Failed | State::Held) {
+    if !action.proposed.is_empty() && matches!(target, State::Pending | State::Failed | State::Held) {
         action.state = State::Conflict;
         action.resume = Some(target);
     } else {
@@ -187,11 +183,11 @@ impl Model {
                 self.order.push((key, 0));
                 self.actions.insert((key, 0), Modeled::new(payload));
             }
-            Some(a) if a.approved == payload || a.proposed == Some(payload) => {}
+            Some(a) if a.approved == payload || a.proposed.contains(&payload) => {}
             // A changed payload for a purged key is not kept.
             Some(a) if a.purged => {}
             Some(a) => {
-                a.proposed = Some(payload);
+                a.proposed.push(payload);
                 if matches!(a.state, State::Pending | State::Failed | State::Held) {
                     a.resume = Some(a.state);
                     a.state = State::Conflict;
@@ -204,7 +200,6 @@ impl Model {
         let key = *self.order.iter().find(|k| self.actions[k].state == State::Pending)?;
         let a = self.actions.get_mut(&key)?;
         a.state = State::InProgress;
-        a.failed_by_rejection = false;
         a.ownership_version += 1;
         a.sent = false;
         a.lease_expired = false;
@@ -292,7 +287,7 @@ impl Model {
     /// two days that just passed.
     fn purge(&mut self) {
         for a in self.actions.values_mut() {
-            a.purged |= a.state.is_terminal() && a.proposed.is_none() && a.late_results == 0;
+            a.purged |= a.state.is_terminal() && a.proposed.is_empty() && a.late_results == 0;
             a.lease_expired |= a.state == State::InProgress;
         }
     }
@@ -304,7 +299,9 @@ impl Model {
             return false;
         }
         let s = a.state;
-        let proposal = a.proposed.is_some();
+        let proposal = !a.proposed.is_empty();
+        // Approve names no proposal here: it is refused while several wait.
+        let one_proposal = a.proposed.len() == 1;
         let review = matches!(s, State::Failed | State::Unknown | State::Held | State::Conflict);
         // Retry, resolve as not written and approve run the action again: after an unsafe hold,
         // only with the old worker confirmed stopped.
@@ -328,11 +325,11 @@ impl Model {
             // cancel
             3 if matches!(s, State::Pending | State::Failed | State::Unknown | State::Held | State::Conflict) => {
                 a.state = State::Cancelled;
-                a.proposed = None;
+                a.proposed.clear();
             }
             // approve: after a possible send, under a derived idempotency key
-            4 if proposal && s == State::Conflict => {
-                a.approved = a.proposed.take().expect("checked");
+            4 if one_proposal && s == State::Conflict => {
+                a.approved = a.proposed.pop().expect("checked");
                 a.payload_revision += 1;
                 if a.attempts > 0 {
                     a.derived_key = Some(a.payload_revision);
@@ -341,8 +338,8 @@ impl Model {
             }
             // approve a new version of a completed action: it stays completed, and its update
             // action carries the new payload
-            4 if proposal && s == State::Completed => {
-                a.approved = a.proposed.take().expect("checked");
+            4 if one_proposal && s == State::Completed => {
+                a.approved = a.proposed.pop().expect("checked");
                 a.payload_revision += 1;
                 let update = (key, a.payload_revision);
                 let payload = a.approved;
@@ -350,12 +347,15 @@ impl Model {
                 self.actions.insert(update, Modeled::new(payload));
                 return true;
             }
-            // reject
+            // reject every proposal waiting: back where the action was, but never to `failed` once a
+            // request may have written (rule 2)
             5 if proposal => {
-                a.proposed = None;
+                a.proposed.clear();
                 if s == State::Conflict {
-                    a.state = a.resume.unwrap_or(State::Conflict);
-                    a.failed_by_rejection = a.state == State::Failed;
+                    a.state = match a.resume {
+                        Some(State::Failed) if a.may_have_written => State::Conflict,
+                        resume => resume.unwrap_or(State::Conflict),
+                    };
                 }
             }
             // take over (the destination is not known to protect)
@@ -391,8 +391,8 @@ fn manual_command(n: u8) -> ManualCommand {
         1 => ManualCommand::ResolveCompleted { destination_id: "manual".into() },
         2 => ManualCommand::ResolveNotWritten,
         3 => ManualCommand::Cancel,
-        4 => ManualCommand::Approve,
-        5 => ManualCommand::Reject,
+        4 => ManualCommand::Approve { proposal: None },
+        5 => ManualCommand::Reject { proposal: None },
         6 => ManualCommand::Takeover,
         _ => ManualCommand::Acknowledge,
     }
@@ -631,7 +631,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 expected.state,
                 expected.ownership_version,
                 true,
-                expected.proposed.is_some(),
+                !expected.proposed.is_empty(),
                 expected.payload_revision,
                 sending,
                 expected.late_results,
@@ -646,9 +646,10 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                      {seen:?}, model {wanted:?}"
                 ));
             }
-            // Rule 2, asked of the stored attempts themselves: a worker's `failed` means that no
-            // attempt since a person last resolved the action as not written may have written.
-            if actual.state == State::Failed && !expected.failed_by_rejection {
+            // Rule 2, asked of the stored attempts themselves: `failed`, by a worker or by a rejected
+            // proposal, means that no attempt since a person last resolved the action as not written
+            // may have written.
+            if actual.state == State::Failed {
                 let attempts = ledger.store().attempts(&key(*k)).await.map_err(|e| e.to_string())?;
                 if let Some(written) = attempts.iter().find(|t| {
                     t.number > expected.resolved_through

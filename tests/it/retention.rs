@@ -169,8 +169,8 @@ async fn a_purged_action_is_never_claimed_retried_resolved_or_changed<S: Store>(
         ManualCommand::ResolveCompleted { destination_id: "crm-9".into() },
         ManualCommand::ResolveNotWritten,
         ManualCommand::Cancel,
-        ManualCommand::Approve,
-        ManualCommand::Reject,
+        ManualCommand::Approve { proposal: None },
+        ManualCommand::Reject { proposal: None },
         ManualCommand::Takeover,
         ManualCommand::Assign { to: "Ana Lima".into() },
     ];

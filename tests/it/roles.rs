@@ -175,7 +175,11 @@ async fn a_worker_does_its_work_and_nothing_else() {
     worker.submit(&raw("order:2", r#"{"qty":1}"#)).await.unwrap();
     worker.submit(&raw("order:2", r#"{"qty":2}"#)).await.expect("a worker records a proposal");
     assert_eq!(state_of(&worker, "order:2").await, State::Conflict);
-    not_permitted(worker.manual(&person_request("order:2", ManualCommand::Approve)).await, "approve", "only a person");
+    not_permitted(
+        worker.manual(&person_request("order:2", ManualCommand::Approve { proposal: None })).await,
+        "approve",
+        "only a person",
+    );
     refused(&worker, "UPDATE actions SET proposed_payload = NULL, proposed_fingerprint = NULL WHERE key = 'order:2'")
         .await;
     refused(&worker, "UPDATE actions SET state = 'pending' WHERE key = 'order:2'").await;
@@ -225,10 +229,16 @@ async fn a_reviewer_changes_only_what_commands_change() {
         .expect("a reviewer resolves");
     admin.submit(&raw("a:approve", r#"{"qty":1}"#)).await.unwrap();
     admin.submit(&raw("a:approve", r#"{"qty":2}"#)).await.unwrap();
-    reviewer.manual(&person_request("a:approve", ManualCommand::Approve)).await.expect("a reviewer approves");
+    reviewer
+        .manual(&person_request("a:approve", ManualCommand::Approve { proposal: None }))
+        .await
+        .expect("a reviewer approves");
     admin.submit(&raw("a:reject", r#"{"qty":1}"#)).await.unwrap();
     admin.submit(&raw("a:reject", r#"{"qty":2}"#)).await.unwrap();
-    reviewer.manual(&person_request("a:reject", ManualCommand::Reject)).await.expect("a reviewer rejects");
+    reviewer
+        .manual(&person_request("a:reject", ManualCommand::Reject { proposal: None }))
+        .await
+        .expect("a reviewer rejects");
     reviewer
         .manual(&person_request("a:reject", ManualCommand::Assign { to: "Ana Lima".into() }))
         .await
@@ -288,8 +298,10 @@ async fn a_reviewer_approves_the_update_of_a_completed_action() {
         .await
         .expect("a reviewer resolves");
     admin.submit(&raw("a:done", r#"{"qty":7}"#)).await.unwrap();
-    let approved =
-        reviewer.manual(&person_request("a:done", ManualCommand::Approve)).await.expect("a reviewer approves");
+    let approved = reviewer
+        .manual(&person_request("a:done", ManualCommand::Approve { proposal: None }))
+        .await
+        .expect("a reviewer approves");
     let update = approved.update.expect("the update action is recorded by the reviewer");
     assert_eq!((update.key.as_str(), update.updates_destination_id.as_deref()), ("a:done#update-2", Some("CRM-9")));
     assert_eq!(state_of(&admin, "a:done").await, State::Completed);
@@ -568,7 +580,11 @@ async fn the_database_knows_the_values_the_code_knows() {
     let outcomes: std::collections::BTreeSet<String> = names(
         &mut actionledger::domain::AttemptOutcome::ALL.into_iter().map(actionledger::domain::AttemptOutcome::as_str),
     );
-    assert_eq!(accepted_values(&admin, "audit_trail_event_known").await, events, "migration 0011 and Event::ALL");
+    assert_eq!(
+        accepted_values(&admin, "audit_trail_event_known").await,
+        events,
+        "migrations 0011 and 0040 and Event::ALL"
+    );
     for constraint in ["audit_trail_from_state_known", "audit_trail_to_state_known", "actions_resume_state_known"] {
         assert_eq!(accepted_values(&admin, constraint).await, states, "{constraint} and State::ALL");
     }

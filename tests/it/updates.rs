@@ -51,7 +51,7 @@ async fn approving_a_new_version_of_a_completed_action_records_a_linked_update<S
     assert_eq!((changed.outcome, changed.action.state), (SubmitOutcome::Conflict, State::Completed));
     assert!(changed.action.proposal.is_some(), "the proposal waits beside the completed action");
 
-    let approved = ledger.manual(&person_request(k, ManualCommand::Approve)).await.unwrap();
+    let approved = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
     assert_eq!(approved.transition, None, "the completed action stays completed");
     let original = ledger.store().find(&key(k)).await.unwrap().unwrap();
     assert_eq!((original.state, original.payload_revision), (State::Completed, 2));
@@ -92,13 +92,13 @@ async fn the_approved_new_payload_delivered_again_is_a_duplicate<S: Store>(db: T
     let k = "acme:order:7:create-task";
     completed(ledger, k, r#"{"qty":1}"#, "R-7").await;
     ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
-    ledger.manual(&person_request(k, ManualCommand::Approve)).await.unwrap();
+    ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
     let again = ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
     assert_eq!(again.outcome, SubmitOutcome::Duplicate, "the new version is the approved one now");
     assert!(again.action.proposal.is_none());
     let third = ledger.submit(&raw(k, r#"{"qty":3}"#)).await.unwrap();
     assert_eq!(third.outcome, SubmitOutcome::Conflict, "a further change needs a new review");
-    let next = ledger.manual(&person_request(k, ManualCommand::Approve)).await.unwrap();
+    let next = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
     assert_eq!(next.update.unwrap().key.as_str(), "acme:order:7:create-task#update-3");
 }
 
@@ -107,13 +107,13 @@ async fn rejecting_a_new_version_of_a_completed_action_drops_it<S: Store>(db: Te
     let k = "acme:order:8:create-task";
     completed(ledger, k, r#"{"qty":1}"#, "R-8").await;
     ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
-    let rejected = ledger.manual(&person_request(k, ManualCommand::Reject)).await.unwrap();
+    let rejected = ledger.manual(&person_request(k, ManualCommand::Reject { proposal: None })).await.unwrap();
     assert_eq!((rejected.transition, rejected.update), (None, None));
     let action = ledger.store().find(&key(k)).await.unwrap().unwrap();
     assert_eq!((action.state, action.payload_revision, action.proposal.is_none()), (State::Completed, 1, true));
     assert_eq!(action.payload.value()["qty"], 1);
     assert!(ledger.store().find(&key("acme:order:8:create-task#update-2")).await.unwrap().is_none());
-    let refused = ledger.manual(&person_request(k, ManualCommand::Approve)).await.unwrap_err();
+    let refused = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap_err();
     assert!(matches!(refused, LedgerError::Refused(Refusal::NoProposal { .. })), "{refused}");
 }
 
@@ -122,7 +122,7 @@ async fn an_update_key_that_cannot_be_made_or_is_taken_is_refused_and_nothing_ch
     let long = "k".repeat(250);
     completed(ledger, &long, r#"{"qty":1}"#, "R-1").await;
     ledger.submit(&raw(&long, r#"{"qty":2}"#)).await.unwrap();
-    let refused = ledger.manual(&person_request(&long, ManualCommand::Approve)).await.unwrap_err();
+    let refused = ledger.manual(&person_request(&long, ManualCommand::Approve { proposal: None })).await.unwrap_err();
     assert!(matches!(refused, LedgerError::Refused(Refusal::DerivedKeyRefused { .. })), "{refused}");
     let message = refused.to_string();
     assert!(message.contains("259 bytes long; at most 255"), "{message}");
@@ -133,7 +133,7 @@ async fn an_update_key_that_cannot_be_made_or_is_taken_is_refused_and_nothing_ch
     completed(ledger, k, r#"{"qty":1}"#, "R-9").await;
     ledger.submit(&raw("acme:order:9:create-task#update-2", "{}")).await.unwrap();
     ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
-    let taken = ledger.manual(&person_request(k, ManualCommand::Approve)).await.unwrap_err();
+    let taken = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap_err();
     assert!(matches!(taken, LedgerError::Refused(Refusal::UpdateKeyTaken { .. })), "{taken}");
     let action = ledger.store().find(&key(k)).await.unwrap().unwrap();
     assert_eq!((action.payload_revision, action.proposal.is_some()), (1, true), "rolled back whole");
@@ -146,7 +146,7 @@ async fn a_new_body_after_a_send_carries_a_derived_idempotency_key<S: Store>(db:
     let fresh = "acme:order:10:create-task";
     ledger.submit(&raw(fresh, r#"{"qty":1}"#)).await.unwrap();
     ledger.submit(&raw(fresh, r#"{"qty":2}"#)).await.unwrap();
-    ledger.manual(&person_request(fresh, ManualCommand::Approve)).await.unwrap();
+    ledger.manual(&person_request(fresh, ManualCommand::Approve { proposal: None })).await.unwrap();
     let approved = ledger.store().find(&key(fresh)).await.unwrap().unwrap();
     assert_eq!((approved.sending_key(), approved.payload_revision), (fresh, 2));
     ledger.manual(&person_request(fresh, ManualCommand::Cancel)).await.unwrap();
@@ -160,7 +160,7 @@ async fn a_new_body_after_a_send_carries_a_derived_idempotency_key<S: Store>(db:
         Report { outcome: Outcome::RetryLater { after: Duration::ZERO }, error: None, evidence: Evidence::default() };
     ledger.record_result(&claim, attempt, &later).await.unwrap();
     ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
-    let approved = ledger.manual(&person_request(k, ManualCommand::Approve)).await.unwrap();
+    let approved = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
     assert_eq!(approved.action.state, State::Pending);
     assert_eq!(approved.action.key.as_str(), k, "the action key never changes");
     assert_eq!(approved.action.sending_key(), "acme:order:11:create-task#rev-2");

@@ -642,7 +642,10 @@ async fn a_reviewed_update_changes_the_one_record_once<S: Store>(db: TestDb<S>) 
     drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
     assert_eq!((crm.stats().records, crm.stats().updates), (1, 0));
 
-    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let approved = db
+        .ledger
+        .manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve { proposal: None }))
+        .await;
     let update = approved.unwrap().update.expect("an update action");
     let redelivered = db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
     assert_eq!(redelivered.outcome, actionledger::domain::SubmitOutcome::Duplicate);
@@ -671,7 +674,10 @@ async fn an_update_the_destination_cannot_perform_is_held_for_a_person<S: Store>
     db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
     drain(&db.ledger, options("w1", no_update())).await;
     db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
-    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let approved = db
+        .ledger
+        .manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve { proposal: None }))
+        .await;
     let update = approved.unwrap().update.unwrap();
     let summary = drain(&db.ledger, options("w2", no_update())).await;
     assert_eq!((summary.claimed, summary.held), (1, 1));
@@ -714,7 +720,10 @@ async fn a_new_body_approved_after_a_send_goes_out_under_a_derived_key<S: Store>
     .unwrap();
     assert_eq!(looked.report.verdict, actionledger::domain::LookupVerdict::NotFound);
     assert_eq!(state(&db.ledger, key).await.state, State::Conflict);
-    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let approved = db
+        .ledger
+        .manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve { proposal: None }))
+        .await;
     assert_eq!(approved.unwrap().action.sending_key(), "acme:order:13:create-task#rev-2");
 
     let lookups_before = crm.stats().lookups;
@@ -748,7 +757,10 @@ async fn a_lost_update_response_is_settled_by_lookup_without_a_second_update<S: 
     db.ledger.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
     drain(&db.ledger, options("w1", destinations(&crm, ""))).await;
     db.ledger.submit(&order(key, r#"{"qty":2}"#)).await.unwrap();
-    let approved = db.ledger.manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve)).await;
+    let approved = db
+        .ledger
+        .manual(&support::person_request(key, actionledger::domain::ManualCommand::Approve { proposal: None }))
+        .await;
     let update = approved.unwrap().update.unwrap();
     // A worker sends the update; the CRM applies it, and the answer is lost on the way back.
     let dests = destinations(&crm, "");

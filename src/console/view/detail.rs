@@ -66,12 +66,19 @@ fn values<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
         out.extend(block(&a.payload.pretty()));
     }
     out.push(Line::raw(""));
-    match &a.proposal {
-        Some(proposal) => {
-            out.push(section(&format!("proposed payload ({})", proposal.payload.fingerprint().short()), theme));
-            out.extend(block(&proposal.payload.pretty()));
-        }
-        None => out.push(section("proposed payload: none", theme)),
+    // Every proposal waiting, oldest first.
+    let waiting: Vec<_> = detail.waiting_proposals().collect();
+    if waiting.is_empty() {
+        out.push(section("proposed payload: none", theme));
+    }
+    for (n, proposal) in waiting.iter().enumerate() {
+        let title = if waiting.len() > 1 {
+            format!("proposed payload {} of {} ({})", n + 1, waiting.len(), proposal.payload.fingerprint().short())
+        } else {
+            format!("proposed payload ({})", proposal.payload.fingerprint().short())
+        };
+        out.push(section(&title, theme));
+        out.extend(block(&proposal.payload.pretty()));
     }
     out.push(Line::raw(""));
     match detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some()) {
@@ -178,7 +185,7 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
     out.extend(late_results(detail, theme));
 
     out.extend(deliveries(detail, theme));
-    out.extend(payloads(detail, theme));
+    out.extend(payloads(detail, model.proposal_shown, theme));
     out.extend(latest_attempt(detail, theme));
     out.extend(evidence(model, detail, theme, width));
     out.extend(audit(detail, theme));
@@ -237,7 +244,8 @@ fn deliveries<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     out
 }
 
-fn payloads<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
+/// The approved payload, or what the proposal shown (`shown`, among those waiting) changes.
+fn payloads<'a>(detail: &ActionDetail, shown: usize, theme: Theme) -> Vec<Line<'a>> {
     let a = &detail.action;
     let mut out = vec![Line::raw("")];
     if let Some(purge) = &detail.purge {
@@ -252,15 +260,29 @@ fn payloads<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
         )));
         return out;
     }
-    match &a.proposal {
+    let waiting: Vec<_> = detail.waiting_proposals().collect();
+    let shown = waiting.len().checked_sub(1).map(|last| shown.min(last));
+    match shown.map(|i| (i, waiting[i].proposal())).or_else(|| a.proposal.clone().map(|p| (0, p))) {
         None => {
             out.push(section(&format!("expected payload ({})", a.payload.fingerprint().short()), theme));
             out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
-        Some(proposal) => {
+        Some((index, proposal)) => {
             // Per changed field, both values in full (the paragraph wraps them): two columns
             // would cut exactly the long values a reviewer has to compare.
-            out.push(section("payload: what the proposal changes (approve with a, reject with d)", theme));
+            if waiting.len() > 1 {
+                out.push(section(
+                    &format!(
+                        "payload: what proposal {} of {} changes (p: next; approve with a, the others are rejected; \
+                         reject this one with d)",
+                        index + 1,
+                        waiting.len()
+                    ),
+                    theme,
+                ));
+            } else {
+                out.push(section("payload: what the proposal changes (approve with a, reject with d)", theme));
+            }
             if a.state == crate::domain::State::Completed {
                 out.push(Line::raw(format!(
                     "  completed: approving records the update action {}#update-{}",

@@ -1,7 +1,10 @@
 //! Payload canonicalization over arbitrary bytes: `Payload::parse` never panics, refuses with the
 //! right reason, and for every payload it accepts the canonical form is a fixed point, re-parses to
-//! the value submitted, ignores layout, key order and string escaping, and the fingerprint is the
-//! SHA-256 of the canonical text. A payload that repeats a key in an object is never accepted.
+//! the value submitted (numbers compared as the doubles RFC 8785 reads them as), ignores layout,
+//! key order and string escaping, and the fingerprint is the SHA-256 of the canonical text. A
+//! payload that repeats a key in an object is never accepted. Before the first input, the
+//! published RFC 8785 test vectors (Appendix B's numbers, section 3.2.4's sorting example,
+//! Appendix A's example) must canonicalize as published.
 
 #![no_main]
 
@@ -11,8 +14,12 @@ use libfuzzer_sys::fuzz_target;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::fmt::{self, Write as _};
+use std::sync::Once;
+
+static VECTORS: Once = Once::new();
 
 fuzz_target!(|data: &[u8]| {
+    VECTORS.call_once(check_published_vectors);
     match Payload::parse(data) {
         Ok(payload) => check_accepted(data, &payload),
         Err(error) => check_refused(data, &error),
@@ -44,7 +51,7 @@ fn check_accepted(data: &[u8], payload: &Payload) {
     // the last of two, so the input would hold more keys than its value).
     let submitted: Value = serde_json::from_slice(data).expect("an accepted payload is JSON");
     let value = payload.value();
-    assert_eq!(submitted, value, "the canonical text reads back as the value submitted");
+    assert!(same_value(&submitted, &value), "the canonical text reads back as the value submitted: {value}");
     assert_eq!(keys_written(data), keys_kept(&value), "an input that repeats a key was accepted");
 
     assert!(!holds_nul(&value), "an accepted payload holds no NUL");
@@ -61,6 +68,68 @@ fn check_accepted(data: &[u8], payload: &Payload) {
         let other = Payload::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{how} form refused: {e}: {text:?}"));
         assert_eq!(other.canonical(), canonical, "{how} form canonicalizes differently: {text:?}");
         assert_eq!(other.fingerprint(), fingerprint);
+    }
+}
+
+/// RFC 8785's published vectors. Appendix B: IEEE 754 doubles (bit patterns) and their canonical
+/// text, each given as serde_json writes the double.
+fn check_published_vectors() {
+    let samples: &[(u64, &str)] = &[
+        (0x0000_0000_0000_0000, "0"),
+        (0x8000_0000_0000_0000, "0"),
+        (0x0000_0000_0000_0001, "5e-324"),
+        (0x8000_0000_0000_0001, "-5e-324"),
+        (0x7fef_ffff_ffff_ffff, "1.7976931348623157e+308"),
+        (0xffef_ffff_ffff_ffff, "-1.7976931348623157e+308"),
+        (0x4340_0000_0000_0000, "9007199254740992"),
+        (0xc340_0000_0000_0000, "-9007199254740992"),
+        (0x4430_0000_0000_0000, "295147905179352830000"),
+        (0x44b5_2d02_c7e1_4af5, "9.999999999999997e+22"),
+        (0x44b5_2d02_c7e1_4af6, "1e+23"),
+        (0x44b5_2d02_c7e1_4af7, "1.0000000000000001e+23"),
+        (0x444b_1ae4_d6e2_ef4e, "999999999999999700000"),
+        (0x444b_1ae4_d6e2_ef4f, "999999999999999900000"),
+        (0x444b_1ae4_d6e2_ef50, "1e+21"),
+        (0x3eb0_c6f7_a0b5_ed8c, "9.999999999999997e-7"),
+        (0x3eb0_c6f7_a0b5_ed8d, "0.000001"),
+        (0x41b3_de43_5555_5553, "333333333.3333332"),
+        (0x41b3_de43_5555_5554, "333333333.33333325"),
+        (0x41b3_de43_5555_5555, "333333333.3333333"),
+        (0x41b3_de43_5555_5556, "333333333.3333334"),
+        (0x41b3_de43_5555_5557, "333333333.33333343"),
+        (0xbecb_f647_612f_3696, "-0.0000033333333333333333"),
+        (0x4314_3ff3_c1cb_0959, "1424953923781206.2"),
+    ];
+    for &(bits, expected) in samples {
+        let written = format!("[{}]", serde_json::Number::from_f64(f64::from_bits(bits)).expect("finite"));
+        let payload = Payload::parse(written.as_bytes()).unwrap_or_else(|e| panic!("{written}: {e}"));
+        assert_eq!(payload.canonical(), format!("[{expected}]"), "{bits:#018x}");
+    }
+    let sorting = r#"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}"#;
+    assert_eq!(
+        Payload::parse(sorting.as_bytes()).unwrap().canonical(),
+        "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u{80}\":\"Control\",\"\u{f6}\":\"Latin Small Letter O With \
+         Diaeresis\",\"\u{20ac}\":\"Euro Sign\",\"\u{1f600}\":\"Emoji: Grinning Face\",\"\u{fb33}\":\"Hebrew Letter Dalet \
+         With Dagesh\"}"
+    );
+    // Appendix A, its first number given as the double it reads as (written with more digits, the
+    // payload reader refuses it: it would not come back as written).
+    let example = r#"{"numbers":[333333333.3333333,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}"#;
+    assert_eq!(
+        Payload::parse(example.as_bytes()).unwrap().canonical(),
+        r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+    );
+}
+
+/// Equal JSON values, numbers compared as the doubles RFC 8785 reads them as (`1.0` is `1`).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
     }
 }
 

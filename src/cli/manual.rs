@@ -31,8 +31,9 @@ pub struct ManualArgs {
     /// `resolve --as not-written` and `approve` need it for such an action.
     #[arg(long)]
     old_worker_stopped: bool,
+    /// Print the outcome as one JSON object (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

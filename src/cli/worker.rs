@@ -29,9 +29,9 @@ pub struct WorkerArgs {
     /// This worker's name in claims and the audit trail (default: host name and process id).
     #[arg(long)]
     worker_id: Option<String>,
-    /// Print the summary as JSON.
+    /// Print the summary as JSON (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -50,8 +50,9 @@ pub struct ReconcileArgs {
     /// The person answerable for --apply.
     #[arg(long)]
     owner: Option<String>,
+    /// Print the reports as one JSON document (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -16,6 +16,7 @@ mod frontends;
 mod hostile;
 mod late;
 mod model;
+mod packaging;
 mod pause;
 mod plans;
 mod properties;

@@ -19,6 +19,69 @@ pub struct Config {
     pub worker: WorkerSettings,
     #[serde(default)]
     pub destinations: BTreeMap<String, DestinationConfig>,
+    /// Webhook intakes for `actionledger serve`: `POST /v1/hooks/NAME` maps a sender's body.
+    #[serde(default)]
+    pub intake: BTreeMap<String, IntakeConfig>,
+}
+
+/// How a webhook body becomes a submission (`[intake.NAME]`). Templates take
+/// `{{body.FIELD.PATH}}` (a field of the JSON body) and `{{header.NAME}}` (a request header).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntakeConfig {
+    /// The action key, e.g. `shop:order:{{body.id}}:create-task`.
+    pub key: String,
+    /// The event id, e.g. `{{header.X-Shop-Event-Id}}` or `{{body.event.id}}`.
+    #[serde(default)]
+    pub event_id: Option<String>,
+    /// The source version: a template that must give a whole number, e.g. `{{body.version}}`.
+    #[serde(default)]
+    pub source_version: Option<String>,
+    /// The source recorded with each delivery; the intake's name by default.
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub destination: Option<String>,
+    /// The body fields that form the payload, as paths (`customer.email`); the whole body without it.
+    #[serde(default)]
+    pub payload: Option<Vec<String>>,
+    /// A signature the sender must put on every body; without it a bearer token is required.
+    #[serde(default)]
+    pub signature: Option<SignatureConfig>,
+}
+
+/// An HMAC-SHA256 signature over the raw body (or over `TIMESTAMP.BODY` with a timestamp header).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureConfig {
+    /// The environment variable that holds the shared secret; never the secret itself.
+    pub secret_env: String,
+    /// The header carrying the signature, e.g. `X-Shop-Hmac-Sha256`.
+    pub header: String,
+    #[serde(default)]
+    pub encoding: SignatureEncoding,
+    /// Text before the signature in the header, e.g. `sha256=`.
+    #[serde(default)]
+    pub prefix: String,
+    /// The header carrying the time the sender signed (Unix seconds); the sender then signs
+    /// `TIMESTAMP.BODY`, and a signature older or newer than `tolerance` is refused.
+    #[serde(default)]
+    pub timestamp_header: Option<String>,
+    #[serde(default = "default_tolerance", with = "duration_text")]
+    pub tolerance: Duration,
+}
+
+/// How a signature is written in its header.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureEncoding {
+    #[default]
+    Hex,
+    Base64,
+}
+
+fn default_tolerance() -> Duration {
+    Duration::from_mins(5)
 }
 
 /// The largest batch a worker takes: its results share one commit, and a slow request holds
@@ -89,6 +152,41 @@ pub struct DestinationConfig {
     pub backoff_base: Duration,
     #[serde(default = "default_backoff_max", with = "duration_text")]
     pub backoff_max: Duration,
+    /// How much of a response is read; the rest is read and discarded, never held in memory.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Requests per second (and burst) this worker sends to the destination, all its tasks
+    /// together; lookups count too.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+    /// Headers whose values are credentials, besides `Authorization` and every header read
+    /// from the environment: their values are masked in anything kept, logged or printed.
+    #[serde(default)]
+    pub secret_headers: Vec<String>,
+}
+
+/// How the body of a request is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BodyFormat {
+    /// `application/json`: the body template (or the payload) as JSON.
+    #[default]
+    Json,
+    /// `application/x-www-form-urlencoded`, nested fields as `a[b]=1` and `items[0][sku]=x`.
+    Form,
+    /// A text template sent as it is, with the request's `content_type`.
+    Raw,
+}
+
+/// A worker's pace towards one destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Most requests in any one second.
+    pub per_second: u32,
+    /// Most requests sent back to back after a quiet spell; `per_second` by default.
+    #[serde(default)]
+    pub burst: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -102,9 +200,24 @@ pub struct CreateRequest {
     /// approved payload is sent as it is.
     #[serde(default)]
     pub body: Option<toml::Value>,
+    /// How the body is written: `json` (default), `form` or `raw`.
+    #[serde(default)]
+    pub format: BodyFormat,
+    /// The `Content-Type` of a `raw` body (required there).
+    #[serde(default)]
+    pub content_type: Option<String>,
     /// JSON pointer to the created record's id in the response, e.g. `/id`.
     #[serde(default = "default_id_pointer")]
     pub id_pointer: String,
+    /// A response header that names the created record, e.g. `Location`: its last path segment
+    /// is the id, or what remains once `id_prefix` and `id_suffix` are stripped. Tried before
+    /// the JSON pointer.
+    #[serde(default)]
+    pub id_header: Option<String>,
+    #[serde(default)]
+    pub id_prefix: Option<String>,
+    #[serde(default)]
+    pub id_suffix: Option<String>,
 }
 
 /// The request that changes an existing record: the templates may use `{{destination_id}}`, the
@@ -119,6 +232,11 @@ pub struct UpdateRequest {
     /// Body template, as for create; without it the approved payload is sent as it is.
     #[serde(default)]
     pub body: Option<toml::Value>,
+    /// How the body is written, as for create.
+    #[serde(default)]
+    pub format: BodyFormat,
+    #[serde(default)]
+    pub content_type: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -203,6 +321,9 @@ fn default_backoff_base() -> Duration {
 fn default_backoff_max() -> Duration {
     Duration::from_mins(1)
 }
+fn default_max_response_bytes() -> usize {
+    64 * 1024
+}
 fn default_settle() -> Duration {
     Duration::from_secs(2)
 }
@@ -233,6 +354,9 @@ pub enum ConfigError {
     /// One destination's settings are inconsistent.
     #[error("destination {name}: {problem}")]
     Destination { name: String, problem: DestinationSettingError },
+    /// One webhook intake's settings cannot be used.
+    #[error("intake {name}: {problem}")]
+    Intake { name: String, problem: String },
 }
 
 /// What is wrong with one destination's settings.
@@ -252,6 +376,16 @@ pub enum DestinationSettingError {
     HeaderName(String),
     #[error("header {header} needs the environment variable {env}, which is not set")]
     MissingEnv { header: String, env: String },
+    #[error("{request}.format = \"raw\" needs a content_type and a body that is one text template")]
+    RawBody { request: &'static str },
+    #[error("{request}.format = \"form\" needs a body that is a table (or none: the payload object)")]
+    FormBody { request: &'static str },
+    #[error("{request}.content_type {value:?} is not a valid header value")]
+    ContentType { request: &'static str, value: String },
+    #[error("rate_limit.per_second and rate_limit.burst must be at least 1")]
+    RateLimit,
+    #[error("max_response_bytes must be at least 1024")]
+    MaxResponseBytes,
 }
 
 impl Config {
@@ -287,12 +421,42 @@ impl Config {
             validate_destination_name(name)?;
             destination.check().map_err(|problem| ConfigError::Destination { name: name.clone(), problem })?;
         }
+        for (name, intake) in &self.intake {
+            validate_destination_name(name)?;
+            intake.check().map_err(|problem| ConfigError::Intake { name: name.clone(), problem })?;
+        }
         Ok(())
     }
 
     /// The configured destination names.
     pub fn destination_names(&self) -> Vec<String> {
         self.destinations.keys().cloned().collect()
+    }
+}
+
+impl IntakeConfig {
+    /// Checks what can be checked before a body arrives: the templates' placeholders, the
+    /// header names, the destination's name. The secret is read when `serve` starts.
+    fn check(&self) -> Result<(), String> {
+        let templates = std::iter::once(("key", &self.key))
+            .chain(self.event_id.as_ref().map(|t| ("event_id", t)))
+            .chain(self.source_version.as_ref().map(|t| ("source_version", t)));
+        for (field, template) in templates {
+            crate::destination::template::intake_placeholders(template).map_err(|e| format!("{field}: {e}"))?;
+        }
+        if let Some(destination) = &self.destination {
+            validate_destination_name(destination).map_err(|e| e.to_string())?;
+        }
+        if let Some(signature) = &self.signature {
+            for header in std::iter::once(&signature.header).chain(&signature.timestamp_header) {
+                reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                    .map_err(|_| format!("{header:?} is not a valid header name"))?;
+            }
+            if signature.secret_env.trim().is_empty() {
+                return Err("signature.secret_env names no environment variable".to_owned());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -314,6 +478,22 @@ impl DestinationConfig {
         if self.max_attempts < 1 {
             return Err(DestinationSettingError::MaxAttempts);
         }
+        check_body("create", self.create.format, self.create.content_type.as_deref(), self.create.body.as_ref())?;
+        if let Some(update) = &self.update {
+            check_body("update", update.format, update.content_type.as_deref(), update.body.as_ref())?;
+        }
+        if let Some(limit) = &self.rate_limit
+            && (limit.per_second == 0 || limit.burst == Some(0))
+        {
+            return Err(DestinationSettingError::RateLimit);
+        }
+        if self.max_response_bytes < 1024 {
+            return Err(DestinationSettingError::MaxResponseBytes);
+        }
+        for name in self.create.id_header.iter().chain(&self.secret_headers) {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
+        }
         if let Some(idempotency) = &self.idempotency
             && idempotency.retention.is_zero()
         {
@@ -329,6 +509,29 @@ impl DestinationConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// A body format's needs: a raw body is one text with a content type, a form body a table.
+fn check_body(
+    request: &'static str,
+    format: BodyFormat,
+    content_type: Option<&str>,
+    body: Option<&toml::Value>,
+) -> Result<(), DestinationSettingError> {
+    if let Some(value) = content_type
+        && reqwest::header::HeaderValue::from_str(value).is_err()
+    {
+        return Err(DestinationSettingError::ContentType { request, value: value.to_owned() });
+    }
+    match format {
+        BodyFormat::Raw if content_type.is_none() || !matches!(body, Some(toml::Value::String(_))) => {
+            Err(DestinationSettingError::RawBody { request })
+        }
+        BodyFormat::Form if !matches!(body, None | Some(toml::Value::Table(_))) => {
+            Err(DestinationSettingError::FormBody { request })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -438,6 +641,41 @@ mod tests {
         ];
         for (text, expected) in bad {
             let error = Config::parse(&text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
+    #[test]
+    fn request_formats_ids_from_headers_and_paces() {
+        let config = Config::parse(
+            r#"
+            [destinations.payments]
+            rate_limit = { per_second = 10, burst = 5 }
+            secret_headers = ["X-Api-Key"]
+            create = { url = "http://p/v1/charges", format = "form", id_header = "Location", body = { amount = "{{payload.amount}}", customer = { name = "{{payload.name}}" } } }
+
+            [destinations.notes]
+            create = { url = "http://n/notes", format = "raw", content_type = "text/csv", body = "{{key}},{{payload.total}}" }
+            "#,
+        )
+        .unwrap();
+        let payments = &config.destinations["payments"];
+        assert_eq!(payments.create.format, BodyFormat::Form);
+        assert_eq!(payments.create.id_header.as_deref(), Some("Location"));
+        assert_eq!(payments.rate_limit, Some(RateLimit { per_second: 10, burst: Some(5) }));
+        assert_eq!(payments.max_response_bytes, 64 * 1024);
+        assert_eq!(config.destinations["notes"].create.format, BodyFormat::Raw);
+        let refused = [
+            (r#"create = { url = "x", format = "raw", body = "t" }"#, "needs a content_type"),
+            (r#"create = { url = "x", format = "raw", content_type = "text/plain", body = { a = 1 } }"#, "one text"),
+            (r#"create = { url = "x", format = "form", body = "{{payload}}" }"#, "a table"),
+            (r#"create = { url = "x", format = "xml" }"#, "unknown variant"),
+            ("create = { url = \"x\" }\nrate_limit = { per_second = 0 }", "at least 1"),
+            ("create = { url = \"x\" }\nmax_response_bytes = 10", "at least 1024"),
+            ("create = { url = \"x\" }\nsecret_headers = [\"bad header\"]", "not a valid header name"),
+        ];
+        for (block, expected) in refused {
+            let error = Config::parse(&format!("[destinations.d]\n{block}")).unwrap_err().to_string();
             assert!(error.contains(expected), "{expected}: {error}");
         }
     }

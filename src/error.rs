@@ -50,6 +50,9 @@ pub enum Error {
     /// A `review --script` file that cannot run: a usage error, found before any key is pressed.
     #[error(transparent)]
     Script(#[from] crate::console::keys::ScriptError),
+    /// `serve` cannot start: its tokens or an intake's secret cannot be used: a usage error.
+    #[error(transparent)]
+    Serve(#[from] crate::serve::ServeError),
     /// A usage error: an option, a combination of options or an argument the command cannot
     /// take.
     #[error("{0}")]
@@ -82,6 +85,7 @@ impl Error {
             | Self::Retention(_)
             | Self::Invalid(_)
             | Self::Script(_)
+            | Self::Serve(_)
             | Self::Destination(
                 DestinationError::NotConfigured { .. }
                 | DestinationError::MissingEnv { .. }

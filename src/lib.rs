@@ -41,11 +41,13 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod destination;
+pub mod document;
 pub mod domain;
 pub mod error;
 mod faults;
 pub mod ledger;
 pub mod reconcile;
+pub mod serve;
 pub mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;

@@ -60,7 +60,7 @@ pub struct Summary {
     pub settled_by_lookup: u64,
     /// Results refused because the claim had passed to a newer owner.
     pub stale_results: u64,
-    /// Claims given back unsent at shutdown.
+    /// Claims given back unsent at shutdown, or while their destination is paused.
     pub released: u64,
     pub errors: u64,
 }
@@ -126,10 +126,6 @@ pub async fn run<S: Store>(
     // The ledger decides recovery from the capabilities this worker's configuration declares.
     let ledger = ledger.with_destinations(options.destinations.catalog());
     let shared = Arc::new(Shared { ledger, options, summary: Mutex::new(summary), stopping });
-    let scope = ClaimScope {
-        destinations: Some(shared.options.destinations.names().map(str::to_owned).collect()),
-        include_unassigned: shared.options.destinations.default_destination().is_some(),
-    };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut lookup_after: HashMap<String, tokio::time::Instant> = HashMap::new();
     tokio::pin!(shutdown);
@@ -138,7 +134,7 @@ pub async fn run<S: Store>(
         while tasks.try_join_next().is_some() {}
         // A lost connection or a restarting database is waited out: claims in flight expire and
         // are recovered by the rules, so nothing is repeated blindly.
-        let busy = match round(&shared, &scope, &mut tasks, &mut lookup_after).await {
+        let busy = match round(&shared, &mut tasks, &mut lookup_after).await {
             Ok(busy) => {
                 failing_since = None;
                 busy
@@ -180,7 +176,6 @@ pub async fn run<S: Store>(
 /// is room for. Returns whether there was work.
 async fn round<S: Store>(
     shared: &Arc<Shared<S>>,
-    scope: &ClaimScope,
     tasks: &mut JoinSet<()>,
     lookup_after: &mut HashMap<String, tokio::time::Instant>,
 ) -> Result<bool, Error> {
@@ -194,7 +189,8 @@ async fn round<S: Store>(
     if free > 0 && !shared.stopping() {
         let batch = shared.options.batch.max(1);
         let limit = i64::try_from(free * batch).unwrap_or(i64::MAX);
-        let mut claims = shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, scope).await?;
+        let mut claims =
+            shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, &claim_scope(shared)).await?;
         busy |= !claims.is_empty();
         for _ in &claims {
             shared.count(|s| s.claimed += 1);
@@ -210,6 +206,18 @@ async fn round<S: Store>(
     Ok(busy)
 }
 
+/// What this worker claims: actions for its destinations, except those paused by a
+/// `Retry-After` (their actions wait in the ledger, not in a task holding a claim).
+fn claim_scope<S: Store>(shared: &Shared<S>) -> ClaimScope {
+    let destinations = &shared.options.destinations;
+    ClaimScope {
+        destinations: Some(destinations.all().filter(|d| !d.paused()).map(|d| d.name.clone()).collect()),
+        include_unassigned: destinations
+            .default_destination()
+            .is_some_and(|name| destinations.get(name).is_none_or(|d| !d.paused())),
+    }
+}
+
 /// For a draining worker: is a retry waiting out its backoff, or an uncertain outcome about to
 /// become settleable, so that waiting finishes the work?
 async fn work_due_soon<S: Store>(
@@ -219,6 +227,10 @@ async fn work_due_soon<S: Store>(
     // A retry of ours waiting out its backoff is work still to do, however long the wait. One
     // that came due a while ago and is still not claimable waits on something else (a
     // predecessor), which draining cannot finish.
+    // A destination's pause ends, and its actions are claimable again.
+    if shared.options.destinations.all().any(Destination::paused) {
+        return Ok(true);
+    }
     let store = shared.ledger.store();
     let due_soon_after = store.now().await? - chrono::Duration::seconds(1);
     let ours = |destination: &Option<String>| match destination {
@@ -295,6 +307,10 @@ async fn settle_unknowns<S: Store>(
     for action in unknown {
         let Some(destination) = shared.destination_of(&action) else { continue };
         let Some(lookup) = &destination.config.lookup else { continue };
+        // A paused destination is looked up once its pause is over.
+        if destination.paused() {
+            continue;
+        }
         let settle = chrono::Duration::from_std(lookup.settle).unwrap_or_default();
         let retry_pending = lookup_after.get(action.key.as_str()).is_some_and(|t| *t > tokio::time::Instant::now());
         if action.updated_at + settle > now || retry_pending {
@@ -447,6 +463,13 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
     };
     if shared.stopping() {
         ledger.release(&claim, "worker shutting down before sending").await?;
+        shared.count(|s| s.released += 1);
+        return Ok(None);
+    }
+    // Claimed just before its destination asked for a pause: it waits in the ledger, where
+    // this worker does not claim it again until the pause is over, rather than in a task.
+    if destination.paused() {
+        ledger.release(&claim, "the destination asked for a pause (Retry-After); not sent yet").await?;
         shared.count(|s| s.released += 1);
         return Ok(None);
     }

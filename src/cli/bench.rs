@@ -1,4 +1,5 @@
-//! `bench`: ledger throughput against the raw-SQL limit, and a worker's memory over a long run.
+//! `bench`: ledger throughput against the raw-SQL limit (and the HTTP intake against the library's own
+//! submit), and a worker's memory over a long run.
 
 use super::{is_postgres, redact_url};
 use crate::error::{Error, exit};

@@ -8,6 +8,7 @@ mod migrate;
 mod purge;
 mod render;
 mod review;
+mod serve;
 mod shell;
 mod sim_crm;
 mod submit;
@@ -20,6 +21,7 @@ pub use manual::{ManualArgs, Resolution};
 pub use migrate::MigrateArgs;
 pub use purge::PurgeArgs;
 pub use review::ReviewArgs;
+pub use serve::ServeArgs;
 pub use sim_crm::SimCrmArgs;
 pub use submit::{ListArgs, SubmitArgs};
 pub use worker::{ReconcileArgs, WorkerArgs};
@@ -170,6 +172,9 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Compare the ledger with a destination: missing, duplicated and mismatched records.
     Reconcile(ReconcileArgs),
+    /// The HTTP intake API: submissions, webhooks, actions and a person's commands over HTTP,
+    /// behind bearer tokens (`serve hash-token` makes a token's line).
+    Serve(ServeArgs),
     /// Run a simulated CRM over HTTP, for demos and tests.
     SimCrm(SimCrmArgs),
     /// A self-contained demonstration: ledger, simulated CRM with faults, workers, console.
@@ -190,9 +195,9 @@ pub enum Command {
 impl Command {
     /// Whether the command needs a ledger that already exists: it only reads, or acts only on
     /// actions already recorded (a person's commands, the console, `reconcile --apply`). Only
-    /// `migrate`, `submit` and `worker` may create the embedded ledger.
+    /// `migrate`, `submit`, `worker` and `serve` may create the embedded ledger.
     fn needs_existing_ledger(&self) -> bool {
-        !matches!(self, Self::Migrate(_) | Self::Submit(_) | Self::Worker(_))
+        !matches!(self, Self::Migrate(_) | Self::Submit(_) | Self::Worker(_) | Self::Serve(_))
     }
 
     /// Whether the command was asked for JSON (`--json`): its errors are then JSON too.
@@ -215,7 +220,12 @@ impl Command {
             Self::Reconcile(args) => args.json,
             Self::Demo(args) => args.json,
             Self::Bench(args) => args.json,
-            Self::Migrate(_) | Self::Review(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => false,
+            Self::Migrate(_)
+            | Self::Review(_)
+            | Self::Serve(_)
+            | Self::SimCrm(_)
+            | Self::Completions { .. }
+            | Self::Manpage => false,
         }
     }
 }
@@ -249,6 +259,10 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::Bench(args) => return bench::bench(cli.db, args).await,
         Command::Completions { shell: name } => return shell::completions(name),
         Command::Manpage => return shell::manpage(),
+        Command::Serve(args) => match serve::before_opening(&args)? {
+            Some(code) => return Ok(code),
+            None => Command::Serve(args),
+        },
         other => other,
     };
     let url = resolve_db_url(cli.db);
@@ -315,6 +329,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Review(args) => review::review(&ledger, args, url).await,
         Command::Worker(args) => worker::worker(ledger.clone(), args).await,
         Command::Reconcile(args) => worker::reconcile(&ledger, args).await,
+        Command::Serve(args) => serve::serve(&ledger, args).await,
         Command::SimCrm(_) | Command::Demo(_) | Command::Bench(_) | Command::Completions { .. } | Command::Manpage => {
             unreachable!("handled before the ledger is opened")
         }

@@ -1,140 +1,34 @@
 //! What the CLI prints: one JSON document with `--json`, readable text otherwise. Untrusted text
 //! (payloads, errors, destination bodies) is escaped before it reaches the terminal.
 
+use crate::document::{self, time};
 use crate::domain::retention::states_text;
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, PurgeRecord, RefusedSubmission, Timestamp,
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, PurgeRecord, RefusedSubmission,
 };
 use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
 
-fn time(t: Timestamp) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn opt_time(t: Option<Timestamp>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(time(t)))
-}
-
 fn print_json(value: &Value) {
     println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
 }
 
-/// The JSON form of an action, shared by every command that returns one.
-pub fn action_json(a: &ActionRecord) -> Value {
-    json!({
-        "id": a.id,
-        "key": a.key.as_str(),
-        "state": a.state,
-        "version": a.revision,
-        "ownership_version": a.ownership_version,
-        "payload": a.payload.value(),
-        "fingerprint": a.payload.fingerprint().as_str(),
-        "proposed_payload": a.proposal.as_ref().map(|p| p.payload.value()),
-        "proposed_fingerprint": a.proposal.as_ref().map(|p| p.payload.fingerprint().as_str()),
-        "proposed_source_version": a.proposal.as_ref().and_then(|p| p.source_version),
-        "payload_revision": a.payload_revision,
-        "idempotency_key": a.sending_key(),
-        "updates": a.updates.as_ref().map(crate::domain::ActionKey::as_str),
-        "updates_destination_id": a.updates_destination_id,
-        "source": a.source,
-        "source_version": a.source_version,
-        "destination": a.destination,
-        "after": a.after.as_ref().map(crate::domain::ActionKey::as_str),
-        "claimed_by": a.claimed_by,
-        "lease_expires_at": opt_time(a.lease_expires_at),
-        "not_before": opt_time(a.not_before),
-        "attempts": a.attempts,
-        "assignee": a.assignee,
-        "destination_id": a.destination_id,
-        "first_sent_at": opt_time(a.first_sent_at),
-        "window_started_at": opt_time(a.window_started_at),
-        "late_results": a.late_results,
-        "old_worker_may_act": a.old_worker_may_act,
-        "last_error": a.last_error,
-        "created_at": time(a.created_at),
-        "updated_at": time(a.updated_at),
-    })
-}
-
-fn delivery_json(d: &Delivery) -> Value {
-    json!({
-        "event_id": d.event_id, "source": d.source, "source_version": d.source_version,
-        "fingerprint": d.fingerprint, "outcome": d.outcome, "received_at": time(d.received_at),
-    })
-}
-
-fn attempt_json(a: &Attempt) -> Value {
-    json!({
-        "number": a.number, "worker": a.worker, "ownership_version": a.ownership_version,
-        "started_at": time(a.started_at), "ended_at": opt_time(a.ended_at), "outcome": a.outcome,
-        "error": a.error, "stale": a.stale, "idempotency_key": a.idempotency_key,
-        "acknowledged_by": a.acknowledged.as_ref().map(|k| k.by.as_str()),
-        "acknowledged_at": opt_time(a.acknowledged.as_ref().map(|k| k.at)),
-        "evidence": {
-            "status": a.evidence.status, "destination_id": a.evidence.destination_id, "body": a.evidence.body,
-        },
-    })
-}
-
-fn lookup_json(l: &LookupRecord) -> Value {
-    json!({
-        "at": time(l.at), "actor": l.actor, "verdict": l.verdict, "records": l.records,
-        "destination_id": l.destination_id, "detail": l.detail,
-        "evidence": { "status": l.evidence.status, "body": l.evidence.body },
-    })
-}
-
-fn audit_json(e: &AuditEntry) -> Value {
-    json!({
-        "at": time(e.at), "actor": e.actor, "actor_kind": e.actor_kind, "event": e.event,
-        "from": e.from_state, "to": e.to_state, "ownership_version": e.ownership_version,
-        "version": e.revision, "reason": e.reason,
-    })
-}
-
 pub fn submitted(report: &SubmitReport, as_json: bool) {
-    let a = &report.action;
     if as_json {
-        print_json(&json!({ "outcome": report.outcome, "action": action_json(a) }));
+        print_json(&document::submitted(report));
         return;
     }
     // The outcome word alone on stdout, so scripts can test it; the explanation goes to stderr.
     println!("{}", report.outcome.as_str());
-    let key = escape_untrusted(a.key.as_str());
-    let explanation = match report.outcome {
-        crate::domain::SubmitOutcome::Created => format!("recorded {key} as pending"),
-        crate::domain::SubmitOutcome::Duplicate => {
-            format!(
-                "{key} is already recorded with this payload ({}); delivery recorded, nothing else changed",
-                a.state
-            )
-        }
-        crate::domain::SubmitOutcome::Stale => {
-            format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
-        }
-        // Only a purged action refuses to keep a proposal (rule 7).
-        crate::domain::SubmitOutcome::Conflict if a.proposal.is_none() => format!(
-            "{key} was {} and has been purged, with a different payload; this one is not kept and nothing runs; \
-             submit a changed action under a new key",
-            a.state
-        ),
-        crate::domain::SubmitOutcome::Conflict => format!(
-            "{key} is recorded with a different payload; this one is kept as a proposal for a person to approve \
-             or reject (actionledger show {key}); the action is {}",
-            a.state
-        ),
-    };
-    eprintln!("{explanation}");
+    eprintln!("{}", document::explanation(report));
 }
 
 pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
-    let next = next_cursor(actions.len(), limit, actions.last().map(|a| a.id));
+    let next = document::next_cursor(actions.len(), limit, actions.last().map(|a| a.id));
     if as_json {
-        let items: Vec<Value> = actions.iter().map(action_json).collect();
-        print_json(&json!({ "actions": items, "next_before": next }));
+        print_json(&document::actions(actions, limit));
         return;
     }
     if actions.is_empty() {
@@ -170,18 +64,9 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
 }
 
 pub fn refused(refused: &[RefusedSubmission], limit: i64, as_json: bool) {
-    let next = next_cursor(refused.len(), limit, refused.last().map(|r| r.id));
+    let next = document::next_cursor(refused.len(), limit, refused.last().map(|r| r.id));
     if as_json {
-        let items: Vec<Value> = refused
-            .iter()
-            .map(|r| {
-                json!({
-                    "id": r.id, "received_at": time(r.received_at), "key": r.key_excerpt, "problem": r.problem,
-                    "message": r.message, "event_id": r.event_id, "source": r.source, "destination": r.destination,
-                })
-            })
-            .collect();
-        print_json(&json!({ "refused": items, "next_before": next }));
+        print_json(&document::refused(refused, limit));
         return;
     }
     if refused.is_empty() {
@@ -214,21 +99,9 @@ fn late_marker(a: &ActionRecord) -> String {
     }
 }
 
-fn next_cursor(shown: usize, limit: i64, last_id: Option<i64>) -> Option<i64> {
-    (i64::try_from(shown).unwrap_or(i64::MAX) >= limit).then_some(last_id).flatten()
-}
-
 pub fn detail(d: &ActionDetail, as_json: bool) {
     if as_json {
-        print_json(&json!({
-            "action": action_json(&d.action),
-            "purge": d.purge.as_ref().map(purge_json),
-            "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
-            "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
-            "late_results": d.late_results().map(attempt_json).collect::<Vec<_>>(),
-            "lookups": d.lookups.iter().map(lookup_json).collect::<Vec<_>>(),
-            "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
-        }));
+        print_json(&document::detail(d));
         return;
     }
     print_record(&d.action);
@@ -312,24 +185,11 @@ fn print_purge(a: &ActionRecord, p: &PurgeRecord) {
     );
 }
 
-fn purge_json(p: &PurgeRecord) -> Value {
-    json!({
-        "run": p.id,
-        "at": time(p.at),
-        "owner": p.owner,
-        "reason": p.reason,
-        "older_than": crate::config::duration_text::format(p.older_than),
-        "settled_before": time(p.settled_before),
-        "states": p.states,
-        "counts": p.counts,
-    })
-}
-
 /// What a purge run removed, or would remove.
 pub fn purged(report: &PurgeReport, as_json: bool) {
     let p = &report.record;
     if as_json {
-        let mut value = purge_json(p);
+        let mut value = document::purge(p);
         value["run"] = if report.dry_run { Value::Null } else { json!(p.id) };
         value["dry_run"] = json!(report.dry_run);
         print_json(&value);
@@ -493,14 +353,7 @@ fn indent(text: &str) -> String {
 pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
     let a = &outcome.action;
     if as_json {
-        print_json(&json!({
-            "command": request.command.verb(),
-            "by": request.person.as_str(),
-            "from": outcome.transition.map(|t| t.from),
-            "to": a.state,
-            "action": action_json(a),
-            "update": outcome.update.as_ref().map(action_json),
-        }));
+        print_json(&document::manual(request, outcome));
         return;
     }
     let key = escape_untrusted(a.key.as_str());

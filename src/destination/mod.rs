@@ -1,15 +1,20 @@
-//! Destinations: generic HTTP/JSON systems that perform actions, with declared capabilities
+//! Destinations: generic HTTP systems that perform actions, with declared capabilities
 //! (idempotency keys, lookup by external reference, fencing) that decide the recovery rules.
+//! Requests carry JSON, form or raw bodies; answers name their record in the body or a header,
+//! are read up to a cap, and have every credential the request carried masked before they are
+//! kept, logged or printed.
 
+pub mod gate;
 pub mod template;
 
-use crate::config::{DestinationConfig, HeaderValue};
+use crate::config::{BodyFormat, DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::truncate;
 use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict};
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use template::{Context, TemplateError};
 
@@ -49,6 +54,9 @@ pub enum DestinationError {
     LookupJson(#[source] serde_json::Error),
     #[error("lookup response has no list at {pointer}")]
     LookupNoList { pointer: String },
+    /// A form body is built from an object: the body template or the payload was something else.
+    #[error("destination {name}: a form body needs an object, not {found}")]
+    FormNotObject { name: String, found: &'static str },
 }
 
 /// The destinations a front end was configured with, and the one that actions submitted without
@@ -117,7 +125,20 @@ pub struct Destination {
     pub config: DestinationConfig,
     client: reqwest::Client,
     headers: HeaderMap,
+    /// The pace and pauses shared by every clone of this destination (all of a worker's tasks).
+    gate: Arc<gate::Gate>,
+    /// Credential values sent in headers: masked in every response body and error kept,
+    /// logged or printed, longest first.
+    secrets: Arc<Vec<String>>,
 }
+
+/// How long pooled connections may stay idle: below the common load-balancer idle limits (60 s),
+/// so a request never goes out on a connection the other side has already closed, where it
+/// would end as an unknown outcome.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What replaces a credential in any text kept or shown.
+pub const MASK: &str = "[redacted]";
 
 /// What one create request came to, classified for the recovery rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,19 +185,34 @@ impl Destination {
             .timeout(config.timeout)
             .connect_timeout(config.connect_timeout)
             .user_agent(concat!("actionledger/", env!("CARGO_PKG_VERSION")))
+            // A redirect is an answer to record, not a second request to send (the first may
+            // have been acted on).
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .map_err(|source| DestinationError::Client { name: name.to_owned(), source })?;
         let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
         for (header, value) in &config.headers {
+            let marked = header.eq_ignore_ascii_case("authorization")
+                || config.secret_headers.iter().any(|s| s.eq_ignore_ascii_case(header));
             let text = match value {
-                HeaderValue::Literal { value } => value.clone(),
+                HeaderValue::Literal { value } => {
+                    if marked {
+                        secrets.extend(secret_forms(value));
+                    }
+                    value.clone()
+                }
                 HeaderValue::Env { env, prefix } => {
                     let secret = std::env::var(env).map_err(|_| DestinationError::MissingEnv {
                         name: name.to_owned(),
                         header: header.clone(),
                         env: env.clone(),
                     })?;
-                    format!("{prefix}{secret}")
+                    secrets.extend(secret_forms(&secret));
+                    let text = format!("{prefix}{secret}");
+                    secrets.extend(secret_forms(&text));
+                    text
                 }
             };
             let mut value = reqwest::header::HeaderValue::from_str(&text)
@@ -186,7 +222,78 @@ impl Destination {
                 .map_err(|_| DestinationError::HeaderName { name: name.to_owned(), header: header.clone() })?;
             headers.insert(header, value);
         }
-        Ok(Self { name: name.to_owned(), config, client, headers })
+        secrets.sort_by_key(|s: &String| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        let gate = Arc::new(gate::Gate::new(config.rate_limit));
+        Ok(Self { name: name.to_owned(), config, client, headers, gate, secrets: Arc::new(secrets) })
+    }
+
+    /// `text` with every credential this destination sends replaced by [`MASK`].
+    pub fn mask(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in self.secrets.iter() {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), MASK);
+            }
+        }
+        text
+    }
+
+    /// A response as evidence: a body cut at the read cap loses any credential begun before the
+    /// cut, then credentials are masked and the text truncated to what evidence keeps.
+    fn evidence(&self, status: u16, body: &[u8], cut: bool) -> Response {
+        let mut text = String::from_utf8_lossy(body).into_owned();
+        if cut {
+            for secret in self.secrets.iter() {
+                let longest = (secret.len() - 1).min(text.len());
+                if let Some(k) = (1..=longest).rev().find(|&k| text.as_bytes().ends_with(&secret.as_bytes()[..k])) {
+                    text.truncate(text.len() - k);
+                    text.push_str(MASK);
+                    break;
+                }
+            }
+        }
+        Response { status, body: truncate(&self.mask(&text), MAX_EVIDENCE_BODY_BYTES) }
+    }
+
+    /// The outcome with credentials masked in its error text and response body.
+    fn masked(&self, outcome: SendOutcome) -> SendOutcome {
+        let text = |error: String| self.mask(&error);
+        let response = |r: Response| Response { status: r.status, body: self.mask(&r.body) };
+        match outcome {
+            SendOutcome::Created { destination_id, response: r } => {
+                SendOutcome::Created { destination_id, response: response(r) }
+            }
+            SendOutcome::BeforeWrite { error, response: r, retry_after } => {
+                SendOutcome::BeforeWrite { error: text(error), response: r.map(response), retry_after }
+            }
+            SendOutcome::Permanent { error, response: r } => {
+                SendOutcome::Permanent { error: text(error), response: response(r) }
+            }
+            SendOutcome::Uncertain { error, response: r } => {
+                SendOutcome::Uncertain { error: text(error), response: r.map(response) }
+            }
+            SendOutcome::AlreadyExists { response: r } => SendOutcome::AlreadyExists { response: response(r) },
+        }
+    }
+
+    /// Waits until this worker may send the destination another request: its rate limit, and
+    /// any pause a `Retry-After` asked for.
+    async fn wait_turn(&self) {
+        self.gate.acquire().await;
+    }
+
+    /// Whether the destination asked (with `Retry-After`) not to be sent anything for now: a
+    /// worker claims nothing for it and looks nothing up there meanwhile.
+    pub fn paused(&self) -> bool {
+        self.gate.paused()
+    }
+
+    /// A `429` or `503` with `Retry-After` pauses the whole destination, not only one action.
+    fn honour_retry_after(&self, status: u16, retry_after: Option<Duration>) {
+        if let (429 | 503, Some(wait)) = (status, retry_after) {
+            self.gate.pause(wait);
+        }
     }
 
     /// What this destination declares against a second effect, for the ledger's decisions.
@@ -229,14 +336,44 @@ impl Destination {
     pub fn body(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Value, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
-        let template = match (&action.updates, &self.config.update) {
-            (Some(_), Some(update)) => update.body.as_ref(),
-            _ => self.config.create.body.as_ref(),
-        };
-        match template {
-            Some(template) => Ok(template::render_body(template, &context)?),
-            None => Ok(action.payload.value()),
+        let (format, template) = self.body_template(action);
+        match (format, template) {
+            // A raw body is text: placeholders are interpolated, never taken as values.
+            (BodyFormat::Raw, Some(toml::Value::String(text))) => {
+                Ok(Value::String(template::render_text(text, &context, false)?))
+            }
+            (_, Some(template)) => Ok(template::render_body(template, &context)?),
+            (_, None) => Ok(action.payload.value()),
         }
+    }
+
+    /// The format and body template of the action's request.
+    fn body_template(&self, action: &ActionRecord) -> (BodyFormat, Option<&toml::Value>) {
+        match (&action.updates, &self.config.update) {
+            (Some(_), Some(update)) => (update.format, update.body.as_ref()),
+            _ => (self.config.create.format, self.config.create.body.as_ref()),
+        }
+    }
+
+    /// The action's request body as sent, with its content type.
+    pub fn encoded_body(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+    ) -> Result<(String, String), DestinationError> {
+        let body = self.body(action, after)?;
+        let (format, _) = self.body_template(action);
+        let content_type = match (&action.updates, &self.config.update) {
+            (Some(_), Some(update)) => update.content_type.clone(),
+            _ => self.config.create.content_type.clone(),
+        };
+        let (default_type, text) = match (format, body) {
+            (BodyFormat::Json, body) => ("application/json", body.to_string()),
+            (BodyFormat::Raw, Value::String(text)) => ("text/plain; charset=utf-8", text),
+            (BodyFormat::Raw, body) => ("text/plain; charset=utf-8", body.to_string()),
+            (BodyFormat::Form, body) => ("application/x-www-form-urlencoded", form_encode(&self.name, &body)?),
+        };
+        Ok((content_type.unwrap_or_else(|| default_type.to_owned()), text))
     }
 
     /// Sends the action's request: the create request, or for an update action the update
@@ -257,62 +394,81 @@ impl Destination {
             (Some(_), None) => return Err(DestinationError::NoUpdate { name: self.name.clone() }),
         };
         let url = template::render_text(url, &context, true)?;
-        let body = self.body(action, after)?;
+        let (content_type, body) = self.encoded_body(action, after)?;
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| DestinationError::Method { name: self.name.clone(), method: method.clone() })?;
         let mut request = self
             .client
             .request(method, &url)
             .headers(self.headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string());
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body);
         if let Some(idempotency) = &self.config.idempotency {
             request = request.header(idempotency.header.as_str(), action.sending_key());
         }
         if let Some(fencing) = &self.config.fencing {
             request = request.header(fencing.header.as_str(), action.ownership_version.to_string());
         }
+        self.wait_turn().await;
         crate::faults::crash_point(crate::faults::BEFORE_SEND);
         let sent = request.send().await;
         crate::faults::crash_point(crate::faults::AFTER_RESPONSE);
-        Ok(match sent {
+        let outcome = match sent {
             Err(error) => classify_error(&error),
-            Ok(response) => self.classify_response(response, action.updates_destination_id.as_deref()).await,
-        })
+            Ok(response) => self.classify_response(response, action, after).await,
+        };
+        Ok(self.masked(outcome))
     }
 
-    /// `updated_id` is, for an update request, the id of the record it changes: the answer need
-    /// not repeat it.
-    async fn classify_response(&self, response: reqwest::Response, updated_id: Option<&str>) -> SendOutcome {
+    /// For an update request, the id of the record it changes is the action's: the answer need
+    /// not repeat it. A success naming no record is looked up at once where the destination
+    /// offers a lookup.
+    async fn classify_response(
+        &self,
+        response: reqwest::Response,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+    ) -> SendOutcome {
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
-        let body = match response.text().await {
-            Ok(body) => body,
-            Err(e) if (200..300).contains(&status) => {
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
+        let location = header("location");
+        let header_id = self.config.create.id_header.as_deref().and_then(header).and_then(|v| self.id_from_header(&v));
+        self.honour_retry_after(status, retry_after);
+        let (body, cut) = match read_capped(response, self.config.max_response_bytes).await {
+            Ok(read) => read,
+            Err(e) if status < 400 => {
                 return SendOutcome::Uncertain {
-                    error: format!("HTTP {status}, then the response body was lost: {e}"),
+                    error: format!("HTTP {status}, then the response body was lost: {}", describe(&e)),
                     response: Some(Response { status, body: String::new() }),
                 };
             }
-            Err(_) => String::new(),
+            Err(_) => (Vec::new(), false),
         };
-        let response = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
+        let response = self.evidence(status, &body, cut);
         match status {
             200..=299 => {
-                let id = serde_json::from_str::<Value>(&body)
-                    .ok()
-                    .and_then(|v| pointer_text(&v, &self.config.create.id_pointer))
-                    .or_else(|| updated_id.map(str::to_owned));
+                let id = header_id
+                    .or_else(|| {
+                        serde_json::from_slice::<Value>(&body)
+                            .ok()
+                            .and_then(|v| pointer_text(&v, &self.config.create.id_pointer))
+                    })
+                    .or_else(|| action.updates_destination_id.clone());
                 match id {
                     Some(destination_id) => SendOutcome::Created { destination_id, response },
-                    None => SendOutcome::Uncertain {
-                        error: format!("HTTP {status} without a record id at {}", self.config.create.id_pointer),
-                        response: Some(response),
-                    },
+                    None => self.look_up_unnamed(action, after, status, response).await,
+                }
+            }
+            300..=399 => {
+                let location = location.unwrap_or_else(|| "(no Location)".to_owned());
+                let shown = self.mask(&location);
+                let body = truncate(&format!("Location: {shown}\n{}", response.body), MAX_EVIDENCE_BODY_BYTES);
+                SendOutcome::Uncertain {
+                    error: format!(
+                        "HTTP {status} redirect to {shown}, not followed: the destination may have acted on the request"
+                    ),
+                    response: Some(Response { status, body }),
                 }
             }
             409 => SendOutcome::AlreadyExists { response },
@@ -331,24 +487,86 @@ impl Destination {
         }
     }
 
+    /// A success that names no record: where the destination offers a lookup, it is asked at
+    /// once (the record exists, the answer said so); otherwise, and when the lookup cannot name
+    /// the one record, the outcome is uncertain (docs/RULES.md).
+    async fn look_up_unnamed(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+        status: u16,
+        response: Response,
+    ) -> SendOutcome {
+        let without_id = match &self.config.create.id_header {
+            Some(header) => {
+                format!("HTTP {status} without a record id in {header} or at {}", self.config.create.id_pointer)
+            }
+            None => format!("HTTP {status} without a record id at {}", self.config.create.id_pointer),
+        };
+        if self.config.lookup.is_none() {
+            return SendOutcome::Uncertain { error: without_id, response: Some(response) };
+        }
+        let judged = match self.lookup(action, after).await {
+            Ok(found) => self.judge(action, after, &found),
+            Err(error) => Err(error),
+        };
+        match judged {
+            Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(destination_id), .. }) => {
+                SendOutcome::Created { destination_id, response }
+            }
+            Ok(report) => SendOutcome::Uncertain {
+                error: format!("{without_id}; the lookup right after: {}", report.detail.unwrap_or_default()),
+                response: Some(response),
+            },
+            Err(error) => SendOutcome::Uncertain {
+                error: format!("{without_id}; the lookup right after failed: {error}"),
+                response: Some(response),
+            },
+        }
+    }
+
+    /// The record id in a response header such as `Location`: what remains once the configured
+    /// prefix and suffix are stripped, or else its last path segment.
+    fn id_from_header(&self, value: &str) -> Option<String> {
+        let create = &self.config.create;
+        let id = if create.id_prefix.is_some() || create.id_suffix.is_some() {
+            let rest = value.strip_prefix(create.id_prefix.as_deref().unwrap_or(""))?;
+            rest.strip_suffix(create.id_suffix.as_deref().unwrap_or(""))?.to_owned()
+        } else {
+            let path = value.split(['?', '#']).next().unwrap_or("");
+            let segment = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+            percent_encoding::percent_decode_str(segment).decode_utf8_lossy().into_owned()
+        };
+        (!id.is_empty()).then_some(id)
+    }
+
     /// Finds the records the destination holds for this action's external reference.
     pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, DestinationError> {
         let lookup =
             self.config.lookup.as_ref().ok_or_else(|| DestinationError::NoLookup { name: self.name.clone() })?;
         let external_ref = self.external_ref(action, after)?;
         let url = template::render_text(&lookup.url, &self.context(action, after, Some(&external_ref)), true)?;
+        self.wait_turn().await;
         let response =
             self.client.get(&url).headers(self.headers.clone()).send().await.map_err(DestinationError::LookupFailed)?;
         let status = response.status().as_u16();
-        let body = response.text().await.map_err(DestinationError::LookupResponseLost)?;
-        let evidence = Response { status, body: truncate(&body, MAX_EVIDENCE_BODY_BYTES) };
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        self.honour_retry_after(status, retry_after);
+        let (body, cut) = read_capped(response, self.config.max_response_bytes)
+            .await
+            .map_err(DestinationError::LookupResponseLost)?;
+        let evidence = self.evidence(status, &body, cut);
         if status == 404 && lookup.records_pointer.is_none() {
             return Ok(Found { records: Vec::new(), response: evidence });
         }
         if !(200..300).contains(&status) {
             return Err(DestinationError::LookupStatus { status });
         }
-        let value: Value = serde_json::from_str(&body).map_err(DestinationError::LookupJson)?;
+        let value: Value = serde_json::from_slice(&body).map_err(DestinationError::LookupJson)?;
         let records = match &lookup.records_pointer {
             Some(pointer) => value
                 .pointer(pointer)
@@ -433,6 +651,78 @@ impl Destination {
     }
 }
 
+/// The forms a credential can take in a response: as sent, and after the first space (the
+/// token of `Bearer TOKEN`), each also as JSON escapes it.
+fn secret_forms(value: &str) -> Vec<String> {
+    let mut forms = vec![value.to_owned()];
+    if let Some((_, token)) = value.split_once(' ') {
+        forms.push(token.to_owned());
+    }
+    let escaped: Vec<String> = forms
+        .iter()
+        .filter_map(|f| serde_json::to_string(f).ok())
+        .map(|quoted| quoted[1..quoted.len() - 1].to_owned())
+        .collect();
+    forms.extend(escaped);
+    forms.retain(|f| !f.trim().is_empty());
+    forms
+}
+
+/// Reads a response body up to `cap` bytes, chunk by chunk; the rest is read and dropped (so the
+/// connection can be reused) and never held. Returns the kept bytes and whether any were cut.
+async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut kept = Vec::new();
+    let mut cut = false;
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap.saturating_sub(kept.len());
+        if chunk.len() > room {
+            cut = true;
+        }
+        kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+    Ok((kept, cut))
+}
+
+/// A JSON object as `application/x-www-form-urlencoded`, nested the way payment APIs read it:
+/// `customer[name]=Ana`, `items[0][sku]=X-1`. `null` is sent empty; `true`/`false` as words.
+pub fn form_encode(name: &str, body: &Value) -> Result<String, DestinationError> {
+    fn pairs(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let name = if prefix.is_empty() { key.clone() } else { format!("{prefix}[{key}]") };
+                    pairs(&name, value, out);
+                }
+            }
+            Value::Array(items) => {
+                for (index, value) in items.iter().enumerate() {
+                    pairs(&format!("{prefix}[{index}]"), value, out);
+                }
+            }
+            Value::Null => out.push((prefix.to_owned(), String::new())),
+            Value::String(text) => out.push((prefix.to_owned(), text.clone())),
+            other => out.push((prefix.to_owned(), other.to_string())),
+        }
+    }
+    let Value::Object(_) = body else {
+        let found = match body {
+            Value::Array(_) => "a list",
+            Value::String(_) => "a text",
+            Value::Number(_) => "a number",
+            Value::Bool(_) => "a boolean",
+            _ => "null",
+        };
+        return Err(DestinationError::FormNotObject { name: name.to_owned(), found });
+    };
+    let mut out = Vec::new();
+    pairs("", body, &mut out);
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    for (key, value) in &out {
+        form.append_pair(key, value);
+    }
+    Ok(form.finish())
+}
+
 fn pointer_text(value: &Value, pointer: &str) -> Option<String> {
     match value.pointer(pointer)? {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
@@ -493,6 +783,65 @@ mod tests {
         let parsed = parse_retry_after(&later).unwrap();
         assert!(parsed > Duration::from_secs(25) && parsed <= Duration::from_secs(30));
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    fn destination(extra: &str) -> Destination {
+        let text = format!("[destinations.d]\ncreate = {{ url = \"http://x\" }}\n{extra}");
+        let config = crate::config::Config::parse(&text).unwrap().destinations["d"].clone();
+        Destination::new("d", config).unwrap()
+    }
+
+    #[test]
+    fn form_bodies_nest_as_payment_apis_read_them() {
+        let body = serde_json::json!({
+            "amount": 1250, "paid": false, "note": null, "customer": {"name": "Ana & Co"},
+            "items": [{"sku": "X-1", "qty": 2}, {"sku": "Y 2"}]
+        });
+        let form = form_encode("d", &body).unwrap();
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(form.as_bytes()).into_owned().collect();
+        let expected = [
+            ("amount", "1250"),
+            ("customer[name]", "Ana & Co"),
+            ("items[0][qty]", "2"),
+            ("items[0][sku]", "X-1"),
+            ("items[1][sku]", "Y 2"),
+            ("note", ""),
+            ("paid", "false"),
+        ];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        assert_eq!(pairs, expected);
+        let error = form_encode("d", &serde_json::json!([1])).unwrap_err().to_string();
+        assert_eq!(error, "destination d: a form body needs an object, not a list");
+    }
+
+    #[test]
+    fn ids_from_a_header_take_the_last_segment_or_strip_a_pattern() {
+        let plain = destination("");
+        assert_eq!(plain.id_from_header("/v1/tasks/R-7?expand=1").as_deref(), Some("R-7"));
+        assert_eq!(plain.id_from_header("https://crm.example/tasks/a%20b/").as_deref(), Some("a b"));
+        assert_eq!(plain.id_from_header("/").as_deref(), None);
+        let mut stripped = destination("");
+        stripped.config.create.id_prefix = Some("https://crm.example/api/tasks/".to_owned());
+        stripped.config.create.id_suffix = Some("/view".to_owned());
+        assert_eq!(stripped.id_from_header("https://crm.example/api/tasks/T-9/view").as_deref(), Some("T-9"));
+        assert_eq!(stripped.id_from_header("https://elsewhere/T-9/view"), None, "a prefix that does not match");
+    }
+
+    #[test]
+    fn credentials_are_masked_whole_and_where_a_cut_splits_them() {
+        let d = destination(
+            "secret_headers = [\"X-Api-Key\"]\nheaders = { Authorization = { value = \"Bearer tok-123456\" }, \
+             X-Api-Key = { value = \"k-\\\"quoted\\\"\" }, X-Team = { value = \"ops\" } }",
+        );
+        let text = r#"{"authorization":"Bearer tok-123456","x-api-key":"k-\"quoted\"","x-team":"ops"} tok-123456"#;
+        let masked = d.mask(text);
+        assert_eq!(masked, r#"{"authorization":"[redacted]","x-api-key":"[redacted]","x-team":"ops"} [redacted]"#);
+        // A body cut at the read cap in the middle of a token keeps none of it.
+        let cut = d.evidence(400, b"echo: Bearer tok-12", true);
+        assert_eq!(cut.body, "echo: [redacted]");
+        let whole = d.evidence(400, b"echo: tok-12", false);
+        assert_eq!(whole.body, "echo: tok-12", "only a cut body can end in part of a secret");
     }
 
     #[test]

@@ -159,6 +159,66 @@ pub fn render_body(template: &toml::Value, context: &Context<'_>) -> Result<Valu
     })
 }
 
+/// Why a webhook intake's template could not be filled from a request (`[intake.NAME]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookTemplateError {
+    #[error("the body has no field {path}")]
+    NoBodyField { path: String },
+    #[error("the request has no header {name}")]
+    NoHeader { name: String },
+    #[error("unknown placeholder {{{{{placeholder}}}}}; use body.FIELD or header.NAME")]
+    UnknownPlaceholder { placeholder: String },
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+}
+
+/// Checks an intake template's placeholders before any request arrives.
+pub fn intake_placeholders(template: &str) -> Result<(), HookTemplateError> {
+    for (is_name, piece) in pieces(template)? {
+        let name = piece.trim();
+        if is_name && !(name == "body" || name.starts_with("body.") || name.starts_with("header.")) {
+            return Err(HookTemplateError::UnknownPlaceholder { placeholder: name.to_owned() });
+        }
+    }
+    Ok(())
+}
+
+/// Fills an intake template from a webhook's JSON body and its headers (by lower-case name).
+/// The text is taken as it is: the ledger validates the key, event id and version it makes.
+pub fn render_hook(
+    template: &str,
+    body: &Value,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<String, HookTemplateError> {
+    let mut out = String::new();
+    for (is_name, piece) in pieces(template)? {
+        if !is_name {
+            out.push_str(piece);
+            continue;
+        }
+        let name = piece.trim();
+        if name == "body" {
+            out.push_str(&as_text(body));
+        } else if let Some(path) = name.strip_prefix("body.") {
+            let value = field(body, path).ok_or_else(|| HookTemplateError::NoBodyField { path: path.to_owned() })?;
+            out.push_str(&as_text(&value));
+        } else if let Some(header) = name.strip_prefix("header.") {
+            let value = headers
+                .get(&header.to_ascii_lowercase())
+                .ok_or_else(|| HookTemplateError::NoHeader { name: header.to_owned() })?;
+            out.push_str(value);
+        } else {
+            return Err(HookTemplateError::UnknownPlaceholder { placeholder: name.to_owned() });
+        }
+    }
+    Ok(out)
+}
+
+/// A field of a JSON value by dotted path (`customer.email`, `items.0.sku`).
+pub fn body_field(value: &Value, path: &str) -> Option<Value> {
+    field(value, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +285,23 @@ mod tests {
         assert_eq!(error, "the action acme:o:0 has no destination id yet");
         let error = render_text("{{external_ref}}/{{base_url}}", &ctx, false).unwrap_err().to_string();
         assert_eq!(error, "{{external_ref}} cannot refer to itself");
+    }
+
+    #[test]
+    fn hook_templates_take_body_fields_and_headers() {
+        let body: Value = serde_json::json!({"id": 42, "customer": {"email": "a@b"}});
+        let headers = std::collections::BTreeMap::from([("x-event".to_owned(), "ev-1".to_owned())]);
+        assert_eq!(render_hook("shop:order:{{body.id}}:task", &body, &headers).unwrap(), "shop:order:42:task");
+        assert_eq!(render_hook("{{header.X-Event}}", &body, &headers).unwrap(), "ev-1");
+        assert_eq!(
+            render_hook("{{body.nope}}", &body, &headers).unwrap_err().to_string(),
+            "the body has no field nope"
+        );
+        assert_eq!(
+            render_hook("{{header.X-Other}}", &body, &headers).unwrap_err().to_string(),
+            "the request has no header X-Other"
+        );
+        assert!(intake_placeholders("{{payload.id}}").is_err());
+        assert!(intake_placeholders("a:{{body.id}}:{{header.x}}").is_ok());
     }
 }

@@ -282,6 +282,23 @@ impl<S: Store> Ledger<S> {
         .map_err(LedgerError::from)
     }
 
+    /// Records a delivery that a front end could not make into a submission at all (a webhook
+    /// body its intake's mapping cannot use) as refused, for review, exactly as [`Ledger::submit`]
+    /// records an invalid one; returns the refusal as [`LedgerError::SubmissionRefused`].
+    pub async fn refuse(&self, raw: &RawSubmission, refusal: SubmissionRefused) -> LedgerError {
+        let recorded = {
+            let refusal = &refusal;
+            self.transact(|tx, now, _| {
+                Box::pin(async move { Ok(tx.insert_refusal(&refused_submission(raw, refusal, now)).await?) })
+            })
+            .await
+        };
+        match recorded {
+            Ok(()) => refusal.into(),
+            Err(error) => error,
+        }
+    }
+
     /// Records many submissions in one transaction (one durable commit), for sources that deliver
     /// events in pages. Each gets its own outcome; an invalid one is recorded as refused and
     /// returned as its own error, without stopping the others.

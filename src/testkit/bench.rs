@@ -5,7 +5,9 @@
 //! version-checked complete: three hand-written statements) and the library's (submit, claim,
 //! start attempt, record result, with deliveries and audit entries) with 1, 4 and 16 workers; the
 //! library in batched mode (claims, attempts and results for many actions per commit); a duplicate
-//! storm; and a recovery sweep of expired claims.
+//! storm; new keys submitted through the library's own `submit` and through the HTTP intake API
+//! (`actionledger serve`, in-process on 127.0.0.1, 16 clients), in the same run; and a recovery
+//! sweep of expired claims.
 
 mod memory;
 
@@ -48,6 +50,11 @@ pub enum BenchError {
     WorkerExitedAtOnce,
     #[error("the worker failed ({0})")]
     WorkerFailed(std::process::ExitStatus),
+    /// The HTTP intake case's request failed, or was not answered 201.
+    #[error("HTTP intake: {0}")]
+    HttpRequest(#[source] reqwest::Error),
+    #[error("HTTP intake: a new key was answered {status}, not 201 created")]
+    HttpStatus { status: u16 },
 }
 
 /// How big the run is.
@@ -284,6 +291,69 @@ async fn duplicate_storm<S: Store>(
     Ok(measured)
 }
 
+/// New keys submitted by 16 concurrent submitters through the library's own `submit`.
+async fn library_submit<S: Store>(
+    ledger: &Ledger<S>,
+    prefix: &str,
+    keys: usize,
+) -> Result<(Duration, Vec<Duration>), Error> {
+    let (ledger, prefix) = (ledger.clone(), prefix.to_owned());
+    concurrently(16, keys.div_ceil(16), move |submitter, n| {
+        let ledger = ledger.clone();
+        let key = format!("{prefix}:{submitter}:{n}");
+        async move {
+            ledger.submit(&submission(key)).await?;
+            Ok(1)
+        }
+    })
+    .await
+}
+
+/// The same submissions through the HTTP intake API: the server in-process on 127.0.0.1 and 16
+/// clients, each request a `POST /v1/actions` with a bearer token, answered 201.
+async fn http_submit<S: Store>(
+    ledger: &Ledger<S>,
+    prefix: &str,
+    keys: usize,
+) -> Result<(Duration, Vec<Duration>), Error> {
+    const TOKEN: &str = "bench-token-not-secret";
+    let mut tokens = crate::serve::auth::Tokens::default();
+    tokens.insert(TOKEN, crate::serve::auth::Role::Source, "bench");
+    let options = crate::serve::ServeOptions { rate: 0.0, ..crate::serve::ServeOptions::default() };
+    let router = crate::serve::App::new(ledger.clone(), tokens, Vec::new(), options).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| Error::io("cannot listen for the HTTP intake case", e))?;
+    let url = format!(
+        "http://{}/v1/actions",
+        listener.local_addr().map_err(|e| Error::io("cannot read the HTTP intake's address", e))?
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::serve::serve(listener, router, async {
+        let _ = stopped.await;
+    }));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let prefix = prefix.to_owned();
+    let measured = concurrently(16, keys.div_ceil(16), move |submitter, n| {
+        let request = client.post(&url).bearer_auth(TOKEN).header("content-type", "application/json").body(
+            serde_json::json!({ "key": format!("{prefix}:{submitter}:{n}"), "payload": { "order": "bench" } })
+                .to_string(),
+        );
+        async move {
+            let response = request.send().await.map_err(BenchError::HttpRequest)?;
+            match response.status().as_u16() {
+                201 => Ok(1),
+                status => Err(BenchError::HttpStatus { status }.into()),
+            }
+        }
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = server.await;
+    measured
+}
+
 /// Expired claims, found and taken over by 16 workers; checks that every one was settled once.
 async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(Duration, Vec<Duration>), Error> {
     let expired = ledger.store().expired_claims(i64::try_from(claims).unwrap_or(i64::MAX)).await?;
@@ -502,6 +572,20 @@ where
     push(case(&format!("library batched ({} per commit)", sizes.batch), store, 16, elapsed, latencies), raw16, cases);
     let (elapsed, latencies) = duplicate_storm(ledger, "storm", sizes.storm_keys).await?;
     push(case("duplicate storm (8 deliveries per key)", store, 16, elapsed, latencies), raw16, cases);
+    let (elapsed, latencies) = library_submit(ledger, "submit", sizes.storm_keys).await?;
+    let library = case("library submit (new keys)", store, 16, elapsed, latencies);
+    let library_rate = library.actions_per_sec;
+    push(library, raw16, cases);
+    let (elapsed, latencies) = http_submit(ledger, "http", sizes.storm_keys).await?;
+    let http = case("HTTP intake POST /v1/actions (new keys)", store, 16, elapsed, latencies);
+    if print {
+        println!(
+            "{:<14} HTTP intake: {:.2}x the library's own submit in this run",
+            store,
+            http.actions_per_sec / library_rate.max(f64::EPSILON)
+        );
+    }
+    push(http, raw16, cases);
     let now = ledger.store().now().await?.timestamp_millis() - 1000;
     for sql in expired_claims_sql(postgres) {
         execute(sql, i64::try_from(sizes.sweep_claims).unwrap_or(i64::MAX), now).await?;

@@ -3,9 +3,14 @@
 //! It creates records, updates them (`PATCH /{collection}/{id}`), honours idempotency keys for a
 //! retention window (refusing a reused key with a different body, 422, as real destinations do),
 //! enforces unique external references, serves lookups, can refuse obsolete ownership versions, and injects faults. It
-//! speaks just enough HTTP/1.1 itself (one request per connection) because its faults act on the
-//! socket: closing it before the write, or after the commit instead of answering, is exactly what
-//! a framework would hide.
+//! speaks just enough HTTP/1.1 itself (persistent connections, counted, so connection reuse can
+//! be proved) because its faults act on the socket: closing it before the write, or after the
+//! commit instead of answering, is exactly what a framework would hide.
+//!
+//! Creates take JSON or form bodies (`a[b]=1`, `items[0][sku]=x`, read as nested objects and
+//! lists). `?respond=` on a create shapes the answer as other APIs do: `location` (201 with a
+//! `Location` and no body), `no-content` (204), `redirect` (303 to the record, after writing it),
+//! `big` (201 with `Location` and a body of about 256 KiB).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -43,6 +48,9 @@ pub enum Fault {
     /// as some destinations do once a request began executing: a repeat of the key gets the same
     /// 500, and the key with another body a 422.
     ErrorBeforeWrite,
+    /// Answer 400 without writing, with the request's headers in the error body, as careless
+    /// APIs do.
+    EchoHeaders,
 }
 
 impl std::str::FromStr for Fault {
@@ -65,10 +73,11 @@ impl std::str::FromStr for Fault {
             "drop-after-commit" => Self::DropAfterCommit,
             "500-after-write" | "error-after-write" => Self::ErrorAfterWrite,
             "500-before-write" | "error-before-write" => Self::ErrorBeforeWrite,
+            "echo-headers" => Self::EchoHeaders,
             _ => {
                 return Err(format!(
                     "unknown fault {text:?}; use ok, delay[:MS|:2s], 503, 429[:SECONDS], close-before-write, \
-                     drop-after-commit, 500-after-write or 500-before-write"
+                     drop-after-commit, 500-after-write, 500-before-write or echo-headers"
                 ));
             }
         })
@@ -157,6 +166,12 @@ pub struct Stats {
     pub stale_writes_refused: u64,
     pub lookups: u64,
     pub faults_injected: BTreeMap<String, u64>,
+    /// TCP connections accepted: far fewer than `requests` when clients reuse connections.
+    #[serde(default)]
+    pub connections: u64,
+    /// The most requests (creates, updates, lookups) received in any one second of the clock.
+    #[serde(default)]
+    pub busiest_second: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -174,6 +189,9 @@ struct State {
     idempotency: HashMap<String, Remembered>,
     versions: HashMap<String, i64>,
     stats: Stats,
+    /// The second being counted for `busiest_second`, and its requests so far.
+    #[serde(skip)]
+    this_second: (i64, u64),
 }
 
 /// A running simulated CRM.
@@ -245,6 +263,7 @@ impl SimCrm {
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
+                server.state().stats.connections += 1;
                 let shared = Arc::clone(&server);
                 tokio::spawn(async move { serve_connection(stream, &shared).await });
             }
@@ -302,33 +321,60 @@ pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> St
     if options.reject_obsolete {
         block.push_str("fencing = { header = \"X-Ownership-Version\" }\n");
     }
+    block.push_str(
+        "# rate_limit = { per_second = 10, burst = 5 }    # this worker's pace here, all tasks and lookups\n\
+         # max_response_bytes = 65536                      # read at most this much of an answer\n\
+         # secret_headers = [\"X-Api-Key\"]                  # masked in evidence, like Authorization\n\
+         # A form body and the id from Location (this CRM answers so with ?respond=location):\n\
+         # create = { url = \"{{base_url}}/tasks?respond=location\", format = \"form\", id_header = \"Location\", \
+         body = { external_ref = \"{{external_ref}}\", order = \"{{payload.order}}\" } }\n",
+    );
     block
 }
 
+/// How long a persistent connection may wait for its next request.
+const IDLE_CONNECTION: Duration = Duration::from_mins(1);
+
+/// Serves requests on one connection until the client closes it, asks to (`Connection: close`),
+/// stays idle, or a fault drops it.
 async fn serve_connection(mut stream: TcpStream, shared: &Shared) {
-    let Ok(Some(request)) = read_request(&mut stream).await else { return };
-    let answer = handle(shared, &request).await;
-    if let Reply::Respond { status, headers, body } = answer {
+    let mut buffer = Vec::with_capacity(4096);
+    loop {
+        let Ok(Ok(Some(request))) = tokio::time::timeout(IDLE_CONNECTION, read_request(&mut stream, &mut buffer)).await
+        else {
+            return;
+        };
+        let close = request.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        // Reply::Close: dropping the stream closes the connection without a response.
+        let Reply::Respond { status, headers, body } = handle(shared, &request).await else { return };
         let mut head = format!(
-            "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+            "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\nconnection: {}\r\n",
             reason(status),
-            body.len()
+            if close { "close" } else { "keep-alive" }
         );
+        if status != 204 {
+            let _ = write!(head, "content-length: {}\r\n", body.len());
+        }
         for (name, value) in headers {
             let _ = write!(head, "{name}: {value}\r\n");
         }
         head.push_str("\r\n");
-        let _ = stream.write_all(head.as_bytes()).await;
-        let _ = stream.write_all(body.as_bytes()).await;
-        let _ = stream.shutdown().await;
+        if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(body.as_bytes()).await.is_err() {
+            return;
+        }
+        if close {
+            let _ = stream.shutdown().await;
+            return;
+        }
     }
-    // Reply::Close: dropping the stream closes the connection without a response.
 }
 
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         201 => "Created",
+        204 => "No Content",
+        303 => "See Other",
         400 => "Bad Request",
         404 => "Not Found",
         409 => "Conflict",
@@ -361,22 +407,24 @@ impl Request {
     }
 }
 
-async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>> {
-    let mut buffer = Vec::with_capacity(4096);
+/// Reads the next request; `buffer` keeps what arrived beyond it, for the next one.
+async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<Option<Request>> {
     let mut chunk = [0u8; 4096];
     loop {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buffer.extend_from_slice(&chunk[..n]);
+        // What is buffered is parsed first: it may hold the whole next request already.
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Request::new(&mut headers);
-        let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&buffer) else {
-            if buffer.len() > 64 * 1024 {
-                return Ok(None);
+        let head_len = match parsed.parse(buffer) {
+            Ok(httparse::Status::Complete(head_len)) => head_len,
+            Ok(httparse::Status::Partial) if buffer.len() <= 64 * 1024 => {
+                let n = stream.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                buffer.extend_from_slice(&chunk[..n]);
+                continue;
             }
-            continue;
+            _ => return Ok(None),
         };
         let headers: Vec<(String, String)> =
             parsed.headers.iter().map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned())).collect();
@@ -390,24 +438,41 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
         }
         let target = parsed.path.unwrap_or("/").to_owned();
         let method = parsed.method.unwrap_or("GET").to_owned();
-        let mut body = buffer[head_len..].to_vec();
-        while body.len() < length {
+        while buffer.len() < head_len + length {
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
                 return Ok(None);
             }
-            body.extend_from_slice(&chunk[..n]);
+            buffer.extend_from_slice(&chunk[..n]);
         }
-        body.truncate(length);
+        let body = buffer[head_len..head_len + length].to_vec();
+        buffer.drain(..head_len + length);
         let (path, query) =
             target.split_once('?').map_or((target.clone(), String::new()), |(p, q)| (p.to_owned(), q.to_owned()));
         return Ok(Some(Request { method, path, query, headers, body }));
     }
 }
 
+/// Counts a request towards the busiest second.
+fn count_in_second(state: &mut State) {
+    let second = now_ms().div_euclid(1000);
+    if state.this_second.0 == second {
+        state.this_second.1 += 1;
+    } else {
+        state.this_second = (second, 1);
+    }
+    state.stats.busiest_second = state.stats.busiest_second.max(state.this_second.1);
+}
+
 async fn handle(shared: &Shared, request: &Request) -> Reply {
-    shared.state().stats.requests += 1;
     let collection = request.path.trim_matches('/');
+    {
+        let state = &mut *shared.state();
+        state.stats.requests += 1;
+        if !matches!(collection, "stats" | "_faults") {
+            count_in_second(state);
+        }
+    }
     match (request.method.as_str(), collection) {
         ("GET", "stats") => reply(200, &json!(shared.state().stats)),
         ("POST", "_faults") => match serde_json::from_slice::<FaultPlan>(&request.body) {
@@ -451,8 +516,14 @@ fn now_ms() -> i64 {
 }
 
 async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
-    let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
-        return reply(400, &json!({"error": "the body is not JSON"}));
+    let is_form = request.header("content-type").is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    let body = if is_form {
+        form_to_json(&request.body)
+    } else {
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return reply(400, &json!({"error": "the body is not JSON"}));
+        };
+        body
     };
     let Some(external_ref) = body.get("external_ref").and_then(Value::as_str).map(str::to_owned) else {
         return reply(422, &json!({"error": "external_ref is required"}));
@@ -477,6 +548,11 @@ async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
             };
         }
         Fault::CloseBeforeWrite => return Reply::Close,
+        Fault::EchoHeaders => {
+            let headers: serde_json::Map<String, Value> =
+                request.headers.iter().map(|(n, v)| (n.clone(), Value::String(v.clone()))).collect();
+            return reply(400, &json!({"error": "bad request", "request_headers": headers}));
+        }
         Fault::ErrorBeforeWrite => {
             let failure = json!({"error": "internal error before the write"});
             let answer = {
@@ -496,8 +572,78 @@ async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
     match fault {
         Fault::DropAfterCommit => Reply::Close,
         Fault::ErrorAfterWrite => reply(500, &json!({"error": "internal error after the write"})),
-        _ => answer,
+        _ => shape(answer, collection, request.query_param("respond").as_deref()),
     }
+}
+
+/// A created record's answer in the shape `?respond=` asks for, as other APIs answer.
+fn shape(answer: Reply, collection: &str, respond: Option<&str>) -> Reply {
+    let Reply::Respond { status: 201, mut headers, body } = answer else { return answer };
+    let id = serde_json::from_str::<Value>(&body).ok().and_then(|r| r["id"].as_str().map(str::to_owned));
+    let (Some(respond), Some(id)) = (respond, id) else { return Reply::Respond { status: 201, headers, body } };
+    let location = format!("/{collection}/{id}");
+    match respond {
+        "location" => {
+            headers.push(("location", location));
+            Reply::Respond { status: 201, headers, body: String::new() }
+        }
+        "no-content" => Reply::Respond { status: 204, headers, body: String::new() },
+        "redirect" => {
+            headers.push(("location", location));
+            Reply::Respond { status: 303, headers, body: json!({"see": "the record"}).to_string() }
+        }
+        "big" => {
+            headers.push(("location", location));
+            let padding = "x".repeat(256 * 1024);
+            let body = json!({"id": id, "padding": padding}).to_string();
+            Reply::Respond { status: 201, headers, body }
+        }
+        _ => Reply::Respond { status: 201, headers, body },
+    }
+}
+
+/// A form body (`a[b]=1&items[0][sku]=x`) as the nested JSON it stands for: bracketed names
+/// are objects, and objects whose keys are 0, 1, 2... are lists. Values stay text.
+fn form_to_json(body: &[u8]) -> Value {
+    fn insert(target: &mut Value, path: &[String], value: String) {
+        let Value::Object(map) = target else { return };
+        match path {
+            [] => {}
+            [last] => {
+                map.insert(last.clone(), Value::String(value));
+            }
+            [first, rest @ ..] => {
+                let child = map.entry(first.clone()).or_insert_with(|| Value::Object(serde_json::Map::new()));
+                insert(child, rest, value);
+            }
+        }
+    }
+    fn lists(value: Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let is_list = !map.is_empty() && (0..map.len()).all(|i| map.contains_key(&i.to_string()));
+                if is_list {
+                    let mut map = map;
+                    Value::Array((0..map.len()).filter_map(|i| map.remove(&i.to_string())).map(lists).collect())
+                } else {
+                    Value::Object(map.into_iter().map(|(k, v)| (k, lists(v))).collect())
+                }
+            }
+            other => other,
+        }
+    }
+    let mut root = Value::Object(serde_json::Map::new());
+    for (name, value) in url::form_urlencoded::parse(body) {
+        let mut path = Vec::new();
+        let (head, mut rest) = name.split_once('[').map_or((name.as_ref(), ""), |(h, r)| (h, r));
+        path.push(head.to_owned());
+        while let Some((part, after)) = rest.split_once(']') {
+            path.push(part.to_owned());
+            rest = after.strip_prefix('[').unwrap_or(after);
+        }
+        insert(&mut root, &path, value.into_owned());
+    }
+    lists(root)
 }
 
 /// The write itself, all under one lock: idempotency, fencing, unique reference, insert.

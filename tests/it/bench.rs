@@ -18,7 +18,9 @@ fn quick_bench_reports_every_case_with_its_ratio() {
     let cases = run(&["--db", &db, "bench", "--quick", "--json"]);
     let cases = cases.as_array().expect("a list of cases");
     let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for expected in ["raw lifecycle", "library lifecycle", "duplicate storm", "recovery sweep"] {
+    for expected in
+        ["raw lifecycle", "library lifecycle", "duplicate storm", "library submit", "HTTP intake", "recovery sweep"]
+    {
         assert!(names.iter().any(|n| n.starts_with(expected)), "{expected} missing from {names:?}");
     }
     assert!(names.iter().any(|n| n.starts_with("library batched")), "{names:?}");

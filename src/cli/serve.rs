@@ -1,0 +1,118 @@
+//! `actionledger serve`: runs the HTTP intake API over the ledger until SIGTERM or ctrl-c, and
+//! `serve hash-token`, which makes a tokens file's line from a token read on standard input.
+
+use crate::error::Error;
+use crate::ledger::Ledger;
+use crate::serve::auth::{Role, Tokens, hash_token};
+use crate::serve::intake::Intake;
+use crate::serve::{App, ServeOptions};
+use crate::store::Store;
+use clap::{Args, Subcommand};
+use std::io::Read as _;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    command: Option<ServeCommand>,
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// The tokens file: `sha256:HEX ROLE NAME` a line (`serve hash-token` prints one). The same
+    /// lines may be given in ACTIONLEDGER_TOKENS.
+    #[arg(long, value_name = "FILE", env = "ACTIONLEDGER_TOKENS_FILE")]
+    tokens: Option<PathBuf>,
+    /// The configuration: its [intake.NAME] blocks map webhooks, its destinations decide
+    /// takeovers (default: actionledger.toml if it exists).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Requests a second per token on average (0: no limit).
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Requests a token may make at once before the rate applies.
+    #[arg(long, default_value_t = 200)]
+    burst: u32,
+    /// How long one request may take before it is answered 503.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+}
+
+#[derive(Debug, Subcommand)]
+enum ServeCommand {
+    /// Read a token on standard input and print its line for the tokens file (the token itself
+    /// is never stored).
+    HashToken {
+        /// source (submit), reviewer (also a person's commands, as NAME) or viewer (read only).
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// Who holds the token: the source's name, or the reviewer's own name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    text.parse()
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::config::duration_text::parse(text).map_err(|e| e.to_string())
+}
+
+/// `serve hash-token`, which needs no ledger; `None` for `serve` itself.
+pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
+    let Some(ServeCommand::HashToken { role, name }) = &args.command else { return Ok(None) };
+    let mut token = String::new();
+    std::io::stdin()
+        .read_to_string(&mut token)
+        .map_err(|e| Error::io("cannot read the token from standard input", e))?;
+    let token = token.trim();
+    if token.len() < 16 {
+        return Err(Error::Invalid(
+            "give a token of at least 16 characters on standard input, e.g. from `openssl rand -hex 32`".to_owned(),
+        ));
+    }
+    let line = format!("{} {} {}", hash_token(token), role.as_str(), name.trim());
+    // The line is checked as the server will read it, so a bad name fails here and not at start.
+    Tokens::parse(&line, "the new line").map_err(crate::serve::ServeError::from)?;
+    println!("{line}");
+    Ok(Some(crate::error::exit::OK))
+}
+
+pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Result<i32, Error> {
+    let env_tokens = std::env::var("ACTIONLEDGER_TOKENS").ok().filter(|t| !t.trim().is_empty());
+    let tokens = Tokens::load(args.tokens.as_deref(), env_tokens.as_deref()).map_err(crate::serve::ServeError::from)?;
+    let default = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
+    let config_path = args.config.as_deref().or(default.exists().then_some(default));
+    let (intakes, destinations) = match config_path {
+        Some(path) => {
+            let (config, destinations) = super::manual::load_destinations(path, false)?;
+            let intakes = config
+                .intake
+                .iter()
+                .map(|(name, intake)| Intake::new(name, intake.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(crate::serve::ServeError::from)?;
+            (intakes, destinations)
+        }
+        None => (Vec::new(), crate::destination::Destinations::default()),
+    };
+    let options = ServeOptions { rate: args.rate, burst: args.burst, timeout: args.timeout, ..ServeOptions::default() };
+    let ledger = ledger.clone().with_destinations(destinations.catalog());
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| Error::io(format!("cannot listen on {}", args.listen), e))?;
+    let addr = listener.local_addr().map_err(|e| Error::io("cannot read the listening address", e))?;
+    let names: Vec<&str> = intakes.iter().map(|i| i.name.as_str()).collect();
+    eprintln!(
+        "serving the ledger on http://{addr}/v1 (intakes: {}); stop with ctrl-c or SIGTERM",
+        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    );
+    let router = App::new(ledger, tokens, intakes, options).router();
+    crate::serve::serve(listener, router, crate::serve::shutdown_signal())
+        .await
+        .map_err(|e| Error::io("the HTTP server failed", e))?;
+    eprintln!("stopped: requests in flight finished");
+    Ok(crate::error::exit::OK)
+}

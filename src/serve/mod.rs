@@ -1,0 +1,132 @@
+//! `actionledger serve`: the HTTP intake API, a front end over the ledger like the command line.
+//! Submissions (one, a batch, or a webhook mapped by its intake), the same documents as `show` and
+//! `list`, the counts, and a person's commands, behind bearer tokens with roles.
+//!
+//! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
+//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents).
+
+pub mod auth;
+pub mod intake;
+pub mod problem;
+pub mod routes;
+
+use crate::domain::payload::MAX_PAYLOAD_BYTES;
+use crate::ledger::Ledger;
+use crate::store::Store;
+use auth::{RateLimiter, Tokens};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use intake::Intake;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the server cannot start: the user's input (a usage error).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Tokens(#[from] auth::TokensError),
+    #[error(transparent)]
+    Intake(#[from] intake::IntakeError),
+}
+
+/// Room for a submission's other fields and JSON escaping around the largest payload.
+pub const ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The largest body of one submission, command or webhook (413 beyond).
+    pub body_limit: usize,
+    /// The largest body of a batch (413 beyond).
+    pub batch_body_limit: usize,
+    /// Requests a second per token (or per signed intake) on average; zero for no limit.
+    pub rate: f64,
+    /// Requests one token may make at once before the rate applies.
+    pub burst: u32,
+    /// How long one request may take (503 beyond).
+    pub timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            body_limit: MAX_PAYLOAD_BYTES + ENVELOPE_BYTES,
+            batch_body_limit: 32 * 1024 * 1024,
+            rate: 100.0,
+            burst: 200,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every request shares: the ledger, the tokens, the intakes, the rate limit.
+#[derive(Debug)]
+pub struct App<S> {
+    ledger: Ledger<S>,
+    tokens: Tokens,
+    intakes: BTreeMap<String, Intake>,
+    limiter: RateLimiter,
+    options: ServeOptions,
+}
+
+impl<S: Store> App<S> {
+    pub fn new(ledger: Ledger<S>, tokens: Tokens, intakes: Vec<Intake>, options: ServeOptions) -> Self {
+        Self {
+            ledger,
+            tokens,
+            intakes: intakes.into_iter().map(|i| (i.name.clone(), i)).collect(),
+            limiter: RateLimiter::new(options.rate, options.burst),
+            options,
+        }
+    }
+
+    /// The routes, with the request timeout around each.
+    pub fn router(self) -> axum::Router {
+        let timeout = self.options.timeout;
+        routes::router(Arc::new(self)).layer(axum::middleware::from_fn_with_state(timeout, within))
+    }
+}
+
+/// Answers 503 when a request takes longer than the timeout. The ledger's transactions are
+/// all-or-nothing, so a request cut off here leaves nothing half written.
+async fn within(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => axum::response::IntoResponse::into_response(problem::Problem::timed_out(limit)),
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes; requests in flight then finish
+/// before this returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}
+
+/// Completes on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

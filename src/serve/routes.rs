@@ -1,0 +1,436 @@
+//! The HTTP API's routes: each asks the ledger exactly what the command line asks it, and answers
+//! the same documents (`crate::document`) with a status for the outcome.
+
+use super::App;
+use super::auth::{Grant, Need};
+use super::problem::Problem;
+use crate::document;
+use crate::domain::input::Label;
+use crate::domain::{ActionKey, ManualCommand, RawSubmission, Reason, State, SubmitOutcome};
+use crate::ledger::{LedgerError, ManualRequest, SubmitReport};
+use crate::store::{ListFilter, Store};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State as With};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+
+/// Every route, as the OpenAPI document lists it (a test keeps the two equal).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("post", "/v1/actions"),
+    ("get", "/v1/actions"),
+    ("post", "/v1/actions:batch"),
+    ("get", "/v1/actions/{key}"),
+    ("post", "/v1/actions/{key}/{command}"),
+    ("get", "/v1/refused"),
+    ("get", "/v1/stats"),
+    ("post", "/v1/hooks/{name}"),
+    ("get", "/v1/openapi.json"),
+];
+
+/// The OpenAPI document, written by hand and checked against [`ROUTES`] by a test.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Most submissions in one batch.
+pub const MAX_BATCH: usize = 1000;
+/// Most actions one list page returns.
+const MAX_LIST_LIMIT: i64 = 1000;
+
+pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
+    Router::new()
+        .route("/v1/actions", post(submit::<S>).get(list::<S>))
+        .route("/v1/actions:batch", post(submit_batch::<S>))
+        .route("/v1/actions/{key}", get(show::<S>))
+        .route("/v1/actions/{key}/{command}", post(command::<S>))
+        .route("/v1/refused", get(refused::<S>))
+        .route("/v1/stats", get(stats::<S>))
+        .route("/v1/hooks/{name}", post(hook::<S>))
+        .route("/v1/openapi.json", get(openapi))
+        .fallback(|| async { Problem::not_found("no such route; the routes are listed at /v1/openapi.json") })
+        .with_state(app)
+}
+
+/// A submission as JSON: the fields `actionledger submit` takes. The payload is kept as the
+/// sender wrote it, so that it is fingerprinted exactly as the command line would.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope {
+    key: Option<String>,
+    payload: Option<Box<RawValue>>,
+    event_id: Option<String>,
+    source: Option<String>,
+    source_version: Option<i64>,
+    destination: Option<String>,
+    after: Option<String>,
+}
+
+impl Envelope {
+    /// The submission; a token's name stands for the source when the envelope names none.
+    fn into_raw(self, grant: &Grant) -> RawSubmission {
+        RawSubmission {
+            key: self.key,
+            payload: self.payload.map(|p| p.get().as_bytes().to_vec()).unwrap_or_default(),
+            event_id: self.event_id,
+            source: self.source.or_else(|| Some(grant.name.clone())),
+            source_version: self.source_version,
+            destination: self.destination,
+            after: self.after,
+        }
+    }
+}
+
+/// Checks the token and takes one request from its rate.
+fn admit<S: Store>(app: &App<S>, headers: &HeaderMap, need: Need) -> Result<Grant, Problem> {
+    let grant = app.tokens.authorize(headers, need)?;
+    app.limiter.take(&grant.hash).map_err(Problem::rate_limited)?;
+    Ok(grant)
+}
+
+/// Reads a body of at most `limit` bytes (413 beyond), after the caller was admitted.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Problem> {
+    let too_large = || Problem::too_large(format!("the body is larger than {limit} bytes"));
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+/// The status and document of one submission's result, as the command line words it.
+fn submitted(result: Result<SubmitReport, LedgerError>) -> (StatusCode, Value) {
+    match result {
+        Ok(report) if report.outcome == SubmitOutcome::Conflict => {
+            let problem = Problem::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                "Recorded with a different payload",
+                document::explanation(&report),
+            )
+            .with("outcome", report.outcome.as_str())
+            .with("action", document::action_json(&report.action));
+            (problem.status, problem.document())
+        }
+        Ok(report) => {
+            let status = if report.outcome == SubmitOutcome::Created { StatusCode::CREATED } else { StatusCode::OK };
+            (status, document::submitted(&report))
+        }
+        Err(error) => {
+            let problem = Problem::from(error);
+            (problem.status, problem.document())
+        }
+    }
+}
+
+fn submitted_response(result: Result<SubmitReport, LedgerError>) -> Response {
+    let (status, document) = submitted(result);
+    let mut response = json_response(status, &document);
+    if status.is_client_error() || status.is_server_error() {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, super::problem::PROBLEM_JSON.parse().expect("a media type"));
+    }
+    response
+}
+
+async fn submit<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap, body: Body) -> Result<Response, Problem> {
+    let grant = admit(&app, &headers, Need::Submit)?;
+    let bytes = read_body(&headers, body, app.options.body_limit).await?;
+    let envelope: Envelope = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request(format!("the body is not a submission: {e}")))?;
+    let raw = envelope.into_raw(&grant);
+    let result = app.ledger.submit(&raw).await;
+    tracing::info!(source = %grant.name, outcome = outcome_word(&result), "submission");
+    Ok(submitted_response(result))
+}
+
+fn outcome_word(result: &Result<SubmitReport, LedgerError>) -> &'static str {
+    match result {
+        Ok(report) => report.outcome.as_str(),
+        Err(LedgerError::SubmissionRefused(_)) => "refused",
+        Err(_) => "error",
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    actions: Vec<Box<RawValue>>,
+}
+
+async fn submit_batch<S: Store>(
+    With(app): With<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let grant = admit(&app, &headers, Need::Submit)?;
+    let bytes = read_body(&headers, body, app.options.batch_body_limit).await?;
+    let batch: Batch = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request(format!("the body is not a batch ({{\"actions\": [...]}}): {e}")))?;
+    if batch.actions.len() > MAX_BATCH {
+        return Err(Problem::too_large(format!(
+            "the batch has {} submissions; at most {MAX_BATCH} go in one request: split it",
+            batch.actions.len()
+        )));
+    }
+    // An item that is not a submission gets its own answer; the others are recorded together.
+    let parsed: Vec<Result<RawSubmission, Problem>> = batch
+        .actions
+        .iter()
+        .map(|item| {
+            serde_json::from_str::<Envelope>(item.get())
+                .map(|e| e.into_raw(&grant))
+                .map_err(|e| Problem::bad_request(format!("this item is not a submission: {e}")))
+        })
+        .collect();
+    let raws: Vec<RawSubmission> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
+    let mut recorded = app.ledger.submit_many(&raws).await?.into_iter();
+    let results: Vec<Value> = parsed
+        .into_iter()
+        .map(|item| {
+            let (status, mut document) = match item {
+                Ok(_) => submitted(recorded.next().expect("one result per submission")),
+                Err(problem) => (problem.status, problem.document()),
+            };
+            document["status"] = Value::from(status.as_u16());
+            document
+        })
+        .collect();
+    tracing::info!(source = %grant.name, submissions = results.len(), "batch");
+    Ok(json_response(StatusCode::OK, &serde_json::json!({ "results": results })))
+}
+
+fn parse_key(text: &str) -> Result<ActionKey, Problem> {
+    ActionKey::parse(text).map_err(|e| Problem::not_found(format!("no action can have this key: {e}")))
+}
+
+async fn show<S: Store>(
+    With(app): With<Arc<App<S>>>,
+    Path(key): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    admit(&app, &headers, Need::Read)?;
+    let detail = app.ledger.detail(&parse_key(&key)?).await?;
+    Ok(json_response(StatusCode::OK, &document::detail(&detail)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    destination: Option<String>,
+    owner: Option<String>,
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+fn limit_of(limit: Option<i64>) -> Result<i64, Problem> {
+    let limit = limit.unwrap_or(50);
+    if (1..=MAX_LIST_LIMIT).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(Problem::bad_request(format!("limit is {limit}; give 1 to {MAX_LIST_LIMIT}")))
+    }
+}
+
+async fn list<S: Store>(
+    With(app): With<Arc<App<S>>>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    admit(&app, &headers, Need::Read)?;
+    let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
+    let state = query.state.as_deref().map(str::parse::<State>).transpose().map_err(Problem::bad_request)?;
+    let limit = limit_of(query.limit)?;
+    let filter = ListFilter {
+        state,
+        destination: query.destination,
+        owner: query.owner,
+        before_id: query.before,
+        limit,
+        ..ListFilter::default()
+    };
+    let actions = app.ledger.list(&filter).await?;
+    Ok(json_response(StatusCode::OK, &document::actions(&actions, limit)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefusedQuery {
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+async fn refused<S: Store>(
+    With(app): With<Arc<App<S>>>,
+    headers: HeaderMap,
+    query: Result<Query<RefusedQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    admit(&app, &headers, Need::Read)?;
+    let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
+    let limit = limit_of(query.limit)?;
+    let refused = app.ledger.list_refused(query.before, limit).await?;
+    Ok(json_response(StatusCode::OK, &document::refused(&refused, limit)))
+}
+
+async fn stats<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap) -> Result<Response, Problem> {
+    admit(&app, &headers, Need::Read)?;
+    Ok(json_response(StatusCode::OK, &stats_document(&app.ledger).await?))
+}
+
+/// The counts `GET /v1/stats` answers: one per state, zero included, and the total.
+async fn stats_document<S: Store>(ledger: &crate::ledger::Ledger<S>) -> Result<Value, LedgerError> {
+    let counts = ledger.counts().await?;
+    let total: i64 = counts.iter().map(|(_, n)| n).sum();
+    let states: serde_json::Map<String, Value> =
+        counts.into_iter().map(|(state, n)| (state.as_str().to_owned(), Value::from(n))).collect();
+    Ok(serde_json::json!({ "states": states, "total": total }))
+}
+
+/// A person's command: the version they saw, their reason, and what the command needs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandBody {
+    reason: String,
+    /// The version the person saw (`version` in the action's document); refused if it moved on.
+    version: Option<i64>,
+    /// `resolve`: `completed` (with `destination_id`) or `not-written`.
+    #[serde(rename = "as")]
+    resolution: Option<String>,
+    destination_id: Option<String>,
+    /// `assign`: to whom; the token's person by default.
+    to: Option<String>,
+    #[serde(default)]
+    old_worker_stopped: bool,
+}
+
+/// The command a route names, as `actionledger COMMAND` would run it.
+fn manual_command(name: &str, body: &CommandBody, person: &str) -> Result<ManualCommand, Problem> {
+    let invalid =
+        |detail: String| Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", "Invalid input", detail);
+    Ok(match name {
+        "retry" => ManualCommand::Retry,
+        "cancel" => ManualCommand::Cancel,
+        "approve" => ManualCommand::Approve,
+        "reject" => ManualCommand::Reject,
+        "takeover" => ManualCommand::Takeover,
+        "acknowledge" => ManualCommand::Acknowledge,
+        "assign" => {
+            let to = crate::domain::Person::parse(body.to.as_deref().unwrap_or(person))?;
+            ManualCommand::Assign { to: to.as_str().to_owned() }
+        }
+        "resolve" => match (body.resolution.as_deref(), &body.destination_id) {
+            (Some("completed"), Some(id)) => {
+                ManualCommand::ResolveCompleted { destination_id: Label::parse("destination id", id)?.0 }
+            }
+            (Some("completed"), None) => {
+                return Err(invalid(
+                    "\"as\": \"completed\" needs \"destination_id\": the record you verified".to_owned(),
+                ));
+            }
+            (Some("not-written"), None) => ManualCommand::ResolveNotWritten,
+            (Some("not-written"), Some(_)) => {
+                return Err(invalid("\"destination_id\" goes with \"as\": \"completed\" only".to_owned()));
+            }
+            _ => return Err(invalid("resolve needs \"as\": \"completed\" or \"not-written\"".to_owned())),
+        },
+        other => {
+            return Err(Problem::not_found(format!(
+                "no command {other:?}; use retry, cancel, resolve, assign, approve, reject, takeover or acknowledge"
+            )));
+        }
+    })
+}
+
+async fn command<S: Store>(
+    With(app): With<Arc<App<S>>>,
+    Path((key, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let grant = admit(&app, &headers, Need::Review)?;
+    let bytes = read_body(&headers, body, app.options.body_limit).await?;
+    let body: CommandBody = serde_json::from_slice(&bytes).map_err(|e| {
+        Problem::bad_request(format!("the body is not a command ({{\"reason\": ..., \"version\": N}}): {e}"))
+    })?;
+    let person = grant.person()?;
+    let request = ManualRequest {
+        key: parse_key(&key)?,
+        command: manual_command(&name, &body, person.as_str())?,
+        person,
+        reason: Reason::parse(&body.reason)?,
+        expect_version: body.version,
+        old_worker_stopped: body.old_worker_stopped,
+    };
+    let outcome = app.ledger.manual(&request).await?;
+    tracing::info!(by = %grant.name, command = request.command.verb(), "command");
+    Ok(json_response(StatusCode::OK, &document::manual(&request, &outcome)))
+}
+
+async fn hook<S: Store>(
+    With(app): With<Arc<App<S>>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let intake =
+        app.intakes.get(&name).ok_or_else(|| Problem::not_found(format!("no intake {name:?} is configured")))?;
+    // A signed intake's sender proves itself with the signature; any other needs a token. The
+    // rate is taken only from a proven caller, so forged requests cannot use up the sender's.
+    let bytes = if intake.is_signed() {
+        let bytes = read_body(&headers, body, app.options.body_limit).await?;
+        let now = chrono::Utc::now().timestamp();
+        intake.verify(&headers, &bytes, now).map_err(|e| Problem::unauthorized(e.to_string()))?;
+        app.limiter.take(&format!("hook:{name}")).map_err(Problem::rate_limited)?;
+        bytes
+    } else {
+        admit(&app, &headers, Need::Submit)?;
+        read_body(&headers, body, app.options.body_limit).await?
+    };
+    let result = match intake.map(&headers, &bytes) {
+        Ok(raw) => app.ledger.submit(&raw).await,
+        Err(refused) => {
+            let (raw, refusal) = *refused;
+            Err(app.ledger.refuse(&raw, refusal).await)
+        }
+    };
+    tracing::info!(intake = %name, outcome = outcome_word(&result), "webhook");
+    Ok(submitted_response(result))
+}
+
+async fn openapi() -> Response {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_routes() {
+        let document: Value = serde_json::from_str(OPENAPI).expect("the OpenAPI document is JSON");
+        let mut listed: Vec<(String, String)> = document["paths"]
+            .as_object()
+            .expect("paths")
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object().expect("a path item").keys().map(move |method| (method.clone(), path.clone()))
+            })
+            .filter(|(method, _)| method != "parameters")
+            .collect();
+        let mut routes: Vec<(String, String)> =
+            ROUTES.iter().map(|(m, p)| ((*m).to_owned(), (*p).to_owned())).collect();
+        listed.sort();
+        routes.sort();
+        assert_eq!(listed, routes);
+        assert_eq!(document["openapi"], "3.1.0");
+    }
+}

@@ -1,0 +1,595 @@
+//! The HTTP intake API (`actionledger serve`) on both stores, driven by a real HTTP client against
+//! the router served in-process: a storm of concurrent deliveries through `/v1/actions` and a
+//! webhook intake, every refusal code with nothing written, signed webhooks, each role, the
+//! request timeout, a request in flight at shutdown, and the binary with a hashed token file.
+
+use crate::support::TestDb;
+use actionledger::config::Config;
+use actionledger::destination::{Destination, Destinations};
+use actionledger::domain::State;
+use actionledger::ledger::Ledger;
+use actionledger::serve::auth::{Role, Tokens};
+use actionledger::serve::intake::{Intake, sign};
+use actionledger::serve::{App, ServeOptions};
+use actionledger::store::{ListFilter, Store};
+use actionledger::testkit::sim_crm::{Options, SimCrm};
+use actionledger::worker::{self, WorkerOptions};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+conformance!(
+    a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_per_key,
+    every_refusal_code_writes_nothing,
+    a_signed_webhook_with_a_wrong_or_stale_signature_is_refused,
+    each_role_is_refused_what_it_may_not_do,
+    a_batch_answers_each_submission,
+    every_route_of_the_openapi_document_answers,
+    a_request_in_flight_finishes_when_the_server_stops,
+    a_request_past_the_timeout_is_answered_503_with_nothing_written,
+);
+
+const SOURCE: &str = "source-token-0123456789";
+const REVIEWER: &str = "reviewer-token-0123456789";
+const VIEWER: &str = "viewer-token-0123456789";
+const SECRET: &[u8] = b"shop-secret";
+
+/// The intakes the tests use: `orders` (a token, the key and payload from the body) and `signed`
+/// (an HMAC over `TIMESTAMP.BODY` in `X-Shop-Signature`, hex after `sha256=`).
+fn config() -> Config {
+    Config::parse(
+        r#"
+        [intake.orders]
+        key = "storm:{{body.n}}"
+        event_id = "{{header.X-Event-Id}}"
+        destination = "crm"
+        payload = ["n"]
+
+        [intake.signed]
+        key = "shop:order:{{body.id}}:create-task"
+        source_version = "{{body.version}}"
+        destination = "crm"
+        signature = { secret_env = "UNUSED_IN_TESTS", header = "X-Shop-Signature", prefix = "sha256=", timestamp_header = "X-Shop-Timestamp", tolerance = "5m" }
+        "#,
+    )
+    .expect("the intakes parse")
+}
+
+/// Serves the ledger on 127.0.0.1 (until the test ends); returns its base URL.
+async fn start<S: Store>(ledger: &Ledger<S>, options: ServeOptions) -> String {
+    let mut tokens = Tokens::default();
+    tokens.insert(SOURCE, Role::Source, "shop");
+    tokens.insert(REVIEWER, Role::Reviewer, "Ana Lima");
+    tokens.insert(VIEWER, Role::Viewer, "dashboard");
+    let intakes = config()
+        .intake
+        .into_iter()
+        .map(|(name, intake)| {
+            let secret = intake.signature.is_some().then_some(SECRET);
+            Intake::with_secret(&name, intake, secret)
+        })
+        .collect();
+    let router = App::new(ledger.clone(), tokens, intakes, options).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(actionledger::serve::serve(listener, router, std::future::pending()));
+    format!("http://{addr}")
+}
+
+fn unlimited() -> ServeOptions {
+    ServeOptions { rate: 0.0, ..ServeOptions::default() }
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+/// One request: its status, its content type and its body as JSON (`null` if not JSON).
+async fn call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<String>,
+    headers: &[(&str, String)],
+) -> (u16, String, Value) {
+    let mut request = client.request(method, url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.header("content-type", "application/json").body(body);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let kind = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    let text = response.text().await.unwrap();
+    (status, kind, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn post(client: &reqwest::Client, url: &str, token: Option<&str>, body: &Value) -> (u16, String, Value) {
+    call(client, reqwest::Method::POST, url, token, Some(body.to_string()), &[]).await
+}
+
+async fn get(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, Value) {
+    let (status, _, body) = call(client, reqwest::Method::GET, url, token, None, &[]).await;
+    (status, body)
+}
+
+/// What the ledger holds: actions and refused submissions.
+async fn written<S: Store>(ledger: &Ledger<S>) -> (i64, usize) {
+    let actions = ledger.counts().await.unwrap().iter().map(|(_, n)| n).sum();
+    (actions, ledger.list_refused(None, 1000).await.unwrap().len())
+}
+
+fn submission(key: &str, payload: &Value) -> Value {
+    json!({ "key": key, "payload": payload, "destination": "crm", "event_id": format!("ev-{key}") })
+}
+
+const KEYS: usize = 500;
+const DELIVERIES: usize = 8;
+
+async fn a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_per_key<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let started = Instant::now();
+    // Eight concurrent senders each deliver every key: four through /v1/actions and four through
+    // the webhook intake, which maps the same body to the same key and payload.
+    let senders: Vec<_> = (0..DELIVERIES)
+        .map(|s| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                let client = client();
+                let mut statuses = BTreeMap::<u16, usize>::new();
+                for i in 0..KEYS {
+                    let n = (i + s * 61) % KEYS;
+                    let (status, _, _) = if s % 2 == 0 {
+                        post(
+                            &client,
+                            &format!("{base}/v1/actions"),
+                            Some(SOURCE),
+                            &submission(&format!("storm:{n}"), &json!({ "n": n })),
+                        )
+                        .await
+                    } else {
+                        call(
+                            &client,
+                            reqwest::Method::POST,
+                            &format!("{base}/v1/hooks/orders"),
+                            Some(SOURCE),
+                            Some(json!({ "n": n, "sent_by": s }).to_string()),
+                            &[("X-Event-Id", format!("hook-{s}-{n}"))],
+                        )
+                        .await
+                    };
+                    *statuses.entry(status).or_default() += 1;
+                }
+                statuses
+            })
+        })
+        .collect();
+    let mut statuses = BTreeMap::<u16, usize>::new();
+    for sender in senders {
+        for (status, n) in sender.await.unwrap() {
+            *statuses.entry(status).or_default() += n;
+        }
+    }
+    let submitted = started.elapsed();
+    assert_eq!(statuses.get(&201), Some(&KEYS), "one created per key: {statuses:?}");
+    assert_eq!(statuses.get(&200), Some(&(KEYS * (DELIVERIES - 1))), "every other delivery a duplicate: {statuses:?}");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let crm = SimCrm::start(listener, Options::default()).unwrap();
+    let config = Config::parse(&crm.destination_config("crm")).unwrap().destinations["crm"].clone();
+    let destinations = BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]);
+    let options = WorkerOptions {
+        id: "storm-worker".to_owned(),
+        concurrency: 8,
+        batch: 1,
+        lease: Duration::from_mins(1),
+        poll_interval: Duration::from_millis(20),
+        drain: true,
+        destinations: Destinations::new(destinations, None),
+        progress: false,
+    };
+    worker::run(db.ledger.clone(), options, std::future::pending()).await.unwrap();
+    let filter = ListFilter { key_contains: Some("storm:".to_owned()), limit: 2000, ..ListFilter::default() };
+    let actions = db.ledger.list(&filter).await.unwrap();
+    assert_eq!(actions.len(), KEYS, "one action per key");
+    assert!(actions.iter().all(|a| a.state == State::Completed));
+    let deliveries = db.ledger.detail(&actions[0].key).await.unwrap().deliveries.len();
+    assert_eq!(deliveries, DELIVERIES, "every delivery of a key is recorded on its one action");
+    let stats = crm.stats();
+    assert_eq!(usize::try_from(stats.records).unwrap(), KEYS, "one CRM record per key");
+    assert_eq!(stats.max_records_per_external_ref, 1);
+    let requests = KEYS * DELIVERIES;
+    println!(
+        "serve storm ({}): {requests} deliveries of {KEYS} keys by {DELIVERIES} concurrent senders (half through \
+         /v1/actions, half through a webhook intake) in {:.2}s ({:.0} requests/s): {} actions, {} CRM records, \
+         at most {} per reference",
+        db.url.split(':').next().unwrap_or_default(),
+        submitted.as_secs_f64(),
+        f64::from(u32::try_from(requests).unwrap()) / submitted.as_secs_f64(),
+        actions.len(),
+        stats.records,
+        stats.max_records_per_external_ref
+    );
+}
+
+async fn every_refusal_code_writes_nothing<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let url = format!("{base}/v1/actions");
+    let order = submission("shop:order:1:create-task", &json!({ "total": 10 }));
+    for (token, status) in [(None, 401), (Some("not-a-token-at-all"), 401), (Some(VIEWER), 403)] {
+        let (got, kind, problem) = post(&client, &url, token, &order).await;
+        assert_eq!((got, kind.as_str()), (status, "application/problem+json"), "{problem}");
+        assert_eq!(problem["status"], status);
+        assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()) && problem["type"].is_string());
+    }
+    assert_eq!(written(&db.ledger).await, (0, 0), "refused callers wrote nothing");
+    // 413: a body past the payload limit plus envelope, and a batch of more than 1,000.
+    let huge = submission("shop:order:2:create-task", &json!({ "blob": "x".repeat(400 * 1024) }));
+    let (status, _, problem) = post(&client, &url, Some(SOURCE), &huge).await;
+    assert_eq!(status, 413, "{problem}");
+    let batch = json!({ "actions": (0..1001).map(|n| submission(&format!("b:{n}"), &json!({}))).collect::<Vec<_>>() });
+    let (status, _, problem) = post(&client, &format!("{base}/v1/actions:batch"), Some(SOURCE), &batch).await;
+    assert_eq!(status, 413, "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("at most 1000"), "{problem}");
+    assert_eq!(written(&db.ledger).await, (0, 0), "oversized requests wrote nothing");
+    // 422: an invalid submission is kept under refused submissions, and no action is recorded.
+    let invalid = submission("shop order with spaces", &json!({ "total": 10 }));
+    let (status, kind, problem) = post(&client, &url, Some(SOURCE), &invalid).await;
+    assert_eq!((status, kind.as_str()), (422, "application/problem+json"), "{problem}");
+    assert_eq!(problem["outcome"], "refused");
+    assert_eq!(problem["problem"], "key_whitespace");
+    assert_eq!(written(&db.ledger).await, (0, 1), "no action; the refusal is kept for review");
+    // 409: a different payload under a recorded key is kept as a proposal, nothing else changes.
+    let (status, _, created) = post(&client, &url, Some(SOURCE), &order).await;
+    assert_eq!((status, created["outcome"].as_str()), (201, Some("created")), "{created}");
+    assert_eq!(created["explanation"], "recorded shop:order:1:create-task as pending");
+    let changed = submission("shop:order:1:create-task", &json!({ "total": 11 }));
+    let (status, kind, problem) = post(&client, &url, Some(SOURCE), &changed).await;
+    assert_eq!((status, kind.as_str()), (409, "application/problem+json"), "{problem}");
+    assert_eq!(problem["outcome"], "conflict");
+    assert!(problem["detail"].as_str().unwrap().contains("kept as a proposal"), "{problem}");
+    assert_eq!(written(&db.ledger).await, (1, 1));
+    let key = actionledger::domain::ActionKey::parse("shop:order:1:create-task").unwrap();
+    let action = db.ledger.detail(&key).await.unwrap().action;
+    assert_eq!(action.payload.value(), json!({ "total": 10 }), "the approved payload is unchanged");
+    assert_eq!(action.proposal.map(|p| p.payload.value()), Some(json!({ "total": 11 })), "the proposal is kept");
+    // 429: a token past its rate is refused with Retry-After, and its submission is not recorded.
+    let limited = start(&db.ledger, ServeOptions { rate: 0.01, burst: 2, ..ServeOptions::default() }).await;
+    let url = format!("{limited}/v1/actions");
+    for n in 0..2 {
+        let (status, _, _) = post(&client, &url, Some(SOURCE), &submission(&format!("rate:{n}"), &json!({}))).await;
+        assert_eq!(status, 201);
+    }
+    let response = client
+        .post(&url)
+        .bearer_auth(SOURCE)
+        .header("content-type", "application/json")
+        .body(submission("rate:2", &json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let wait: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(wait >= 1, "Retry-After in whole seconds");
+    assert_eq!(written(&db.ledger).await, (3, 1), "the rate-limited submission was not recorded");
+    let (status, _) = get(&client, &format!("{limited}/v1/stats"), Some(VIEWER)).await;
+    assert_eq!(status, 200, "another token has its own bucket");
+}
+
+/// The `signed` intake's headers for `body` signed at `at` with `secret`.
+fn signed(secret: &[u8], at: i64, body: &str) -> Vec<(&'static str, String)> {
+    let config = config().intake["signed"].signature.clone().unwrap();
+    vec![("X-Shop-Signature", sign(secret, &config, Some(at), body.as_bytes())), ("X-Shop-Timestamp", at.to_string())]
+}
+
+async fn a_signed_webhook_with_a_wrong_or_stale_signature_is_refused<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let url = format!("{base}/v1/hooks/signed");
+    let body = r#"{"id": 1042, "version": 3, "total": 99.5}"#;
+    let now = chrono::Utc::now().timestamp();
+    let send = |headers: Vec<(&'static str, String)>, body: &str| {
+        let (client, url, body) = (client.clone(), url.clone(), body.to_owned());
+        async move { call(&client, reqwest::Method::POST, &url, None, Some(body), &headers).await }
+    };
+    let refusals = [
+        ("no signature", Vec::new()),
+        ("a wrong secret", signed(b"not-the-secret", now, body)),
+        ("another body's signature", signed(SECRET, now, r#"{"id": 1042, "version": 4}"#)),
+        ("a stale timestamp", signed(SECRET, now - 600, body)),
+        ("a timestamp from the future", signed(SECRET, now + 600, body)),
+    ];
+    for (what, headers) in refusals {
+        let (status, kind, problem) = send(headers, body).await;
+        assert_eq!((status, kind.as_str()), (401, "application/problem+json"), "{what}: {problem}");
+    }
+    let mut replayed = signed(SECRET, now, body);
+    replayed[1].1 = (now - 1).to_string();
+    assert_eq!(send(replayed, body).await.0, 401, "the timestamp is signed with the body");
+    assert_eq!(written(&db.ledger).await, (0, 0), "an unproven sender writes nothing, not even a refusal");
+    let (status, _, created) = send(signed(SECRET, now, body), body).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["action"]["key"], "shop:order:1042:create-task");
+    assert_eq!(created["action"]["source"], "signed");
+    assert_eq!(created["action"]["source_version"], 3);
+    assert_eq!(created["action"]["payload"]["total"], 99.5, "the whole body is the payload");
+    // A proven sender's body that the mapping cannot use is refused and kept for review.
+    let unusable = r#"{"order": 1042}"#;
+    let (status, _, problem) = send(signed(SECRET, now, unusable), unusable).await;
+    assert_eq!(status, 422, "{problem}");
+    assert_eq!(problem["problem"], "hook_unmapped");
+    assert!(problem["detail"].as_str().unwrap().contains("the body has no field id"), "{problem}");
+    assert_eq!(written(&db.ledger).await, (1, 1));
+    let refused = db.ledger.list_refused(None, 10).await.unwrap();
+    assert_eq!((refused[0].problem.as_str(), refused[0].source.as_deref()), ("hook_unmapped", Some("signed")));
+    // Without a token the unsigned intake is closed.
+    let (status, _, _) =
+        call(&client, reqwest::Method::POST, &format!("{base}/v1/hooks/orders"), None, Some("{}".into()), &[]).await;
+    assert_eq!(status, 401);
+    let (status, _, _) =
+        call(&client, reqwest::Method::POST, &format!("{base}/v1/hooks/nope"), Some(SOURCE), Some("{}".into()), &[])
+            .await;
+    assert_eq!(status, 404);
+    assert_eq!(written(&db.ledger).await, (1, 1));
+}
+
+async fn each_role_is_refused_what_it_may_not_do<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let key = "shop:order:7:create-task";
+    let (status, _, _) =
+        post(&client, &format!("{base}/v1/actions"), Some(SOURCE), &submission(key, &json!({ "n": 7 }))).await;
+    assert_eq!(status, 201);
+    let show = format!("{base}/v1/actions/{key}");
+    let cancel = format!("{base}/v1/actions/{key}/cancel");
+    let reason = json!({ "reason": "the order was refunded", "version": 1 });
+    // A source submits and nothing else.
+    for url in [
+        show.clone(),
+        format!("{base}/v1/actions?state=pending"),
+        format!("{base}/v1/stats"),
+        format!("{base}/v1/refused"),
+    ] {
+        assert_eq!(get(&client, &url, Some(SOURCE)).await.0, 403, "a source token reads nothing: {url}");
+    }
+    assert_eq!(post(&client, &cancel, Some(SOURCE), &reason).await.0, 403);
+    // A viewer reads and nothing else.
+    assert_eq!(post(&client, &format!("{base}/v1/actions"), Some(VIEWER), &submission("v:1", &json!({}))).await.0, 403);
+    assert_eq!(
+        post(&client, &format!("{base}/v1/actions:batch"), Some(VIEWER), &json!({ "actions": [] })).await.0,
+        403
+    );
+    let (status, _, _) = call(
+        &client,
+        reqwest::Method::POST,
+        &format!("{base}/v1/hooks/orders"),
+        Some(VIEWER),
+        Some(r#"{"n":1}"#.into()),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(post(&client, &cancel, Some(VIEWER), &reason).await.0, 403);
+    assert_eq!(written(&db.ledger).await, (1, 0), "the refused roles wrote nothing");
+    let action = db.ledger.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!(action.action.state, State::Pending);
+    assert_eq!(action.audit.len(), 1, "only the submission is in the audit trail");
+    // What a viewer reads is the `show --json` and `list --json` document.
+    let (status, shown) = get(&client, &show, Some(VIEWER)).await;
+    assert_eq!(status, 200);
+    assert_eq!(shown, actionledger::document::detail(&action));
+    let (status, page) = get(&client, &format!("{base}/v1/actions?state=pending&destination=crm"), Some(VIEWER)).await;
+    assert_eq!((status, page["actions"][0]["key"].as_str()), (200, Some(key)));
+    let (status, counts) = get(&client, &format!("{base}/v1/stats"), Some(VIEWER)).await;
+    assert_eq!((status, &counts["states"]["pending"], &counts["total"]), (200, &json!(1), &json!(1)));
+    // A reviewer's command is recorded in the token's person's name, against the version seen.
+    let (status, _, problem) =
+        post(&client, &cancel, Some(REVIEWER), &json!({ "reason": "refunded", "version": 9 })).await;
+    assert_eq!(status, 409, "a stale version is refused: {problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("changed since you read it"), "{problem}");
+    let (status, _, done) = post(&client, &cancel, Some(REVIEWER), &reason).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!((done["by"].as_str(), done["to"].as_str()), (Some("Ana Lima"), Some("cancelled")));
+    let (status, _, problem) = post(&client, &format!("{base}/v1/actions/{key}/retry"), Some(REVIEWER), &reason).await;
+    assert_eq!(status, 409, "the ledger's refusal, worded: {problem}");
+    let audit = db.ledger.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap().audit;
+    let last = audit.last().unwrap();
+    assert_eq!((last.actor.as_str(), last.reason.as_deref()), ("Ana Lima", Some("the order was refunded")));
+}
+
+async fn a_batch_answers_each_submission<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let batch = json!({ "actions": [
+        submission("batch:1", &json!({ "n": 1 })),
+        submission("batch:1", &json!({ "n": 1 })),
+        submission("batch 2", &json!({ "n": 2 })),
+        { "key": "batch:3", "payload": {}, "colour": "blue" },
+        submission("batch:4", &json!({ "n": 4 })),
+    ] });
+    let (status, _, answer) = post(&client, &format!("{base}/v1/actions:batch"), Some(SOURCE), &batch).await;
+    assert_eq!(status, 200, "{answer}");
+    let results = answer["results"].as_array().unwrap();
+    let statuses: Vec<u64> = results.iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(statuses, [201, 200, 422, 400, 201], "{answer}");
+    let outcomes: Vec<&str> = results.iter().map(|r| r["outcome"].as_str().unwrap_or("-")).collect();
+    assert_eq!(outcomes, ["created", "duplicate", "refused", "-", "created"]);
+    assert_eq!(
+        written(&db.ledger).await,
+        (2, 1),
+        "two actions; the invalid one kept as refused; the unreadable one not"
+    );
+}
+
+async fn every_route_of_the_openapi_document_answers<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let (status, document) = get(&client, &format!("{base}/v1/openapi.json"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(document, serde_json::from_str::<Value>(actionledger::serve::routes::OPENAPI).unwrap());
+    post(&client, &format!("{base}/v1/actions"), Some(SOURCE), &submission("route:1", &json!({}))).await;
+    for (method, path) in actionledger::serve::routes::ROUTES {
+        let url = format!(
+            "{base}{}",
+            path.replace("{key}", "route:1").replace("{command}", "assign").replace("{name}", "orders")
+        );
+        let (status, _, body) = if *method == "get" {
+            call(&client, reqwest::Method::GET, &url, Some(REVIEWER), None, &[]).await
+        } else {
+            let body = match *path {
+                "/v1/actions:batch" => json!({ "actions": [] }),
+                "/v1/actions/{key}/{command}" => json!({ "reason": "mine to follow up" }),
+                "/v1/hooks/{name}" => json!({ "n": 5 }),
+                _ => submission("route:2", &json!({})),
+            };
+            let event = [("X-Event-Id", "route-5".to_owned())];
+            call(&client, reqwest::Method::POST, &url, Some(REVIEWER), Some(body.to_string()), &event).await
+        };
+        assert!((200..300).contains(&status), "{method} {path}: {status} {body}");
+    }
+    let (status, _, problem) =
+        call(&client, reqwest::Method::GET, &format!("{base}/v2/nothing"), Some(REVIEWER), None, &[]).await;
+    assert_eq!((status, problem["status"].as_u64()), (404, Some(404)));
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
+
+fn actionledger(dir: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(BIN);
+    command
+        .current_dir(dir)
+        .env_remove("ACTIONLEDGER_DB")
+        .env_remove("ACTIONLEDGER_TOKENS")
+        .env_remove("ACTIONLEDGER_TOKENS_FILE");
+    command
+}
+
+/// `serve hash-token` makes a tokens file's line from a token on standard input.
+fn hash_token(dir: &std::path::Path, token: &str, role: &str, name: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = actionledger(dir)
+        .args(["serve", "hash-token", "--role", role, "--name", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(token.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_hashed_tokens_and_finishes_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = hash_token(dir.path(), "a-token-of-the-shop-0123456789\n", "source", "shop");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let line = String::from_utf8(made.stdout).unwrap();
+    assert!(line.starts_with("sha256:") && line.trim_end().ends_with(" source shop"), "{line}");
+    assert!(!line.contains("a-token-of-the-shop"), "the token itself is never written");
+    let short = hash_token(dir.path(), "short", "source", "shop");
+    assert_eq!(short.status.code(), Some(2), "a short token is a usage error");
+    let refused = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "no token configured");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no token is configured"));
+    std::fs::write(dir.path().join("tokens.txt"), &line).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = client();
+    let url = format!("http://{listen}/v1/actions");
+    let mut answer = None;
+    for _ in 0..200 {
+        if client.get(format!("http://{listen}/v1/openapi.json")).send().await.is_ok() {
+            answer = Some(
+                post(&client, &url, Some("a-token-of-the-shop-0123456789"), &submission("bin:1", &json!({}))).await,
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _, created) = answer.expect("the server answered");
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["action"]["source"], "shop", "the token's name stands for the source");
+    let killed = std::process::Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let stopped = server.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "SIGTERM ends serve cleanly: {}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(String::from_utf8_lossy(&stopped.stderr).contains("requests in flight finished"));
+    let after = actionledger(dir.path()).args(["--db", "sqlite://ledger.db", "list", "--json"]).output().unwrap();
+    let page: Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert_eq!(page["actions"][0]["key"], "bin:1");
+}
+
+async fn a_request_in_flight_finishes_when_the_server_stops<S: Store>(db: TestDb<S>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut tokens = Tokens::default();
+    tokens.insert(SOURCE, Role::Source, "shop");
+    let router = App::new(db.ledger.clone(), tokens, Vec::new(), unlimited()).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(actionledger::serve::serve(listener, router, async {
+        let _ = stopped.await;
+    }));
+    // A submission whose body is still arriving when the server is told to stop.
+    let body = submission("inflight:1", &json!({ "n": 1 })).to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {SOURCE}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!server.is_finished(), "the server waits for the request in flight");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no new connection is accepted");
+    stream.write_all(&body.as_bytes()[10..]).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    tokio::time::timeout(Duration::from_secs(5), server).await.expect("the server stops").unwrap().unwrap();
+    assert_eq!(written(&db.ledger).await, (1, 0), "the request in flight was recorded");
+}
+
+async fn a_request_past_the_timeout_is_answered_503_with_nothing_written<S: Store>(db: TestDb<S>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let options = ServeOptions { timeout: Duration::from_millis(300), ..unlimited() };
+    let base = start(&db.ledger, options).await;
+    let addr = base.trim_start_matches("http://").to_owned();
+    // A sender that stops halfway through its body holds no server task past the timeout.
+    let body = submission("slow:1", &json!({ "n": 1 })).to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {SOURCE}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..10]).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
+        .await
+        .expect("answered without the rest of the body")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("content-type: application/problem+json"), "{answer}");
+    assert!(answer.contains("urn:actionledger:problem:timeout"), "{answer}");
+    assert_eq!(written(&db.ledger).await, (0, 0));
+}

@@ -20,6 +20,10 @@
 //! - [`config`], [`destination`]: destinations declared in `actionledger.toml`, their declared
 //!   capabilities (handed to the ledger), templates, the HTTP client and how each outcome is
 //!   classified.
+//! - [`metrics`]: the process's Prometheus counters and gauges, at the bottom of the crate beside
+//!   `faults` so that the ledger and the worker count where things happen; [`health`] serves them
+//!   with liveness and readiness for `worker --metrics-addr`, over the ledger. Logs are `tracing`
+//!   events, set up once by the binary (`cli::logging`).
 //! - [`error`]: what a front end can answer, wrapping the ledger's errors, and the exit code of
 //!   each kind.
 //! - [`reconcile`]: what a destination holds for an action, judged and settled one way for every
@@ -45,7 +49,9 @@ pub mod document;
 pub mod domain;
 pub mod error;
 mod faults;
+pub mod health;
 pub mod ledger;
+pub mod metrics;
 pub mod reconcile;
 pub mod serve;
 pub mod store;

@@ -14,6 +14,11 @@ fn main() -> ExitCode {
         Err(refused) => return usage_error(&refused),
     };
     let json = cli.command.json();
+    if !cli.command.draws_on_terminal()
+        && let Err(error) = actionledger::cli::logging::init(cli.log_format)
+    {
+        return failed(json, &error.to_string(), error.exit_code());
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return failed(json, &format!("cannot start the async runtime: {e}"), exit::ERROR),

@@ -5,6 +5,7 @@
 //! otherwise (the ledger decides which).
 
 use crate::destination::{self, Destination, Destinations, SendOutcome};
+use crate::domain::text::escape_untrusted;
 use crate::domain::{ActionRecord, ActorKind, Evidence, LookupVerdict, State};
 use crate::error::Error;
 use crate::ledger::{Claim, Ledger, LedgerError, LookupReport, Outcome, Recorded, Recovery, Report};
@@ -39,7 +40,7 @@ pub struct WorkerOptions {
     pub drain: bool,
     /// Where actions go, and the one for actions submitted without a destination.
     pub destinations: Destinations,
-    /// Print a line per settled action on standard error.
+    /// Log an `info` event per settled action (`warn` when something went wrong).
     pub progress: bool,
 }
 
@@ -99,9 +100,38 @@ impl<S: Store> Shared<S> {
         bump(&mut self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     }
 
-    fn progress(&self, key: &str, what: &str) {
+    /// Logs what became of an action (an `info` event), with its key, this worker, the
+    /// ownership version, the destination and the outcome as fields. Every text from outside
+    /// (keys, destination names, errors that quote a destination) is escaped as on the terminal.
+    fn progress(&self, action: &ActionRecord, outcome: &str, what: &str) {
         if self.options.progress {
-            eprintln!("{}: {what}", crate::domain::text::escape_untrusted(key));
+            tracing::info!(
+                key = %escape_untrusted(action.key.as_str()),
+                worker = %escape_untrusted(&self.options.id),
+                ownership_version = action.ownership_version,
+                destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
+                outcome,
+                "{}: {}",
+                escape_untrusted(action.key.as_str()),
+                escape_untrusted(what)
+            );
+        }
+    }
+
+    /// Like [`Shared::progress`] for something that went wrong and will be tried again or left
+    /// to recovery: a `warn` event.
+    fn trouble(&self, action: &ActionRecord, outcome: &str, what: &str) {
+        if self.options.progress {
+            tracing::warn!(
+                key = %escape_untrusted(action.key.as_str()),
+                worker = %escape_untrusted(&self.options.id),
+                ownership_version = action.ownership_version,
+                destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
+                outcome,
+                "{}: {}",
+                escape_untrusted(action.key.as_str()),
+                escape_untrusted(what)
+            );
         }
     }
 
@@ -145,7 +175,13 @@ pub async fn run<S: Store>(
                 if since.elapsed() > DATABASE_PATIENCE || error.is_not_permitted() {
                     return Err(error);
                 }
-                eprintln!("worker {}: {error}; trying again", shared.options.id);
+                let error = escape_untrusted(&error.to_string());
+                tracing::warn!(
+                    worker = %escape_untrusted(&shared.options.id),
+                    %error,
+                    "worker {}: {error}; trying again",
+                    escape_untrusted(&shared.options.id)
+                );
                 true
             }
         };
@@ -277,14 +313,14 @@ async fn recover_expired<S: Store>(
             Recovery::Claimed(claim) => {
                 any = true;
                 shared.count(|s| s.recovered += 1);
-                shared.progress(claim.key().as_str(), "expired claim taken over");
+                shared.progress(&claim.action, "taken_over", "expired claim taken over");
                 let shared = Arc::clone(shared);
                 tasks.spawn(async move { perform(&shared, vec![claim]).await });
             }
             Recovery::Held(action) => {
                 any = true;
                 shared.count(|s| s.held += 1);
-                shared.progress(action.key.as_str(), "expired claim held: a takeover is not safe here");
+                shared.progress(&action, "held", "expired claim held: a takeover is not safe here");
             }
             Recovery::NotExpired | Recovery::Changed => {}
         }
@@ -320,7 +356,7 @@ async fn settle_unknowns<S: Store>(
             Ok(true) => settled += 1,
             Ok(false) => {}
             Err(error) => {
-                shared.progress(action.key.as_str(), &format!("lookup failed, will try again: {error}"));
+                shared.trouble(&action, "lookup_failed", &format!("lookup failed, will try again: {error}"));
                 lookup_after.insert(action.key.to_string(), tokio::time::Instant::now() + LOOKUP_RETRY);
             }
         }
@@ -351,7 +387,11 @@ async fn settle_one<S: Store>(
                 _ => {}
             }
         });
-        shared.progress(action.key.as_str(), &format!("lookup: {}, now {}", report.verdict.as_str(), settled.state));
+        shared.progress(
+            settled,
+            settled.state.as_str(),
+            &format!("lookup: {}, now {}", report.verdict.as_str(), settled.state),
+        );
     }
     Ok(settled.is_some())
 }
@@ -368,12 +408,15 @@ async fn predecessor<S: Store>(shared: &Shared<S>, action: &ActionRecord) -> Res
 /// recorded in one group commit. A batch of one is the per-action mode.
 async fn perform<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) {
     let heartbeat = keep_leases(shared, claims.clone());
-    let keys: Vec<String> = claims.iter().map(|c| c.key().to_string()).collect();
+    let actions: Vec<ActionRecord> = claims.iter().map(|c| c.action.clone()).collect();
     let result = perform_batch(shared, claims).await;
     heartbeat.abort();
     if let Err(error) = result {
         shared.count(|s| s.errors += 1);
-        shared.progress(&keys.join(", "), &format!("error: {error}"));
+        // Left to expire and be recovered by rule 5.
+        for action in &actions {
+            shared.trouble(action, "error", &format!("error: {error}"));
+        }
     }
 }
 
@@ -424,13 +467,17 @@ async fn perform_batch<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) ->
             Ok(attempt) => {
                 let shared = Arc::clone(shared);
                 exchanges.spawn(async move {
+                    let sent_at = std::time::Instant::now();
                     let report = exchange(&shared, &item).await;
+                    if let Some(destination) = shared.destination_of(&item.claim.action) {
+                        crate::metrics::attempt(&destination.name, outcome_label(&report.outcome), sent_at.elapsed());
+                    }
                     (item.claim, attempt, report)
                 });
             }
             Err(error) => {
                 shared.count(|s| s.errors += 1);
-                shared.progress(item.claim.key().as_str(), &format!("not sent: {error}"));
+                shared.trouble(&item.claim.action, "not_sent", &format!("not sent: {error}"));
             }
         }
     }
@@ -456,7 +503,6 @@ async fn perform_batch<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) ->
 /// before sending, an idempotency window that has closed. `None` when handled.
 async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Option<Ready>, Error> {
     let ledger = &shared.ledger;
-    let key = claim.key().as_str();
     let Some(destination) = shared.destination_of(&claim.action) else {
         ledger.release(&claim, "this worker has no configuration for the action's destination").await?;
         return Ok(None);
@@ -490,7 +536,7 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
             )
             .await?;
         shared.count(|s| s.held += 1);
-        shared.progress(key, "held: idempotency window passed");
+        shared.progress(&claim.action, "held", "held: idempotency window passed");
         return Ok(None);
     }
     if let Some(updated) = &claim.action.updates
@@ -504,7 +550,7 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
         );
         ledger.hold(&claim, &reason).await?;
         shared.count(|s| s.held += 1);
-        shared.progress(key, "held: the destination declares no update request");
+        shared.progress(&claim.action, "held", "held: the destination declares no update request");
         return Ok(None);
     }
     let after = predecessor(shared, &claim.action).await?;
@@ -587,11 +633,14 @@ fn after_recorded<S: Store>(
     report: &Report,
     recorded: Recorded,
 ) -> Option<ActionRecord> {
-    let key = claim.key().as_str();
     let action = match recorded {
         Recorded::Stale(action) => {
             shared.count(|s| s.stale_results += 1);
-            shared.progress(key, &format!("late result refused; the action is {}", action.state));
+            shared.progress(
+                &claim.action,
+                "late_result_refused",
+                &format!("late result refused; the action is {}", action.state),
+            );
             return None;
         }
         Recorded::Applied(action) => action,
@@ -610,7 +659,7 @@ fn after_recorded<S: Store>(
         (_, Some(error)) => format!("{}: {error}", action.state),
         _ => action.state.to_string(),
     };
-    shared.progress(key, &detail);
+    shared.progress(&action, action.state.as_str(), &detail);
     let has_lookup = shared.destination_of(&action).is_some_and(|d| d.config.lookup.is_some());
     (action.state == State::Unknown && has_lookup).then_some(action)
 }
@@ -627,7 +676,7 @@ async fn settle_after_send<S: Store>(shared: &Shared<S>, uncertain: Vec<ActionRe
     for action in uncertain {
         let Some(destination) = shared.destination_of(&action) else { continue };
         if let Err(error) = settle_one(shared, destination, &action).await {
-            shared.progress(action.key.as_str(), &format!("lookup failed, a later sweep will try again: {error}"));
+            shared.trouble(&action, "lookup_failed", &format!("lookup failed, a later sweep will try again: {error}"));
         }
     }
 }
@@ -670,6 +719,16 @@ async fn resolve_existing(
             ),
             Err(error) => unknown(error.to_string(), &found.response),
         },
+    }
+}
+
+/// An attempt's outcome as the metrics name it.
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Completed { .. } => "completed",
+        Outcome::RetryLater { .. } => "retry",
+        Outcome::Failed { .. } => "failed",
+        Outcome::Unknown => "unknown",
     }
 }
 

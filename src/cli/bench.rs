@@ -17,6 +17,10 @@ pub struct BenchArgs {
     /// simulated CRM and sample its resident memory.
     #[arg(long, value_name = "ACTIONS")]
     worker_memory: Option<usize>,
+    /// Only the drain cases: a backlog of this many pending actions worked off by 16 workers, raw
+    /// and through the worker's path (one action at a time, and batched), twice each.
+    #[arg(long, value_name = "ACTIONS", conflicts_with = "worker_memory")]
+    drain: Option<usize>,
     /// With --worker-memory: the worker's batch size.
     #[arg(long, default_value_t = 64, requires = "worker_memory")]
     batch: usize,
@@ -27,7 +31,12 @@ pub struct BenchArgs {
 /// named; everything created is removed afterwards.
 pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Error> {
     use crate::bench::{Sizes, Target};
-    let sizes = if args.quick { Sizes::quick() } else { Sizes::full() };
+    let sizes = match args.drain {
+        Some(0) => return Err(Error::Invalid("--drain needs at least 1 action".to_owned())),
+        Some(actions) => Sizes::drain_only(actions),
+        None if args.quick => Sizes::quick(),
+        None => Sizes::full(),
+    };
     let scratch = std::env::temp_dir().join(format!("actionledger-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
     if let Some(actions) = args.worker_memory {
@@ -90,11 +99,7 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
         }
     };
     if !args.json {
-        println!(
-            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
-            if args.quick { " --quick" } else { "" },
-            sizes.lifecycles
-        );
+        print_header(&args, sizes);
     }
     let mut cases = Vec::new();
     let mut result = Ok(());
@@ -113,4 +118,23 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
         println!("{}", serde_json::to_string_pretty(&cases).expect("cases serialize"));
     }
     Ok(exit::OK)
+}
+
+/// The line above the human-readable table: what each case measures.
+fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
+    if sizes.drain_only {
+        println!(
+            "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
+             the raw drain measured just before it",
+            sizes.drain,
+            sizes.drain,
+            crate::bench::DRAIN_WORKERS
+        );
+    } else {
+        println!(
+            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
+            if args.quick { " --quick" } else { "" },
+            sizes.lifecycles
+        );
+    }
 }

@@ -3,6 +3,7 @@
 
 mod bench;
 mod demo;
+pub mod logging;
 mod manual;
 mod migrate;
 mod purge;
@@ -11,6 +12,7 @@ mod review;
 mod serve;
 mod shell;
 mod sim_crm;
+mod stats;
 mod submit;
 mod values;
 mod worker;
@@ -23,6 +25,7 @@ pub use purge::PurgeArgs;
 pub use review::ReviewArgs;
 pub use serve::ServeArgs;
 pub use sim_crm::SimCrmArgs;
+pub use stats::StatsArgs;
 pub use submit::{ListArgs, SubmitArgs};
 pub use worker::{ReconcileArgs, WorkerArgs};
 
@@ -106,6 +109,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "NAME", env = "ACTIONLEDGER_SCHEMA")]
     pub schema: Option<String>,
 
+    /// How log events are written to standard error: text, or json (one object per line).
+    /// RUST_LOG filters them (default: info), e.g. RUST_LOG=actionledger=debug,sqlx=warn.
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
+    pub log_format: logging::LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -119,6 +127,9 @@ pub enum Command {
     Submit(SubmitArgs),
     /// List actions, newest first.
     List(ListArgs),
+    /// The ledger's figures once: actions per state, stale claims, and how long the oldest
+    /// unknown, held and conflict actions have waited (the figures `worker --metrics-addr` serves).
+    Stats(StatsArgs),
     /// Show one action: record, payloads, deliveries, attempts, evidence and audit trail.
     Show {
         key: String,
@@ -193,6 +204,12 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether the command draws on the terminal (the review console), where log lines on
+    /// standard error would tear the screen: it writes no logs.
+    pub fn draws_on_terminal(&self) -> bool {
+        matches!(self, Self::Review(_) | Self::Demo(_))
+    }
+
     /// Whether the command needs a ledger that already exists: it only reads, or acts only on
     /// actions already recorded (a person's commands, the console, `reconcile --apply`). Only
     /// `migrate`, `submit`, `worker` and `serve` may create the embedded ledger.
@@ -220,6 +237,7 @@ impl Command {
             Self::Reconcile(args) => args.json,
             Self::Demo(args) => args.json,
             Self::Bench(args) => args.json,
+            Self::Stats(args) => args.json,
             Self::Migrate(_)
             | Self::Review(_)
             | Self::Serve(_)
@@ -306,6 +324,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         }
         Command::Submit(args) => submit::submit(&ledger, args).await,
         Command::List(args) => submit::list(&ledger, args).await,
+        Command::Stats(args) => stats::stats(&ledger, &args).await,
         Command::Show { key, json } => {
             submit::show(&ledger, &key, json).await?;
             Ok(exit::OK)

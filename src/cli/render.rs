@@ -457,3 +457,46 @@ pub fn looked_up(action: &ActionRecord, looked: &LookedUp, as_json: bool) {
         println!("  {}", escape_untrusted(detail));
     }
 }
+
+/// The ledger's figures (`stats`).
+pub fn stats(stats: &crate::ledger::LedgerStats, as_json: bool) {
+    if as_json {
+        // Straight from the figures, keeping their order (states as the lifecycle runs).
+        println!("{}", serde_json::to_string_pretty(stats).expect("figures serialize"));
+        return;
+    }
+    let age = |seconds: Option<i64>| seconds.map_or_else(|| "none".to_owned(), age_text);
+    println!("ledger figures at {}", time(stats.at));
+    for (state, count) in &stats.states.0 {
+        println!("  {:<16}{count:>10}", state.as_str());
+    }
+    println!("  {:<16}{:>10}", "total", stats.total);
+    println!("stale claims (lease expired): {}", stats.stale_claims);
+    println!("oldest unknown:  {}", age(stats.oldest_unknown_seconds));
+    println!("oldest held:     {}", age(stats.oldest_held_seconds));
+    println!("oldest conflict: {}", age(stats.oldest_conflict_seconds));
+}
+
+/// A wait in seconds as days, hours, minutes and seconds: `2h 5m 0s`.
+fn age_text(seconds: i64) -> String {
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (hours, rest) = (rest / 3600, rest % 3600);
+    let (minutes, seconds) = (rest / 60, rest % 60);
+    match (days, hours, minutes) {
+        (0, 0, 0) => format!("{seconds}s"),
+        (0, 0, _) => format!("{minutes}m {seconds}s"),
+        (0, _, _) => format!("{hours}h {minutes}m {seconds}s"),
+        _ => format!("{days}d {hours}h {minutes}m"),
+    }
+}
+
+#[cfg(test)]
+mod age_tests {
+    #[test]
+    fn ages_read_as_units() {
+        assert_eq!(super::age_text(5), "5s");
+        assert_eq!(super::age_text(125), "2m 5s");
+        assert_eq!(super::age_text(7500), "2h 5m 0s");
+        assert_eq!(super::age_text(90_000), "1d 1h 0m");
+    }
+}

@@ -2,6 +2,7 @@
 
 use super::manual::load_destinations;
 use super::render;
+use crate::domain::text::escape_untrusted;
 use crate::domain::{Person, input::Label};
 use crate::error::{Error, exit};
 use crate::ledger::Ledger;
@@ -32,6 +33,14 @@ pub struct WorkerArgs {
     /// Print the summary as JSON (errors too: {"error", "exit_code"}).
     #[arg(long)]
     pub(super) json: bool,
+    /// Serve Prometheus metrics at /metrics, liveness at /healthz and readiness at /readyz on
+    /// this address, e.g. 127.0.0.1:9464 (port 0: any free port; the address is logged).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// How often the ledger's figures (actions per state, stale claims, oldest waits) are read
+    /// into the metrics, e.g. 10s: one statement each time, however often Prometheus scrapes.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::config::duration_text::parse, requires = "metrics_addr")]
+    metrics_refresh: std::time::Duration,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +90,9 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
     if !(1..=crate::config::MAX_BATCH).contains(&batch) {
         return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));
     }
+    if args.metrics_refresh.is_zero() {
+        return Err(Error::Invalid("--metrics-refresh is 0; give a period such as 10s".to_owned()));
+    }
     let id = match args.worker_id {
         Some(id) => Label::parse("worker id", &id)?.0,
         None => crate::worker::default_worker_id(),
@@ -99,13 +111,28 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
         1 => format!("{} at once", options.concurrency),
         batch => format!("{} batches of up to {batch} at once", options.concurrency),
     };
-    eprintln!(
+    // Kept until the worker ends: dropping it stops the endpoint.
+    let endpoint = match args.metrics_addr {
+        Some(addr) => {
+            let endpoint = crate::health::serve(ledger.clone(), addr, args.metrics_refresh).await?;
+            tracing::info!(
+                addr = %endpoint.addr,
+                "metrics at http://{0}/metrics, liveness at /healthz, readiness at /readyz",
+                endpoint.addr
+            );
+            Some(endpoint)
+        }
+        None => None,
+    };
+    tracing::info!(
+        worker = %escape_untrusted(&options.id),
         "worker {} performing actions for {} ({at_once}){}",
-        options.id,
-        options.destinations.names().collect::<Vec<_>>().join(", "),
+        escape_untrusted(&options.id),
+        escape_untrusted(&options.destinations.names().collect::<Vec<_>>().join(", ")),
         if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
     );
     let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;
+    drop(endpoint);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));
     } else {

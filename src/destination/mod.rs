@@ -9,7 +9,7 @@ pub mod template;
 
 use crate::config::{BodyFormat, DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
-use crate::domain::text::truncate;
+use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict};
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
@@ -381,6 +381,11 @@ impl Destination {
     /// an approval changed the payload after a send, rule 9) and its ownership version where the
     /// destination fences obsolete writers.
     /// The error is a request that could not be built, so nothing was sent.
+    #[tracing::instrument(
+        name = "destination_request",
+        skip_all,
+        fields(destination = %escape_untrusted(&self.name), key = %action.key, ownership_version = action.ownership_version)
+    )]
     pub async fn send(
         &self,
         action: &ActionRecord,
@@ -446,6 +451,7 @@ impl Destination {
             Err(_) => (Vec::new(), false),
         };
         let response = self.evidence(status, &body, cut);
+        tracing::debug!(status, body = %escape_untrusted(&response.body), "destination answered");
         match status {
             200..=299 => {
                 let id = header_id
@@ -541,6 +547,11 @@ impl Destination {
     }
 
     /// Finds the records the destination holds for this action's external reference.
+    #[tracing::instrument(
+        name = "destination_lookup",
+        skip_all,
+        fields(destination = %escape_untrusted(&self.name), key = %action.key)
+    )]
     pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, DestinationError> {
         let lookup =
             self.config.lookup.as_ref().ok_or_else(|| DestinationError::NoLookup { name: self.name.clone() })?;
@@ -560,6 +571,7 @@ impl Destination {
             .await
             .map_err(DestinationError::LookupResponseLost)?;
         let evidence = self.evidence(status, &body, cut);
+        tracing::debug!(status, body = %escape_untrusted(&evidence.body), "lookup answered");
         if status == 404 && lookup.records_pointer.is_none() {
             return Ok(Found { records: Vec::new(), response: evidence });
         }

@@ -121,6 +121,35 @@ pub enum Event {
 }
 
 impl Event {
+    /// Every event, in declaration order: the values the database accepts in the audit trail
+    /// (PostgreSQL's CHECK constraint of migration 0011; tests/it/roles.rs keeps them equal).
+    pub const ALL: [Self; 24] = [
+        Self::Submitted,
+        Self::PayloadChanged,
+        Self::Claimed,
+        Self::Completed,
+        Self::Failed,
+        Self::RetryScheduled,
+        Self::OutcomeUnknown,
+        Self::Held,
+        Self::Released,
+        Self::LateResult,
+        Self::ClaimRecovered,
+        Self::LeaseExpired,
+        Self::LookupFound,
+        Self::LookupNotFound,
+        Self::LookupMismatch,
+        Self::Retry,
+        Self::ResolvedCompleted,
+        Self::ResolvedNotWritten,
+        Self::Cancelled,
+        Self::Approved,
+        Self::Rejected,
+        Self::TakenOver,
+        Self::Assigned,
+        Self::LateResultsAcknowledged,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Submitted => "submitted",
@@ -339,6 +368,42 @@ pub(crate) fn join_states(states: &[State]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Event::ALL` lists every event once: a new variant fails this match until it is listed.
+    #[test]
+    fn every_event_is_listed_once() {
+        let position = |event: Event| match event {
+            E::Submitted => 0,
+            E::PayloadChanged => 1,
+            E::Claimed => 2,
+            E::Completed => 3,
+            E::Failed => 4,
+            E::RetryScheduled => 5,
+            E::OutcomeUnknown => 6,
+            E::Held => 7,
+            E::Released => 8,
+            E::LateResult => 9,
+            E::ClaimRecovered => 10,
+            E::LeaseExpired => 11,
+            E::LookupFound => 12,
+            E::LookupNotFound => 13,
+            E::LookupMismatch => 14,
+            E::Retry => 15,
+            E::ResolvedCompleted => 16,
+            E::ResolvedNotWritten => 17,
+            E::Cancelled => 18,
+            E::Approved => 19,
+            E::Rejected => 20,
+            E::TakenOver => 21,
+            E::Assigned => 22,
+            E::LateResultsAcknowledged => 23,
+        };
+        for (i, event) in Event::ALL.into_iter().enumerate() {
+            assert_eq!(position(event), i, "{event:?}");
+            let parsed: Event = serde_json::from_value(serde_json::Value::String(event.as_str().to_owned())).unwrap();
+            assert_eq!(parsed, event, "the stored name reads back");
+        }
+    }
 
     #[test]
     fn terminal_states_have_no_way_out() {

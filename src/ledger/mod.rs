@@ -13,9 +13,13 @@ use crate::domain::{
     record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 mod error;
+mod stats;
 
+use crate::domain::text::escape_untrusted;
+use crate::metrics;
 use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
 pub use error::LedgerError;
+pub use stats::{LedgerStats, NotReady, StateCounts};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::marker::PhantomData;
@@ -252,6 +256,7 @@ impl<S: Store> Ledger<S> {
 
     /// Records an intended action, or one more delivery of it. An invalid submission is recorded
     /// as refused (for review) and returned as [`LedgerError::SubmissionRefused`].
+    #[tracing::instrument(skip_all, fields(key = %escape_untrusted(raw.key.as_deref().unwrap_or(""))))]
     pub async fn submit(&self, raw: &RawSubmission) -> Result<SubmitReport, LedgerError> {
         let submission = match Submission::validate(raw) {
             Ok(submission) => submission,
@@ -302,6 +307,7 @@ impl<S: Store> Ledger<S> {
     /// Records many submissions in one transaction (one durable commit), for sources that deliver
     /// events in pages. Each gets its own outcome; an invalid one is recorded as refused and
     /// returned as its own error, without stopping the others.
+    #[tracing::instrument(skip_all, fields(submissions = raws.len()))]
     pub async fn submit_many(
         &self,
         raws: &[RawSubmission],
@@ -344,6 +350,7 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Like [`Ledger::claim`], only for the destinations a worker is configured for.
+    #[tracing::instrument(skip_all, fields(worker = %escape_untrusted(worker), limit = limit))]
     pub async fn claim_scoped(
         &self,
         worker: &str,
@@ -365,9 +372,11 @@ impl<S: Store> Ledger<S> {
             })
         })
         .await
+        .inspect(|claims: &Vec<Claim>| metrics::claimed(claims.len()))
     }
 
     /// Extends the lease of a claim that is still current; returns the new expiry.
+    #[tracing::instrument(skip_all, fields(key = %claim.key(), ownership_version = claim.ownership_version()))]
     pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, LedgerError> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
@@ -381,6 +390,8 @@ impl<S: Store> Ledger<S> {
             })
         })
         .await
+        .inspect(|_| metrics::lease_renewed())
+        .inspect_err(count_fenced)
     }
 
     /// Records that an attempt is about to be sent, under a claim that is still current. From
@@ -392,12 +403,17 @@ impl<S: Store> Ledger<S> {
     /// Batched [`Ledger::start_attempt`]: one transaction (one durable commit) and two statements
     /// for many claims, each still checked against its own ownership version. A fenced claim gets
     /// its own error; the others start.
+    #[tracing::instrument(skip_all, fields(claims = claims.len()))]
     pub async fn start_attempts(
         &self,
         claims: &[Claim],
     ) -> Result<Vec<Result<StartedAttempt, LedgerError>>, LedgerError> {
         refuse_repeated_keys(claims.iter().map(Claim::key))?;
-        self.transact(|tx, now, _| Box::pin(start_attempts_in(tx, claims, now))).await
+        let started = self.transact(|tx, now, _| Box::pin(start_attempts_in(tx, claims, now))).await?;
+        for refused in started.iter().filter_map(|start| start.as_ref().err()) {
+            count_fenced(refused);
+        }
+        Ok(started)
     }
 
     /// Records the result of an attempt. Applied only if the claim is still current; otherwise
@@ -424,19 +440,26 @@ impl<S: Store> Ledger<S> {
         self.record_results_of(&results).await
     }
 
+    #[tracing::instrument(skip_all, fields(results = results.len()))]
     async fn record_results_of(
         &self,
         results: &[(&Claim, StartedAttempt, &Report)],
     ) -> Result<Vec<Recorded>, LedgerError> {
         refuse_repeated_keys(results.iter().map(|(claim, _, _)| claim.key()))?;
-        self.transact(|tx, now, _| {
-            Box::pin(async move {
-                let recorded = record_results_in(tx, results, now).await;
-                crate::faults::crash_point(crate::faults::DURING_RECORD);
-                recorded
+        let recorded = self
+            .transact(|tx, now, _| {
+                Box::pin(async move {
+                    let recorded = record_results_in(tx, results, now).await;
+                    crate::faults::crash_point(crate::faults::DURING_RECORD);
+                    recorded
+                })
             })
-        })
-        .await
+            .await?;
+        // A result under an ownership version that moved on is a fenced write: kept, not applied.
+        for _ in recorded.iter().filter(|r| matches!(r, Recorded::Stale(_))) {
+            metrics::fenced_write();
+        }
+        Ok(recorded)
     }
 
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
@@ -449,6 +472,7 @@ impl<S: Store> Ledger<S> {
         self.give_back(claim, Event::Released, State::Pending, reason).await
     }
 
+    #[tracing::instrument(skip_all, fields(key = %claim.key(), ownership_version = claim.ownership_version(), event = event.as_str()))]
     async fn give_back(
         &self,
         claim: &Claim,
@@ -493,6 +517,7 @@ impl<S: Store> Ledger<S> {
     /// for a person, since taking over would be unsafe. Decided from the claim as locked, with
     /// the destinations this ledger was given. `seen_ownership_version` is the claim as the
     /// caller found it.
+    #[tracing::instrument(skip_all, fields(key = %key, ownership_version = seen_ownership_version))]
     pub async fn recover_expired(
         &self,
         key: &ActionKey,
@@ -545,11 +570,17 @@ impl<S: Store> Ledger<S> {
             Ok(recovery)
         }))
         .await
+        .inspect(|recovery| {
+            if matches!(recovery, Recovery::Claimed(_)) {
+                metrics::claimed(1);
+            }
+        })
     }
 
     /// Settles an `unknown` action from what a lookup found: completed when the record is there
     /// and matches, pending when nothing was written, conflict when it differs or is duplicated.
     /// Returns `None` (and changes nothing) if the action changed since `seen_revision`.
+    #[tracing::instrument(skip_all, fields(key = %key, verdict = report.verdict.as_str()))]
     pub async fn settle_unknown(
         &self,
         key: &ActionKey,
@@ -599,10 +630,16 @@ impl<S: Store> Ledger<S> {
             })
         })
         .await
+        .inspect(|settled| {
+            if settled.is_some() {
+                metrics::settled_by_lookup();
+            }
+        })
     }
 
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
+    #[tracing::instrument(skip_all, fields(key = %request.key, person = %request.person.as_str(), command = request.command.verb()))]
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
         let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
         self.transact(|tx, now, _| {
@@ -697,6 +734,7 @@ impl<S: Store> Ledger<S> {
     /// rows, which nothing else changes (on PostgreSQL workers and reviewers go on); on SQLite it
     /// holds the one write lock while it runs, so retention is run often (daily), each run
     /// removing one day's settlements.
+    #[tracing::instrument(skip_all, fields(dry_run = request.dry_run))]
     pub async fn purge(&self, request: &PurgeRequest) -> Result<PurgeReport, LedgerError> {
         self.transact_then(!request.dry_run, |tx, now, _| {
             Box::pin(async move {
@@ -753,6 +791,29 @@ impl<S: Store> Ledger<S> {
     pub async fn counts(&self) -> Result<Vec<(State, i64)>, LedgerError> {
         let found = self.store.count_by_state().await?;
         Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
+    }
+
+    /// The ledger's figures now, read in one statement: what `stats`, the worker's metrics and
+    /// any other front end report, computed here once.
+    #[tracing::instrument(skip_all)]
+    pub async fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let now = self.store.now().await?;
+        let figures = self.store.state_figures(now).await?;
+        Ok(LedgerStats::from_figures(now, &figures))
+    }
+
+    /// Whether the ledger can serve a worker now: its database answers and its schema is the one
+    /// this build expects (every migration applied, none changed, none newer).
+    #[tracing::instrument(skip_all)]
+    pub async fn readiness(&self) -> Result<(), NotReady> {
+        let status = self.store.schema_status().await.map_err(NotReady::Unreachable)?;
+        if !status.newer.is_empty() {
+            Err(NotReady::SchemaNewer)
+        } else if status.is_current() {
+            Ok(())
+        } else {
+            Err(NotReady::SchemaBehind)
+        }
     }
 }
 
@@ -1228,6 +1289,13 @@ async fn cut_off<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(
         action.attempts_in_round = (action.attempts_in_round - cut).max(0);
     }
     Ok(())
+}
+
+/// Counts a write refused because the claim's ownership version moved on.
+fn count_fenced(error: &LedgerError) {
+    if matches!(error, LedgerError::Fenced { .. }) {
+        metrics::fenced_write();
+    }
 }
 
 fn is_current(action: &ActionRecord, claim: &Claim) -> bool {

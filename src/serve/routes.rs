@@ -286,13 +286,11 @@ async fn stats<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap) -> Re
     Ok(json_response(StatusCode::OK, &stats_document(&app.ledger).await?))
 }
 
-/// The counts `GET /v1/stats` answers: one per state, zero included, and the total.
+/// What `GET /v1/stats` answers: the ledger's figures as `stats --json` prints them (a count per
+/// state, zero included, the total, stale claims and the oldest waits), from the one ledger
+/// function the worker's metrics read too.
 async fn stats_document<S: Store>(ledger: &crate::ledger::Ledger<S>) -> Result<Value, LedgerError> {
-    let counts = ledger.counts().await?;
-    let total: i64 = counts.iter().map(|(_, n)| n).sum();
-    let states: serde_json::Map<String, Value> =
-        counts.into_iter().map(|(state, n)| (state.as_str().to_owned(), Value::from(n))).collect();
-    Ok(serde_json::json!({ "states": states, "total": total }))
+    Ok(serde_json::to_value(ledger.stats().await?).expect("figures serialize"))
 }
 
 /// A person's command: the version they saw, their reason, and what the command needs.

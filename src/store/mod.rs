@@ -177,6 +177,17 @@ pub struct ListFilter {
 }
 
 /// Which pending actions a worker may claim.
+/// One state's figures, as [`Store::state_figures`] reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateFigures {
+    pub state: State,
+    pub count: i64,
+    /// When the least recently changed action in this state last changed.
+    pub oldest_change: Option<Timestamp>,
+    /// Claims in this state whose lease ran out (only `in_progress` holds leases).
+    pub expired_leases: i64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimScope {
     /// Only these destinations; `None` for any.
@@ -217,6 +228,11 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
+    /// Every state present with its figures, read in one statement at database time `now`.
+    fn state_figures(&self, now: Timestamp) -> impl Future<Output = Result<Vec<StateFigures>, StoreError>> + Send;
+    /// Where the ledger's schema stands against this build's migrations, read on a pooled
+    /// connection: fails when the database cannot be reached.
+    fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;
     /// How many refused submissions are recorded.
     fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions outside `conflict` have a proposed payload awaiting a decision.

@@ -34,6 +34,11 @@ impl SqlStore for PostgresStore {
         &self.clock
     }
 
+    async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
+        let ledger = format!("schema {}", self.schema);
+        read_status(&self.pool, &self.schema, ledger, &sqlx::migrate!("migrations/postgres")).await
+    }
+
     async fn access_report(&self) -> Result<Option<String>, StoreError> {
         describe_access(&self.pool).await.map(Some)
     }

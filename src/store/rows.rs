@@ -217,6 +217,16 @@ pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), S
     Ok((state(&row.text("state")?)?, row.int("count")?))
 }
 
+/// One state's figures from [`super::statements::LEDGER_STATS`].
+pub(crate) fn state_figures_from_row(row: &impl Columns) -> Result<super::StateFigures, StoreError> {
+    Ok(super::StateFigures {
+        state: state(&row.text("state")?)?,
+        count: row.int("count")?,
+        oldest_change: row.opt_int("oldest")?.map(from_millis),
+        expired_leases: row.opt_int("expired")?.unwrap_or(0),
+    })
+}
+
 /// Every sqlx row type whose database decodes these Rust types.
 impl<R> Columns for R
 where

@@ -3,11 +3,12 @@
 use super::backend::{Backend, Statement};
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, delivery_from_row,
-    lookup_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_pair_from_row,
+    lookup_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
+    state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
-use super::{Clock, ListFilter, Store, StoreError};
+use super::{Clock, ListFilter, SchemaStatus, StateFigures, Store, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, PurgeRecord, RefusedSubmission, State,
@@ -24,6 +25,9 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
 
     /// See [`Store::clock`].
     fn clock(&self) -> &Clock;
+
+    /// See [`Store::schema_status`].
+    fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;
 
     /// See [`Store::access_report`].
     fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
@@ -96,6 +100,15 @@ impl<S: SqlStore> Store for S {
 
     async fn count_by_state(&self) -> Result<Vec<(State, i64)>, StoreError> {
         read(self, Statement::new(sql::COUNT_BY_STATE)).await?.iter().map(state_count_from_row).collect()
+    }
+
+    async fn state_figures(&self, now: Timestamp) -> Result<Vec<StateFigures>, StoreError> {
+        let statement = Statement::new(sql::LEDGER_STATS).int(now.timestamp_millis());
+        read(self, statement).await?.iter().map(state_figures_from_row).collect()
+    }
+
+    fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send {
+        SqlStore::schema_status(self)
     }
 
     async fn count_refused(&self) -> Result<i64, StoreError> {

@@ -36,6 +36,10 @@ impl SqlStore for SqliteStore {
     fn clock(&self) -> &Clock {
         &self.clock
     }
+
+    async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
+        read_status(&self.pool, "the ledger file", &sqlx::migrate!("migrations/sqlite")).await
+    }
 }
 
 impl Backend for Sqlite {

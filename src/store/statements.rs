@@ -207,9 +207,10 @@ pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement
 }
 
 /// Extends lease `$3` of the claim on action `$1`, only while ownership version `$2` still holds
-/// it: a claim taken over meanwhile stays with its new owner.
+/// it: a claim taken over meanwhile stays with its new owner. Found by its key, as
+/// [`count_attempts_sql`] says why.
 pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
-     WHERE key = $1 AND ownership_version = $2 AND state = 'in_progress'";
+     WHERE key = $1 AND ownership_version = $2 AND (state = 'in_progress') IS TRUE";
 
 /// Most claims one attempt count names: its WHERE clause is an OR chain, and SQLite refuses an
 /// expression tree deeper than 1,000.
@@ -220,6 +221,12 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 /// and the start of the idempotency window where unset (the first three parameters are the time,
 /// once per use, since SQLite's parameters are bound in order); returns the key and attempt
 /// number of each claim counted.
+///
+/// The state is tested as `(state = 'in_progress') IS TRUE`, which no index serves, so that the
+/// row is found by its key: with a plain `state = 'in_progress'`, PostgreSQL chose the state
+/// index whenever its statistics said few actions were claimed (as at the start of a drain), and
+/// walked every claimed entry, live and dead, of that index for each attempt
+/// (docs/BENCHMARKS.md, "The drain").
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
     let current = (0..claims)
         .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
@@ -229,7 +236,7 @@ pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
          first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
          updated_at = {}, revision = revision + 1 \
-         WHERE state = 'in_progress' AND ({current}) RETURNING key, attempts",
+         WHERE ({current}) AND (state = 'in_progress') IS TRUE RETURNING key, attempts",
         params.at(1),
         params.at(2),
         params.at(3)
@@ -261,6 +268,14 @@ pub(crate) const EXPIRED_CLAIMS: &str = concat!(
 /// For each destination with pending actions waiting out a backoff, when the last wait ends.
 pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) AS until FROM actions \
      WHERE state = 'pending' AND not_before IS NOT NULL GROUP BY destination";
+
+/// Per state: how many actions there are, when the least recently changed of them last changed,
+/// and how many of them are claims whose lease ran out by time `$1` (only `in_progress` has live
+/// leases). Every figure of the ledger's statistics in one pass over `actions`, so that a metrics
+/// refresher or a cron job costs the database one statement.
+pub(crate) const LEDGER_STATS: &str = "SELECT state, COUNT(*) AS count, MIN(updated_at) AS oldest, \
+     SUM(CASE WHEN state = 'in_progress' AND lease_expires_at <= $1 THEN 1 ELSE 0 END) AS expired \
+     FROM actions GROUP BY state";
 
 /// How many actions are in each state.
 pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";

@@ -9,8 +9,10 @@
 //! (`actionledger serve`, in-process on 127.0.0.1, 16 clients), in the same run; and a recovery
 //! sweep of expired claims.
 
+mod drain;
 mod memory;
 
+pub use drain::WORKERS as DRAIN_WORKERS;
 pub use memory::{MemoryRun, worker_memory};
 
 use crate::domain::{Capabilities, DestinationCatalog, Evidence, RawSubmission};
@@ -34,6 +36,10 @@ pub struct Case {
     /// batched mode and the storm: 16 workers).
     pub ratio_to_raw: Option<f64>,
     pub actions: usize,
+    /// The database server's CPU time per action, where it was measured (the drain cases on a
+    /// PostgreSQL server on this machine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_cpu_ms_per_action: Option<f64>,
 }
 
 /// A benchmark's own check of what the ledger did, failed: the numbers would mean nothing.
@@ -45,6 +51,8 @@ pub enum BenchError {
     ClaimsNotFound { found: usize, made: usize },
     #[error("recovery sweep: settled {settled} of {claims}")]
     ClaimsNotSettled { settled: usize, claims: usize },
+    #[error("{case}: drained {drained} of {backlog} pending actions")]
+    DrainIncomplete { case: String, drained: usize, backlog: usize },
     /// The worker measured by `--worker-memory` was gone before it could be sampled.
     #[error("the worker exited at once")]
     WorkerExitedAtOnce,
@@ -64,16 +72,32 @@ pub struct Sizes {
     pub storm_keys: usize,
     pub sweep_claims: usize,
     pub batch: usize,
+    /// Pending actions in the backlog of each drain case.
+    pub drain: usize,
+    /// Only the drain cases.
+    pub drain_only: bool,
 }
 
 impl Sizes {
     pub fn full() -> Self {
-        Self { lifecycles: 3000, storm_keys: 10_000, sweep_claims: 100_000, batch: 64 }
+        Self {
+            lifecycles: 3000,
+            storm_keys: 10_000,
+            sweep_claims: 100_000,
+            batch: 64,
+            drain: 10_000,
+            drain_only: false,
+        }
     }
 
     /// Finishes within a minute, for a smoke check.
     pub fn quick() -> Self {
-        Self { lifecycles: 300, storm_keys: 500, sweep_claims: 2000, batch: 64 }
+        Self { lifecycles: 300, storm_keys: 500, sweep_claims: 2000, batch: 64, drain: 1000, drain_only: false }
+    }
+
+    /// The drain cases only, over a backlog of `actions`.
+    pub fn drain_only(actions: usize) -> Self {
+        Self { drain: actions, drain_only: true, ..Self::full() }
     }
 }
 
@@ -101,6 +125,7 @@ fn case(name: &str, store: &str, workers: usize, elapsed: Duration, mut latencie
         p99_ms: percentile_ms(&mut latencies, 99),
         ratio_to_raw: None,
         actions,
+        db_cpu_ms_per_action: None,
     }
 }
 
@@ -432,17 +457,36 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
             let url = format!("sqlite://{}", path.display());
             let store = SqliteStore::open_with(&url, *synchronous).await?;
             let pool = store.pool().clone();
-            let result = run_cases(
-                &Ledger::new(store.clone()),
+            let ledger = Ledger::new(store.clone());
+            let drained = drain_cases(
+                &ledger,
                 &target.label(),
                 sizes,
                 cases,
                 print,
-                false,
-                |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
-                |sql, n, now| bulk_sqlite(pool.clone(), sql, n, now),
+                |prefix, n| {
+                    let pool = pool.clone();
+                    async move { drain::seed_sqlite(&pool, &prefix, n).await }
+                },
+                || drain::raw_drain_sqlite(pool.clone()),
+                None,
             )
             .await;
+            let result = if sizes.drain_only || drained.is_err() {
+                drained
+            } else {
+                run_cases(
+                    &Ledger::new(store.clone()),
+                    &target.label(),
+                    sizes,
+                    cases,
+                    print,
+                    false,
+                    |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
+                    |sql, n, now| bulk_sqlite(pool.clone(), sql, n, now),
+                )
+                .await
+            };
             store.close().await;
             for suffix in ["", "-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -452,6 +496,29 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
         Target::Postgres { url } => {
             let store = PostgresStore::open_with(url, 20).await?;
             let pool = store.pool().clone();
+            let cpu = drain::ServerCpu::of(&pool).await;
+            let drained = drain_cases(
+                &Ledger::new(store.clone()),
+                &target.label(),
+                sizes,
+                cases,
+                print,
+                |prefix, n| {
+                    let pool = pool.clone();
+                    async move {
+                        drain::seed_postgres(&pool, &prefix, n).await?;
+                        // Each case starts from a table without the dead rows of the last.
+                        drain::plain_postgres(&pool, "VACUUM ANALYZE actions").await
+                    }
+                },
+                || drain::raw_drain_postgres(pool.clone()),
+                cpu,
+            )
+            .await;
+            if sizes.drain_only || drained.is_err() {
+                store.close().await;
+                return drained;
+            }
             let result = run_cases(
                 &Ledger::new(store.clone()),
                 &target.label(),
@@ -473,12 +540,63 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
     }
 }
 
-/// The triggers of migration 0003 that NOTIFY review consoles of changes.
-const NOTIFY_TRIGGERS: [(&str, &str); 3] = [
-    ("actions", "actions_notify_insert"),
-    ("actions", "actions_notify_change"),
-    ("refused_submissions", "refused_notify"),
-];
+/// The drain cases, twice each, alternating, so that a slow moment of the disk does not land on
+/// one side only: the raw drain, the worker's path one action at a time, and batched; each
+/// against the raw drain of its round.
+#[allow(clippy::too_many_arguments, reason = "the two raw closures are the only backend-specific parts")]
+async fn drain_cases<S, SF, SFut, R, RF>(
+    ledger: &Ledger<S>,
+    store: &str,
+    sizes: Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+    seed: SF,
+    raw: R,
+    cpu: Option<drain::ServerCpu>,
+) -> Result<(), Error>
+where
+    S: Store,
+    SF: Fn(String, usize) -> SFut,
+    SFut: std::future::Future<Output = Result<(), Error>>,
+    R: Fn() -> RF,
+    RF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
+{
+    if sizes.drain == 0 {
+        return Ok(());
+    }
+    for round in 1..=2 {
+        let mut raw_rate = None;
+        for batch in [0, 1, sizes.batch] {
+            let name = match batch {
+                0 => format!("raw drain, round {round}"),
+                1 => format!("library drain, per action, round {round}"),
+                n => format!("library drain, batched ({n} per commit), round {round}"),
+            };
+            seed(format!("drain-{round}-{batch}"), sizes.drain).await?;
+            let before = cpu.map(drain::ServerCpu::seconds);
+            let measured = if batch == 0 { raw().await? } else { drain::library_drain(ledger, batch).await? };
+            let cpu_seconds = cpu.zip(before).map(|(cpu, before)| cpu.seconds() - before);
+            let drained = measured.1.len();
+            if drained != sizes.drain {
+                return Err(BenchError::DrainIncomplete { case: name, drained, backlog: sizes.drain }.into());
+            }
+            let mut c = drain::drain_case(&name, store, measured, cpu_seconds);
+            c.ratio_to_raw = raw_rate.map(|r| c.actions_per_sec / r);
+            if batch == 0 {
+                raw_rate = Some(c.actions_per_sec);
+            }
+            if print {
+                println!("{}", line(&c));
+            }
+            cases.push(c);
+        }
+    }
+    Ok(())
+}
+
+/// The triggers that NOTIFY review consoles of changes (migrations 0003 and 0014).
+const NOTIFY_TRIGGERS: [(&str, &str); 2] =
+    [("actions", "actions_notify_change"), ("refused_submissions", "refused_notify")];
 
 /// What change notifications cost on PostgreSQL: the library lifecycle with 16 workers with the
 /// notify triggers on and off, alternating twice so that a slow moment of the disk (autovacuum
@@ -598,13 +716,14 @@ where
 /// One line of the human-readable table.
 pub fn line(c: &Case) -> String {
     format!(
-        "{:<14} {:<48} {:>3} workers {:>9.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}",
+        "{:<14} {:<48} {:>3} workers {:>9.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}{}",
         c.store,
         c.name,
         c.workers,
         c.actions_per_sec,
         c.p50_ms,
         c.p99_ms,
-        c.ratio_to_raw.map_or("(baseline)".to_owned(), |r| format!("{r:.2}x raw"))
+        c.ratio_to_raw.map_or("(baseline)".to_owned(), |r| format!("{r:.2}x raw")),
+        c.db_cpu_ms_per_action.map_or(String::new(), |ms| format!("  db cpu {ms:.3} ms/action"))
     )
 }

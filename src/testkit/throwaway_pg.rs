@@ -159,6 +159,62 @@ pub async fn start_tls_server(tls: &TlsServer) -> Result<TlsCluster, ThrowawayPg
     Ok(TlsCluster { port, dir: root })
 }
 
+/// A server of its own, which a test may stop and start again (a database outage), unlike the
+/// shared one of [`fresh_database`]; removed by a watchdog when the process ends.
+#[derive(Debug, Clone)]
+pub struct PrivateCluster {
+    /// The URL of its maintenance database.
+    pub url: String,
+    port: u16,
+    root: PathBuf,
+}
+
+/// Starts a [`PrivateCluster`] on a free loopback port.
+pub fn start_private_server() -> Result<PrivateCluster, ThrowawayPgError> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let root = Path::new("/tmp").join(format!(
+        "actionledger-test-pg-{}-private-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    let port = launch(&root, |_| Ok(String::new()))?;
+    Ok(PrivateCluster { url: format!("postgres://postgres@127.0.0.1:{port}/postgres"), port, root })
+}
+
+impl PrivateCluster {
+    /// Stops the server (fast shutdown: sessions are ended) and waits until it is down.
+    pub fn stop(&self) -> Result<(), ThrowawayPgError> {
+        let bindir = pg_bindir().ok_or(ThrowawayPgError::NoServerBinaries)?;
+        let data = self.root.join("data");
+        let args: [&std::ffi::OsStr; 6] =
+            ["-D".as_ref(), data.as_os_str(), "-m".as_ref(), "fast".as_ref(), "-w".as_ref(), "stop".as_ref()];
+        run(running_as_root(), &bindir.join("pg_ctl"), &args)
+    }
+
+    /// Starts the stopped server again on the same port and waits until it accepts connections.
+    pub fn start(&self) -> Result<(), ThrowawayPgError> {
+        let bindir = pg_bindir().ok_or(ThrowawayPgError::NoServerBinaries)?;
+        let data = self.root.join("data");
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off",
+            self.port,
+            self.root.display()
+        );
+        let log = self.root.join("server.log");
+        let args: [&std::ffi::OsStr; 8] = [
+            "-D".as_ref(),
+            data.as_os_str(),
+            "-o".as_ref(),
+            options.as_ref(),
+            "-l".as_ref(),
+            log.as_os_str(),
+            "-w".as_ref(),
+            "start".as_ref(),
+        ];
+        run(running_as_root(), &bindir.join("pg_ctl"), &args)
+    }
+}
+
 /// Who may log in to a TLS server, and how: everyone on this host without a password, except
 /// the certificate role, which needs TLS and a client certificate naming it.
 fn tls_hba() -> String {

@@ -38,6 +38,12 @@ fn url_as(url: &str, role: &str, password: &str) -> String {
 async fn login_in(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> String {
     let login = format!("{}_{}", database_name(url), group.trim_start_matches("actionledger_"));
     exec(admin, &format!("CREATE ROLE {login} LOGIN PASSWORD 'secret-{login}' IN ROLE {group}")).await.unwrap();
+    if group == "actionledger_reviewer" {
+        // The person this login signs as (support::person_request's).
+        exec(admin, &format!("INSERT INTO person_logins (login, person) VALUES ('{login}', 'Ana Lima')"))
+            .await
+            .unwrap();
+    }
     url_as(url, &login, &format!("secret-{login}"))
 }
 
@@ -529,4 +535,102 @@ async fn only_the_owner_purges() {
         assert!(exec(&owner, change).await.is_err(), "{change} must be refused: the purge record is append-only");
     }
     assert!(exec(&owner, "UPDATE actions SET payload = '{}' WHERE key = 'old:1'").await.is_err(), "a tombstone");
+}
+
+/// Asserts the database refused `sql` as a value this version of the code does not know
+/// (SQLSTATE 23514, a CHECK constraint).
+async fn unknown_value(ledger: &Ledger<PostgresStore>, sql: &str) {
+    match exec(ledger, sql).await {
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("23514") => {}
+        other => panic!("{sql} must be refused as an unknown value, got {other:?}"),
+    }
+}
+
+/// The values a CHECK constraint of migration 0011 accepts, from the database's own text of it.
+async fn accepted_values(admin: &Ledger<PostgresStore>, constraint: &str) -> std::collections::BTreeSet<String> {
+    let definition: String =
+        sqlx::query_scalar("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1")
+            .bind(constraint)
+            .fetch_one(admin.store().pool())
+            .await
+            .unwrap_or_else(|e| panic!("{constraint}: {e}"));
+    // The quoted literals: every second piece between single quotes.
+    definition.split('\'').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_database_knows_the_values_the_code_knows() {
+    let Some((admin, _url)) = ledger().await else { return };
+    let names = |values: &mut dyn Iterator<Item = &'static str>| values.map(str::to_owned).collect();
+    let events: std::collections::BTreeSet<String> =
+        names(&mut actionledger::domain::Event::ALL.into_iter().map(actionledger::domain::Event::as_str));
+    let states: std::collections::BTreeSet<String> = names(&mut State::ALL.into_iter().map(State::as_str));
+    let outcomes: std::collections::BTreeSet<String> = names(
+        &mut actionledger::domain::AttemptOutcome::ALL.into_iter().map(actionledger::domain::AttemptOutcome::as_str),
+    );
+    assert_eq!(accepted_values(&admin, "audit_trail_event_known").await, events, "migration 0011 and Event::ALL");
+    for constraint in ["audit_trail_from_state_known", "audit_trail_to_state_known", "actions_resume_state_known"] {
+        assert_eq!(accepted_values(&admin, constraint).await, states, "{constraint} and State::ALL");
+    }
+    assert_eq!(accepted_values(&admin, "attempts_outcome_known").await, outcomes, "and AttemptOutcome::ALL");
+}
+
+/// Direct SQL outside the library's statements, as each role might try it by hand: refused by
+/// the database column by column and actor by actor, with nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn direct_sql_is_refused_column_by_column_and_actor_by_actor() {
+    let Some((admin, url)) = ledger().await else { return };
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+    let worker = open_as(&admin, &url, "actionledger_worker").await;
+    unknown_action(&admin, "d:1").await;
+    let before = admin.store().find(&key("d:1")).await.unwrap().unwrap();
+
+    // A reviewer rewrites the approved payload: the fingerprint would be wrong and a re-delivery
+    // of the old payload would answer `duplicate`.
+    refused(&reviewer, r#"UPDATE actions SET payload = '{"qty":9}' WHERE key = 'd:1'"#).await;
+    refused(&reviewer, "UPDATE actions SET fingerprint = 'forged' WHERE key = 'd:1'").await;
+    refused(&reviewer, "UPDATE actions SET revision = revision + 5 WHERE key = 'd:1'").await;
+    refused(&reviewer, "UPDATE actions SET key = 'd:other' WHERE key = 'd:1'").await;
+    // Another person's name in the audit trail, and a change of state with no one's entry.
+    let reviewer_login = format!("{}_reviewer", database_name(&url));
+    let bob = "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
+               ownership_version, revision) VALUES ('d:1', 0, 'bob', 'person', 'cancelled', 'unknown', 'cancelled', 1, 9)";
+    refused(&reviewer, bob).await;
+    refused(&reviewer, "UPDATE actions SET state = 'cancelled' WHERE key = 'd:1'").await;
+    let mut tx = reviewer.store().pool().begin().await.unwrap();
+    let forged = async {
+        sqlx::query(bob).execute(&mut *tx).await?;
+        sqlx::query("UPDATE actions SET state = 'cancelled' WHERE key = 'd:1'").execute(&mut *tx).await?;
+        Ok::<_, sqlx::Error>(())
+    };
+    assert!(forged.await.is_err(), "bob's entry is refused, so the transaction is");
+    drop(tx);
+    // In its own login's name, a reviewer's entry is its own.
+    let own = format!(
+        "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, \
+         revision) VALUES ('d:1', 0, '{reviewer_login}', 'person', 'assigned', 'unknown', 'unknown', 1, 9)"
+    );
+    assert_eq!(exec(&reviewer, &own).await.unwrap(), 1, "a login signs as its own name");
+
+    // A worker records an event this version cannot read back, or rewrites where a request goes
+    // and when one was first sent.
+    unknown_value(&worker, &audit_entry("d:1", "w1", "worker", "exploded")).await;
+    unknown_value(&worker, "UPDATE attempts SET outcome = 'vanished' WHERE action_key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET first_sent_at = NULL WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET first_sent_at = 1 WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET window_started_at = 1 WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET destination = 'evil' WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET ownership_version = ownership_version + 2 WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET attempts = 0 WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE actions SET created_at = 0 WHERE key = 'd:1'").await;
+    refused(&worker, "UPDATE attempts SET started_at = 0 WHERE action_key = 'd:1'").await;
+
+    let after = admin.store().find(&key("d:1")).await.unwrap().unwrap();
+    assert_eq!(after, before, "nothing changed");
+    let detail = admin.detail(&key("d:1")).await.expect("the trail still reads back");
+    assert!(detail.audit.iter().all(|entry| entry.actor != "bob"), "{:?}", detail.audit);
+
+    // The library's own commands still pass every guard, as the person of the login.
+    reviewer.manual(&person_request("d:1", ManualCommand::Cancel)).await.expect("a reviewer cancels");
+    assert_eq!(state_of(&admin, "d:1").await, State::Cancelled);
 }

@@ -1,5 +1,6 @@
 //! Destination credentials and database passwords never reach the ledger, the logs or `--json`
-//! output: a planted secret is searched for everywhere the tool writes.
+//! output: a planted secret is searched for everywhere the tool writes, with every log event on
+//! (`RUST_LOG=trace`: the ledger's and destinations' spans, sqlx's statements, the HTTP client's).
 
 use crate::support;
 use actionledger::testkit::sim_crm::{Options, SimCrm};
@@ -25,6 +26,7 @@ async fn a_planted_secret_appears_nowhere() {
             .args(["--db", &db.url])
             .args(args)
             .env("CRM_TOKEN", SECRET)
+            .env("RUST_LOG", "trace")
             .current_dir(dir.path())
             .output()
             .unwrap();
@@ -37,6 +39,10 @@ async fn a_planted_secret_appears_nowhere() {
     written += &run(&["list", "--json"]);
     written += &run(&["reconcile", "--json", "--config", config.to_str().unwrap()]);
     assert!(written.contains("completed"), "the action was performed with the credential:\n{written}");
+    assert!(
+        written.contains("destination_request") && written.contains("sqlx::query"),
+        "the worker logged at trace, its requests and statements included:\n{written}"
+    );
     assert!(!written.contains(SECRET), "the secret was printed:\n{written}");
     // The ledger file and its WAL, byte for byte.
     let path = db.url.trim_start_matches("sqlite://");
@@ -47,8 +53,32 @@ async fn a_planted_secret_appears_nowhere() {
     }
     // A database password in a URL is hidden wherever the URL is shown.
     let with_password = format!("postgres://ledger:{SECRET}@127.0.0.1:1/nowhere");
-    let out = Command::new(env!("CARGO_BIN_EXE_actionledger")).args(["--db", &with_password, "list"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_actionledger"))
+        .args(["--db", &with_password, "list"])
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
     let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success());
     assert!(!shown.contains(SECRET), "the password was printed: {shown}");
+
+    // A worker on PostgreSQL whose URL carries the password, with every log event on. The test
+    // server trusts local connections, so the planted password is accepted and never checked.
+    if let Some(url) = support::pg::fresh_database().await
+        && let Some(server) = url.strip_prefix("postgres://postgres@")
+    {
+        let with_password = format!("postgres://postgres:{SECRET}@{server}");
+        let out = Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .args(["--db", &with_password, "--log-format", "json", "worker", "--drain"])
+            .args(["--config", config.to_str().unwrap()])
+            .env("CRM_TOKEN", SECRET)
+            .env("RUST_LOG", "trace")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let logged = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{logged}");
+        assert!(logged.contains("sqlx::query"), "the statements were logged:\n{logged}");
+        assert!(!logged.contains(SECRET), "the password was logged:\n{logged}");
+    }
 }

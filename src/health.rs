@@ -1,0 +1,103 @@
+//! The worker's operations endpoint (`worker --metrics-addr`): Prometheus metrics at `/metrics`,
+//! liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads the ledger's
+//! figures (one statement) and its readiness into the metrics' gauges on an interval, so that
+//! however often Prometheus scrapes, the database answers the same few statements per interval.
+
+use crate::domain::State as DomainState;
+use crate::error::Error;
+use crate::ledger::{Ledger, LedgerStats, NotReady};
+use crate::metrics;
+use crate::store::Store;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How long `/readyz` waits for the database before it answers 503: a scrape or a load
+/// balancer's probe must get an answer while a pool waits out its own (longer) timeout.
+const READY_PATIENCE: Duration = Duration::from_secs(3);
+
+/// A running endpoint; dropping it stops the server and the refresher.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// The address it listens on (the port the system chose, when asked for port 0).
+    pub addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Listens on `addr` and serves the endpoint, refreshing the ledger gauges every `refresh`.
+pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Duration) -> Result<Endpoint, Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::io(format!("cannot listen for metrics on {addr}"), e))?;
+    let addr = listener.local_addr().map_err(|e| Error::io("cannot read the metrics address", e))?;
+    let app = Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(|| async { "alive\n" }))
+        .route("/readyz", get(ready::<S>))
+        .with_state(ledger.clone());
+    let server = tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::error!(%error, "the metrics endpoint stopped");
+        }
+    });
+    let refresher = tokio::spawn(async move {
+        loop {
+            metrics::set_ready(readiness(&ledger).await.is_ok());
+            match ledger.stats().await {
+                Ok(stats) => metrics::set_ledger_gauges(&gauges(&stats)),
+                Err(error) => tracing::warn!(%error, "cannot read the ledger figures for the metrics"),
+            }
+            tokio::time::sleep(refresh).await;
+        }
+    });
+    Ok(Endpoint { addr, tasks: vec![server, refresher] })
+}
+
+/// What the gauges show of the ledger's figures.
+fn gauges(stats: &LedgerStats) -> metrics::LedgerGauges {
+    metrics::LedgerGauges {
+        actions: stats.states.0.clone(),
+        stale_claims: stats.stale_claims,
+        oldest_age_seconds: vec![
+            (DomainState::Unknown, stats.oldest_unknown_seconds),
+            (DomainState::Held, stats.oldest_held_seconds),
+            (DomainState::Conflict, stats.oldest_conflict_seconds),
+        ],
+        read_at_ms: stats.at.timestamp_millis(),
+    }
+}
+
+async fn scrape() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::encode_text())
+}
+
+/// The ledger's readiness, waiting at most [`READY_PATIENCE`].
+async fn readiness<S: Store>(ledger: &Ledger<S>) -> Result<(), NotReady> {
+    tokio::time::timeout(READY_PATIENCE, ledger.readiness())
+        .await
+        .unwrap_or(Err(NotReady::TimedOut { seconds: READY_PATIENCE.as_secs() }))
+}
+
+/// 200 when the database answers and the schema is current; 503 with the reason otherwise.
+async fn ready<S: Store>(State(ledger): State<Ledger<S>>) -> impl IntoResponse {
+    match readiness(&ledger).await {
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        Err(reason) => {
+            tracing::warn!(%reason, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n"))
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The process's Prometheus metrics: what the ledger and the worker count as they go, and the
+//! ledger figures a refresher sets (`worker --metrics-addr` serves them, see `crate::health`).
+//!
+//! One registry per process, as a Prometheus client keeps it: counting is an atomic add, so the
+//! ledger and the worker record from anywhere without a handle passed through every call. Only
+//! `worker --metrics-addr` ever encodes it; elsewhere the counts are simply never read.
+
+use crate::domain::State;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// Labels as name and value pairs.
+type Labels = Vec<(&'static str, String)>;
+
+/// Every metric this process keeps.
+struct Metrics {
+    registry: Registry,
+    actions: Family<Labels, Gauge>,
+    stale_claims: Gauge,
+    oldest_age: Family<Labels, Gauge<f64, AtomicU64>>,
+    stats_refreshed: Gauge<f64, AtomicU64>,
+    ready: Gauge,
+    attempts: Family<Labels, Counter>,
+    request_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    settled_by_lookup: Counter,
+    fenced_writes: Counter,
+    claims: Counter,
+    lease_renewals: Counter,
+}
+
+/// Request latency buckets: 5 ms to about 20 s, doubling.
+fn request_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 13))
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let mut registry = Registry::with_prefix("actionledger");
+    let metrics = Metrics {
+        registry: Registry::default(),
+        actions: Family::default(),
+        stale_claims: Gauge::default(),
+        oldest_age: Family::default(),
+        stats_refreshed: Gauge::default(),
+        ready: Gauge::default(),
+        attempts: Family::default(),
+        request_seconds: Family::new_with_constructor(request_histogram),
+        settled_by_lookup: Counter::default(),
+        fenced_writes: Counter::default(),
+        claims: Counter::default(),
+        lease_renewals: Counter::default(),
+    };
+    registry.register("actions", "Actions in each state, as of the last refresh", metrics.actions.clone());
+    registry.register(
+        "stale_claims",
+        "Claims whose lease expired without a result, as of the last refresh",
+        metrics.stale_claims.clone(),
+    );
+    registry.register(
+        "oldest_action_age_seconds",
+        "Seconds since the least recently changed action in an uncertain state (unknown, held, conflict) last \
+         changed; 0 when there is none",
+        metrics.oldest_age.clone(),
+    );
+    registry.register(
+        "stats_refreshed_timestamp_seconds",
+        "When the ledger figures were last read (Unix time, database clock)",
+        metrics.stats_refreshed.clone(),
+    );
+    registry.register(
+        "ready",
+        "1 when the database answered and its schema was current at the last refresh, else 0 (as /readyz)",
+        metrics.ready.clone(),
+    );
+    registry.register(
+        "attempts",
+        "Requests sent to destinations, by destination and outcome",
+        metrics.attempts.clone(),
+    );
+    registry.register(
+        "request_duration_seconds",
+        "Time from sending a request to a destination until its outcome is known",
+        metrics.request_seconds.clone(),
+    );
+    registry.register(
+        "settled_by_lookup",
+        "Unknown actions settled by a lookup at the destination",
+        metrics.settled_by_lookup.clone(),
+    );
+    registry.register(
+        "fenced_writes",
+        "Writes refused because the claim's ownership version had moved on",
+        metrics.fenced_writes.clone(),
+    );
+    registry.register("claims", "Actions claimed, including expired claims taken over", metrics.claims.clone());
+    registry.register("lease_renewals", "Leases renewed by a heartbeat", metrics.lease_renewals.clone());
+    Metrics { registry, ..metrics }
+});
+
+/// Counts actions claimed.
+pub fn claimed(count: usize) {
+    METRICS.claims.inc_by(u64::try_from(count).unwrap_or(u64::MAX));
+}
+
+/// Counts a renewed lease.
+pub fn lease_renewed() {
+    METRICS.lease_renewals.inc();
+}
+
+/// Counts a write refused because the ownership version moved on (rule 8).
+pub fn fenced_write() {
+    METRICS.fenced_writes.inc();
+}
+
+/// Counts an unknown action settled by a lookup.
+pub fn settled_by_lookup() {
+    METRICS.settled_by_lookup.inc();
+}
+
+/// Counts one request to `destination` and how long it took, by the outcome it was recorded as
+/// (`completed`, `retry`, `failed`, `unknown`).
+pub fn attempt(destination: &str, outcome: &'static str, took: Duration) {
+    let name = destination.to_owned();
+    METRICS.attempts.get_or_create(&vec![("destination", name.clone()), ("outcome", outcome.to_owned())]).inc();
+    METRICS.request_seconds.get_or_create(&vec![("destination", name)]).observe(took.as_secs_f64());
+}
+
+/// The ledger figures the gauges show, from one reading (see `crate::ledger::LedgerStats`).
+#[derive(Debug, Clone, Default)]
+pub struct LedgerGauges {
+    /// Every state with its count.
+    pub actions: Vec<(State, i64)>,
+    pub stale_claims: i64,
+    /// Seconds the oldest action of each uncertain state has waited; `None` when there is none.
+    pub oldest_age_seconds: Vec<(State, Option<i64>)>,
+    /// When the figures were read, in milliseconds since 1970 by the database's clock.
+    pub read_at_ms: i64,
+}
+
+/// Sets the ledger gauges.
+pub fn set_ledger_gauges(gauges: &LedgerGauges) {
+    for (state, count) in &gauges.actions {
+        METRICS.actions.get_or_create(&vec![("state", state.as_str().to_owned())]).set(*count);
+    }
+    METRICS.stale_claims.set(gauges.stale_claims);
+    for (state, age) in &gauges.oldest_age_seconds {
+        #[allow(clippy::cast_precision_loss)] // ages in seconds stay far below 2^52
+        let seconds = age.unwrap_or(0) as f64;
+        METRICS.oldest_age.get_or_create(&vec![("state", state.as_str().to_owned())]).set(seconds);
+    }
+    #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 stay far below 2^52
+    let at = gauges.read_at_ms as f64 / 1000.0;
+    METRICS.stats_refreshed.set(at);
+}
+
+/// Sets whether the ledger was ready at the last refresh.
+pub fn set_ready(ready: bool) {
+    METRICS.ready.set(i64::from(ready));
+}
+
+/// Every metric in the Prometheus (OpenMetrics) text format.
+pub fn encode_text() -> String {
+    let mut text = String::new();
+    encode(&mut text, &METRICS.registry).expect("writing to a String cannot fail");
+    text
+}
+
+/// The content type of [`encode_text`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counted_figures_appear_in_the_text() {
+        attempt("crm-test-metrics", "completed", Duration::from_millis(20));
+        attempt("crm-test-metrics", "completed", Duration::from_millis(30));
+        let text = encode_text();
+        assert!(
+            text.contains(r#"actionledger_attempts_total{destination="crm-test-metrics",outcome="completed"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"actionledger_request_duration_seconds_count{destination="crm-test-metrics"} 2"#));
+        assert!(text.contains("# TYPE actionledger_fenced_writes counter"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

@@ -1,13 +1,15 @@
 //! Failure injection for crash tests. Off unless the environment variable
 //! `ACTIONLEDGER_CRASH_AT` names a crash point, in which case the process kills itself with
 //! SIGKILL the first time it reaches that point: no destructor, no flush, as a power cut would.
-//! Only builds with the `testkit` feature (the test suites') have the switch: in a release build
-//! every crash point is an empty function, so no environment variable can kill a worker.
+//! Only builds with the `fault-injection` feature (the test suites', through the crate's
+//! dev-dependency on itself) have the switch: in `cargo build`, a release build or `cargo install`
+//! every crash point is an empty function and the variable is never read, so no environment
+//! variable can kill a worker.
 
-#[cfg(feature = "testkit")]
+#[cfg(feature = "fault-injection")]
 use std::sync::OnceLock;
 
-#[cfg(feature = "testkit")]
+#[cfg(feature = "fault-injection")]
 pub const VARIABLE: &str = "ACTIONLEDGER_CRASH_AT";
 
 /// After a claim committed, before anything else.
@@ -22,17 +24,17 @@ pub const DURING_HEARTBEAT: &str = "during_heartbeat";
 pub const DURING_RECORD: &str = "during_record";
 
 /// Every crash point, for the crash tests.
-#[cfg(feature = "testkit")]
+#[cfg(feature = "fault-injection")]
 pub const ALL: [&str; 5] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT, DURING_RECORD];
 
-#[cfg(feature = "testkit")]
+#[cfg(feature = "fault-injection")]
 fn armed() -> Option<&'static str> {
     static ARMED: OnceLock<Option<String>> = OnceLock::new();
     ARMED.get_or_init(|| std::env::var(VARIABLE).ok().filter(|v| !v.is_empty())).as_deref()
 }
 
 /// Kills this process at `point` if the switch names it.
-#[cfg(feature = "testkit")]
+#[cfg(feature = "fault-injection")]
 pub fn crash_point(point: &str) {
     if armed() == Some(point) {
         eprintln!("crash point {point}: killing this process with SIGKILL");
@@ -42,7 +44,7 @@ pub fn crash_point(point: &str) {
     }
 }
 
-/// Without the test kit there is no switch.
-#[cfg(not(feature = "testkit"))]
+/// Without the feature there is no switch.
+#[cfg(not(feature = "fault-injection"))]
 #[inline]
 pub fn crash_point(_point: &str) {}

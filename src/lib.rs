@@ -35,8 +35,9 @@
 //! - `testkit`: the simulated CRM, a throwaway PostgreSQL, the benchmarks and the demo, over all of
 //!   the above. Not product API: public only with the `testkit` feature that the tests enable. The
 //!   crash switch it drives sits at the bottom of the crate (`faults`), and does nothing without
-//!   that feature. The one edge against the direction: [`error`] names the kit's two error kinds,
-//!   which the `sim-crm` and `bench` commands report.
+//!   the separate `fault-injection` feature (which also gates moving a store's clock on). The one
+//!   edge against the direction: [`error`] names the kit's two error kinds, which the `sim-crm` and
+//!   `bench` commands report.
 //!
 //! Leases and every recorded time come from the database's clock, never a worker's.
 

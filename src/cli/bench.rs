@@ -10,9 +10,9 @@ pub struct BenchArgs {
     /// A smaller run that finishes within a minute.
     #[arg(long)]
     quick: bool,
-    /// Print the cases as one JSON document.
+    /// Print the cases as one JSON document (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
     /// Instead of the throughput cases: run a worker process over this many actions against the
     /// simulated CRM and sample its resident memory.
     #[arg(long, value_name = "ACTIONS")]

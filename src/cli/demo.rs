@@ -13,9 +13,9 @@ pub struct DemoArgs {
     /// Run the scenario without the console and print a summary.
     #[arg(long)]
     no_ui: bool,
-    /// With --no-ui, print the summary as JSON.
+    /// With --no-ui, print the summary as JSON (errors too: {"error", "exit_code"}).
     #[arg(long, requires = "no_ui")]
-    json: bool,
+    pub(super) json: bool,
     /// Your name in the console (default: $USER, else "demo").
     #[arg(long)]
     owner: Option<String>,

@@ -5,7 +5,7 @@
 use super::{parse_key, render};
 use crate::config::duration_text;
 use crate::destination::Destinations;
-use crate::domain::{ManualCommand, Person, Reason, State, input::Label};
+use crate::domain::{ManualCommand, Person, Reason, input::Label};
 use crate::error::{Error, exit};
 use crate::ledger::{Ledger, ManualRequest};
 use crate::store::{ListFilter, Store};
@@ -18,8 +18,8 @@ pub struct ManualArgs {
     #[arg(required_unless_present_any = ["state", "destination", "older_than", "key_contains"])]
     key: Option<String>,
     /// Bulk: the actions in this state.
-    #[arg(long, value_parser = super::submit::parse_state, conflicts_with = "key", help_heading = "Bulk triage")]
-    state: Option<State>,
+    #[arg(long, conflicts_with = "key", help_heading = "Bulk triage")]
+    state: Option<super::values::StateArg>,
     /// Bulk: the actions going to this destination.
     #[arg(long, value_name = "NAME", conflicts_with = "key", help_heading = "Bulk triage")]
     destination: Option<String>,
@@ -53,8 +53,9 @@ pub struct ManualArgs {
     /// `resolve --as not-written` and `approve` need it for such an action.
     #[arg(long)]
     old_worker_stopped: bool,
+    /// Print the outcome as one JSON object (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -167,7 +168,7 @@ async fn bulk<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCom
     let updated_before = older_than.map(|age| now - chrono::Duration::from_std(age).unwrap_or(chrono::TimeDelta::MAX));
     let selected = ledger
         .list(&ListFilter {
-            state: args.state,
+            state: args.state.map(|s| s.0),
             destination: args.destination.clone(),
             key_contains: args.key_contains.clone(),
             updated_before,

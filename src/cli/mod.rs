@@ -10,9 +10,11 @@ mod purge;
 mod render;
 mod review;
 mod serve;
+mod shell;
 mod sim_crm;
 mod stats;
 mod submit;
+mod values;
 mod worker;
 
 pub use bench::BenchArgs;
@@ -47,6 +49,28 @@ pub fn install_panic_report() {
 /// Whether the panic report may use colour.
 fn panic_report_in_colour(no_color: Option<&std::ffi::OsStr>, stderr_is_terminal: bool) -> bool {
     stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+#[cfg(test)]
+mod json_error_tests {
+    use super::{error_json, json_requested};
+
+    #[test]
+    fn a_json_error_carries_the_message_and_the_exit_code() {
+        let line = error_json("no action \u{1b}[31mk", 4);
+        assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line}");
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed, serde_json::json!({ "error": "no action \u{1b}[31mk", "exit_code": 4 }));
+    }
+
+    #[test]
+    fn json_is_requested_by_the_flag_only_before_a_double_dash() {
+        let args = |list: &[&str]| list.iter().map(Into::into).collect::<Vec<std::ffi::OsString>>();
+        assert!(json_requested(args(&["actionledger", "list", "--json", "--state", "x"])));
+        assert!(!json_requested(args(&["actionledger", "list", "--state", "x"])));
+        assert!(!json_requested(args(&["actionledger", "cancel", "--", "--json"])));
+        assert!(!json_requested(args(&["--json", "list"])), "the program's own name is not an argument");
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +133,7 @@ pub enum Command {
     /// Show one action: record, payloads, deliveries, attempts, evidence and audit trail.
     Show {
         key: String,
+        /// Print the action as one JSON object (errors too: {"error", "exit_code"}).
         #[arg(long)]
         json: bool,
     },
@@ -183,6 +208,15 @@ pub enum Command {
     Demo(DemoArgs),
     /// Ledger throughput against the raw-SQL limit, measured in the same run.
     Bench(BenchArgs),
+    /// Print a shell completion script to standard output, e.g. `actionledger completions bash >
+    /// /etc/bash_completion.d/actionledger`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output, e.g. `actionledger manpage | man -l -`.
+    Manpage,
 }
 
 impl Command {
@@ -198,6 +232,49 @@ impl Command {
     fn needs_existing_ledger(&self) -> bool {
         !matches!(self, Self::Migrate(_) | Self::Submit(_) | Self::Worker(_) | Self::Serve(_))
     }
+
+    /// Whether the command was asked for JSON (`--json`): its errors are then JSON too.
+    pub fn json(&self) -> bool {
+        match self {
+            Self::Submit(args) => args.json,
+            Self::List(args) => args.json,
+            Self::Show { json, .. } => *json,
+            Self::Retry(args)
+            | Self::Cancel(args)
+            | Self::Approve { manual: args, .. }
+            | Self::Reject { manual: args, .. }
+            | Self::Takeover(args)
+            | Self::Lookup(args)
+            | Self::Acknowledge(args)
+            | Self::Resolve { manual: args, .. }
+            | Self::Assign { manual: args, .. } => args.json,
+            Self::Purge(args) => args.json,
+            Self::Worker(args) => args.json,
+            Self::Reconcile(args) => args.json,
+            Self::Demo(args) => args.json,
+            Self::Bench(args) => args.json,
+            Self::Stats(args) => args.json,
+            Self::Migrate(_)
+            | Self::Review(_)
+            | Self::Serve(_)
+            | Self::SimCrm(_)
+            | Self::Completions { .. }
+            | Self::Manpage => false,
+        }
+    }
+}
+
+/// Whether a command line that clap refused asked for JSON: a `--json` before any `--` (after it,
+/// `--json` is an argument's value, not the flag).
+pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    args.into_iter().skip(1).take_while(|arg| arg != "--").any(|arg| arg == "--json")
+}
+
+/// An error as the JSON object printed on standard output under `--json`:
+/// `{"error": MESSAGE, "exit_code": CODE}`, one line. JSON escapes control characters, so
+/// untrusted text in the message cannot reach a terminal as an escape sequence.
+pub fn error_json(message: &str, exit_code: i32) -> String {
+    serde_json::json!({ "error": message, "exit_code": exit_code }).to_string()
 }
 
 /// Picks the database URL: `--db`, then `ACTIONLEDGER_DB`, then `DATABASE_URL`, then the default.
@@ -214,6 +291,8 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::SimCrm(args) => return sim_crm::sim_crm(args).await,
         Command::Demo(args) => return demo::demo(cli.db, args).await,
         Command::Bench(args) => return bench::bench(cli.db, args).await,
+        Command::Completions { shell: name } => return shell::completions(name),
+        Command::Manpage => return shell::manpage(),
         Command::Serve(args) => match serve::before_opening(&args)? {
             Some(code) => return Ok(code),
             None => Command::Serve(args),
@@ -290,7 +369,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Worker(args) => worker::worker(ledger.clone(), args).await,
         Command::Reconcile(args) => worker::reconcile(&ledger, args).await,
         Command::Serve(args) => serve::serve(&ledger, args).await,
-        Command::SimCrm(_) | Command::Demo(_) | Command::Bench(_) => {
+        Command::SimCrm(_) | Command::Demo(_) | Command::Bench(_) | Command::Completions { .. } | Command::Manpage => {
             unreachable!("handled before the ledger is opened")
         }
     };

@@ -2,9 +2,10 @@
 //! and prints what the run removed; the rules are the ledger's ([`Ledger::purge`]).
 
 use super::render;
+use super::values::FinalStateArg;
 use crate::config::duration_text;
 use crate::domain::retention::DEFAULT_PURGE_STATES;
-use crate::domain::{Person, PurgeRequest, Reason, State};
+use crate::domain::{Person, PurgeRequest, Reason};
 use crate::error::{Error, exit};
 use crate::ledger::Ledger;
 use crate::store::Store;
@@ -15,10 +16,10 @@ pub struct PurgeArgs {
     /// Purge actions settled longer ago than this, such as 90d or 12h (units ms, s, m, h, d).
     #[arg(long, value_name = "DURATION")]
     older_than: String,
-    /// The final states to purge, comma-separated: completed, cancelled (the default: both).
-    /// Actions in any other state are never purged.
-    #[arg(long, value_delimiter = ',', value_name = "STATES")]
-    states: Option<Vec<String>>,
+    /// The final states to purge, comma-separated (the default: both). Actions in any other state
+    /// are never purged.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "STATES")]
+    states: Option<Vec<FinalStateArg>>,
     /// Your name: the person answerable for this purge, recorded with the run.
     #[arg(long)]
     owner: String,
@@ -28,8 +29,9 @@ pub struct PurgeArgs {
     /// Print what would be removed, and change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Print what the run removed as one JSON object (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// The request `args` stand for; every problem with them is a usage error, found before the
@@ -39,18 +41,7 @@ fn request(args: &PurgeArgs) -> Result<PurgeRequest, Error> {
         .map_err(|e| Error::Invalid(format!("--older-than: {e}; for example 90d")))?;
     let states = match &args.states {
         None => DEFAULT_PURGE_STATES.to_vec(),
-        Some(names) => names
-            .iter()
-            .filter(|name| !name.trim().is_empty())
-            .map(|name| {
-                name.trim().parse::<State>().map_err(|_| {
-                    Error::Invalid(format!(
-                        "--states: {:?} is not a state; give completed, cancelled or both",
-                        name.trim()
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?,
+        Some(states) => states.iter().map(|state| state.0).collect(),
     };
     Ok(PurgeRequest::new(older_than, &states, Person::parse(&args.owner)?, Reason::parse(&args.reason)?, args.dry_run)?)
 }

@@ -9,9 +9,10 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// Print the figures as one JSON object (states, stale_claims, oldest_*_seconds).
+    /// Print the figures as one JSON object (states, stale_claims, oldest_*_seconds; errors too:
+    /// {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 pub(super) async fn stats<S: Store>(ledger: &Ledger<S>, args: &StatsArgs) -> Result<i32, Error> {

@@ -1,8 +1,9 @@
 //! Recording and reading actions: `submit`, `list` and `show`.
 
+use super::values::StateArg;
 use super::{parse_key, render};
+use crate::domain::RawSubmission;
 use crate::domain::payload::MAX_PAYLOAD_BYTES;
-use crate::domain::{RawSubmission, State};
 use crate::error::{Error, exit};
 use crate::ledger::Ledger;
 use crate::store::{ListFilter, Store};
@@ -35,15 +36,16 @@ pub struct SubmitArgs {
     /// Run only after the action with this key completed.
     #[arg(long, value_name = "KEY")]
     after: Option<String>,
+    /// Print the outcome as one JSON object (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only actions in this state.
-    #[arg(long, value_parser = parse_state)]
-    state: Option<State>,
+    #[arg(long, value_enum)]
+    state: Option<StateArg>,
     /// Only actions for this destination.
     #[arg(long)]
     destination: Option<String>,
@@ -59,8 +61,9 @@ pub struct ListArgs {
     /// List refused submissions instead of actions.
     #[arg(long)]
     refused: bool,
+    /// Print the page as one JSON object (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// Reads a payload, but never more than the payload limit plus one byte: enough for the ledger
@@ -70,10 +73,6 @@ fn read_bounded(reader: impl Read) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     reader.take(MAX_PAYLOAD_BYTES as u64 + 1).read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-pub(super) fn parse_state(text: &str) -> Result<State, String> {
-    text.parse()
 }
 
 pub(super) async fn submit<S: Store>(ledger: &Ledger<S>, args: SubmitArgs) -> Result<i32, Error> {
@@ -121,7 +120,7 @@ pub(super) async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result
         return Ok(exit::OK);
     }
     let filter = ListFilter {
-        state: args.state,
+        state: args.state.map(|state| state.0),
         destination: args.destination,
         owner: args.owner,
         before_id: args.before,

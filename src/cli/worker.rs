@@ -30,9 +30,9 @@ pub struct WorkerArgs {
     /// This worker's name in claims and the audit trail (default: host name and process id).
     #[arg(long)]
     worker_id: Option<String>,
-    /// Print the summary as JSON.
+    /// Print the summary as JSON (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
     /// Serve Prometheus metrics at /metrics, liveness at /healthz and readiness at /readyz on
     /// this address, e.g. 127.0.0.1:9464 (port 0: any free port; the address is logged).
     #[arg(long, value_name = "ADDR")]
@@ -59,8 +59,9 @@ pub struct ReconcileArgs {
     /// The person answerable for --apply.
     #[arg(long)]
     owner: Option<String>,
+    /// Print the reports as one JSON document (errors too: {"error", "exit_code"}).
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -1,6 +1,7 @@
 //! A store's clock: the database's own, by which every lease and recorded time is measured, given
-//! to the store when it is opened. Only a test build can move it on, so that tests of lease
-//! expiry need not sleep; a release build has no way to shift it.
+//! to the store when it is opened. Only a build with the `fault-injection` feature (the test
+//! suites') can move it on, so that tests of lease expiry need not sleep; a release build has no
+//! way to shift it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -24,7 +25,7 @@ impl Clock {
     }
 
     /// Moves this clock on by `by`, for tests of lease expiry that must not sleep.
-    #[cfg(feature = "testkit")]
+    #[cfg(feature = "fault-injection")]
     pub fn advance(&self, by: std::time::Duration) {
         let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         self.shift_ms.fetch_add(ms, Ordering::SeqCst);

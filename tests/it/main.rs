@@ -21,6 +21,7 @@ mod hostile;
 mod late;
 mod model;
 mod observability;
+mod packaging;
 mod pause;
 mod plans;
 mod properties;

@@ -49,6 +49,15 @@ fn check(raw: &str) {
                     assert!(raw.contains('@') || raw.contains("%40"));
                     assert!(!message.contains('@'), "the refusal does not repeat the address");
                 }
+                KeyError::NotNfc { nfc } => {
+                    // Every other rule holds: only the normalization form is refused.
+                    assert!(ActionKey::parse_existing(raw).is_ok(), "only NFC is wrong with {raw:?}");
+                    assert_ne!(nfc, raw, "the suggested form is another spelling");
+                    assert!(
+                        !matches!(ActionKey::parse(&nfc), Err(KeyError::NotNfc { .. })),
+                        "the suggested form {nfc:?} is itself in NFC"
+                    );
+                }
             }
         }
     }

@@ -13,12 +13,13 @@ use actionledger::store::{PostgresStore, SqliteStore, Store};
 use std::time::{Duration, Instant};
 
 /// Loads `n` actions in bulk, spread over the states like a busy ledger: almost all completed,
-/// a few in each review pane, some claims stale. Only transitions the schema allows are used.
+/// a few in each review pane, some claims stale, 0 to 6 attempts each (for the most-attempts
+/// order). Only transitions the schema allows are used.
 const SQLITE_LOAD: [&str; 7] = [
     "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $1) \
      INSERT INTO actions (key, state, payload, fingerprint, destination, ownership_version, revision, attempts, \
      attempts_in_round, created_at, updated_at) \
-     SELECT 'bench:order:' || n, 'pending', '{\"n\":' || n || '}', 'f' || n, 'crm', 0, 1, 0, 0, $2 + n, $2 + n FROM seq",
+     SELECT 'bench:order:' || n, 'pending', '{\"n\":' || n || '}', 'f' || n, 'crm', 0, 1, n % 7, 0, $2 + n, $2 + n FROM seq",
     "UPDATE actions SET state = 'in_progress', claimed_by = 'bench-worker', ownership_version = 1, \
      lease_expires_at = CASE WHEN id % 200 = 5 THEN $2 ELSE $2 + 100000000000 END WHERE id % 100 <> 0",
     "UPDATE actions SET state = 'completed', claimed_by = NULL, lease_expires_at = NULL, destination_id = 'R-' || id \
@@ -70,6 +71,10 @@ struct Figures {
     filter_apply: Vec<Duration>,
     /// Moving around a filtered pane, or one sorted oldest first.
     filtered_navigation: Vec<Duration>,
+    /// `s` to most attempts first, each pane: its first page, sorted by the store.
+    attempts_sort: Vec<Duration>,
+    /// Moving around panes sorted by most attempts, the largest (completed) included.
+    attempts_navigation: Vec<Duration>,
     console_rss_growth_kib: u64,
 }
 
@@ -136,15 +141,44 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
         console.screen().unwrap();
         filtered_navigation.push(t.elapsed());
     }
+    // Most attempts first (`s` once more): no index serves this order, so each page scans the
+    // pane's rows; the completed pane holds almost all of them.
+    let mut attempts_sort = Vec::new();
+    let mut attempts_navigation = Vec::new();
+    console.press("9").await.unwrap();
+    // The sort key on the completed pane, then a switch to each review pane in that order.
+    for key in ["s", "2", "3", "1"] {
+        let t = Instant::now();
+        console.press(key).await.unwrap();
+        console.screen().unwrap();
+        attempts_sort.push(t.elapsed());
+        assert!(console.screen().unwrap().contains("most attempts first"));
+        for key in ["j"; 20].iter().chain(["<PageDown>"; 5].iter()).chain(["G", "g"].iter()) {
+            let t = Instant::now();
+            console.press(key).await.unwrap();
+            console.screen().unwrap();
+            attempts_navigation.push(t.elapsed());
+        }
+    }
     let console_rss_growth_kib = rss_kib().saturating_sub(before);
-    Figures { first_frame_ms, navigation, pane_switch, filter_apply, filtered_navigation, console_rss_growth_kib }
+    Figures {
+        first_frame_ms,
+        navigation,
+        pane_switch,
+        filter_apply,
+        filtered_navigation,
+        attempts_sort,
+        attempts_navigation,
+        console_rss_growth_kib,
+    }
 }
 
 fn report(store: &str, actions: u64, load_s: f64, mut f: Figures) {
     println!(
         "{store:<10} {actions:>9} actions (loaded in {load_s:.1}s): first frame {:.1} ms | navigation p50 {:.2} ms p99 {:.2} ms | \
          pane switch p50 {:.2} ms p99 {:.2} ms | filtered or oldest-first navigation p50 {:.2} ms p99 {:.2} ms | \
-         filter applied with its counts p50 {:.1} ms max {:.1} ms | console RSS growth {} KiB",
+         filter applied with its counts p50 {:.1} ms max {:.1} ms | most-attempts first page (completed, in progress, \
+         unknown, pending) {} | most-attempts navigation p50 {:.2} ms p99 {:.2} ms | console RSS growth {} KiB",
         f.first_frame_ms,
         percentile(&mut f.navigation, 50),
         percentile(&mut f.navigation, 99),
@@ -154,6 +188,9 @@ fn report(store: &str, actions: u64, load_s: f64, mut f: Figures) {
         percentile(&mut f.filtered_navigation, 99),
         percentile(&mut f.filter_apply, 50),
         percentile(&mut f.filter_apply, 100),
+        f.attempts_sort.iter().map(|d| format!("{:.1} ms", d.as_secs_f64() * 1000.0)).collect::<Vec<_>>().join(" / "),
+        percentile(&mut f.attempts_navigation, 50),
+        percentile(&mut f.attempts_navigation, 99),
         f.console_rss_growth_kib
     );
 }

@@ -77,7 +77,7 @@ pub enum Action {
     SelectPane(usize),
     /// The next history pane: completed, cancelled, all.
     NextHistory,
-    /// Newest first or oldest first.
+    /// Newest first, oldest first or most attempts first.
     Sort,
     NextPane,
     PreviousPane,
@@ -164,7 +164,11 @@ pub const BINDINGS: &[Binding] = &[
         ],
         help: "show a pane (the tabs, left to right; 9 is history)",
     },
-    Binding { keys: "s", actions: &[(Key::char('s'), Action::Sort)], help: "sort by age: newest first / oldest first" },
+    Binding {
+        keys: "s",
+        actions: &[(Key::char('s'), Action::Sort)],
+        help: "sort: newest first / oldest first / most attempts first",
+    },
     Binding {
         keys: "h",
         actions: &[(Key::char('h'), Action::NextHistory)],

@@ -16,7 +16,7 @@ use crate::domain::{Person, State};
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
-use crate::store::{ListFilter, Store};
+use crate::store::{ListFilter, PageStart, Store};
 use model::{Counts, Done, Effect, LoadRequest, Model, Msg, Pane, Rows, Snapshot, Window};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
@@ -138,11 +138,15 @@ fn outcome_text(request: &ManualRequest, outcome: &ManualOutcome) -> String {
 async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Snapshot, Error> {
     let store = ledger.store();
     let (before_id, after_id) = match request.window {
-        Window::Newest => (None, None),
-        // The end of the list in the order shown: the page before the far end of the ids.
-        Window::Oldest => (None, Some(if request.oldest_first { i64::MAX } else { 0 })),
-        Window::Before(id) => (Some(id), None),
+        Window::Newest | Window::Oldest => (None, None),
+        Window::Before(id) | Window::From(id) => (Some(id), None),
         Window::After(id) => (None, Some(id)),
+    };
+    // The end of the list in the order shown, and the window that starts at a row.
+    let start = match request.window {
+        Window::Oldest => PageStart::Last,
+        Window::From(_) => PageStart::AtCursor,
+        _ => PageStart::AfterCursor,
     };
     let now = store.now().await?;
     // The filter's terms, the same for the rows and for the counts that follow the filter.
@@ -156,7 +160,12 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
         ..ListFilter::default()
     });
     let rows = match request.pane.state() {
-        None if request.pane == Pane::Refused => Rows::Refused(ledger.list_refused(before_id, request.limit).await?),
+        // Refused submissions are always newest first, so the window from a row is the one
+        // before the next newer id.
+        None if request.pane == Pane::Refused => {
+            let before_id = before_id.map(|id| if start == PageStart::AtCursor { id + 1 } else { id });
+            Rows::Refused(ledger.list_refused(before_id, request.limit).await?)
+        }
         state => Rows::Actions(
             ledger
                 .list(&ListFilter {
@@ -168,7 +177,8 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
                     before_id,
                     after_id,
                     limit: request.limit,
-                    oldest_first: request.oldest_first,
+                    order: request.order,
+                    start,
                     ..matching.clone().unwrap_or_default()
                 })
                 .await?,

@@ -10,6 +10,7 @@ use crate::domain::{
     Timestamp,
 };
 use crate::ledger::{ActionDetail, ManualRequest};
+use crate::store::ListOrder;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// The panes, in the order of their number keys.
@@ -188,11 +189,13 @@ impl FilterTerms {
     }
 }
 
-/// The order of a pane's rows, by age.
+/// The order of a pane's rows: by age, or by attempts. `s` steps through them in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
     NewestFirst,
     OldestFirst,
+    /// Most attempts first, ties newest first: what keeps failing.
+    MostAttempts,
 }
 
 impl Order {
@@ -200,6 +203,17 @@ impl Order {
         match self {
             Self::NewestFirst => "newest first",
             Self::OldestFirst => "oldest first",
+            Self::MostAttempts => "most attempts first",
+        }
+    }
+
+    /// The order `s` switches to: oldest first, newest first, most attempts first, round again.
+    #[must_use]
+    pub fn next(self) -> Self {
+        match self {
+            Self::NewestFirst => Self::OldestFirst,
+            Self::OldestFirst => Self::MostAttempts,
+            Self::MostAttempts => Self::NewestFirst,
         }
     }
 }
@@ -213,6 +227,8 @@ pub enum Window {
     Before(i64),
     /// Rows newer than this id.
     After(i64),
+    /// Rows from this id on, itself included: the window that starts at a row.
+    From(i64),
 }
 
 /// What to select once rows arrive.
@@ -235,8 +251,8 @@ pub struct LoadRequest {
     pub limit: i64,
     pub filter: Option<Box<FilterTerms>>,
     pub select: Selection,
-    /// Oldest first instead of newest first (`s`).
-    pub oldest_first: bool,
+    /// The order shown (`s`), as the store sorts it.
+    pub order: ListOrder,
     /// Also count actions per state: refreshes do, navigation does not, so moving around a
     /// large ledger costs one indexed page query.
     pub with_counts: bool,
@@ -540,9 +556,14 @@ impl Model {
         }
     }
 
-    /// Whether the pane shows its oldest rows first: refused submissions are always newest first.
-    fn shows_oldest_first(&self) -> bool {
-        self.order == Order::OldestFirst && self.pane != Pane::Refused
+    /// The order the store pages the pane in: refused submissions are always newest first.
+    fn list_order(&self) -> ListOrder {
+        match self.order {
+            _ if self.pane == Pane::Refused => ListOrder::NewestFirst,
+            Order::NewestFirst => ListOrder::NewestFirst,
+            Order::OldestFirst => ListOrder::OldestFirst,
+            Order::MostAttempts => ListOrder::MostAttempts,
+        }
     }
 
     fn page(&self) -> usize {
@@ -559,7 +580,7 @@ impl Model {
             limit: i64::try_from(self.page()).unwrap_or(i64::MAX),
             filter: self.filter.clone().map(Box::new),
             select,
-            oldest_first: self.shows_oldest_first(),
+            order: self.list_order(),
             with_counts: false,
         })
     }
@@ -567,7 +588,7 @@ impl Model {
     /// Reloads the window on screen, keeping the selection on the same key.
     fn refresh(&mut self) -> Vec<Effect> {
         let window = match (self.at_newest, self.rows.ids().0) {
-            (false, Some(first)) => model_window_from(self.shows_oldest_first(), first),
+            (false, Some(first)) => Window::From(first),
             _ => Window::Newest,
         };
         let select = self.selected_key().map_or(Selection::First, Selection::Key);
@@ -858,7 +879,7 @@ fn on_mark(model: &mut Model, action: Action) -> Vec<Effect> {
                 limit: MARK_ALL_LIMIT,
                 filter: model.filter.clone().map(Box::new),
                 select: Selection::First,
-                oldest_first: model.shows_oldest_first(),
+                order: model.list_order(),
                 with_counts: false,
             })]
         }
@@ -972,10 +993,7 @@ fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Resu
 fn reorder_or_history(model: &mut Model, action: Action) -> Vec<Effect> {
     match action {
         Action::Sort => {
-            model.order = match model.order {
-                Order::NewestFirst => Order::OldestFirst,
-                Order::OldestFirst => Order::NewestFirst,
-            };
+            model.order = model.order.next();
             model.info(model.order.title());
             // The selection stays on its action, now shown in the other order.
             let select = model.selected_key().map_or(Selection::First, Selection::Key);
@@ -1586,7 +1604,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     if let Selection::Key(key) = &request.select
         && !keys_of(&snapshot.rows).contains(key)
     {
-        let anchored = id_of(&model.rows, key).map(|id| model_window_from(request.oldest_first, id));
+        let anchored = id_of(&model.rows, key).map(Window::From);
         if let Some(window) = anchored
             && window != request.window
         {
@@ -1630,11 +1648,6 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         say_departed(model, &key, now_on.as_deref());
     }
     Vec::new()
-}
-
-/// The window that starts at the row with this id, in the order shown.
-fn model_window_from(oldest_first: bool, id: i64) -> Window {
-    if oldest_first { Window::Before(id - 1) } else { Window::Before(id + 1) }
 }
 
 /// The keys of rows, as the selection names them (a refused submission by its id).

@@ -173,14 +173,39 @@ pub struct ListFilter {
     /// Keyset cursor the other way: only actions newer than this id, oldest of them first
     /// (returned newest first like every page).
     pub after_id: Option<i64>,
-    /// Oldest first instead of newest first. The cursors keep their meaning in the order shown:
-    /// `before_id` pages on (to newer ids), `after_id` pages back.
-    pub oldest_first: bool,
+    /// The order of the page; the cursors keep their meaning in the order shown: `before_id`
+    /// pages on, `after_id` pages back.
+    pub order: ListOrder,
+    /// Where the page starts: after the cursor, at it, or the last page in the order shown.
+    pub start: PageStart,
     /// Only keys containing this text.
     pub key_contains: Option<String>,
     /// Only actions last changed before this time: `--older-than`, and the console's age filter.
     pub updated_before: Option<Timestamp>,
     pub limit: i64,
+}
+
+/// The order of a page of actions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ListOrder {
+    #[default]
+    NewestFirst,
+    OldestFirst,
+    /// Most attempts first, ties newest first (the console's `s`). A cursor's place is the
+    /// cursor row's (attempts, id) as it is now.
+    MostAttempts,
+}
+
+/// Where a page starts, in the order shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PageStart {
+    /// Past `before_id` (or before `after_id`), or at the start without a cursor.
+    #[default]
+    AfterCursor,
+    /// At the `before_id` row itself: the page that starts at a row.
+    AtCursor,
+    /// The last page (read the other way round, and turned round).
+    Last,
 }
 
 /// Which pending actions a worker may claim.

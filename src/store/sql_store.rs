@@ -91,7 +91,7 @@ impl<S: SqlStore> Store for S {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, StoreError> {
         let rows = read(self, sql::list_actions(filter)).await?;
         let mut actions = rows.iter().map(action_from_row).collect::<Result<Vec<_>, _>>()?;
-        if filter.after_id.is_some() {
+        if filter.after_id.is_some() || filter.start == super::PageStart::Last {
             actions.reverse();
         }
         Ok(actions)

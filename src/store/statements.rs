@@ -10,9 +10,9 @@
 //! Each statement on a hot path must be served by an index: `tests/it/plans.rs` EXPLAINs these same
 //! texts (see [`super::hot_statements`]).
 
-use super::ListFilter;
 use super::backend::{Backend, Dialect, Params, Statement};
 use super::batch::{Cell, Column, insert_sql, names, set_from, values};
+use super::{ListFilter, ListOrder, PageStart};
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AttemptOutcome, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State,
 };
@@ -280,7 +280,7 @@ pub(crate) const LEDGER_STATS: &str = "SELECT state, COUNT(*) AS count, MIN(upda
 /// How many actions are in each state.
 pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
 
-/// A page of actions matching a filter, newest first (or oldest first); with `after_id`, the
+/// A page of actions matching a filter, newest first (or oldest first, or most attempts first); with `after_id`, the
 /// page before the cursor in that order (the caller turns it round). Built per filter rather than with `$n IS NULL OR ...`
 /// terms, so that each combination gets a plan that uses its index: `state` and `destination`
 /// have one with `id`, and the keyset cursors walk it.
@@ -298,19 +298,53 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
         statement = statement.push(" AND late_results > 0");
     }
     statement = matching(statement, filter);
+    let oldest_first = match filter.order {
+        ListOrder::MostAttempts => return by_attempts(statement, filter),
+        order => order == ListOrder::OldestFirst,
+    };
+    let (inclusive, last_page) = (filter.start == PageStart::AtCursor, filter.start == PageStart::Last);
     // The page after a cursor in the order shown, and the page before it (read the other way
     // round, and turned round by the caller).
-    let (after, before) = if filter.oldest_first { (" AND id > ", " AND id < ") } else { (" AND id < ", " AND id > ") };
+    let (after, before) = match (oldest_first, inclusive) {
+        (true, false) => (" AND id > ", " AND id < "),
+        (true, true) => (" AND id >= ", " AND id < "),
+        (false, false) => (" AND id < ", " AND id > "),
+        (false, true) => (" AND id <= ", " AND id > "),
+    };
     if let Some(id) = filter.before_id {
         statement = statement.push(after).push_int(id);
     }
     if let Some(id) = filter.after_id {
         statement = statement.push(before).push_int(id);
     }
-    let order = if filter.after_id.is_some() == filter.oldest_first {
+    let order = if (filter.after_id.is_some() || last_page) == oldest_first {
         " ORDER BY id DESC LIMIT "
     } else {
         " ORDER BY id ASC LIMIT "
+    };
+    statement.push(order).push_int(filter.limit)
+}
+
+/// The rest of [`list_actions`] for the most-attempts order: attempts descending, ties newest
+/// first. A cursor is a row id; its place in the order is the row's (attempts, id) as it is now,
+/// read by a row-value subquery, so the console's windows stay ids. No index serves this order
+/// (one on `attempts` would cost every started attempt its HOT update on PostgreSQL): the
+/// pane's rows are scanned through their state's index and the first page kept; see the
+/// console benchmark in docs/BENCHMARKS.md for what that costs on a big pane.
+fn by_attempts<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> Statement<B> {
+    let cursor = " (SELECT attempts, id FROM actions WHERE id = ";
+    if let Some(id) = filter.before_id {
+        let after =
+            if filter.start == PageStart::AtCursor { " AND (attempts, id) <=" } else { " AND (attempts, id) <" };
+        statement = statement.push(after).push(cursor).push_int(id).push(")");
+    }
+    if let Some(id) = filter.after_id {
+        statement = statement.push(" AND (attempts, id) >").push(cursor).push_int(id).push(")");
+    }
+    let order = if filter.after_id.is_some() || filter.start == PageStart::Last {
+        " ORDER BY attempts ASC, id ASC LIMIT "
+    } else {
+        " ORDER BY attempts DESC, id DESC LIMIT "
     };
     statement.push(order).push_int(filter.limit)
 }

@@ -11,6 +11,7 @@ mod cli;
 mod concurrency;
 mod conformance;
 mod console;
+mod console_bulk;
 mod console_triage;
 mod crash;
 mod db_faults;

@@ -421,7 +421,8 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
 }
 
 /// What a bulk command did (or, in a dry run, would do) to each action selected: the changes,
-/// then the refusals with their reasons, then the counts.
+/// then the refusals with their reasons, each sorted by key, then the counts; `--json` gives
+/// both lists in one document.
 pub fn bulk(
     command: &ManualCommand,
     keys: &[crate::domain::ActionKey],
@@ -434,8 +435,11 @@ pub fn bulk(
         Some(t) => format!("{} -> {}", t.from, t.to),
         None => format!("stays {}", o.action.state),
     };
-    let done: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().ok().map(|o| (k, o))).collect();
-    let refused: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().err().map(|e| (k, e))).collect();
+    // Sorted by key, whatever order they ran in, so that two runs compare line by line.
+    let mut done: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().ok().map(|o| (k, o))).collect();
+    let mut refused: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().err().map(|e| (k, e))).collect();
+    done.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
     if as_json {
         print_json(&json!({
             "command": verb,

@@ -100,7 +100,7 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
                 .iter()
                 .zip(answers)
                 .map(|(request, answer)| {
-                    let text = answer.map(|o| outcome_text(request, &o)).map_err(|e| e.to_string());
+                    let text = answer.map(|o| change_text(&o)).map_err(|e| e.to_string());
                     (request.key.to_string(), text)
                 })
                 .collect();
@@ -121,6 +121,15 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
             Done::Command(looked.map(|(action, looked)| looked.describe(&action)).map_err(|e| e.to_string()))
         }
+    }
+}
+
+/// One action's change in a bulk result, which names the command and the person once.
+fn change_text(outcome: &ManualOutcome) -> String {
+    let a = &outcome.action;
+    match outcome.transition {
+        Some(t) => format!("{} -> {} (version {})", t.from, t.to, a.revision),
+        None => format!("stays {} (version {})", a.state, a.revision),
     }
 }
 

@@ -367,6 +367,10 @@ pub struct Dialog {
     pub old_worker_answer: String,
     /// A bulk command: the marked actions as the person saw them (`action` is the first).
     pub bulk: Vec<ActionRecord>,
+    /// Of `bulk`, the keys of those held because their expired claim could not be taken over
+    /// safely, which this command would run again: the dialog asks once whether their old
+    /// workers stopped (rule 5), for them all.
+    pub bulk_old_worker: Vec<String>,
     /// The detail being read for this dialog (a takeover's facts, a destination id the evidence
     /// names), when it was opened from the list.
     pub evidence_request: Option<u64>,
@@ -381,8 +385,10 @@ impl Dialog {
     /// Whether this command on this action asks whether the old worker stopped: the ledger
     /// refuses it without that confirmation.
     pub fn asks_old_worker_stopped(&self) -> bool {
-        self.bulk.is_empty()
-            && manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
+        if !self.bulk.is_empty() {
+            return !self.bulk_old_worker.is_empty();
+        }
+        manual_kind(self.command).is_some_and(|command| manual::needs_old_worker_stopped(&self.action, &command))
     }
 
     fn old_worker_confirmed(&self) -> bool {
@@ -419,6 +425,25 @@ pub struct Status {
     pub text: SafeText,
 }
 
+/// What a bulk command did: the actions done and those refused, each sorted by key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkResult {
+    pub verb: &'static str,
+    /// Each action done, with its change ("failed -> pending (version 5)").
+    pub done: Vec<(SafeText, SafeText)>,
+    /// Each action refused, with the ledger's reason in full; they stay marked.
+    pub refused: Vec<(SafeText, SafeText)>,
+    /// How far the result is scrolled: a long one does not fit a small terminal.
+    pub scroll: u16,
+}
+
+impl BulkResult {
+    /// The one-line summary, for the status line and the result's title.
+    pub fn summary(&self) -> String {
+        format!("{}: {} done, {} refused", self.verb, self.done.len(), self.refused.len())
+    }
+}
+
 /// Everything the console shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
@@ -448,6 +473,9 @@ pub struct Model {
     pub order: Order,
     /// How far the help screen is scrolled (a short terminal does not show it all).
     pub help_scroll: u16,
+    /// The last bulk command's result, open over the list until Esc: every action done and
+    /// every one refused, with why.
+    pub result: Option<Box<BulkResult>>,
     pub detail: Option<Box<ActionDetail>>,
     pub detail_scroll: u16,
     /// Which of the proposals waiting on the open action is shown (from 0, oldest first): approve
@@ -510,6 +538,7 @@ impl Model {
             history: Pane::Completed,
             order: Order::NewestFirst,
             help_scroll: 0,
+            result: None,
             detail: None,
             detail_scroll: 0,
             proposal_shown: 0,
@@ -687,6 +716,22 @@ fn text_field(model: &mut Model) -> Option<&mut String> {
 fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         model.quit = true;
+        return Vec::new();
+    }
+    if model.result.is_some() {
+        let max = super::view::result_max_scroll(model);
+        let Some(result) = &mut model.result else { return Vec::new() };
+        let page = 10;
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter => model.result = None,
+            KeyCode::Down | KeyCode::Char('j') => result.scroll = result.scroll.min(max).saturating_add(1).min(max),
+            KeyCode::Up | KeyCode::Char('k') => result.scroll = result.scroll.min(max).saturating_sub(1),
+            KeyCode::PageDown => result.scroll = result.scroll.saturating_add(page).min(max),
+            KeyCode::PageUp => result.scroll = result.scroll.min(max).saturating_sub(page),
+            KeyCode::End | KeyCode::Char('G') => result.scroll = max,
+            KeyCode::Home | KeyCode::Char('g') => result.scroll = 0,
+            _ => {}
+        }
         return Vec::new();
     }
     if model.help {
@@ -930,6 +975,14 @@ fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         capitalized(kind.label()),
         marked_actions(actions.len())
     )];
+    let needing: Vec<String> = match manual_kind(kind) {
+        Some(command) => actions
+            .iter()
+            .filter(|a| manual::needs_old_worker_stopped(a, &command))
+            .map(|a| a.key.to_string())
+            .collect(),
+        None => Vec::new(),
+    };
     for action in actions.iter().take(LISTED) {
         let line = match describe_one(model, kind, action) {
             Ok(change) => format!("{}: {change}", action.key),
@@ -940,6 +993,27 @@ fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     if actions.len() > LISTED {
         description.push(format!("… and {} more; refused ones stay marked.", actions.len() - LISTED));
     }
+    if !needing.is_empty() && needing.len() == actions.len() {
+        description.push(format!(
+            "{} held because an expired claim could not be taken over safely: the old worker may still act. You \
+             will be asked once to confirm that it stopped, for them all.",
+            if needing.len() == 1 { "It was".to_owned() } else { format!("All {} were", needing.len()) }
+        ));
+    } else if !needing.is_empty() {
+        description.push(format!(
+            "{} of them {} held because an expired claim could not be taken over safely: the old worker may still \
+             act ({}). You will be asked once to confirm that it stopped, for them all.",
+            needing.len(),
+            if needing.len() == 1 { "was" } else { "were" },
+            listed_keys(&needing)
+        ));
+    }
+    if kind == CommandKind::Takeover {
+        description.push(
+            "Those that go to held need a retry afterwards, once you have confirmed that the old worker stopped."
+                .to_owned(),
+        );
+    }
     model.mode = Mode::Dialog(Box::new(Dialog {
         command: kind,
         action: first,
@@ -949,10 +1023,20 @@ fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         reason: String::new(),
         old_worker_answer: String::new(),
         bulk: actions,
+        bulk_old_worker: needing,
         evidence_request: None,
         offered_id: false,
     }));
     Vec::new()
+}
+
+/// Keys for a sentence: all of up to [`LISTED`], else the first ones and how many more.
+fn listed_keys(keys: &[String]) -> String {
+    let shown = keys.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
+    match keys.len().saturating_sub(LISTED) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
 }
 
 /// "1 marked action", "5 marked actions".
@@ -981,7 +1065,8 @@ fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Resu
         });
     }
     // Bulk commands never approve or reject, so no proposal is left deciding where they go.
-    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, false, false)?;
+    // As if the person confirms that the old worker stopped where the dialog asks it.
+    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, true, false)?;
     Ok(if planned.from == planned.to {
         format!("stays {}", planned.from)
     } else {
@@ -1327,6 +1412,7 @@ fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 reason: String::new(),
                 old_worker_answer: String::new(),
                 bulk: Vec::new(),
+                bulk_old_worker: Vec::new(),
                 evidence_request: None,
                 offered_id: false,
             };
@@ -1436,6 +1522,9 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     dialog.stage = DialogStage::Running;
     if !dialog.bulk.is_empty() {
         let (kind, actions) = (dialog.command, dialog.bulk.clone());
+        // Confirmed for the keys the dialog named, through the same ledger command as one action.
+        let stopped: Vec<String> =
+            if dialog.old_worker_confirmed() { dialog.bulk_old_worker.clone() } else { Vec::new() };
         model.info(format!("{} {}: working…", kind.label(), marked_actions(actions.len())));
         // Bulk commands never approve or reject, so no action's shown proposal is named.
         let Some(first) = actions.first() else { return Vec::new() };
@@ -1443,12 +1532,12 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         let requests = actions
             .into_iter()
             .map(|action| ManualRequest {
+                old_worker_stopped: stopped.iter().any(|k| k == action.key.as_str()),
                 key: action.key,
                 person: model.owner.clone(),
                 reason: reason.clone(),
                 expect_version: Some(action.revision),
                 command: command.clone(),
-                old_worker_stopped: false,
             })
             .collect();
         return vec![Effect::RunEach(requests)];
@@ -1515,23 +1604,26 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
         }
         Done::Each { verb, results } => {
             close_dialog(model);
-            let mut refused = Vec::new();
-            let mut done = 0;
-            for (key, result) in results {
-                match result {
-                    Ok(_) => {
-                        done += 1;
+            let mut result = BulkResult { verb, done: Vec::new(), refused: Vec::new(), scroll: 0 };
+            for (key, answer) in results {
+                match answer {
+                    Ok(change) => {
                         model.marks.remove(&key);
+                        result.done.push((SafeText::new(&key), SafeText::new(&change)));
                     }
-                    Err(why) => refused.push(why),
+                    Err(why) => result.refused.push((SafeText::new(&key), SafeText::new(&why))),
                 }
             }
-            let summary = format!("{verb}: {done} done, {} refused (still marked)", refused.len());
-            if refused.is_empty() {
+            // A stable order whatever order they ran in: by key.
+            result.done.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+            result.refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+            let summary = format!("{}; the result lists each (Esc closes it)", result.summary());
+            if result.refused.is_empty() {
                 model.info(summary);
             } else {
-                model.refuse(format!("{summary}: {}", refused.join("; ")));
+                model.refuse(format!("{summary}; the refused ones stay marked"));
             }
+            model.result = Some(Box::new(result));
             model.refresh()
         }
         Done::Copied => Vec::new(),
@@ -1680,7 +1772,8 @@ fn say_departed(model: &mut Model, key: &str, now_on: Option<&str>) {
     let now_on = now_on.map(|other| format!("; the selection is now on {other}")).unwrap_or_default();
     let text = format!("{key} left the {} pane{filter}{now_on}", model.pane.title());
     match &model.status {
-        Some(status) if status.text.as_str().contains(key) => {
+        // After what the command said about it, or about a bulk command just done.
+        Some(status) if status.text.as_str().contains(key) || model.result.is_some() => {
             let (kind, before) = (status.kind, status.text.to_string());
             model.status = Some(Status { kind, text: SafeText::from_ui(format!("{before}. {text}")) });
         }

@@ -13,7 +13,12 @@ use std::time::Duration;
 
 const LEASE: Duration = Duration::from_secs(30);
 
-conformance!(sorting_by_attempts_comes_from_the_store_and_pages_both_ways,);
+conformance!(
+    sorting_by_attempts_comes_from_the_store_and_pages_both_ways,
+    bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_lists_each_result,
+    cli_bulk_lists_done_and_refused_by_key_and_takes_the_old_worker_flag,
+    keystrokes_for_the_common_settlements,
+);
 
 fn options(owner: &str) -> ConsoleOptions {
     ConsoleOptions {
@@ -126,4 +131,322 @@ async fn sorting_by_attempts_comes_from_the_store_and_pages_both_ways<S: Store>(
     // s again: newest first.
     console.press("s").await.unwrap();
     assert!(console.screen().unwrap().contains("failed — newest first"));
+}
+
+/// `n` claims by worker-1 whose leases ran out after a request may have been sent (an attempt
+/// started under each): no destination protects them, so a takeover holds them (rule 5).
+async fn unprotected_stale_claims<S: Store>(l: &Ledger<S>, prefix: &str, n: usize) {
+    for i in 1..=n {
+        l.submit(&raw(&format!("{prefix}:{i}"), r#"{"qty":1}"#)).await.unwrap();
+        let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+        l.start_attempt(&claim).await.unwrap();
+    }
+    l.store().clock().advance(LEASE * 2);
+}
+
+/// The keys of a script: every key pressed, and how many of them type free text (a reason, a
+/// destination id, the word `stopped`). Counted from the script the session runs.
+fn keystrokes(script: &[&str]) -> (usize, usize) {
+    let parsed = actionledger::console::keys::parse_script(&script.join("\n")).unwrap();
+    let total = parsed.iter().map(|l| l.keys.len()).sum();
+    let text = parsed.iter().filter(|l| l.keys.len() > 1 && !l.text.starts_with('<')).map(|l| l.keys.len()).sum();
+    (total, text)
+}
+
+async fn run<S: Store>(console: &mut ScriptedConsole<S>, script: &[&str]) {
+    for line in script {
+        console.press(line).await.unwrap();
+    }
+}
+
+/// The words inside a box drawn over the list (a dialog, a result): what shows beside it left out.
+fn boxed(screen: &str) -> String {
+    let inside = screen.lines().filter_map(|line| {
+        let (start, end) = (line.find('│')?, line.rfind('│')?);
+        (end > start).then(|| &line[start + '│'.len_utf8()..end])
+    });
+    inside.flat_map(str::split_whitespace).collect::<Vec<_>>().join(" ")
+}
+
+fn joined(screen: &str) -> String {
+    screen.replace(['│', '─', '┌', '┐', '└', '┘'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_lists_each_result<S: Store>(
+    db: TestDb<S>,
+) {
+    let l = &db.ledger;
+    failed_after(l, "acme:w:0", 1).await;
+    unprotected_stale_claims(l, "acme:w", 5).await;
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    // Take over all five: nothing protects them, so all five are held; the dialog says so.
+    run(&mut console, &["2", "*", "t", "worker host died", "<Enter>"]).await;
+    let screen = joined(&console.screen().unwrap());
+    assert!(screen.contains("Those that go to held need a retry afterwards"), "{screen}");
+    console.press("y").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("take over: 5 done, 0 refused"), "{screen}");
+    for n in 1..=5 {
+        assert!(screen.contains(&format!("acme:w:{n}: in_progress -> held")), "each one named:\n{screen}");
+        let detail = record(l, &format!("acme:w:{n}")).await;
+        assert_eq!((detail.action.state, detail.action.old_worker_may_act), (State::Held, true));
+    }
+    console.press("<Esc>").await.unwrap();
+    assert!(console.model().result.is_none() && console.model().marks.is_empty());
+    // Retry the five held ones: the dialog names which need the old worker confirmed, and asks
+    // once. Meanwhile another person cancels one of them: it is refused, and says why.
+    // With them, a failed action marked in its own pane, which needs no such confirmation.
+    run(&mut console, &["6", "*", "5", "<Space>", "r"]).await;
+    let screen = boxed(&console.screen().unwrap());
+    assert!(screen.contains("Retry 6 marked actions"), "{screen}");
+    assert!(
+        screen.contains(
+            "5 of them were held because an expired claim could not be taken over safely: the old worker may still \
+             act (acme:w:1, acme:w:2, acme:w:3, acme:w:4, acme:w:5). You will be asked once to confirm that it \
+             stopped, for them all."
+        ),
+        "the dialog says how many and which:\n{screen}"
+    );
+    l.manual(&support::person_request("acme:w:3", ManualCommand::Cancel)).await.unwrap();
+    run(&mut console, &["worker host is gone", "<Enter>"]).await;
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("Old worker stopped? Check it, then type \"stopped\"."), "{screen}");
+    // Anything but the word keeps asking.
+    run(&mut console, &["yes", "<Enter>"]).await;
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("type \"stopped\" once you have checked"), "{screen}");
+    run(&mut console, &["<Backspace><Backspace><Backspace>stopped", "<Enter>", "y"]).await;
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    assert!(words.contains("retry: 5 done, 1 refused"), "{screen}");
+    assert!(words.contains("acme:w:0: failed -> pending"), "{screen}");
+    assert!(words.contains("acme:w:1: held -> pending"), "{screen}");
+    assert!(words.contains("acme:w:3: cannot retry acme:w:3"), "the refusal and why:\n{screen}");
+    let done_at = screen.find("acme:w:1:").unwrap();
+    assert!(screen.find("acme:w:2:").unwrap() > done_at && screen.find("acme:w:5:").unwrap() > done_at, "by key");
+    assert_eq!(console.model().marks.keys().collect::<Vec<_>>(), ["acme:w:3"], "the refused one stays marked");
+    let failed = record(l, "acme:w:0").await;
+    assert_eq!(failed.action.state, State::Pending);
+    assert_eq!(failed.audit.last().unwrap().reason.as_deref(), Some("worker host is gone"), "nothing to confirm");
+    for n in [1, 2, 4, 5] {
+        let detail = record(l, &format!("acme:w:{n}")).await;
+        assert_eq!((detail.action.state, detail.action.old_worker_may_act), (State::Pending, false), "acme:w:{n}");
+        let last = detail.audit.last().unwrap();
+        assert_eq!((last.event, last.actor.as_str()), (actionledger::domain::Event::Retry, "Ana"));
+        assert_eq!(
+            last.reason.as_deref(),
+            Some("worker host is gone; the person confirmed that the old worker can no longer act"),
+            "the confirmation went through the ledger's own command, audited"
+        );
+    }
+    assert_eq!(record(l, "acme:w:3").await.action.state, State::Cancelled);
+    // Esc closes the result; the status line still says what happened.
+    console.press("<Esc>").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("retry: 5 done, 1 refused"), "{screen}");
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
+
+fn run_cli(url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .env_remove("ACTIONLEDGER_DB")
+        .env_remove("DATABASE_URL")
+        .env("NO_COLOR", "1")
+        .current_dir(std::env::temp_dir())
+        .args(["--db", url])
+        .args(args)
+        .output()
+        .expect("run actionledger")
+}
+
+async fn cli(url: &str, args: Vec<&str>) -> (Option<i32>, String) {
+    let (url, args): (String, Vec<String>) = (url.to_owned(), args.iter().map(|a| (*a).to_owned()).collect());
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_cli(&url, &args)
+    })
+    .await
+    .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+async fn cli_bulk_lists_done_and_refused_by_key_and_takes_the_old_worker_flag<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    // Submitted in an order that is not the keys' order.
+    // The command line reads the database's own clock: leases that run out in real time.
+    for key in ["acme:k:c", "acme:k:a", "acme:k:d", "acme:k:b"] {
+        l.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+        let claim = l.claim("worker-1", Duration::from_millis(1), 1).await.unwrap().pop().unwrap();
+        l.start_attempt(&claim).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let selection = ["--state", "in_progress", "--owner", "Ana", "--reason", "worker host died"];
+    let (code, out) = cli(&db.url, [&["takeover"][..], &selection].concat()).await;
+    assert_eq!(code, Some(0), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "take over: acme:k:a in_progress -> held",
+            "take over: acme:k:b in_progress -> held",
+            "take over: acme:k:c in_progress -> held",
+            "take over: acme:k:d in_progress -> held",
+        ],
+        "{out}"
+    );
+    // Held, with the old worker perhaps still acting: a retry without the flag is refused, each
+    // saying why; the dry run lists the same; with the flag each runs again.
+    l.manual(&support::person_request("acme:k:b", ManualCommand::Cancel)).await.unwrap();
+    let held = ["--state", "held", "--owner", "Ana", "--reason", "old worker gone"];
+    let (code, out) = cli(&db.url, [&["retry"][..], &held, &["--dry-run"]].concat()).await;
+    assert_eq!(code, Some(3), "{out}");
+    let refused: Vec<&str> = out.lines().filter(|l| l.starts_with("refused: ")).collect();
+    assert_eq!(refused.len(), 3, "{out}");
+    assert!(refused[0].starts_with("refused: acme:k:a: ") && refused[2].starts_with("refused: acme:k:d: "), "{out}");
+    assert!(refused[0].contains("--old-worker-stopped"), "says what is needed:\n{out}");
+    let (code, out) =
+        cli(&db.url, [&["retry"][..], &held, &["--old-worker-stopped", "--dry-run", "--json"]].concat()).await;
+    assert_eq!(code, Some(0), "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let keys = |list: &str| -> Vec<String> {
+        doc[list].as_array().unwrap().iter().map(|d| d["key"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(keys("done"), ["acme:k:a", "acme:k:c", "acme:k:d"], "{doc}");
+    assert!(keys("refused").is_empty());
+    assert_eq!(doc["dry_run"], true);
+    for key in ["acme:k:a", "acme:k:c", "acme:k:d"] {
+        assert_eq!(record(l, key).await.action.state, State::Held, "the dry run changed nothing");
+    }
+    // For real, one of them changed meanwhile by another person's hand: done and refused, both
+    // lists by key in one document.
+    l.manual(&support::person_request("acme:k:c", ManualCommand::Assign { to: "Bo".into() })).await.unwrap();
+    let (code, out) = cli(&db.url, [&["retry"][..], &held, &["--old-worker-stopped", "--json"]].concat()).await;
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        doc["done"].as_array().unwrap().iter().map(|d| d["key"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["acme:k:a", "acme:k:c", "acme:k:d"],
+        "{doc}"
+    );
+    for key in ["acme:k:a", "acme:k:c", "acme:k:d"] {
+        let detail = record(l, key).await;
+        assert_eq!((detail.action.state, detail.action.old_worker_may_act), (State::Pending, false), "{key}");
+        assert_eq!(detail.audit.last().unwrap().actor.as_str(), "Ana");
+    }
+}
+
+async fn keystrokes_for_the_common_settlements<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    // An unknown action whose 409 names the record: c offers the id, Enter takes it.
+    l.submit(&raw("acme:ks:unknown", r#"{"qty":1}"#)).await.unwrap();
+    let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    let report = Report {
+        outcome: Outcome::Unknown,
+        error: Some("HTTP 409".into()),
+        evidence: Evidence { status: Some(409), destination_id: Some("R-000001".into()), body: None },
+    };
+    l.record_result(&claim, attempt, &report).await.unwrap();
+    // A conflict: a new payload for a pending action.
+    l.submit(&raw("acme:ks:conflict", r#"{"qty":1}"#)).await.unwrap();
+    l.submit(&raw("acme:ks:conflict", r#"{"qty":2}"#)).await.unwrap();
+    unprotected_stale_claims(l, "acme:ks:stale", 5).await;
+
+    let settle: &[&str] = &["3", "c", "<Enter>", "CRM has R-000001", "<Enter>", "y"];
+    let approve: &[&str] = &["4", "a", "customer changed qty", "<Enter>", "y"];
+    let takeover: &[&str] = &[
+        "2",
+        "*",
+        "t",
+        "worker host died",
+        "<Enter>",
+        "y",
+        "<Esc>",
+        "6",
+        "*",
+        "r",
+        "worker host is gone",
+        "<Enter>",
+        "stopped",
+        "<Enter>",
+        "y",
+        "<Esc>",
+    ];
+    for (name, script) in [("settle an unknown action with a destination id", settle), ("approve a conflict", approve)]
+    {
+        let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+        run(&mut console, script).await;
+        let refusals = console.model().refusals;
+        assert_eq!(refusals, 0, "{}", console.screen().unwrap());
+        let (total, text) = keystrokes(script);
+        eprintln!("keystrokes: {name}: {total} ({text} of them typing free text)");
+    }
+    let done = record(l, "acme:ks:unknown").await.action;
+    assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-000001")));
+    assert_eq!(record(l, "acme:ks:conflict").await.action.proposal, None, "approved");
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    run(&mut console, takeover).await;
+    let refusals = console.model().refusals;
+    assert_eq!(refusals, 0, "{}", console.screen().unwrap());
+    let (total, text) = keystrokes(takeover);
+    eprintln!(
+        "keystrokes: take over 5 unprotected stale claims, then retry them with the old-worker question: {total} \
+         ({text} of them typing free text)"
+    );
+    for n in 1..=5 {
+        let detail = record(l, &format!("acme:ks:stale:{n}")).await;
+        assert_eq!((detail.action.state, detail.action.old_worker_may_act), (State::Pending, false), "{n}");
+    }
+}
+
+/// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.
+fn mask(screen: &str) -> String {
+    let word = |word: &str| {
+        let chars: Vec<char> = word.chars().collect();
+        let digits_then_unit = chars.len() > 1
+            && chars[..chars.len() - 1].iter().all(char::is_ascii_digit)
+            && matches!(chars[chars.len() - 1], 's' | 'm' | 'h' | 'd');
+        let clock = chars.len() == 8 && chars[2] == ':' && chars[5] == ':';
+        let date = chars.len() == 10 && chars[4] == '-' && chars[7] == '-';
+        if digits_then_unit {
+            "Ns".to_owned()
+        } else if clock {
+            "hh:mm:ss".to_owned()
+        } else if date {
+            "YYYY-MM-DD".to_owned()
+        } else {
+            word.to_owned()
+        }
+    };
+    screen.lines().map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+}
+
+/// Whole screens at 80x24 and 120x40: a bulk takeover's result, the old-worker question asked
+/// once for a marked set, and a long result with refusals, at its top and its end.
+#[tokio::test]
+async fn screens() {
+    for (width, height) in [(80, 24), (120, 40)] {
+        let db = support::sqlite().await;
+        let l = &db.ledger;
+        for n in 1..=12 {
+            l.submit(&raw(&format!("acme:order:ORD-30{n:02}:create-task"), r#"{"qty":1}"#)).await.unwrap();
+            let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+            l.start_attempt(&claim).await.unwrap();
+        }
+        l.store().clock().advance(LEASE * 2);
+        let mut console = ScriptedConsole::start(l, &options("ana"), width, height).await.unwrap();
+        let snap = async |console: &mut ScriptedConsole<_>, name: &str, script: &[&str]| {
+            run(console, script).await;
+            insta::assert_snapshot!(format!("{name}_{width}x{height}"), mask(&console.screen().unwrap()));
+        };
+        snap(&mut console, "bulk_takeover_result", &["2", "*", "t", "worker host died", "<Enter>", "y"]).await;
+        snap(&mut console, "bulk_old_worker", &["<Esc>", "6", "*", "r", "worker host is gone", "<Enter>"]).await;
+        for n in [4, 9] {
+            let key = format!("acme:order:ORD-30{n:02}:create-task");
+            l.manual(&support::person_request(&key, ManualCommand::Cancel)).await.unwrap();
+        }
+        snap(&mut console, "bulk_result", &["stopped", "<Enter>", "y"]).await;
+        snap(&mut console, "bulk_result_end", &["G"]).await;
+    }
 }

@@ -49,6 +49,9 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
     if model.help {
         return vec![pair("Esc", "close help"), pair("j/k", "scroll")];
     }
+    if model.result.is_some() {
+        return vec![pair("Esc", "close the result"), pair("j/k", "scroll")];
+    }
     match &model.mode {
         Mode::Filter(_) => {
             vec![pair("type", "key text, dest:NAME, mine, age:30m"), pair("Enter", "apply"), pair("Esc", "cancel")]

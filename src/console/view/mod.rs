@@ -8,6 +8,7 @@ mod footer;
 mod header;
 mod help;
 mod list;
+mod result;
 
 use super::model::{Mode, Model};
 use ratatui::Frame;
@@ -157,12 +158,30 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
     footer::draw_status(model, theme, frame, status_area);
     footer::draw_keys(model, theme, frame, footer_area);
     if let Mode::Dialog(dialog) = &model.mode {
-        let height = if dialog.bulk.is_empty() { 14 } else { 18 };
-        dialog::draw(dialog, theme, frame, centered(frame.area(), 72, height));
+        // Kept above the status line and the footer, which say what a key just did and what to
+        // press (a bulk dialog is tall).
+        let height = if dialog.bulk.is_empty() { 14 } else { 22 };
+        let mut area = centered(frame.area(), 72, height.min(status_area.y.saturating_sub(frame.area().y)));
+        area.y = area.y.min(status_area.y.saturating_sub(area.height));
+        dialog::draw(dialog, theme, frame, area);
+    }
+    if let Some(result) = &model.result {
+        result::draw(result, theme, frame, result_area(frame.area()));
     }
     if model.help {
         help::draw(model, theme, frame, help_area(frame.area()));
     }
+}
+
+/// Where a bulk result goes: over the list, leaving the status line and footer in view.
+fn result_area(area: Rect) -> Rect {
+    let height = area.height.saturating_sub(3).max(3);
+    centered(Rect { height, ..area }, 78, 30)
+}
+
+/// How far a bulk result scrolls at most on this console's screen.
+pub fn result_max_scroll(model: &Model) -> u16 {
+    model.result.as_ref().map_or(0, |r| result::max_scroll(r, result_area(Rect::new(0, 0, model.width, model.height))))
 }
 
 /// Where the help screen goes.

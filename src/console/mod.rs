@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
-use model::{Counts, Done, Effect, LoadRequest, Model, Msg, Pane, Rows, Snapshot, Window};
+use model::{Counts, Done, Effect, LoadRequest, MarkedSet, Model, Msg, Pane, Rows, Snapshot, Window};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
 use ratatui::crossterm::event::Event;
@@ -107,11 +107,7 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
             Done::Each { verb, results }
         }
         Effect::MarkAll(request) => {
-            let result = match load(ledger, &request).await {
-                Ok(Snapshot { rows: Rows::Actions(actions), .. }) => Ok(actions),
-                Ok(_) => Ok(Vec::new()),
-                Err(error) => Err(error.to_string()),
-            };
+            let result = mark_all(ledger, &request).await.map_err(|e| e.to_string());
             Done::Marked { request, result }
         }
         // Performed by the driver itself, never in a task.
@@ -131,6 +127,47 @@ fn change_text(outcome: &ManualOutcome) -> String {
         Some(t) => format!("{} -> {} (version {})", t.from, t.to, a.revision),
         None => format!("stays {} (version {})", a.state, a.revision),
     }
+}
+
+/// What `*` marks: the first actions of the pane that match the filter, one more read to know
+/// whether more match, and then how many do.
+async fn mark_all<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<MarkedSet, Error> {
+    let limit = request.limit;
+    let probe = LoadRequest { limit: limit.saturating_add(1), ..request.clone() };
+    let Snapshot { rows: Rows::Actions(mut actions), now, .. } = load(ledger, &probe).await? else {
+        return Ok(MarkedSet { actions: Vec::new(), capped: false, total: None });
+    };
+    let capped = i64::try_from(actions.len()).unwrap_or(i64::MAX) > limit;
+    actions.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let total = if capped {
+        let counts = match matching(request, now) {
+            Some(filter) => ledger.counts_matching(&filter).await?,
+            None => ledger.counts().await?,
+        };
+        match request.pane {
+            // The conflict pane also lists proposals on actions in other states; late results
+            // are not a state: no one count says these.
+            Pane::Conflict | Pane::LateResults | Pane::Refused => None,
+            Pane::All => Some(counts.iter().map(|(_, n)| n).sum()),
+            pane => pane.state().map(|state| counts.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n)),
+        }
+    } else {
+        None
+    };
+    Ok(MarkedSet { actions, capped, total })
+}
+
+/// The filter's terms as the store takes them, the same for the rows and the counts.
+fn matching(request: &LoadRequest, now: crate::domain::Timestamp) -> Option<ListFilter> {
+    request.filter.as_ref().map(|terms| ListFilter {
+        key_contains: terms.key_contains.clone(),
+        destination: terms.destination.clone(),
+        owner: terms.assignee.clone(),
+        updated_before: terms
+            .older_than
+            .map(|age| now - chrono::Duration::from_std(age).unwrap_or(chrono::TimeDelta::MAX)),
+        ..ListFilter::default()
+    })
 }
 
 fn outcome_text(request: &ManualRequest, outcome: &ManualOutcome) -> String {
@@ -159,15 +196,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     };
     let now = store.now().await?;
     // The filter's terms, the same for the rows and for the counts that follow the filter.
-    let matching = request.filter.as_ref().map(|terms| ListFilter {
-        key_contains: terms.key_contains.clone(),
-        destination: terms.destination.clone(),
-        owner: terms.assignee.clone(),
-        updated_before: terms
-            .older_than
-            .map(|age| now - chrono::Duration::from_std(age).unwrap_or(chrono::TimeDelta::MAX)),
-        ..ListFilter::default()
-    });
+    let matching = matching(request, now);
     let rows = match request.pane.state() {
         // Refused submissions are always newest first, so the window from a row is the one
         // before the next newer id.

@@ -281,6 +281,17 @@ pub enum Effect {
     },
 }
 
+/// What `*` found: the actions to mark, and whether more matched than it marks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkedSet {
+    pub actions: Vec<ActionRecord>,
+    /// More actions matched than [`MARK_ALL_LIMIT`]: only the first ones in the order shown
+    /// are marked.
+    pub capped: bool,
+    /// How many match in all, where one count says it (a pane of one state, or all actions).
+    pub total: Option<i64>,
+}
+
 /// The header's numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counts {
@@ -325,7 +336,7 @@ pub enum Done {
     /// The actions that match the pane and filter, to mark.
     Marked {
         request: LoadRequest,
-        result: Result<Vec<ActionRecord>, String>,
+        result: Result<MarkedSet, String>,
     },
 }
 
@@ -957,6 +968,59 @@ fn copy(model: &mut Model, action: Action) -> Vec<Effect> {
     };
     model.info(format!("copied {what} {text} to the clipboard (through the terminal)"));
     vec![Effect::Copy(text)]
+}
+
+/// A count with thousands separated: 12,345.
+pub fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+/// The command line that selects what `*` would mark in this pane with this filter, for more
+/// than `*` marks at once; or why the command line cannot select exactly that.
+fn cli_equivalent(model: &Model, pane: Pane, total: Option<i64>) -> String {
+    let filter = model.filter.clone().unwrap_or_default();
+    let cannot = match pane {
+        Pane::LateResults => Some("the late results pane"),
+        Pane::Conflict => Some("proposals waiting outside the conflict state"),
+        _ if filter.assignee.is_some() => Some("mine (an assignee)"),
+        _ => None,
+    };
+    if let Some(what) = cannot {
+        return format!("The command line cannot select {what}: narrow the filter and mark in parts.");
+    }
+    let mut words = vec!["For more use: actionledger <retry|cancel|takeover|assign>".to_owned()];
+    if let Some(state) = pane.state() {
+        words.push(format!("--state {state}"));
+    }
+    if let Some(destination) = &filter.destination {
+        words.push(format!("--destination {destination}"));
+    }
+    if let Some(age) = filter.older_than {
+        words.push(format!("--older-than {}", crate::config::duration_text::format(age)));
+    }
+    if let Some(text) = &filter.key_contains {
+        words.push(format!("--key-contains {}", shell_word(text)));
+    }
+    let limit = total.map_or(100_000, |t| t.clamp(1, 100_000));
+    words.push(format!("--owner {} --reason '...' --limit {limit} --dry-run", shell_word(model.owner.as_str())));
+    words.join(" ")
+}
+
+/// A word as a shell reads it: quoted unless it is plain.
+fn shell_word(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/@".contains(c)) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// At most this many actions are marked at once by `*`.
@@ -1629,22 +1693,31 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
         Done::Copied => Vec::new(),
         Done::Marked { request, result } => {
             match result {
-                Ok(actions) => {
-                    let n = actions.len();
-                    for action in actions {
+                Ok(set) => {
+                    let n = set.actions.len();
+                    for action in set.actions {
                         model.marks.insert(action.key.to_string(), action);
                     }
-                    let all = if i64::try_from(n).unwrap_or(i64::MAX) >= request.limit {
-                        format!("the first {n}")
-                    } else {
-                        format!("all {n}")
-                    };
                     let filter = if model.filter.is_some() { " that match the filter" } else { "" };
-                    model.info(format!(
-                        "marked {all} in the {} pane{filter}; {} marked in all (u unmarks)",
-                        request.pane.title(),
-                        model.marks.len()
-                    ));
+                    let pane = request.pane.title();
+                    let marked = model.marks.len();
+                    if set.capped {
+                        // Never silently partial: how many were left, and the command line that
+                        // reaches them all.
+                        let of = set.total.map_or_else(|| "more than that".to_owned(), thousands);
+                        model.refuse(format!(
+                            "marked {} of {of} matching in the {pane} pane{filter} (at most {} at once); {} \
+                             marked in all (u unmarks). {}",
+                            thousands(i64::try_from(n).unwrap_or(i64::MAX)),
+                            thousands(MARK_ALL_LIMIT),
+                            thousands(i64::try_from(marked).unwrap_or(i64::MAX)),
+                            cli_equivalent(model, request.pane, set.total)
+                        ));
+                    } else {
+                        model.info(format!(
+                            "marked all {n} in the {pane} pane{filter}; {marked} marked in all (u unmarks)"
+                        ));
+                    }
                 }
                 Err(error) => model.error(format!("database: {error}")),
             }

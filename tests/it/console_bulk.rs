@@ -18,6 +18,7 @@ conformance!(
     bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_lists_each_result,
     cli_bulk_lists_done_and_refused_by_key_and_takes_the_old_worker_flag,
     keystrokes_for_the_common_settlements,
+    marking_all_says_when_it_stops_at_the_cap_and_the_command_line_that_reaches_the_rest,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -449,4 +450,51 @@ async fn screens() {
         snap(&mut console, "bulk_result", &["stopped", "<Enter>", "y"]).await;
         snap(&mut console, "bulk_result_end", &["G"]).await;
     }
+}
+
+async fn marking_all_says_when_it_stops_at_the_cap_and_the_command_line_that_reaches_the_rest<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let raws: Vec<_> = (0..1005).map(|n| raw(&format!("acme:cap:{n:04}"), "{}")).collect();
+    for chunk in raws.chunks(100) {
+        l.submit_many(chunk).await.unwrap();
+    }
+    let other = actionledger::domain::RawSubmission { destination: Some("erp".into()), ..raw("acme:cap:erp", "{}") };
+    l.submit(&other).await.unwrap();
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    run(&mut console, &["1", "/", "dest:crm", "<Enter>", "*"]).await;
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    let said = "marked 1,000 of 1,005 matching in the pending pane that match the filter (at most 1,000 at once); 1,000 \
+                marked in all (u unmarks). For more use: actionledger <retry|cancel|takeover|assign> --state pending \
+                --destination crm --owner Ana --reason '...' --limit 1005 --dry-run";
+    assert!(words.contains(said), "never silently partial:\n{screen}");
+    assert_eq!(console.model().marks.len(), 1000);
+    assert_eq!(console.model().refusals, 1, "a script stops there");
+    // The command printed selects all 1,005, and only them.
+    let (code, out) = cli(
+        &db.url,
+        vec![
+            "cancel",
+            "--state",
+            "pending",
+            "--destination",
+            "crm",
+            "--owner",
+            "Ana",
+            "--reason",
+            "...",
+            "--limit",
+            "1005",
+            "--dry-run",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("cancel: 1005 selected, 1005 would change, 0 refused"), "{out}");
+    assert!(!out.contains("acme:cap:erp"));
+    // Under the cap, all are marked and it says so.
+    run(&mut console, &["u", "/", "<Backspace>".repeat(10).as_str(), "cap:000", "<Enter>", "*"]).await;
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("marked all 10 in the pending pane that match the filter"), "{screen}");
+    assert_eq!(console.model().marks.len(), 10);
 }

@@ -83,7 +83,7 @@ async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
     let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "80", "-y", "24", "-c", cwd, &command]);
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
 
-    tmux.wait_for("failed 1");
+    tmux.wait_for("5 fail 1");
     tmux.keys(&["5"]);
     tmux.wait_for("> acme:tmux:1");
     tmux.keys(&["r"]);

@@ -6,6 +6,7 @@
 //! or `--store postgres` for one store). Figures go to standard output.
 
 use actionledger::Ledger;
+use actionledger::console::model::Pane;
 use actionledger::console::{ConsoleOptions, ScriptedConsole};
 use actionledger::destination::Destinations;
 use actionledger::domain::Person;
@@ -132,9 +133,8 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
         }
     }
     // Oldest first (`s`) over the largest pane, completed actions: the far end of the index.
-    for key in ["9", "s"] {
-        console.press(key).await.unwrap();
-    }
+    to_completed(&mut console).await;
+    console.press("s").await.unwrap();
     for key in ["j"; 40].iter().chain(["<PageDown>"; 10].iter()).chain(["G", "g"].iter()) {
         let t = Instant::now();
         console.press(key).await.unwrap();
@@ -145,9 +145,10 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
     // pane's rows; the completed pane holds almost all of them.
     let mut attempts_sort = Vec::new();
     let mut attempts_navigation = Vec::new();
-    console.press("9").await.unwrap();
-    // The sort key on the completed pane, then a switch to each review pane in that order.
-    for key in ["s", "2", "3", "1"] {
+    to_completed(&mut console).await;
+    // The sort key on the completed pane, then the cancelled pane, all actions, and each review
+    // pane in that order.
+    for key in ["s", "h", "h", "2", "3", "1"] {
         let t = Instant::now();
         console.press(key).await.unwrap();
         console.screen().unwrap();
@@ -173,12 +174,20 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
     }
 }
 
+/// Shows the completed pane: `9`, then `h` until it is the history pane shown.
+async fn to_completed<S: Store>(console: &mut ScriptedConsole<S>) {
+    console.press("9").await.unwrap();
+    while console.model().pane != Pane::Completed {
+        console.press("h").await.unwrap();
+    }
+}
+
 fn report(store: &str, actions: u64, load_s: f64, mut f: Figures) {
     println!(
         "{store:<10} {actions:>9} actions (loaded in {load_s:.1}s): first frame {:.1} ms | navigation p50 {:.2} ms p99 {:.2} ms | \
          pane switch p50 {:.2} ms p99 {:.2} ms | filtered or oldest-first navigation p50 {:.2} ms p99 {:.2} ms | \
-         filter applied with its counts p50 {:.1} ms max {:.1} ms | most-attempts first page (completed, in progress, \
-         unknown, pending) {} | most-attempts navigation p50 {:.2} ms p99 {:.2} ms | console RSS growth {} KiB",
+         filter applied with its counts p50 {:.1} ms max {:.1} ms | most-attempts first page (completed, cancelled, \
+         all, in progress, unknown, pending) {} | most-attempts navigation p50 {:.2} ms p99 {:.2} ms | console RSS growth {} KiB",
         f.first_frame_ms,
         percentile(&mut f.navigation, 50),
         percentile(&mut f.navigation, 99),

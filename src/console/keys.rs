@@ -202,7 +202,7 @@ pub const BINDINGS: &[Binding] = &[
             (Key::plain(KeyCode::Home), Action::Top),
             (Key::plain(KeyCode::End), Action::Bottom),
         ],
-        help: "newest / oldest; in a detail, its top / its end",
+        help: "first / last in the order shown; in a detail, top / end",
     },
     Binding {
         keys: "Enter",
@@ -559,6 +559,43 @@ mod tests {
             let Some((binding, key)) = listed else { panic!("{event:?} does {action:?} but no help line lists it") };
             assert!(named(binding.keys).contains(&name(key)), "{event:?} is not named in {:?}", binding.keys);
         }
+    }
+
+    const KEYS_BEGIN: &str = "<!-- console keys: generated from BINDINGS in src/console/keys.rs (the help screen's \
+                              lines); regenerate with ACTIONLEDGER_UPDATE_README=1 cargo test --lib \
+                              the_readme_lists_every_console_key -->";
+    const KEYS_END: &str = "<!-- end of console keys -->";
+
+    /// The help screen's lines as a Markdown table.
+    fn keys_markdown() -> String {
+        let mut out = String::from("| keys | what they do |\n|---|---|\n");
+        for binding in BINDINGS {
+            let keys: Vec<String> = binding.keys.split(" / ").map(|k| format!("`{k}`")).collect();
+            out.push_str(&format!("| {} | {} |\n", keys.join(" / "), binding.help));
+        }
+        out
+    }
+
+    /// The README's console section lists every key with the help screen's own words: one
+    /// source for both.
+    #[test]
+    fn the_readme_lists_every_console_key() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+        let (before, rest) = doc.split_once(KEYS_BEGIN).unwrap_or_else(|| panic!("{path} lacks {KEYS_BEGIN}"));
+        let (shown, after) = rest.split_once(KEYS_END).unwrap_or_else(|| panic!("{path} lacks {KEYS_END}"));
+        let expected = format!("\n{}", keys_markdown());
+        if shown == expected {
+            return;
+        }
+        if std::env::var_os("ACTIONLEDGER_UPDATE_README").is_some() {
+            std::fs::write(path, format!("{before}{KEYS_BEGIN}{expected}{KEYS_END}{after}")).unwrap();
+            return;
+        }
+        panic!(
+            "the console keys in README.md differ from BINDINGS in src/console/keys.rs.\n\
+             Regenerate them: ACTIONLEDGER_UPDATE_README=1 cargo test --lib the_readme_lists_every_console_key\n{expected}"
+        );
     }
 
     #[test]

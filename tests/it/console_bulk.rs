@@ -498,3 +498,82 @@ async fn marking_all_says_when_it_stops_at_the_cap_and_the_command_line_that_rea
     assert!(joined(&screen).contains("marked all 10 in the pending pane that match the filter"), "{screen}");
     assert_eq!(console.model().marks.len(), 10);
 }
+
+/// The real binary in tmux at 80x24: a filter shown while typed, two actions marked with Space
+/// and retried with one reason and one confirmation (checked in the ledger afterwards), the
+/// history pane, and the sort key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_triage_in_a_real_terminal() {
+    use crate::tmux::{Tmux, tmux_available};
+    if !tmux_available() {
+        return;
+    }
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    l.submit(&raw("acme:tmux:h:done", "{}")).await.unwrap();
+    l.manual(&support::person_request("acme:tmux:h:done", ManualCommand::Cancel)).await.unwrap();
+    for n in 1..=3 {
+        failed_after(l, &format!("acme:tmux:b:{n}"), n).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let command = format!(
+        "{} --db {} review --owner ana; echo CONSOLE-EXITED-$?; sleep 30",
+        env!("CARGO_BIN_EXE_actionledger"),
+        db.url
+    );
+    let cwd = dir.path().to_str().unwrap();
+    let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "80", "-y", "24", "-c", cwd, &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    tmux.wait_for("[1 pending 0]");
+    tmux.keys(&["5"]);
+    tmux.wait_for("> acme:tmux:b:3");
+    // The filter and what it means, while it is typed.
+    tmux.keys(&["/"]);
+    tmux.keys(&["-l", "b:"]);
+    tmux.wait_for("/b:_  (shows key contains \"b:\")");
+    tmux.keys(&["-l", "3"]);
+    tmux.wait_for("/b:3_  (shows key contains \"b:3\")");
+    tmux.keys(&["BSpace", "Enter"]);
+    tmux.wait_for("failed — newest first — key contains \"b:\"");
+    // Space marks and moves down: two presses, the two newest.
+    tmux.keys(&["Space"]);
+    tmux.wait_for("1 marked");
+    tmux.keys(&["Space"]);
+    let screen = tmux.wait_for("2 marked");
+    assert!(screen.contains("+ acme:tmux:b:3") && screen.contains("+ acme:tmux:b:2"), "{screen}");
+    tmux.keys(&["r"]);
+    tmux.wait_for("retry 2 marked actions");
+    tmux.keys(&["-l", "CRM fixed"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Confirm? y yes");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("retry: 2 done, 0 refused");
+    assert!(screen.contains("acme:tmux:b:2: failed -> pending") && screen.contains("acme:tmux:b:3: failed -> pending"));
+    tmux.keys(&["Escape"]);
+    for (key, state) in
+        [("acme:tmux:b:1", State::Failed), ("acme:tmux:b:2", State::Pending), ("acme:tmux:b:3", State::Pending)]
+    {
+        let detail = record(l, key).await;
+        assert_eq!(detail.action.state, state, "{key}");
+        if state == State::Pending {
+            let last = detail.audit.last().unwrap();
+            assert_eq!((last.actor.as_str(), last.reason.as_deref()), ("ana", Some("CRM fixed")), "{key}");
+        }
+    }
+    // The history pane, then the orders of s.
+    // Esc alone (Esc then a key at once reads as Alt and the key): the filter is cleared.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("filter cleared");
+    tmux.keys(&["9"]);
+    tmux.wait_for("[9 completed 0]");
+    tmux.keys(&["h"]);
+    let screen = tmux.wait_for("> acme:tmux:h:done");
+    assert!(screen.contains("cancelled — newest first"), "{screen}");
+    tmux.keys(&["s"]);
+    tmux.wait_for("cancelled — oldest first");
+    tmux.keys(&["s"]);
+    tmux.wait_for("cancelled — most attempts first");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CONSOLE-EXITED-0");
+}

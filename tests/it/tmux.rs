@@ -8,20 +8,20 @@ use actionledger::store::Store as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Tmux {
-    socket: std::path::PathBuf,
+pub(crate) struct Tmux {
+    pub(crate) socket: std::path::PathBuf,
 }
 
 impl Tmux {
-    fn run(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn run(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("run tmux")
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "review"]).stdout).into_owned()
     }
 
-    fn wait_for(&self, text: &str) -> String {
+    pub(crate) fn wait_for(&self, text: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let screen = self.screen();
@@ -33,7 +33,7 @@ impl Tmux {
         }
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "review"];
         args.extend_from_slice(keys);
         assert!(self.run(&args).status.success());
@@ -46,7 +46,7 @@ impl Drop for Tmux {
     }
 }
 
-fn tmux_available() -> bool {
+pub(crate) fn tmux_available() -> bool {
     let found = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
     assert!(found || !std::env::var("CI").is_ok_and(|v| v == "true"), "tmux is required in CI");
     if !found {

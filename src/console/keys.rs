@@ -568,12 +568,11 @@ mod tests {
 
     /// The help screen's lines as a Markdown table.
     fn keys_markdown() -> String {
-        let mut out = String::from("| keys | what they do |\n|---|---|\n");
-        for binding in BINDINGS {
+        let rows = BINDINGS.iter().map(|binding| {
             let keys: Vec<String> = binding.keys.split(" / ").map(|k| format!("`{k}`")).collect();
-            out.push_str(&format!("| {} | {} |\n", keys.join(" / "), binding.help));
-        }
-        out
+            format!("| {} | {} |\n", keys.join(" / "), binding.help)
+        });
+        std::iter::once("| keys | what they do |\n|---|---|\n".to_owned()).chain(rows).collect()
     }
 
     /// The README's console section lists every key with the help screen's own words: one

@@ -49,6 +49,8 @@ enum TabStyle {
     Abbreviated,
     /// `1 pend 12k`: short names but the current tab's, and no count where it is 0.
     Short,
+    /// `1pend 12k`: as short, the digit against the name.
+    Tight,
     /// `1:12k`: the digit and the count; the current tab keeps its name.
     Digits,
 }
@@ -127,6 +129,10 @@ fn labels(model: &Model, style: TabStyle) -> Vec<(Pane, String)> {
                     format!("{digit} {}", short_title(pane))
                 }
                 TabStyle::Short if pane != model.pane => format!("{digit} {} {count}", short_title(pane)),
+                TabStyle::Tight if pane != model.pane && total == 0 && more.is_none() => {
+                    format!("{digit}{}", short_title(pane))
+                }
+                TabStyle::Tight if pane != model.pane => format!("{digit}{} {count}", short_title(pane)),
                 _ => format!("{digit} {} {count}", pane.title()),
             };
             (pane, label)
@@ -157,7 +163,8 @@ fn spans(model: &Model, theme: Theme, style: TabStyle) -> Vec<Span<'static>> {
 
 pub fn draw_tabs(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let width = usize::from(area.width);
-    let styles = [TabStyle::Wide, TabStyle::Full, TabStyle::Abbreviated, TabStyle::Short, TabStyle::Digits];
+    let styles =
+        [TabStyle::Wide, TabStyle::Full, TabStyle::Abbreviated, TabStyle::Short, TabStyle::Tight, TabStyle::Digits];
     let fits = |style: &TabStyle| spans(model, Theme::PLAIN, *style).iter().map(Span::width).sum::<usize>() <= width;
     // The wide style only where it always did (100 columns and more), so wide screens stay as
     // they were.

@@ -105,14 +105,16 @@ pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Resu
         .map_err(|e| Error::io(format!("cannot listen on {}", args.listen), e))?;
     let addr = listener.local_addr().map_err(|e| Error::io("cannot read the listening address", e))?;
     let names: Vec<&str> = intakes.iter().map(|i| i.name.as_str()).collect();
-    eprintln!(
-        "serving the ledger on http://{addr}/v1 (intakes: {}); stop with ctrl-c or SIGTERM",
-        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    let intake_names = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+    tracing::info!(
+        addr = %addr,
+        intakes = %intake_names,
+        "serving the ledger on http://{addr}/v1 (intakes: {intake_names}); stop with ctrl-c or SIGTERM"
     );
     let router = App::new(ledger, tokens, intakes, options).router();
     crate::serve::serve(listener, router, crate::serve::shutdown_signal())
         .await
         .map_err(|e| Error::io("the HTTP server failed", e))?;
-    eprintln!("stopped: requests in flight finished");
+    tracing::info!("stopped: requests in flight finished");
     Ok(crate::error::exit::OK)
 }

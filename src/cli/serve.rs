@@ -1,9 +1,10 @@
 //! `actionledger serve`: runs the HTTP intake API over the ledger until SIGTERM or ctrl-c, and
 //! `serve hash-token`, which makes a tokens file's line from a token read on standard input.
 
+use super::values::RoleArg;
 use crate::error::Error;
 use crate::ledger::Ledger;
-use crate::serve::auth::{Role, Tokens, hash_token};
+use crate::serve::auth::{Tokens, hash_token};
 use crate::serve::intake::Intake;
 use crate::serve::{App, ServeOptions};
 use crate::store::Store;
@@ -44,16 +45,12 @@ enum ServeCommand {
     /// is never stored).
     HashToken {
         /// source (submit), reviewer (also a person's commands, as NAME) or viewer (read only).
-        #[arg(long, value_parser = parse_role)]
-        role: Role,
+        #[arg(long)]
+        role: RoleArg,
         /// Who holds the token: the source's name, or the reviewer's own name.
         #[arg(long)]
         name: String,
     },
-}
-
-fn parse_role(text: &str) -> Result<Role, String> {
-    text.parse()
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -73,7 +70,7 @@ pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
             "give a token of at least 16 characters on standard input, e.g. from `openssl rand -hex 32`".to_owned(),
         ));
     }
-    let line = format!("{} {} {}", hash_token(token), role.as_str(), name.trim());
+    let line = format!("{} {} {}", hash_token(token), role.0.as_str(), name.trim());
     // The line is checked as the server will read it, so a bad name fails here and not at start.
     Tokens::parse(&line, "the new line").map_err(crate::serve::ServeError::from)?;
     println!("{line}");

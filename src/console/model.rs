@@ -2009,6 +2009,21 @@ mod tests {
     }
 
     #[test]
+    fn counts_and_command_words_as_a_person_reads_them() {
+        let cases = [(0, "0"), (999, "999"), (1000, "1,000"), (12_345, "12,345"), (1_234_567, "1,234,567")];
+        for (n, text) in cases {
+            assert_eq!(thousands(n), text);
+        }
+        assert_eq!(shell_word("crm"), "crm");
+        assert_eq!(shell_word("Ana Lima"), "'Ana Lima'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        let orders = [Order::NewestFirst, Order::OldestFirst, Order::MostAttempts, Order::NewestFirst];
+        for pair in orders.windows(2) {
+            assert_eq!(pair[0].next(), pair[1], "s steps through the orders and round again");
+        }
+    }
+
+    #[test]
     fn moving_past_the_window_loads_the_next_one() {
         let mut model = loaded((1..=16).rev().map(|n| action(n, &format!("acme:{n}"), State::Failed)).collect());
         for _ in 0..15 {

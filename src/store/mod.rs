@@ -38,8 +38,8 @@ pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
 
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
-    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, ActorKind, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
+    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp, Transition,
 };
 use std::future::Future;
 
@@ -210,6 +210,52 @@ impl ClaimScope {
     }
 }
 
+/// What the audit entry of each claim records, as the ledger decided it: the transition and the
+/// kind of actor; the actor is the claiming worker, the time and versions are the claim's.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimAudit {
+    pub transition: Transition,
+    pub actor_kind: ActorKind,
+}
+
+impl ClaimAudit {
+    /// The entry for `action` as claimed by `worker`.
+    pub(crate) fn entry(self, action: &ActionRecord, worker: &str) -> AuditEntry {
+        AuditEntry {
+            id: 0,
+            key: action.key.clone(),
+            at: action.updated_at,
+            actor: worker.to_owned(),
+            actor_kind: self.actor_kind,
+            event: self.transition.event,
+            from_state: Some(self.transition.from),
+            to_state: self.transition.to,
+            ownership_version: action.ownership_version,
+            revision: action.revision,
+            reason: None,
+        }
+    }
+}
+
+/// An attempt about to be sent under a claim: the claim that must still be current, and what
+/// the attempt records of it.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptStart<'a> {
+    pub key: &'a ActionKey,
+    pub ownership_version: i64,
+    pub worker: &'a str,
+    pub idempotency_key: &'a str,
+}
+
+/// An attempt started by [`Store::start_attempts`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptStarted {
+    pub key: ActionKey,
+    /// The action's attempt count with this one: the attempt's number.
+    pub number: i64,
+    pub id: i64,
+}
+
 /// A ledger database.
 pub trait Store: Clone + Send + Sync + 'static {
     type Tx: LedgerTx;
@@ -217,6 +263,32 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Starts a write transaction: immediate on SQLite, so that what it reads stays true until
     /// it commits; on PostgreSQL rows are locked as they are read.
     fn begin(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
+
+    /// Claims up to `limit` runnable pending actions for `worker`, each under a new ownership
+    /// version with a lease of `lease` from database time, skipping rows that other workers are
+    /// claiming, and appends each claim's audit entry (`audit`): one write transaction of its own,
+    /// which on PostgreSQL is one autocommitted statement (the clock read, the claim and the audit
+    /// entries together: one round trip). Returns the claimed actions; each one's `updated_at` is
+    /// the database time of the claim.
+    fn claim_with_audit(
+        &self,
+        worker: &str,
+        lease: std::time::Duration,
+        limit: i64,
+        scope: &ClaimScope,
+        audit: ClaimAudit,
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+
+    /// Starts an attempt under each claim that is still current (its key at that ownership
+    /// version, in progress): counts it on the action (setting the first send time and the start
+    /// of the idempotency window where unset) and inserts it, numbered by that count, at database
+    /// time. One write transaction of its own, which on PostgreSQL is one autocommitted statement.
+    /// A claim missing from the answer is no longer current, and nothing was written for it. The
+    /// claims' keys are distinct.
+    fn start_attempts(
+        &self,
+        starts: &[AttemptStart<'_>],
+    ) -> impl Future<Output = Result<Vec<AttemptStarted>, StoreError>> + Send;
 
     /// The database's clock (plus any simulated offset).
     fn now(&self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
@@ -286,6 +358,13 @@ pub trait LedgerTx: Send {
         &mut self,
         keys: &[&ActionKey],
     ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// [`LedgerTx::lock_actions`], and the database's clock (plus any simulated offset) read by
+    /// the same statement where it can be: one round trip instead of two at the start of a
+    /// transaction that begins by locking.
+    fn lock_actions_now(
+        &mut self,
+        keys: &[&ActionKey],
+    ) -> impl Future<Output = Result<(Vec<ActionRecord>, Timestamp), StoreError>> + Send;
     /// [`LedgerTx::lock_actions`] for one key.
     fn lock_action(
         &mut self,
@@ -354,7 +433,8 @@ pub trait LedgerTx: Send {
         &mut self,
         attempts: &[Attempt],
     ) -> impl Future<Output = Result<Vec<(ActionKey, i64)>, StoreError>> + Send;
-    /// Records how attempts ended; one that already ended is left as it was.
+    /// Records how attempts ended; one that already ended is left as it was. Written as the
+    /// transaction commits, with the audit entries (nothing in a transaction reads them back).
     fn finish_attempts(&mut self, attempts: &[Attempt]) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Marks every late result of `key` that no one has acknowledged as acknowledged by `person`
     /// at `now`; returns how many.

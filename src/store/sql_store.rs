@@ -75,11 +75,10 @@ impl<S: SqlStore> Store for S {
         let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
         if S::Backend::DIALECT.writes_in_one_statement {
             let Transition { event, from, to } = audit.transition;
-            let claim = Statement::new(sql::PG_CLAIM_WITH_AUDIT)
+            let claim = Statement::new(sql::pg_claim_with_audit_sql(limit))
                 .text(worker)
                 .int(lease_ms)
                 .int(SqlStore::clock(self).shift_ms())
-                .int(limit)
                 .text(destinations.as_deref())
                 .flag(scope.include_unassigned)
                 .text(audit.actor_kind.as_str())

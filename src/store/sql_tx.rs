@@ -42,14 +42,16 @@ impl<B: Backend> SqlTx<B> {
     }
 
     /// Writes what waits for the commit: the ends of attempts, then the audit entries, many rows
-    /// per statement; on PostgreSQL both in one statement when they fit.
+    /// per statement; on PostgreSQL, one attempt's end and its entries (the per-action path) in
+    /// one statement. A batch shares its round trips among its actions already, and its attempts
+    /// are ended by their own statement: joined in one statement with the entries, 64 of them took
+    /// ten times as long (docs/BENCHMARKS.md, "The drain").
     async fn write_deferred(&mut self) -> Result<(), StoreError> {
         let finished = std::mem::take(&mut self.finished);
         let audit = std::mem::take(&mut self.audit);
         if B::DIALECT.writes_in_one_statement
-            && !finished.is_empty()
+            && finished.len() == 1
             && !audit.is_empty()
-            && finished.len() <= rows_per_statement(sql::FINISHED_ATTEMPT_ROW) / 2
             && audit.len() <= rows_per_statement(sql::AUDIT_ROW) / 2
         {
             B::execute(&mut *self.tx, sql::pg_finish_attempts_with_audit(&finished, &audit)).await?;

@@ -38,40 +38,45 @@ macro_rules! attempt_columns {
     };
 }
 
-/// The pending actions worker-claimable at database time `$now`, oldest first, up to `$4`: for
-/// the destinations in the JSON list `$5` (all when NULL) and, when `$6`, actions without a
-/// destination. Runnable: its backoff is over, no proposal waits for a person, and the action it
-/// must follow (if any) has completed.
+/// The pending actions worker-claimable at database time `$now`, oldest first, up to `$limit`:
+/// for the destinations in the JSON list `$dests` (all when NULL) and, when `$unassigned`,
+/// actions without a destination. Runnable: its backoff is over, no proposal waits for a person,
+/// and the action it must follow (if any) has completed.
 ///
 /// `$lock` lets PostgreSQL skip rows another worker is claiming at the same moment; `$in_list`
-/// tests membership of `$5` with the dialect's JSON functions.
+/// tests membership of `$dests` with the dialect's JSON functions.
 macro_rules! runnable {
-    ($now:literal, $lock:literal, $in_list:literal) => {
+    ($now:literal, $limit:literal, $dests:literal, $unassigned:literal, $lock:literal, $in_list:literal) => {
         concat!(
             "SELECT a.id FROM actions a WHERE a.state = 'pending' ",
             "AND (a.not_before IS NULL OR a.not_before <= ",
             $now,
             ") AND a.proposed_payload IS NULL ",
-            "AND (CAST($5 AS TEXT) IS NULL OR a.destination IN ",
+            "AND (CAST(",
+            $dests,
+            " AS TEXT) IS NULL OR a.destination IN ",
             $in_list,
-            " OR (a.destination IS NULL AND $6)) ",
+            " OR (a.destination IS NULL AND ",
+            $unassigned,
+            ")) ",
             "AND (a.after_key IS NULL OR EXISTS ",
             "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
-            "ORDER BY a.id LIMIT $4",
+            "ORDER BY a.id LIMIT ",
+            $limit,
             $lock
         )
     };
 }
 
-/// Claims up to `$4` runnable pending actions (see `runnable!`) for worker `$1` at database time
-/// `$2` with a lease until `$3`; returns the claimed rows.
+/// Claims up to `$4` runnable pending actions (see `runnable!`, with the destinations `$5` and
+/// `$6`) for worker `$1` at database time `$2` with a lease until `$3`; returns the claimed rows.
 macro_rules! claim {
     ($lock:literal, $in_list:literal) => {
         // The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT
         // subquery under IN more than once and claim more rows than asked.
         concat!(
             "WITH picked AS MATERIALIZED (",
-            runnable!("$2", $lock, $in_list),
+            runnable!("$2", "$4", "$5", "$6", $lock, $in_list),
             ") UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
             "ownership_version = ownership_version + 1, revision = revision + 1, lease_expires_at = $3, ",
             "not_before = NULL, updated_at = $2 ",
@@ -94,30 +99,45 @@ macro_rules! pg_clock {
 }
 
 /// PostgreSQL: the whole claim as one autocommitted statement (one round trip, one commit, no
-/// BEGIN or COMMIT of its own): reads the database's clock, claims up to `$4` runnable actions
-/// (see `runnable!`) for worker `$1` with a lease of `$2` milliseconds from that time, and appends
-/// each claim's audit entry (actor `$1`, of kind `$7`, event `$8`, from state `$9` to `$10`, as
-/// the ledger says), with the version and revision the claim gave the action. `$3` is the
-/// clock's shift. Returns the claimed rows. The guard triggers fire on each row as they do for
-/// separate statements; if any refuses, nothing is claimed.
-pub(crate) const PG_CLAIM_WITH_AUDIT: &str = concat!(
-    "WITH ",
-    pg_clock!("$3"),
-    ", picked AS MATERIALIZED (",
-    runnable!("(SELECT now FROM clock)", " FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
-    "), claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
-    "ownership_version = ownership_version + 1, revision = revision + 1, ",
-    "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
-    "not_before = NULL, updated_at = (SELECT now FROM clock) ",
-    "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
-    action_columns!(),
-    "), audit AS (INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ",
-    "ownership_version, revision, reason) SELECT key, updated_at, $1, CAST($7 AS TEXT), CAST($8 AS TEXT), ",
-    "CAST($9 AS TEXT), CAST($10 AS TEXT), ownership_version, revision, NULL FROM claimed ORDER BY id) ",
-    "SELECT ",
-    action_columns!(),
-    " FROM claimed"
-);
+/// BEGIN or COMMIT of its own): reads the database's clock, claims up to `limit` runnable actions
+/// (see `runnable!`, with the destinations `$4` and `$5`) for worker `$1` with a lease of `$2`
+/// milliseconds from that time, and appends each claim's audit entry (actor `$1`, of kind `$6`,
+/// event `$7`, from state `$8` to `$9`, as the ledger says), with the version and revision the
+/// claim gave the action. `$3` is the clock's shift. Returns the claimed rows. The guard triggers
+/// fire on each row as they do for separate statements; if any refuses, nothing is claimed.
+///
+/// The limit is written into the text, not bound: with `LIMIT $n` PostgreSQL planned the
+/// statement again at every call (a generic plan's row estimate for a bound limit is a tenth of
+/// the table, so it never preferred the generic plan), 0.3 ms of the server's CPU per claim; with
+/// a constant it keeps one plan per connection and limit (docs/BENCHMARKS.md, "The drain").
+pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
+    const TEXT: &str = concat!(
+        "WITH ",
+        pg_clock!("$3"),
+        ", picked AS MATERIALIZED (",
+        runnable!(
+            "(SELECT now FROM clock)",
+            "{limit}",
+            "$4",
+            "$5",
+            " FOR UPDATE OF a SKIP LOCKED",
+            "(SELECT json_array_elements_text($4::json))"
+        ),
+        "), claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
+        "ownership_version = ownership_version + 1, revision = revision + 1, ",
+        "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
+        "not_before = NULL, updated_at = (SELECT now FROM clock) ",
+        "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
+        action_columns!(),
+        "), audit AS (INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ",
+        "ownership_version, revision, reason) SELECT key, updated_at, $1, CAST($6 AS TEXT), CAST($7 AS TEXT), ",
+        "CAST($8 AS TEXT), CAST($9 AS TEXT), ownership_version, revision, NULL FROM claimed ORDER BY id) ",
+        "SELECT ",
+        action_columns!(),
+        " FROM claimed"
+    );
+    TEXT.replace("{limit}", &limit.max(0).to_string())
+}
 
 /// SQLite runs inside this process, as one writer at a time: a write transaction takes the
 /// database's write lock as it begins (`BEGIN IMMEDIATE`), so what it reads stays true until it
@@ -331,9 +351,14 @@ pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i
 /// each attempt; a claim missing from the answer is no longer current, and nothing was written for
 /// it.
 ///
-/// The claims are joined by key, so each action is found by its key index (see
-/// [`count_attempts_sql`] on the state test).
+/// The claims are also named in an OR chain on the same parameters, as in [`count_attempts_sql`],
+/// so that each action is found by its key index: joined to the list alone, PostgreSQL read every
+/// action for a batch of 64 (26 ms a statement where the two statements before took 5 ms).
 pub(crate) fn pg_start_attempts_sql(claims: usize) -> String {
+    let current = (0..claims)
+        .map(|i| format!("(a.key = ${} AND a.ownership_version = ${})", 2 + 4 * i, 3 + 4 * i))
+        .collect::<Vec<_>>()
+        .join(" OR ");
     let rows = (0..claims)
         .map(|i| {
             let n = 2 + 4 * i;
@@ -353,7 +378,7 @@ pub(crate) fn pg_start_attempts_sql(claims: usize) -> String {
          first_sent_at = COALESCE(a.first_sent_at, (SELECT now FROM clock)), \
          window_started_at = COALESCE(a.window_started_at, (SELECT now FROM clock)), \
          updated_at = (SELECT now FROM clock), revision = a.revision + 1 \
-         FROM claims c WHERE a.key = c.key AND a.ownership_version = c.ownership_version \
+         FROM claims c WHERE ({current}) AND a.key = c.key AND a.ownership_version = c.ownership_version \
          AND (a.state = 'in_progress') IS TRUE \
          RETURNING a.key, a.attempts, c.worker, c.ownership_version, c.idempotency_key) \
          INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, idempotency_key) \

@@ -51,7 +51,7 @@ use std::future::Future;
 pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
     let dialect = if postgres { statements::POSTGRES } else { statements::SQLITE };
     let params = dialect.params;
-    vec![
+    let mut hot = vec![
         ("find an action by key", statements::SELECT_ACTION.to_owned()),
         ("lock actions by key", statements::lock_actions_sql(dialect, 3)),
         ("claim", dialect.claim.to_owned()),
@@ -69,7 +69,17 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("lookups of an action", statements::SELECT_LOOKUPS.to_owned()),
         ("proposals waiting on an action", statements::SELECT_WAITING_PROPOSALS.to_owned()),
         ("proposals of an action", statements::SELECT_PROPOSALS.to_owned()),
-    ]
+    ];
+    if postgres {
+        // The per-action path's statements that write several tables at once, PostgreSQL's only.
+        hot.extend([
+            ("claim with its audit entries", statements::pg_claim_with_audit_sql(3)),
+            ("start attempts", statements::pg_start_attempts_sql(3)),
+            ("lock actions and read the clock", statements::pg_lock_actions_now_sql(3)),
+            ("finish an attempt with its audit entries", statements::pg_finish_attempts_with_audit_sql(1, 2)),
+        ]);
+    }
+    hot
 }
 
 /// The text [`Store::list`] sends for `filter`, in the dialect of the store. For the plan checks

@@ -90,7 +90,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     }
 
     async fn lock_actions_now(&mut self, keys: &[&ActionKey]) -> Result<(Vec<ActionRecord>, Timestamp), StoreError> {
-        if B::DIALECT.clock.is_none() || keys.len() > MAX_BINDS_PER_STATEMENT {
+        if B::DIALECT.clock.is_none() || keys.is_empty() || keys.len() > MAX_BINDS_PER_STATEMENT {
             let now = self.now().await?;
             return Ok((self.lock_actions(keys).await?, now));
         }

@@ -17,6 +17,7 @@ conformance!(
     an_attempt_starts_only_under_a_current_claim,
     a_result_ends_its_attempt_and_writes_its_entry_in_one_commit,
     a_batch_of_results_ends_every_attempt_and_writes_every_entry,
+    regression_an_empty_batch_starts_and_records_nothing,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -75,10 +76,10 @@ async fn a_claim_reads_the_time_and_the_lease_from_the_database_clock<S: Store>(
     l.submit(&raw("clock:1")).await.unwrap();
     let before = l.store().now().await.unwrap();
     // The store's clock moved on an hour: the claim's time and lease follow it, not the host's.
-    l.store().clock().advance(Duration::from_secs(3600));
+    l.store().clock().advance(Duration::from_hours(1));
     let claim = l.claim("w1", LEASE, 1).await.unwrap().pop().expect("claimed");
     let at = claim.action.updated_at;
-    assert!(at >= before + Duration::from_secs(3600), "claimed at {at}, an hour after {before}");
+    assert!(at >= before + Duration::from_hours(1), "claimed at {at}, an hour after {before}");
     assert_eq!(claim.action.lease_expires_at, Some(at + LEASE));
     let started = l.start_attempt(&claim).await.unwrap();
     let attempt = &l.store().attempts(claim.key()).await.unwrap()[0];
@@ -175,4 +176,15 @@ async fn a_batch_of_results_ends_every_attempt_and_writes_every_entry<S: Store>(
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Succeeded), "{}", claim.key());
     }
+}
+
+/// A batch with nothing in it (every claim of a batch lost before its start, say) sends nothing:
+/// PostgreSQL's lock that reads the clock once had no key to name.
+async fn regression_an_empty_batch_starts_and_records_nothing<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    l.submit(&raw("empty:1")).await.unwrap();
+    assert!(l.start_attempts(&[]).await.unwrap().is_empty());
+    assert!(l.record_results(&[]).await.unwrap().is_empty());
+    let action = l.store().find(&key("empty:1")).await.unwrap().unwrap();
+    assert_eq!((action.state, action.attempts), (State::Pending, 0));
 }

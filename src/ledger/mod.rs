@@ -1248,19 +1248,33 @@ async fn record_results_in<T: LedgerTx>(
         decided.push(decision);
     }
     tx.finish_attempts(&finished).await?;
+    // The entries name each action's revision as written (one step on, unless a tombstone that
+    // is not written); they are appended before the write, so that a store may send them with
+    // it, and a write refused below rolls them back with everything else.
+    for (decision, &(claim, _, _)) in decided.iter().zip(results) {
+        let mut entry = audit_entry(
+            &decision.action,
+            decision.transition,
+            &claim.worker,
+            ActorKind::Worker,
+            decision.reason.clone(),
+            now,
+        );
+        if !decision.tombstone {
+            entry.revision += 1;
+        }
+        tx.append_audit(&entry).await?;
+    }
     let mut writes: Vec<ActionRecord> = decided.iter().filter(|d| !d.tombstone).map(|d| d.action.clone()).collect();
     write_actions(tx, &mut writes).await?;
     let mut written = writes.into_iter();
-    let actions: Vec<ActionRecord> = decided
-        .iter()
-        .map(|d| if d.tombstone { d.action.clone() } else { written.next().expect("one write per change") })
+    let recorded = decided
+        .into_iter()
+        .map(|d| {
+            let action = if d.tombstone { d.action } else { written.next().expect("one write per change") };
+            if d.stale { Recorded::Stale(action) } else { Recorded::Applied(action) }
+        })
         .collect();
-    let mut recorded = Vec::with_capacity(results.len());
-    for ((action, decision), &(claim, _, _)) in actions.into_iter().zip(decided).zip(results) {
-        let entry = audit_entry(&action, decision.transition, &claim.worker, ActorKind::Worker, decision.reason, now);
-        tx.append_audit(&entry).await?;
-        recorded.push(if decision.stale { Recorded::Stale(action) } else { Recorded::Applied(action) });
-    }
     Ok(recorded)
 }
 

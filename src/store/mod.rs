@@ -77,6 +77,7 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
             ("start attempts", statements::pg_start_attempts_sql(3)),
             ("lock actions and read the clock", statements::pg_lock_actions_now_sql(3)),
             ("finish an attempt with its audit entries", statements::pg_finish_attempts_with_audit_sql(1, 2)),
+            ("write a result's action, attempt and audit entry", statements::pg_update_actions_with_deferred_sql(1, 1)),
         ]);
     }
     hot
@@ -397,6 +398,7 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// Writes every mutable field of each action whose revision is still `action.revision`, and
     /// advances its revision. Returns how many were written: one that changed meanwhile is not.
+    /// What the transaction deferred to its commit (attempt ends, audit entries) may go with it.
     fn update_actions(&mut self, actions: &[&ActionRecord]) -> impl Future<Output = Result<u64, StoreError>> + Send;
     /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
     /// workers are claiming at the same moment.

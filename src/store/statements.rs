@@ -291,6 +291,42 @@ pub(crate) fn update_actions_sql(params: Params, rows: usize) -> String {
     )
 }
 
+/// PostgreSQL: [`update_actions_sql`] for `rows` actions, sending with it the end of one attempt
+/// (as [`finish_attempts_sql`]) and `entries` audit entries (as [`append_audit`]) that the
+/// transaction deferred: a result's three writes in one round trip. The count it answers is the
+/// actions' alone, as the ledger's check needs; a refused write rolls back the others with it.
+/// Bound in order: the actions' rows, the attempt's, the entries'.
+pub(crate) fn pg_update_actions_with_deferred_sql(rows: usize, entries: usize) -> String {
+    let attempt_param = 1 + rows * binds_per_row(CHANGED_ACTION_ROW);
+    let entry_param = attempt_param + binds_per_row(FINISHED_ATTEMPT_ROW);
+    format!(
+        "WITH changed ({}) AS (VALUES {}), finished ({}) AS (VALUES {}), \
+         ended AS (UPDATE attempts SET {} FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL), \
+         noted AS (INSERT INTO audit_trail ({}) VALUES {}) \
+         UPDATE actions SET {}, revision = actions.revision + 1 \
+         FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
+        names(CHANGED_ACTION_ROW),
+        values(Params::Numbered, rows, CHANGED_ACTION_ROW),
+        names(FINISHED_ATTEMPT_ROW),
+        values_from(Params::Numbered, attempt_param, 1, FINISHED_ATTEMPT_ROW),
+        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"]),
+        names(AUDIT_ROW),
+        values_from(Params::Numbered, entry_param, entries, AUDIT_ROW),
+        set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
+    )
+}
+
+pub(crate) fn pg_update_actions_with_deferred<B: Backend>(
+    actions: &[&ActionRecord],
+    finished: &Attempt,
+    entries: &[AuditEntry],
+) -> Statement<B> {
+    Statement::new(pg_update_actions_with_deferred_sql(actions.len(), entries.len()))
+        .rows(CHANGED_ACTION_ROW, actions.iter().copied())
+        .rows(FINISHED_ATTEMPT_ROW, [finished])
+        .rows(AUDIT_ROW, entries)
+}
+
 pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement<B> {
     Statement::new(update_actions_sql(B::DIALECT.params, actions.len()))
         .rows(CHANGED_ACTION_ROW, actions.iter().copied())

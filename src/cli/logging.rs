@@ -1,4 +1,4 @@
-//! Logs: `tracing` events on standard error, filtered by `RUST_LOG` (default `info`), as text or
+//! Logs: `tracing` events on standard error, filtered by `RUST_LOG` (default `info`, PostgreSQL's notices only from `warn`), as text or
 //! as one JSON object per line (`--log-format json`). Set up once, by the binary, before any
 //! command runs; the library only emits events.
 
@@ -16,11 +16,16 @@ pub enum LogFormat {
     Json,
 }
 
-/// The filter `RUST_LOG` gives, else `info`. A filter that cannot be read is a usage error: a
-/// typo must not silently turn logging off.
+/// The filter without `RUST_LOG`: `info`, except PostgreSQL's notices, which sqlx logs at `info`.
+/// They are the server's chatter, not the tool's events: processes starting together on a new
+/// ledger each got "relation \"_sqlx_migrations\" already exists, skipping" on standard error.
+const DEFAULT_FILTER: &str = "info,sqlx::postgres::notice=warn";
+
+/// The filter `RUST_LOG` gives, else [`DEFAULT_FILTER`]. A filter that cannot be read is a usage
+/// error: a typo must not silently turn logging off.
 fn filter(rust_log: Option<&std::ffi::OsStr>) -> Result<EnvFilter, Error> {
     let Some(directives) = rust_log.filter(|v| !v.is_empty()) else {
-        return Ok(EnvFilter::new("info"));
+        return Ok(EnvFilter::new(DEFAULT_FILTER));
     };
     let directives = directives.to_str().ok_or_else(|| Error::Invalid("RUST_LOG is not valid UTF-8".to_owned()))?;
     EnvFilter::builder()
@@ -52,8 +57,9 @@ mod tests {
 
     #[test]
     fn rust_log_filters_and_a_bad_one_is_refused() {
-        assert_eq!(filter(None).unwrap().to_string(), "info");
-        assert_eq!(filter(Some(OsStr::new(""))).unwrap().to_string(), "info");
+        let default = filter(None).unwrap().to_string();
+        assert!(default.contains("info") && default.contains("sqlx::postgres::notice=warn"), "{default}");
+        assert_eq!(filter(Some(OsStr::new(""))).unwrap().to_string(), default);
         assert!(filter(Some(OsStr::new("actionledger=debug,sqlx=warn"))).is_ok());
         let refused = filter(Some(OsStr::new("actionledger=loud"))).unwrap_err().to_string();
         assert!(refused.contains("RUST_LOG"), "{refused}");

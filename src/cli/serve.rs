@@ -1,9 +1,10 @@
 //! `actionledger serve`: runs the HTTP intake API over the ledger until SIGTERM or ctrl-c, and
 //! `serve hash-token`, which makes a tokens file's line from a token read on standard input.
 
+use super::values::RoleArg;
 use crate::error::Error;
 use crate::ledger::Ledger;
-use crate::serve::auth::{Role, Tokens, hash_token};
+use crate::serve::auth::{Tokens, hash_token};
 use crate::serve::intake::Intake;
 use crate::serve::{App, ServeOptions};
 use crate::store::Store;
@@ -44,16 +45,12 @@ enum ServeCommand {
     /// is never stored).
     HashToken {
         /// source (submit), reviewer (also a person's commands, as NAME) or viewer (read only).
-        #[arg(long, value_parser = parse_role)]
-        role: Role,
+        #[arg(long)]
+        role: RoleArg,
         /// Who holds the token: the source's name, or the reviewer's own name.
         #[arg(long)]
         name: String,
     },
-}
-
-fn parse_role(text: &str) -> Result<Role, String> {
-    text.parse()
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -73,7 +70,7 @@ pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
             "give a token of at least 16 characters on standard input, e.g. from `openssl rand -hex 32`".to_owned(),
         ));
     }
-    let line = format!("{} {} {}", hash_token(token), role.as_str(), name.trim());
+    let line = format!("{} {} {}", hash_token(token), role.0.as_str(), name.trim());
     // The line is checked as the server will read it, so a bad name fails here and not at start.
     Tokens::parse(&line, "the new line").map_err(crate::serve::ServeError::from)?;
     println!("{line}");
@@ -105,14 +102,16 @@ pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Resu
         .map_err(|e| Error::io(format!("cannot listen on {}", args.listen), e))?;
     let addr = listener.local_addr().map_err(|e| Error::io("cannot read the listening address", e))?;
     let names: Vec<&str> = intakes.iter().map(|i| i.name.as_str()).collect();
-    eprintln!(
-        "serving the ledger on http://{addr}/v1 (intakes: {}); stop with ctrl-c or SIGTERM",
-        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    let intake_names = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+    tracing::info!(
+        addr = %addr,
+        intakes = %intake_names,
+        "serving the ledger on http://{addr}/v1 (intakes: {intake_names}); stop with ctrl-c or SIGTERM"
     );
     let router = App::new(ledger, tokens, intakes, options).router();
     crate::serve::serve(listener, router, crate::serve::shutdown_signal())
         .await
         .map_err(|e| Error::io("the HTTP server failed", e))?;
-    eprintln!("stopped: requests in flight finished");
+    tracing::info!("stopped: requests in flight finished");
     Ok(crate::error::exit::OK)
 }

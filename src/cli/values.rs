@@ -3,6 +3,7 @@
 //! the domain's ([`State::as_str`]), never a second list that could drift from it.
 
 use crate::domain::State;
+use crate::serve::auth::Role;
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
 use std::sync::LazyLock;
@@ -41,6 +42,22 @@ impl ValueEnum for FinalStateArg {
     }
 }
 
+/// A token's role, as `serve hash-token --role` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleArg(pub Role);
+
+static EVERY_ROLE: LazyLock<Vec<RoleArg>> = LazyLock::new(|| Role::ALL.into_iter().map(RoleArg).collect());
+
+impl ValueEnum for RoleArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &EVERY_ROLE
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.as_str()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +84,15 @@ mod tests {
             .map(|v| v.to_possible_value().unwrap().get_name().to_owned())
             .collect();
         assert_eq!(words, ["completed", "cancelled"]);
+    }
+
+    #[test]
+    fn every_role_is_a_value_and_the_token_file_reads_it_back() {
+        for role in Role::ALL {
+            let arg = RoleArg::from_str(role.as_str(), false).unwrap();
+            assert_eq!(arg, RoleArg(role));
+            assert_eq!(arg.to_possible_value().unwrap().get_name().parse::<Role>(), Ok(role));
+        }
+        assert!(RoleArg::from_str("admin", false).is_err());
     }
 }

@@ -26,6 +26,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in the order `--help` lists them.
+    pub const ALL: [Self; 3] = [Self::Source, Self::Reviewer, Self::Viewer];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Source => "source",

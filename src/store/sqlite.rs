@@ -11,7 +11,7 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Arguments as _, Sqlite};
+use sqlx::{Arguments as _, Connection as _, Sqlite};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -122,6 +122,19 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(BUSY_TIMEOUT)
+            // When a commit fails on a full disk or an I/O error, SQLite rolls the transaction back by
+            // itself; sqlx's own ROLLBACK then fails and it goes on counting the connection as inside a
+            // transaction, so every later BEGIN on it would be refused. Such a connection is closed
+            // rather than pooled. A dropped transaction's rollback may still be queued when the
+            // connection comes back, so it is let run (the ping) before the connection is judged.
+            .after_release(|connection, _| {
+                Box::pin(async move {
+                    if connection.is_in_transaction() {
+                        connection.ping().await?;
+                    }
+                    Ok(!connection.is_in_transaction())
+                })
+            })
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;

@@ -161,6 +161,38 @@ async fn sqlite_with_many_contending_writers_loses_nothing() {
     assert_eq!(actions.len(), keys.len(), "one action per key");
 }
 
+/// SQLite ends a transaction by itself when its commit fails (a full disk, an I/O error); sqlx's
+/// rollback then fails too and leaves the connection counted as inside a transaction. The
+/// same state is made here by ending the transaction behind sqlx's back before its commit.
+/// Every pooled connection is left that way, and the ledger must still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_connection_whose_commit_failed_is_not_reused() {
+    use sqlx::Connection as _;
+    let db = support::sqlite().await;
+    let pool = db.ledger.store().pool().clone();
+    let mut held = Vec::new();
+    while let Ok(Ok(connection)) = tokio::time::timeout(Duration::from_millis(200), pool.acquire()).await {
+        held.push(connection);
+    }
+    assert!(!held.is_empty(), "the pool gave out connections");
+    for connection in &mut held {
+        let mut tx = sqlx::Connection::begin(&mut **connection).await.unwrap();
+        sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        let commit = tx.commit().await;
+        assert!(commit.is_err(), "the commit of a transaction SQLite already ended fails");
+        assert!(connection.is_in_transaction(), "sqlx still counts the connection as inside a transaction");
+    }
+    let stuck = held.len();
+    drop(held);
+    for n in 0..3 * stuck {
+        db.ledger
+            .submit(&order(&format!("after-failed-commit:{n}"), "{}"))
+            .await
+            .unwrap_or_else(|error| panic!("submission {n} after {stuck} connections' commits failed: {error}"));
+    }
+    assert_eq!(db.ledger.list(&ListFilter { limit: 100, ..ListFilter::default() }).await.unwrap().len(), 3 * stuck);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_survives_workers_killed_mid_write() {
     const KEYS: usize = 60;

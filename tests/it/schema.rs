@@ -19,6 +19,7 @@ fn command(dir: &Path, url: &str, args: &[&str]) -> Command {
         .env_remove("ACTIONLEDGER_DB")
         .env_remove("DATABASE_URL")
         .env_remove("ACTIONLEDGER_SCHEMA")
+        .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
         .args(["--db", url])
         .args(args);
@@ -231,6 +232,12 @@ async fn sixteen_submits_at_once_on_a_new_postgres_ledger_all_succeed() {
         codes.push(output.status.code());
         assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
         assert_eq!(text(&output.stdout), "created\n");
+        let said = text(&output.stderr);
+        assert_eq!(
+            said.lines().filter(|l| !l.starts_with("recorded first-day:")).collect::<Vec<_>>(),
+            Vec::<&str>::new(),
+            "standard error says what was recorded and nothing else (no server notice): {said}"
+        );
     }
     println!("exit codes of 16 first submissions at once: {codes:?}");
     let mut app = application_session(&url).await;

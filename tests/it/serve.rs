@@ -528,7 +528,10 @@ async fn the_binary_serves_hashed_tokens_and_finishes_on_sigterm() {
     assert!(killed.success());
     let stopped = server.wait_with_output().unwrap();
     assert!(stopped.status.success(), "SIGTERM ends serve cleanly: {}", String::from_utf8_lossy(&stopped.stderr));
-    assert!(String::from_utf8_lossy(&stopped.stderr).contains("requests in flight finished"));
+    let log = String::from_utf8_lossy(&stopped.stderr);
+    assert!(log.contains("requests in flight finished"), "{log}");
+    let started = log.lines().find(|l| l.contains("serving the ledger on http://")).expect("the start is logged");
+    assert!(started.contains("INFO"), "the start line is a log event like the worker's: {started}");
     let after = actionledger(dir.path()).args(["--db", "sqlite://ledger.db", "list", "--json"]).output().unwrap();
     let page: Value = serde_json::from_slice(&after.stdout).unwrap();
     assert_eq!(page["actions"][0]["key"], "bin:1");

@@ -1,7 +1,9 @@
 //! Storage: one store interface, with a SQLite and a PostgreSQL implementation.
 //!
 //! A [`Store`] hands out short write transactions ([`LedgerTx`]) made of a few primitive
-//! statements, and answers read queries. The rules (what may change, and when) live once in
+//! statements, makes the two writes of a worker's path that need no decision in between (a claim
+//! with its audit entries, the start of attempts) as transactions of their own, and answers read
+//! queries. The rules (what may change, and when) live once in
 //! [`crate::ledger`]; the stores only read and write rows, always conditionally on the revision
 //! they read, inside transactions that lock what they change.
 //!

@@ -7,6 +7,10 @@
 //! that also binds their values ([`super::batch`]); SQLite's use `?` in order (see
 //! [`Params::InOrder`]).
 //!
+//! The statements named `pg_*` are PostgreSQL's only: they write several tables in one statement
+//! (data-modifying CTEs, which SQLite lacks) and read the clock inside, so that the worker's
+//! per-action path costs few round trips (docs/BENCHMARKS.md, "The drain").
+//!
 //! Each statement on a hot path must be served by an index: `tests/it/plans.rs` EXPLAINs these same
 //! texts (see [`super::hot_statements`]).
 

@@ -519,13 +519,16 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
         shared.count(|s| s.released += 1);
         return Ok(None);
     }
-    let now = ledger.store().now().await?;
     // Rule 4 counts from the start of the current window (a person's retry from `held` starts a
-    // new one), not from the first send ever.
+    // new one), not from the first send ever. The database's time is asked only where a window is
+    // running (a destination with an idempotency retention, and a request sent before): a first
+    // attempt, the common case, costs no round trip for it.
     let window_start = claim.action.window_started_at;
     let capabilities = destination.capabilities();
-    if capabilities.window_passed(window_start, now) {
-        let closed = capabilities.window_closes(window_start).map(|t| t.to_rfc3339()).unwrap_or_default();
+    if let Some(closes) = capabilities.window_closes(window_start)
+        && capabilities.window_passed(window_start, ledger.store().now().await?)
+    {
+        let closed = closes.to_rfc3339();
         ledger
             .hold(
                 &claim,

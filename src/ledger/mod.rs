@@ -17,7 +17,7 @@ mod stats;
 
 use crate::domain::text::escape_untrusted;
 use crate::metrics;
-use crate::store::{ClaimScope, LedgerTx, ListFilter, Store};
+use crate::store::{AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, LedgerTx, ListFilter, Store};
 pub use error::LedgerError;
 pub use stats::{LedgerStats, NotReady, StateCounts};
 use std::collections::{HashMap, HashSet};
@@ -374,17 +374,15 @@ impl<S: Store> Ledger<S> {
         scope: &ClaimScope,
     ) -> Result<Vec<Claim>, LedgerError> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
-        self.transact(|tx, now, _| {
-            Box::pin(async move {
-                let claimed = tx.claim_pending(worker, now, now + lease, limit, scope).await?;
-                let claimed_transition =
-                    Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress };
-                for action in &claimed {
-                    tx.append_audit(&audit_entry(action, claimed_transition, worker, ActorKind::Worker, None, now))
-                        .await?;
-                }
-                Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
-            })
+        // The claim and its audit entries are one write transaction of their own, which the store
+        // makes one statement where it can: nothing else is read or decided between them.
+        let audit = ClaimAudit {
+            transition: Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress },
+            actor_kind: ActorKind::Worker,
+        };
+        retrying(|| async {
+            let claimed = self.store.claim_with_audit(worker, lease, limit, scope, audit).await?;
+            Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
         })
         .await
         .inspect(|claims: &Vec<Claim>| metrics::claimed(claims.len()))
@@ -424,7 +422,26 @@ impl<S: Store> Ledger<S> {
         claims: &[Claim],
     ) -> Result<Vec<Result<StartedAttempt, LedgerError>>, LedgerError> {
         refuse_repeated_keys(claims.iter().map(Claim::key))?;
-        let started = self.transact(|tx, now, _| Box::pin(start_attempts_in(tx, claims, now))).await?;
+        let starts: Vec<AttemptStart<'_>> = claims
+            .iter()
+            .map(|claim| AttemptStart {
+                key: claim.key(),
+                ownership_version: claim.ownership_version(),
+                worker: &claim.worker,
+                idempotency_key: claim.action.sending_key(),
+            })
+            .collect();
+        // One write transaction of its own (one statement where the store can): the ownership
+        // version and state in its conditions are the fencing check, and nothing else is decided.
+        let counted = retrying(|| async { Ok(self.store.start_attempts(&starts).await?) }).await?;
+        let counted: HashMap<&ActionKey, &AttemptStarted> = counted.iter().map(|s| (&s.key, s)).collect();
+        let mut started = Vec::with_capacity(claims.len());
+        for claim in claims {
+            started.push(match counted.get(claim.key()) {
+                Some(s) => Ok(StartedAttempt { id: s.id, number: s.number }),
+                None => Err(fenced(claim, self.store.find(claim.key()).await?.as_ref())),
+            });
+        }
         for refused in started.iter().filter_map(|start| start.as_ref().err()) {
             count_fenced(refused);
         }
@@ -461,20 +478,27 @@ impl<S: Store> Ledger<S> {
         results: &[(&Claim, StartedAttempt, &Report)],
     ) -> Result<Vec<Recorded>, LedgerError> {
         refuse_repeated_keys(results.iter().map(|(claim, _, _)| claim.key()))?;
-        let recorded = self
-            .transact(|tx, now, _| {
-                Box::pin(async move {
-                    let recorded = record_results_in(tx, results, now).await;
-                    crate::faults::crash_point(crate::faults::DURING_RECORD);
-                    recorded
-                })
-            })
-            .await?;
+        let recorded = retrying(|| self.record_once(results)).await?;
         // A result under an ownership version that moved on is a fenced write: kept, not applied.
         for _ in recorded.iter().filter(|r| matches!(r, Recorded::Stale(_))) {
             metrics::fenced_write();
         }
         Ok(recorded)
+    }
+
+    /// One try of [`Ledger::record_results`]: a write transaction that begins by locking the
+    /// actions, reading the database's time with them (one round trip for both).
+    async fn record_once(&self, results: &[(&Claim, StartedAttempt, &Report)]) -> Result<Vec<Recorded>, LedgerError> {
+        let keys: Vec<&ActionKey> = results.iter().map(|(claim, _, _)| claim.key()).collect();
+        let mut tx = self.store.begin().await?;
+        let recorded = async {
+            let (locked, now) = tx.lock_actions_now(&keys).await?;
+            let recorded = record_results_in(&mut tx, locked, results, now).await;
+            crate::faults::crash_point(crate::faults::DURING_RECORD);
+            recorded
+        }
+        .await;
+        finish(tx, recorded).await
     }
 
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
@@ -1177,59 +1201,16 @@ fn refused_submission(raw: &RawSubmission, refusal: &SubmissionRefused, now: Tim
     }
 }
 
-/// Records that attempts are about to be sent, inside a transaction; see
-/// [`Ledger::start_attempts`]. The claims' keys are distinct.
-async fn start_attempts_in<T: LedgerTx>(
-    tx: &mut T,
-    claims: &[Claim],
-    now: Timestamp,
-) -> Result<Vec<Result<StartedAttempt, LedgerError>>, LedgerError> {
-    // One conditional statement, no read first: the ownership version and state in its WHERE
-    // clause are the fencing check.
-    let current: Vec<(&ActionKey, i64)> = claims.iter().map(|c| (c.key(), c.ownership_version())).collect();
-    let numbers: HashMap<ActionKey, i64> = tx.count_attempts(&current, now).await?.into_iter().collect();
-    let attempts: Vec<Attempt> = claims
-        .iter()
-        .filter_map(|claim| {
-            numbers.get(claim.key()).map(|&number| Attempt {
-                id: 0,
-                key: claim.key().clone(),
-                number,
-                worker: claim.worker.clone(),
-                ownership_version: claim.ownership_version(),
-                started_at: now,
-                ended_at: None,
-                outcome: None,
-                error: None,
-                evidence: Evidence::default(),
-                idempotency_key: Some(claim.action.sending_key().to_owned()),
-                stale: false,
-                acknowledged: None,
-            })
-        })
-        .collect();
-    let ids: HashMap<ActionKey, i64> = tx.insert_attempts(&attempts).await?.into_iter().collect();
-    let mut started = Vec::with_capacity(claims.len());
-    for claim in claims {
-        started.push(match (numbers.get(claim.key()), ids.get(claim.key())) {
-            (Some(&number), Some(&id)) => Ok(StartedAttempt { id, number }),
-            _ => Err(fenced(claim, tx.lock_action(claim.key()).await?.as_ref())),
-        });
-    }
-    Ok(started)
-}
-
 /// Records the results of attempts inside a transaction; see [`Ledger::record_results`]. The
 /// claims' keys are distinct. Reads every action in one locked statement, then writes the
 /// attempts and the actions a statement each.
 async fn record_results_in<T: LedgerTx>(
     tx: &mut T,
+    locked: Vec<ActionRecord>,
     results: &[(&Claim, StartedAttempt, &Report)],
     now: Timestamp,
 ) -> Result<Vec<Recorded>, LedgerError> {
-    let keys: Vec<&ActionKey> = results.iter().map(|(claim, _, _)| claim.key()).collect();
-    let mut locked: HashMap<ActionKey, ActionRecord> =
-        tx.lock_actions(&keys).await?.into_iter().map(|a| (a.key.clone(), a)).collect();
+    let mut locked: HashMap<ActionKey, ActionRecord> = locked.into_iter().map(|a| (a.key.clone(), a)).collect();
     let mut finished = Vec::with_capacity(results.len());
     let mut decided = Vec::with_capacity(results.len());
     for &(claim, attempt, report) in results {
@@ -1267,19 +1248,33 @@ async fn record_results_in<T: LedgerTx>(
         decided.push(decision);
     }
     tx.finish_attempts(&finished).await?;
+    // The entries name each action's revision as written (one step on, unless a tombstone that
+    // is not written); they are appended before the write, so that a store may send them with
+    // it, and a write refused below rolls them back with everything else.
+    for (decision, &(claim, _, _)) in decided.iter().zip(results) {
+        let mut entry = audit_entry(
+            &decision.action,
+            decision.transition,
+            &claim.worker,
+            ActorKind::Worker,
+            decision.reason.clone(),
+            now,
+        );
+        if !decision.tombstone {
+            entry.revision += 1;
+        }
+        tx.append_audit(&entry).await?;
+    }
     let mut writes: Vec<ActionRecord> = decided.iter().filter(|d| !d.tombstone).map(|d| d.action.clone()).collect();
     write_actions(tx, &mut writes).await?;
     let mut written = writes.into_iter();
-    let actions: Vec<ActionRecord> = decided
-        .iter()
-        .map(|d| if d.tombstone { d.action.clone() } else { written.next().expect("one write per change") })
+    let recorded = decided
+        .into_iter()
+        .map(|d| {
+            let action = if d.tombstone { d.action } else { written.next().expect("one write per change") };
+            if d.stale { Recorded::Stale(action) } else { Recorded::Applied(action) }
+        })
         .collect();
-    let mut recorded = Vec::with_capacity(results.len());
-    for ((action, decision), &(claim, _, _)) in actions.into_iter().zip(decided).zip(results) {
-        let entry = audit_entry(&action, decision.transition, &claim.worker, ActorKind::Worker, decision.reason, now);
-        tx.append_audit(&entry).await?;
-        recorded.push(if decision.stale { Recorded::Stale(action) } else { Recorded::Applied(action) });
-    }
     Ok(recorded)
 }
 
@@ -1456,6 +1451,25 @@ async fn cut_off<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(
         action.attempts_in_round = (action.attempts_in_round - cut).max(0);
     }
     Ok(())
+}
+
+/// Runs `once` (a write transaction of its own) again after a transient conflict (a
+/// serialization failure, a deadlock, a busy database), as [`Ledger::transact`] does.
+async fn retrying<R, F, Fut>(mut once: F) -> Result<R, LedgerError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<R, LedgerError>>,
+{
+    let mut tries = 0;
+    loop {
+        match once().await {
+            Err(error) if error.is_transient() && tries < TRANSIENT_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10 * u64::from(tries))).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Counts a write refused because the claim's ownership version moved on.

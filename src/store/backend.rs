@@ -20,6 +20,12 @@ pub struct Dialect {
     pub lock_suffix: &'static str,
     /// Claims pending actions in one statement (`claim!` in `statements.rs`).
     pub claim: &'static str,
+    /// Whether one statement may write several tables (data-modifying CTEs, PostgreSQL): then a
+    /// claim with its audit entries, and the start of attempts, are each one autocommitted
+    /// statement, and a transaction's deferred writes go out as one statement. Where it may not
+    /// (SQLite), each is a short transaction of separate statements, which cost no round trip
+    /// there: the database runs inside this process.
+    pub writes_in_one_statement: bool,
     /// Asks whether this session may purge, as column `may`, with its role's name as `role`;
     /// `None` where the database has no roles.
     pub purge_permission: Option<&'static str>,

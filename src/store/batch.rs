@@ -25,6 +25,11 @@ pub(crate) enum Cell<R> {
 /// 65,535.
 pub(crate) const MAX_BINDS_PER_STATEMENT: usize = 30_000;
 
+/// How many values one row of `row` binds.
+pub(crate) fn binds_per_row<R>(row: &[Column<R>]) -> usize {
+    row.iter().filter(|(_, cell)| !matches!(cell, Cell::Constant(_))).count()
+}
+
 /// How many rows of `row` fit in one statement.
 pub(crate) fn rows_per_statement<R>(row: &[Column<R>]) -> usize {
     let binds = row.iter().filter(|(_, cell)| !matches!(cell, Cell::Constant(_))).count().max(1);
@@ -43,8 +48,14 @@ pub(crate) fn names<R>(row: &[Column<R>]) -> String {
 
 /// `rows` parenthesised rows shaped like `row`, their parameters numbered from 1.
 pub(crate) fn values<R>(params: Params, rows: usize, row: &[Column<R>]) -> String {
+    values_from(params, 1, rows, row)
+}
+
+/// [`values`] with the parameters numbered from `first`: rows that follow others' in one
+/// statement.
+pub(crate) fn values_from<R>(params: Params, first: usize, rows: usize, row: &[Column<R>]) -> String {
     let mut out = String::new();
-    let mut n = 1;
+    let mut n = first;
     for r in 0..rows {
         out.push_str(if r == 0 { "(" } else { ", (" });
         for (c, (_, cell)) in row.iter().enumerate() {

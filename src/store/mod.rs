@@ -1,7 +1,9 @@
 //! Storage: one store interface, with a SQLite and a PostgreSQL implementation.
 //!
 //! A [`Store`] hands out short write transactions ([`LedgerTx`]) made of a few primitive
-//! statements, and answers read queries. The rules (what may change, and when) live once in
+//! statements, makes the two writes of a worker's path that need no decision in between (a claim
+//! with its audit entries, the start of attempts) as transactions of their own, and answers read
+//! queries. The rules (what may change, and when) live once in
 //! [`crate::ledger`]; the stores only read and write rows, always conditionally on the revision
 //! they read, inside transactions that lock what they change.
 //!
@@ -38,8 +40,8 @@ pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
 
 use crate::domain::{
-    ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
-    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp,
+    ActionKey, ActionRecord, ActorKind, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
+    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp, Transition,
 };
 use std::future::Future;
 
@@ -51,7 +53,7 @@ use std::future::Future;
 pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
     let dialect = if postgres { statements::POSTGRES } else { statements::SQLITE };
     let params = dialect.params;
-    vec![
+    let mut hot = vec![
         ("find an action by key", statements::SELECT_ACTION.to_owned()),
         ("lock actions by key", statements::lock_actions_sql(dialect, 3)),
         ("claim", dialect.claim.to_owned()),
@@ -69,7 +71,18 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("lookups of an action", statements::SELECT_LOOKUPS.to_owned()),
         ("proposals waiting on an action", statements::SELECT_WAITING_PROPOSALS.to_owned()),
         ("proposals of an action", statements::SELECT_PROPOSALS.to_owned()),
-    ]
+    ];
+    if postgres {
+        // The per-action path's statements that write several tables at once, PostgreSQL's only.
+        hot.extend([
+            ("claim with its audit entries", statements::pg_claim_with_audit_sql(3)),
+            ("start attempts", statements::pg_start_attempts_sql(3)),
+            ("lock actions and read the clock", statements::pg_lock_actions_now_sql(3)),
+            ("finish an attempt with its audit entries", statements::pg_finish_attempts_with_audit_sql(1, 2)),
+            ("write a result's action, attempt and audit entry", statements::pg_update_actions_with_deferred_sql(1, 1)),
+        ]);
+    }
+    hot
 }
 
 /// The text [`Store::list`] sends for `filter`, in the dialect of the store. For the plan checks
@@ -235,6 +248,52 @@ impl ClaimScope {
     }
 }
 
+/// What the audit entry of each claim records, as the ledger decided it: the transition and the
+/// kind of actor; the actor is the claiming worker, the time and versions are the claim's.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimAudit {
+    pub transition: Transition,
+    pub actor_kind: ActorKind,
+}
+
+impl ClaimAudit {
+    /// The entry for `action` as claimed by `worker`.
+    pub(crate) fn entry(self, action: &ActionRecord, worker: &str) -> AuditEntry {
+        AuditEntry {
+            id: 0,
+            key: action.key.clone(),
+            at: action.updated_at,
+            actor: worker.to_owned(),
+            actor_kind: self.actor_kind,
+            event: self.transition.event,
+            from_state: Some(self.transition.from),
+            to_state: self.transition.to,
+            ownership_version: action.ownership_version,
+            revision: action.revision,
+            reason: None,
+        }
+    }
+}
+
+/// An attempt about to be sent under a claim: the claim that must still be current, and what
+/// the attempt records of it.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptStart<'a> {
+    pub key: &'a ActionKey,
+    pub ownership_version: i64,
+    pub worker: &'a str,
+    pub idempotency_key: &'a str,
+}
+
+/// An attempt started by [`Store::start_attempts`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptStarted {
+    pub key: ActionKey,
+    /// The action's attempt count with this one: the attempt's number.
+    pub number: i64,
+    pub id: i64,
+}
+
 /// A ledger database.
 pub trait Store: Clone + Send + Sync + 'static {
     type Tx: LedgerTx;
@@ -242,6 +301,32 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Starts a write transaction: immediate on SQLite, so that what it reads stays true until
     /// it commits; on PostgreSQL rows are locked as they are read.
     fn begin(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
+
+    /// Claims up to `limit` runnable pending actions for `worker`, each under a new ownership
+    /// version with a lease of `lease` from database time, skipping rows that other workers are
+    /// claiming, and appends each claim's audit entry (`audit`): one write transaction of its own,
+    /// which on PostgreSQL is one autocommitted statement (the clock read, the claim and the audit
+    /// entries together: one round trip). Returns the claimed actions; each one's `updated_at` is
+    /// the database time of the claim.
+    fn claim_with_audit(
+        &self,
+        worker: &str,
+        lease: std::time::Duration,
+        limit: i64,
+        scope: &ClaimScope,
+        audit: ClaimAudit,
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+
+    /// Starts an attempt under each claim that is still current (its key at that ownership
+    /// version, in progress): counts it on the action (setting the first send time and the start
+    /// of the idempotency window where unset) and inserts it, numbered by that count, at database
+    /// time. One write transaction of its own, which on PostgreSQL is one autocommitted statement.
+    /// A claim missing from the answer is no longer current, and nothing was written for it. The
+    /// claims' keys are distinct.
+    fn start_attempts(
+        &self,
+        starts: &[AttemptStart<'_>],
+    ) -> impl Future<Output = Result<Vec<AttemptStarted>, StoreError>> + Send;
 
     /// The database's clock (plus any simulated offset).
     fn now(&self) -> impl Future<Output = Result<Timestamp, StoreError>> + Send;
@@ -311,6 +396,13 @@ pub trait LedgerTx: Send {
         &mut self,
         keys: &[&ActionKey],
     ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// [`LedgerTx::lock_actions`], and the database's clock (plus any simulated offset) read by
+    /// the same statement where it can be: one round trip instead of two at the start of a
+    /// transaction that begins by locking.
+    fn lock_actions_now(
+        &mut self,
+        keys: &[&ActionKey],
+    ) -> impl Future<Output = Result<(Vec<ActionRecord>, Timestamp), StoreError>> + Send;
     /// [`LedgerTx::lock_actions`] for one key.
     fn lock_action(
         &mut self,
@@ -333,6 +425,7 @@ pub trait LedgerTx: Send {
     ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// Writes every mutable field of each action whose revision is still `action.revision`, and
     /// advances its revision. Returns how many were written: one that changed meanwhile is not.
+    /// What the transaction deferred to its commit (attempt ends, audit entries) may go with it.
     fn update_actions(&mut self, actions: &[&ActionRecord]) -> impl Future<Output = Result<u64, StoreError>> + Send;
     /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
     /// workers are claiming at the same moment.
@@ -379,7 +472,8 @@ pub trait LedgerTx: Send {
         &mut self,
         attempts: &[Attempt],
     ) -> impl Future<Output = Result<Vec<(ActionKey, i64)>, StoreError>> + Send;
-    /// Records how attempts ended; one that already ended is left as it was.
+    /// Records how attempts ended; one that already ended is left as it was. Written as the
+    /// transaction commits, with the audit entries (nothing in a transaction reads them back).
     fn finish_attempts(&mut self, attempts: &[Attempt]) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Marks every late result of `key` that no one has acknowledged as acknowledged by `person`
     /// at `now`; returns how many.

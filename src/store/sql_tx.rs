@@ -20,6 +20,9 @@ pub struct SqlTx<B: Backend> {
     clock_offset_ms: i64,
     /// Audit entries waiting for the commit; nothing in a transaction reads them back.
     audit: Vec<AuditEntry>,
+    /// Ends of attempts waiting for the commit, for the same reason: written with the audit
+    /// entries, in one statement where the database allows.
+    finished: Vec<Attempt>,
 }
 
 impl<B: Backend> std::fmt::Debug for SqlTx<B> {
@@ -28,21 +31,38 @@ impl<B: Backend> std::fmt::Debug for SqlTx<B> {
             .field("database", &B::NAME)
             .field("clock_offset_ms", &self.clock_offset_ms)
             .field("audit", &self.audit)
+            .field("finished", &self.finished)
             .finish_non_exhaustive()
     }
 }
 
 impl<B: Backend> SqlTx<B> {
     pub(crate) fn new(tx: sqlx::Transaction<'static, B>, clock_offset_ms: i64) -> Self {
-        Self { tx, clock_offset_ms, audit: Vec::new() }
+        Self { tx, clock_offset_ms, audit: Vec::new(), finished: Vec::new() }
     }
 
-    /// Writes the waiting audit entries, many rows per statement.
-    async fn write_audit(&mut self) -> Result<(), StoreError> {
-        for chunk in self.audit.chunks(rows_per_statement(sql::AUDIT_ROW)) {
+    /// Writes what waits for the commit: the ends of attempts, then the audit entries, many rows
+    /// per statement; on PostgreSQL, one attempt's end and its entries (the per-action path) in
+    /// one statement. A batch shares its round trips among its actions already, and its attempts
+    /// are ended by their own statement: joined in one statement with the entries, 64 of them took
+    /// ten times as long (docs/BENCHMARKS.md, "The drain").
+    async fn write_deferred(&mut self) -> Result<(), StoreError> {
+        let finished = std::mem::take(&mut self.finished);
+        let audit = std::mem::take(&mut self.audit);
+        if B::DIALECT.writes_in_one_statement
+            && finished.len() == 1
+            && !audit.is_empty()
+            && audit.len() <= rows_per_statement(sql::AUDIT_ROW) / 2
+        {
+            B::execute(&mut *self.tx, sql::pg_finish_attempts_with_audit(&finished, &audit)).await?;
+            return Ok(());
+        }
+        for chunk in finished.chunks(rows_per_statement(sql::FINISHED_ATTEMPT_ROW)) {
+            B::execute(&mut *self.tx, sql::finish_attempts(chunk)).await?;
+        }
+        for chunk in audit.chunks(rows_per_statement(sql::AUDIT_ROW)) {
             B::execute(&mut *self.tx, sql::append_audit(chunk)).await?;
         }
-        self.audit.clear();
         Ok(())
     }
 }
@@ -69,6 +89,23 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         Ok(actions)
     }
 
+    async fn lock_actions_now(&mut self, keys: &[&ActionKey]) -> Result<(Vec<ActionRecord>, Timestamp), StoreError> {
+        if B::DIALECT.clock.is_none() || keys.is_empty() || keys.len() > MAX_BINDS_PER_STATEMENT {
+            let now = self.now().await?;
+            return Ok((self.lock_actions(keys).await?, now));
+        }
+        let mut keys = keys.to_vec();
+        keys.sort();
+        keys.dedup();
+        let rows = B::fetch_all(&mut *self.tx, sql::pg_lock_actions_now(&keys)).await?;
+        let Some(first) = rows.first() else {
+            // Nothing to lock, and so no row to carry the time.
+            return Ok((Vec::new(), self.now().await?));
+        };
+        let now = from_millis(first.int("now")? + self.clock_offset_ms);
+        Ok((rows.iter().map(action_from_row).collect::<Result<_, _>>()?, now))
+    }
+
     async fn after_links(&mut self, from: &ActionKey) -> Result<Vec<(ActionKey, ActionKey)>, StoreError> {
         if let Some(lock) = B::DIALECT.after_links_lock {
             B::execute(&mut *self.tx, Statement::new(lock)).await?;
@@ -88,6 +125,20 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     }
 
     async fn update_actions(&mut self, changed: &[&ActionRecord]) -> Result<u64, StoreError> {
+        // One result's writes (the per-action path): its action, its attempt's end and its audit
+        // entries in one statement on PostgreSQL, rather than this and one more at the commit.
+        if B::DIALECT.writes_in_one_statement
+            && changed.len() == 1
+            && self.finished.len() == 1
+            && !self.audit.is_empty()
+            && self.audit.len() <= rows_per_statement(sql::AUDIT_ROW) / 2
+        {
+            let statement = sql::pg_update_actions_with_deferred(changed, &self.finished[0], &self.audit);
+            let written = B::execute(&mut *self.tx, statement).await?;
+            self.finished.clear();
+            self.audit.clear();
+            return Ok(written);
+        }
         let mut written = 0;
         for chunk in changed.chunks(rows_per_statement(sql::CHANGED_ACTION_ROW)) {
             written += B::execute(&mut *self.tx, sql::update_actions(chunk)).await?;
@@ -174,9 +225,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     }
 
     async fn finish_attempts(&mut self, attempts: &[Attempt]) -> Result<(), StoreError> {
-        for chunk in attempts.chunks(rows_per_statement(sql::FINISHED_ATTEMPT_ROW)) {
-            B::execute(&mut *self.tx, sql::finish_attempts(chunk)).await?;
-        }
+        self.finished.extend_from_slice(attempts);
         Ok(())
     }
 
@@ -313,7 +362,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     }
 
     async fn commit(mut self) -> Result<(), StoreError> {
-        self.write_audit().await?;
+        self.write_deferred().await?;
         self.tx.commit().await?;
         Ok(())
     }

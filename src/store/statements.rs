@@ -7,12 +7,16 @@
 //! that also binds their values ([`super::batch`]); SQLite's use `?` in order (see
 //! [`Params::InOrder`]).
 //!
+//! The statements named `pg_*` are PostgreSQL's only: they write several tables in one statement
+//! (data-modifying CTEs, which SQLite lacks) and read the clock inside, so that the worker's
+//! per-action path costs few round trips (docs/BENCHMARKS.md, "The drain").
+//!
 //! Each statement on a hot path must be served by an index: `tests/it/plans.rs` EXPLAINs these same
 //! texts (see [`super::hot_statements`]).
 
 use super::backend::{Backend, Dialect, Params, Statement};
-use super::batch::{Cell, Column, insert_sql, names, set_from, values};
-use super::{ListFilter, ListOrder, PageStart};
+use super::batch::{Cell, Column, binds_per_row, insert_sql, names, set_from, values, values_from};
+use super::{AttemptStart, ListFilter, ListOrder, PageStart};
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AttemptOutcome, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State,
 };
@@ -38,27 +42,45 @@ macro_rules! attempt_columns {
     };
 }
 
-/// Claims up to `$4` runnable pending actions for worker `$1` at database time `$2` with a lease
-/// until `$3`, for the destinations in the JSON list `$5` (all when NULL) and, when `$6`, actions
-/// without a destination; returns the claimed rows. Runnable: its backoff is over, no proposal
-/// waits for a person, and the action it must follow (if any) has completed.
+/// The pending actions worker-claimable at database time `$now`, oldest first, up to `$limit`:
+/// for the destinations in the JSON list `$dests` (all when NULL) and, when `$unassigned`,
+/// actions without a destination. Runnable: its backoff is over, no proposal waits for a person,
+/// and the action it must follow (if any) has completed.
 ///
 /// `$lock` lets PostgreSQL skip rows another worker is claiming at the same moment; `$in_list`
-/// tests membership of `$5` with the dialect's JSON functions.
+/// tests membership of `$dests` with the dialect's JSON functions.
+macro_rules! runnable {
+    ($now:literal, $limit:literal, $dests:literal, $unassigned:literal, $lock:literal, $in_list:literal) => {
+        concat!(
+            "SELECT a.id FROM actions a WHERE a.state = 'pending' ",
+            "AND (a.not_before IS NULL OR a.not_before <= ",
+            $now,
+            ") AND a.proposed_payload IS NULL ",
+            "AND (CAST(",
+            $dests,
+            " AS TEXT) IS NULL OR a.destination IN ",
+            $in_list,
+            " OR (a.destination IS NULL AND ",
+            $unassigned,
+            ")) ",
+            "AND (a.after_key IS NULL OR EXISTS ",
+            "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
+            "ORDER BY a.id LIMIT ",
+            $limit,
+            $lock
+        )
+    };
+}
+
+/// Claims up to `$4` runnable pending actions (see `runnable!`, with the destinations `$5` and
+/// `$6`) for worker `$1` at database time `$2` with a lease until `$3`; returns the claimed rows.
 macro_rules! claim {
     ($lock:literal, $in_list:literal) => {
         // The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT
         // subquery under IN more than once and claim more rows than asked.
         concat!(
-            "WITH picked AS MATERIALIZED (SELECT a.id FROM actions a WHERE a.state = 'pending' ",
-            "AND (a.not_before IS NULL OR a.not_before <= $2) AND a.proposed_payload IS NULL ",
-            "AND (CAST($5 AS TEXT) IS NULL OR a.destination IN ",
-            $in_list,
-            " OR (a.destination IS NULL AND $6)) ",
-            "AND (a.after_key IS NULL OR EXISTS ",
-            "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
-            "ORDER BY a.id LIMIT $4",
-            $lock,
+            "WITH picked AS MATERIALIZED (",
+            runnable!("$2", "$4", "$5", "$6", $lock, $in_list),
             ") UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
             "ownership_version = ownership_version + 1, revision = revision + 1, lease_expires_at = $3, ",
             "not_before = NULL, updated_at = $2 ",
@@ -66,6 +88,59 @@ macro_rules! claim {
             action_columns!()
         )
     };
+}
+
+/// The database's clock in milliseconds, plus the shift `$shift` (a test's; nothing otherwise), as
+/// column `now` of a one-row `clock` CTE: read once per statement, however often it is used.
+macro_rules! pg_clock {
+    ($shift:literal) => {
+        concat!(
+            "clock AS MATERIALIZED (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint + CAST(",
+            $shift,
+            " AS BIGINT) AS now)"
+        )
+    };
+}
+
+/// PostgreSQL: the whole claim as one autocommitted statement (one round trip, one commit, no
+/// BEGIN or COMMIT of its own): reads the database's clock, claims up to `limit` runnable actions
+/// (see `runnable!`, with the destinations `$4` and `$5`) for worker `$1` with a lease of `$2`
+/// milliseconds from that time, and appends each claim's audit entry (actor `$1`, of kind `$6`,
+/// event `$7`, from state `$8` to `$9`, as the ledger says), with the version and revision the
+/// claim gave the action. `$3` is the clock's shift. Returns the claimed rows. The guard triggers
+/// fire on each row as they do for separate statements; if any refuses, nothing is claimed.
+///
+/// The limit is written into the text, not bound: with `LIMIT $n` PostgreSQL planned the
+/// statement again at every call (a generic plan's row estimate for a bound limit is a tenth of
+/// the table, so it never preferred the generic plan), 0.3 ms of the server's CPU per claim; with
+/// a constant it keeps one plan per connection and limit (docs/BENCHMARKS.md, "The drain").
+pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
+    const TEXT: &str = concat!(
+        "WITH ",
+        pg_clock!("$3"),
+        ", picked AS MATERIALIZED (",
+        runnable!(
+            "(SELECT now FROM clock)",
+            "{limit}",
+            "$4",
+            "$5",
+            " FOR UPDATE OF a SKIP LOCKED",
+            "(SELECT json_array_elements_text($4::json))"
+        ),
+        "), claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
+        "ownership_version = ownership_version + 1, revision = revision + 1, ",
+        "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
+        "not_before = NULL, updated_at = (SELECT now FROM clock) ",
+        "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
+        action_columns!(),
+        "), audit AS (INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ",
+        "ownership_version, revision, reason) SELECT key, updated_at, $1, CAST($6 AS TEXT), CAST($7 AS TEXT), ",
+        "CAST($8 AS TEXT), CAST($9 AS TEXT), ownership_version, revision, NULL FROM claimed ORDER BY id) ",
+        "SELECT ",
+        action_columns!(),
+        " FROM claimed"
+    );
+    TEXT.replace("{limit}", &limit.max(0).to_string())
 }
 
 /// SQLite runs inside this process, as one writer at a time: a write transaction takes the
@@ -78,6 +153,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     clock: None,
     lock_suffix: "",
     claim: claim!("", "(SELECT value FROM json_each($5))"),
+    writes_in_one_statement: false,
     purge_permission: None,
     after_links_lock: None,
 };
@@ -90,6 +166,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     clock: Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now"),
     lock_suffix: " FOR UPDATE",
     claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+    writes_in_one_statement: true,
     // Only the owner role purges (migration 0007): the function of migration 0004 answers for a
     // ledger that is not role-managed too.
     purge_permission: Some("SELECT actionledger_session_may('owner') AS may, CAST(current_user AS TEXT) AS role"),
@@ -114,6 +191,23 @@ pub(crate) const AFTER_LINKS: &str = "WITH RECURSIVE chain (key) AS (SELECT CAST
 pub(crate) fn lock_actions_sql(dialect: Dialect, keys: usize) -> String {
     let params = (1..=keys).map(|n| dialect.params.at(n)).collect::<Vec<_>>().join(", ");
     format!("SELECT {} FROM actions WHERE key IN ({params}) ORDER BY key{}", action_columns!(), dialect.lock_suffix)
+}
+
+/// PostgreSQL: [`lock_actions_sql`] that also reads the database's clock, as column `now` of
+/// every row (an uncorrelated subquery: read once), so that a transaction that begins by locking
+/// needs no round trip of its own for the time.
+pub(crate) fn pg_lock_actions_now_sql(keys: usize) -> String {
+    let params = (1..=keys).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    format!(
+        "SELECT {}, (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now \
+         FROM actions WHERE key IN ({params}) ORDER BY key FOR UPDATE",
+        action_columns!()
+    )
+}
+
+pub(crate) fn pg_lock_actions_now<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
+    let statement = Statement::new(pg_lock_actions_now_sql(keys.len()));
+    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
 }
 
 pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
@@ -201,6 +295,42 @@ pub(crate) fn update_actions_sql(params: Params, rows: usize) -> String {
     )
 }
 
+/// PostgreSQL: [`update_actions_sql`] for `rows` actions, sending with it the end of one attempt
+/// (as [`finish_attempts_sql`]) and `entries` audit entries (as [`append_audit`]) that the
+/// transaction deferred: a result's three writes in one round trip. The count it answers is the
+/// actions' alone, as the ledger's check needs; a refused write rolls back the others with it.
+/// Bound in order: the actions' rows, the attempt's, the entries'.
+pub(crate) fn pg_update_actions_with_deferred_sql(rows: usize, entries: usize) -> String {
+    let attempt_param = 1 + rows * binds_per_row(CHANGED_ACTION_ROW);
+    let entry_param = attempt_param + binds_per_row(FINISHED_ATTEMPT_ROW);
+    format!(
+        "WITH changed ({}) AS (VALUES {}), finished ({}) AS (VALUES {}), \
+         ended AS (UPDATE attempts SET {} FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL), \
+         noted AS (INSERT INTO audit_trail ({}) VALUES {}) \
+         UPDATE actions SET {}, revision = actions.revision + 1 \
+         FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
+        names(CHANGED_ACTION_ROW),
+        values(Params::Numbered, rows, CHANGED_ACTION_ROW),
+        names(FINISHED_ATTEMPT_ROW),
+        values_from(Params::Numbered, attempt_param, 1, FINISHED_ATTEMPT_ROW),
+        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"]),
+        names(AUDIT_ROW),
+        values_from(Params::Numbered, entry_param, entries, AUDIT_ROW),
+        set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
+    )
+}
+
+pub(crate) fn pg_update_actions_with_deferred<B: Backend>(
+    actions: &[&ActionRecord],
+    finished: &Attempt,
+    entries: &[AuditEntry],
+) -> Statement<B> {
+    Statement::new(pg_update_actions_with_deferred_sql(actions.len(), entries.len()))
+        .rows(CHANGED_ACTION_ROW, actions.iter().copied())
+        .rows(FINISHED_ATTEMPT_ROW, [finished])
+        .rows(AUDIT_ROW, entries)
+}
+
 pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement<B> {
     Statement::new(update_actions_sql(B::DIALECT.params, actions.len()))
         .rows(CHANGED_ACTION_ROW, actions.iter().copied())
@@ -249,6 +379,62 @@ pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i
     claims
         .iter()
         .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))
+}
+
+/// PostgreSQL: starts an attempt under each of `claims` claims as one autocommitted statement
+/// (one round trip, one commit): reads the database's clock (plus the shift `$1`), counts an
+/// attempt on each action whose claim (key, ownership version) is still current, setting the first
+/// send time and the start of the idempotency window where unset, exactly as [`count_attempts_sql`]
+/// does, and inserts the attempt of each action counted, numbered by that count, under the worker
+/// and idempotency key given with its claim. The claims are rows of four parameters from `$2`:
+/// key, ownership version, worker, idempotency key. Returns the key, number, id and start time of
+/// each attempt; a claim missing from the answer is no longer current, and nothing was written for
+/// it.
+///
+/// The actions are found by an OR chain of the claims, as in [`count_attempts_sql`], so that each
+/// is found by its key index; the list of claims is joined only to the rows counted, for the
+/// insert. Joined to the list in the update, PostgreSQL read every action for a batch of 64
+/// (26 ms a statement where the two statements before took 5 ms), or probed the OR chain once per
+/// claim (7 ms).
+pub(crate) fn pg_start_attempts_sql(claims: usize) -> String {
+    let current = (0..claims)
+        .map(|i| format!("(a.key = ${} AND a.ownership_version = ${})", 2 + 4 * i, 3 + 4 * i))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let rows = (0..claims)
+        .map(|i| {
+            let n = 2 + 4 * i;
+            format!(
+                "(CAST(${} AS TEXT), CAST(${} AS BIGINT), CAST(${} AS TEXT), CAST(${} AS TEXT))",
+                n,
+                n + 1,
+                n + 2,
+                n + 3
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "WITH {}, claims (key, ownership_version, worker, idempotency_key) AS (VALUES {rows}), \
+         counted AS (UPDATE actions a SET attempts = a.attempts + 1, attempts_in_round = a.attempts_in_round + 1, \
+         first_sent_at = COALESCE(a.first_sent_at, (SELECT now FROM clock)), \
+         window_started_at = COALESCE(a.window_started_at, (SELECT now FROM clock)), \
+         updated_at = (SELECT now FROM clock), revision = a.revision + 1 \
+         WHERE ({current}) AND (a.state = 'in_progress') IS TRUE \
+         RETURNING a.key, a.attempts, a.ownership_version) \
+         INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, idempotency_key) \
+         SELECT n.key, n.attempts, c.worker, n.ownership_version, (SELECT now FROM clock), c.idempotency_key \
+         FROM counted n JOIN claims c ON c.key = n.key AND c.ownership_version = n.ownership_version \
+         ORDER BY n.key RETURNING action_key, number, id, started_at",
+        pg_clock!("$1")
+    )
+}
+
+pub(crate) fn pg_start_attempts<B: Backend>(shift_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
+    let statement = Statement::new(pg_start_attempts_sql(claims.len())).int(shift_ms);
+    claims.iter().fold(statement, |statement, claim| {
+        statement.text(claim.key.as_str()).int(claim.ownership_version).text(claim.worker).text(claim.idempotency_key)
+    })
 }
 
 /// How many claims outlived their lease by time `$1`: the console's warning.
@@ -449,6 +635,29 @@ pub(crate) fn finish_attempts_sql(params: Params, rows: usize) -> String {
 
 pub(crate) fn finish_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
     Statement::new(finish_attempts_sql(B::DIALECT.params, attempts.len())).rows(FINISHED_ATTEMPT_ROW, attempts)
+}
+
+/// PostgreSQL: the end of `finished` attempts (as [`finish_attempts_sql`]) and `entries` audit
+/// entries (as [`append_audit`]) in one statement, the writes a transaction defers to its commit:
+/// one round trip instead of two. The attempts' rows are bound first.
+pub(crate) fn pg_finish_attempts_with_audit_sql(finished: usize, entries: usize) -> String {
+    let first_entry_param = 1 + finished * binds_per_row(FINISHED_ATTEMPT_ROW);
+    format!(
+        "WITH finished ({}) AS (VALUES {}), ended AS (UPDATE attempts SET {} \
+         FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL) \
+         INSERT INTO audit_trail ({}) VALUES {}",
+        names(FINISHED_ATTEMPT_ROW),
+        values(Params::Numbered, finished, FINISHED_ATTEMPT_ROW),
+        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"]),
+        names(AUDIT_ROW),
+        values_from(Params::Numbered, first_entry_param, entries, AUDIT_ROW)
+    )
+}
+
+pub(crate) fn pg_finish_attempts_with_audit<B: Backend>(attempts: &[Attempt], entries: &[AuditEntry]) -> Statement<B> {
+    Statement::new(pg_finish_attempts_with_audit_sql(attempts.len(), entries.len()))
+        .rows(FINISHED_ATTEMPT_ROW, attempts)
+        .rows(AUDIT_ROW, entries)
 }
 
 /// Person `$2` acknowledges, at `$3`, every late result (stale attempt) of action `$1` that no

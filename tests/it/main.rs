@@ -24,6 +24,7 @@ mod model;
 mod observability;
 mod packaging;
 mod pause;
+mod per_action;
 mod plans;
 mod properties;
 mod reconcile;

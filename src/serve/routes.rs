@@ -92,13 +92,56 @@ fn admit<S: Store>(app: &App<S>, headers: &HeaderMap, need: Need) -> Result<Gran
 }
 
 /// Reads a body of at most `limit` bytes (413 beyond), after the caller was admitted.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Problem> {
+/// How much of a body past its limit is still read and thrown away, and for how long, before the
+/// 413 goes out. A server that answers and closes while the client is still sending leaves unread
+/// bytes behind; its system then resets the connection, and the reset can reach the client before
+/// the answer does, so the client sees a broken connection instead of the 413. A body larger than
+/// this is answered at once: such a sender gets no such courtesy.
+const DISCARD_BYTES: usize = 8 * 1024 * 1024;
+const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn read_body(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Bytes, Problem> {
     let too_large = || Problem::too_large(format!("the body is larger than {limit} bytes"));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > limit) {
+    if declared.is_some_and(|length| length > limit.max(DISCARD_BYTES)) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+    let mut read = 0usize;
+    if declared.is_none_or(|length| length <= limit) {
+        let mut kept = Vec::with_capacity(declared.unwrap_or(0));
+        loop {
+            let Some(data) = next_data(&mut body).await? else { return Ok(Bytes::from(kept)) };
+            read += data.len();
+            if read > limit {
+                break;
+            }
+            kept.extend_from_slice(&data);
+        }
+    }
+    let discard = async {
+        while read <= DISCARD_BYTES {
+            match next_data(&mut body).await {
+                Ok(Some(data)) => read += data.len(),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIME, discard).await;
+    Err(too_large())
+}
+
+/// The next piece of a body's data (trailers skipped); `None` at its end.
+async fn next_data(body: &mut Body) -> Result<Option<Bytes>, Problem> {
+    use axum::body::HttpBody as _;
+    loop {
+        let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *body).poll_frame(cx)).await else {
+            return Ok(None);
+        };
+        let frame = frame.map_err(|e| Problem::bad_request(format!("the body could not be read: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            return Ok(Some(data));
+        }
+    }
 }
 
 fn json_response(status: StatusCode, value: &Value) -> Response {

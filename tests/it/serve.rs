@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 conformance!(
     a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_per_key,
     every_refusal_code_writes_nothing,
+    an_oversized_body_still_being_sent_gets_its_413,
     a_signed_webhook_with_a_wrong_or_stale_signature_is_refused,
     each_role_is_refused_what_it_may_not_do,
     a_batch_answers_each_submission,
@@ -216,6 +217,37 @@ async fn a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_p
         stats.records,
         stats.max_records_per_external_ref
     );
+}
+
+/// A client sends an oversized body in pieces, as a slow link does, and only then reads the
+/// answer. A server that answered at once and closed would have its system reset the connection
+/// under the client's next write (the 413 lost with it); the body is read and thrown away first.
+async fn an_oversized_body_still_being_sent_gets_its_413<S: Store>(db: TestDb<S>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let base = start(&db.ledger, unlimited()).await;
+    let addr = base.trim_start_matches("http://").to_owned();
+    let body = submission("slow:1", &json!({ "blob": "x".repeat(400 * 1024) })).to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {SOURCE}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for piece in body.as_bytes().chunks(32 * 1024) {
+        stream.write_all(piece).await.expect("the server still reads the body it will refuse");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
+        let n = stream.read(&mut buffer).await.expect("the answer arrives, not a reset connection");
+        assert!(n > 0, "the connection closed before an answer: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(written(&db.ledger).await, (0, 0), "nothing recorded");
 }
 
 async fn every_refusal_code_writes_nothing<S: Store>(db: TestDb<S>) {

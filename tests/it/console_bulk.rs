@@ -402,28 +402,6 @@ async fn keystrokes_for_the_common_settlements<S: Store>(db: TestDb<S>) {
     }
 }
 
-/// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.
-fn mask(screen: &str) -> String {
-    let word = |word: &str| {
-        let chars: Vec<char> = word.chars().collect();
-        let digits_then_unit = chars.len() > 1
-            && chars[..chars.len() - 1].iter().all(char::is_ascii_digit)
-            && matches!(chars[chars.len() - 1], 's' | 'm' | 'h' | 'd');
-        let clock = chars.len() == 8 && chars[2] == ':' && chars[5] == ':';
-        let date = chars.len() == 10 && chars[4] == '-' && chars[7] == '-';
-        if digits_then_unit {
-            "Ns".to_owned()
-        } else if clock {
-            "hh:mm:ss".to_owned()
-        } else if date {
-            "YYYY-MM-DD".to_owned()
-        } else {
-            word.to_owned()
-        }
-    };
-    screen.lines().map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
-}
-
 /// Whole screens at 80x24 and 120x40, the same on both stores: a bulk takeover's result, the
 /// old-worker question asked once for a marked set, and a long result with refusals, at its top
 /// and its end.
@@ -440,7 +418,10 @@ async fn bulk_screens<S: Store>(db: TestDb<S>) {
         let mut console = ScriptedConsole::start(l, &options("ana"), width, height).await.unwrap();
         let snap = async |console: &mut ScriptedConsole<_>, name: &str, script: &[&str]| {
             run(console, script).await;
-            insta::assert_snapshot!(format!("{name}_{width}x{height}"), mask(&console.screen().unwrap()));
+            insta::assert_snapshot!(
+                format!("{name}_{width}x{height}"),
+                support::mask_times(&console.screen().unwrap())
+            );
         };
         snap(&mut console, "bulk_takeover_result", &["2", "*", "t", "worker host died", "<Enter>", "y"]).await;
         snap(&mut console, "bulk_old_worker", &["<Esc>", "6", "*", "r", "worker host is gone", "<Enter>"]).await;
@@ -522,15 +503,7 @@ async fn bulk_triage_in_a_real_terminal() {
         failed_after(l, &format!("acme:tmux:b:{n}"), n).await;
     }
     let dir = tempfile::tempdir().unwrap();
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
-    let command = format!(
-        "{} --db {} review --owner ana; echo CONSOLE-EXITED-$?; sleep 30",
-        env!("CARGO_BIN_EXE_actionledger"),
-        db.url
-    );
-    let cwd = dir.path().to_str().unwrap();
-    let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "80", "-y", "24", "-c", cwd, &command]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let tmux = Tmux::review(dir.path(), &db.url, "", 80, 24);
     tmux.wait_for("[1 pending 0]");
     tmux.keys(&["5"]);
     tmux.wait_for("> acme:tmux:b:3");

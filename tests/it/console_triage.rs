@@ -579,7 +579,10 @@ async fn screens() {
             for line in keys {
                 console.press(line).await.unwrap();
             }
-            insta::assert_snapshot!(format!("{name}_{width}x{height}"), mask(&console.screen().unwrap()));
+            insta::assert_snapshot!(
+                format!("{name}_{width}x{height}"),
+                support::mask_times(&console.screen().unwrap())
+            );
         }
     }
 }
@@ -601,7 +604,7 @@ fn colour_runs(buffer: &ratatui::buffer::Buffer) -> String {
             }
         }
         for (fg, text) in runs {
-            let _ = writeln!(out, "{y:>2} {fg:?}: {}", mask(text.trim()));
+            let _ = writeln!(out, "{y:>2} {fg:?}: {}", support::mask_times(text.trim()));
         }
     }
     out
@@ -629,26 +632,4 @@ async fn palettes() {
 /// The screen's words in order, box borders left out: a wrapped sentence reads whole.
 fn joined(screen: &str) -> String {
     screen.replace(['│', '─'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Replaces what changes from run to run (times, ages, countdowns) so screens can be compared.
-fn mask(screen: &str) -> String {
-    let word = |word: &str| {
-        let chars: Vec<char> = word.chars().collect();
-        let digits_then_unit = chars.len() > 1
-            && chars[..chars.len() - 1].iter().all(char::is_ascii_digit)
-            && matches!(chars[chars.len() - 1], 's' | 'm' | 'h' | 'd');
-        let clock = chars.len() == 8 && chars[2] == ':' && chars[5] == ':';
-        let date = chars.len() == 10 && chars[4] == '-' && chars[7] == '-';
-        if digits_then_unit {
-            "Ns".to_owned()
-        } else if clock {
-            "hh:mm:ss".to_owned()
-        } else if date {
-            "YYYY-MM-DD".to_owned()
-        } else {
-            word.to_owned()
-        }
-    };
-    screen.lines().map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
 }

@@ -13,6 +13,22 @@ pub(crate) struct Tmux {
 }
 
 impl Tmux {
+    /// Starts `actionledger --db URL review --owner ana EXTRA...` in a detached `width`x`height`
+    /// window with a private socket in `dir`; when the console exits the shell prints
+    /// `CONSOLE-EXITED-<code>` and stays, so the last screen can be read.
+    pub(crate) fn review(dir: &std::path::Path, url: &str, extra: &str, width: u16, height: u16) -> Self {
+        let tmux = Self { socket: dir.join("tmux.sock") };
+        let command = format!(
+            "{} --db {url} review --owner ana {extra}; echo CONSOLE-EXITED-$?; sleep 30",
+            env!("CARGO_BIN_EXE_actionledger"),
+        );
+        let (cwd, width, height) = (dir.to_str().unwrap(), width.to_string(), height.to_string());
+        let started =
+            tmux.run(&["new-session", "-d", "-s", "review", "-x", &width, "-y", &height, "-c", cwd, &command]);
+        assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+        tmux
+    }
+
     pub(crate) fn run(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("run tmux")
     }
@@ -73,15 +89,7 @@ async fn a_person_retries_an_action_in_a_real_terminal_and_quits_cleanly() {
     db.ledger.record_result(&claim, attempt, &failed).await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
-    let command = format!(
-        "{} --db {} review --owner ana; echo CONSOLE-EXITED-$?; sleep 30",
-        env!("CARGO_BIN_EXE_actionledger"),
-        db.url
-    );
-    let cwd = dir.path().to_str().unwrap();
-    let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "80", "-y", "24", "-c", cwd, &command]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let tmux = Tmux::review(dir.path(), &db.url, "", 80, 24);
 
     tmux.wait_for("5 fail 1");
     tmux.keys(&["5"]);
@@ -113,15 +121,7 @@ async fn resizing_the_terminal_keeps_the_selection_on_the_same_key() {
         db.ledger.submit(&raw).await.unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
-    let command = format!(
-        "{} --db {} review --owner ana --refresh 200ms; echo CONSOLE-EXITED-$?; sleep 30",
-        env!("CARGO_BIN_EXE_actionledger"),
-        db.url
-    );
-    let cwd = dir.path().to_str().unwrap();
-    let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", "120", "-y", "40", "-c", cwd, &command]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let tmux = Tmux::review(dir.path(), &db.url, "--refresh 200ms", 120, 40);
     tmux.wait_for("> acme:r:059");
     tmux.keys(&["G"]);
     tmux.wait_for("> acme:r:000");

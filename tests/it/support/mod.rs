@@ -84,3 +84,26 @@ macro_rules! conformance {
         }
     };
 }
+
+/// A console screen with what changes from run to run (times, ages, countdowns) replaced, so that
+/// screens can be compared and kept as snapshots.
+pub fn mask_times(screen: &str) -> String {
+    let word = |word: &str| {
+        let chars: Vec<char> = word.chars().collect();
+        let digits_then_unit = chars.len() > 1
+            && chars[..chars.len() - 1].iter().all(char::is_ascii_digit)
+            && matches!(chars[chars.len() - 1], 's' | 'm' | 'h' | 'd');
+        let clock = chars.len() == 8 && chars[2] == ':' && chars[5] == ':';
+        let date = chars.len() == 10 && chars[4] == '-' && chars[7] == '-';
+        if digits_then_unit {
+            "Ns".to_owned()
+        } else if clock {
+            "hh:mm:ss".to_owned()
+        } else if date {
+            "YYYY-MM-DD".to_owned()
+        } else {
+            word.to_owned()
+        }
+    };
+    screen.lines().map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+}

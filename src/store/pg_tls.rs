@@ -27,6 +27,14 @@ pub enum TlsProblem {
          certificate was issued for, or, with a private authority that names no hosts, use sslmode=verify-ca"
     )]
     WrongHostName { host: String, detail: String },
+    #[error(
+        "the server presents a self-signed certificate that is also a certificate authority (what `openssl req \
+         -x509` makes by default, as in PostgreSQL's own instructions), and this client accepts a server's \
+         certificate only from an authority other than itself; issue the server's certificate from a separate \
+         authority and name that authority in sslrootcert, or use sslmode=require without sslrootcert (encrypted, \
+         not verified)"
+    )]
+    SelfSignedAuthority,
     #[error("the server's certificate is refused: {detail}; check the certificate the server presents and sslrootcert")]
     BadCertificate { detail: String },
     #[error("the server refused the TLS handshake ({detail}); check sslcert and sslkey (the client certificate)")]
@@ -277,6 +285,11 @@ fn from_rustls(url: &str, options: &PgConnectOptions, error: &rustls::Error) -> 
         }
         rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
             TlsProblem::WrongHostName { host: options.get_host().to_owned(), detail: error.to_string() }
+        }
+        // webpki's refusal of a trust anchor presented as the server's own certificate; its error
+        // type is webpki's, reached only through its name.
+        rustls::Error::InvalidCertificate(C::Other(other)) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            TlsProblem::SelfSignedAuthority
         }
         rustls::Error::InvalidCertificate(_) => TlsProblem::BadCertificate { detail: error.to_string() },
         rustls::Error::AlertReceived(_) => TlsProblem::ClientCertificateRefused { detail: error.to_string() },

@@ -182,6 +182,38 @@ async fn require_and_verify_full_connect_and_the_ledger_works() {
     }
 }
 
+/// A server whose certificate is self-signed and marked as an authority, as `openssl req -x509`
+/// makes it by default (PostgreSQL's own instructions): named as its own sslrootcert it is still
+/// refused, and the refusal says why and what to do instead of webpki's bare error name.
+#[tokio::test]
+async fn a_self_signed_authority_as_the_servers_certificate_is_refused_with_what_to_do() {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "localhost");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let certificate = params.self_signed(&key).unwrap().pem();
+    let server = TlsServer { certificate: certificate.clone(), key: key.serialize_pem(), client_authority: None };
+    let cluster = match throwaway_pg::start_tls_server(&server).await {
+        Ok(cluster) => cluster,
+        Err(why) => {
+            assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "PostgreSQL is required in CI: {why}");
+            eprintln!("\n!!! SKIPPING a PostgreSQL test: {why}\n");
+            return;
+        }
+    };
+    let root = cluster.dir.join("self-signed.pem");
+    std::fs::write(&root, certificate).unwrap();
+    let database = fresh_database(cluster.port).await;
+    let pinned =
+        url("localhost", cluster.port, &database, &format!("sslmode=verify-full&sslrootcert={}", root.display()));
+    let (problem, message) = refusal(&pinned).await;
+    assert!(matches!(problem, TlsProblem::SelfSignedAuthority), "{problem:?}");
+    assert!(message.contains("separate authority") && message.contains("sslmode=require"), "{message}");
+    let required = url("localhost", cluster.port, &database, "sslmode=require");
+    let store = PostgresStore::open(&required).await.expect("sslmode=require connects to the same server");
+    assert!(encrypted(&store).await);
+}
+
 #[tokio::test]
 async fn verify_full_with_the_wrong_authority_is_refused_and_nothing_is_written() {
     let Some((pki, port)) = tls_server().await else { return };

@@ -592,7 +592,7 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
     };
     let outcome = match looked {
         Some(outcome) => outcome,
-        None => match destination.send(&claim.action, after.as_ref()).await {
+        None => match destination.send_or_stop(&claim.action, after.as_ref(), stopped(shared)).await {
             Ok(outcome) => outcome,
             Err(template_error) => SendOutcome::Permanent {
                 error: format!("cannot build the request: {template_error}"),
@@ -735,6 +735,15 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
     }
 }
 
+/// Completes once the worker is told to stop.
+fn stopped<S: Store>(shared: &Shared<S>) -> impl Future<Output = ()> + use<S> {
+    let mut stopping = shared.stopping.clone();
+    async move {
+        // A closed channel means the worker's loop is gone: as good as stopping.
+        let _ = stopping.wait_for(|stop| *stop).await;
+    }
+}
+
 /// Maps a classified send to what the ledger records (rules 2 and 3).
 fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutcome) -> Report {
     let evidence = |response: Option<&destination::Response>, id: Option<String>| Evidence {
@@ -774,6 +783,16 @@ fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutc
         SendOutcome::Uncertain { error, response } => {
             Report { outcome: Outcome::Unknown, error: Some(error), evidence: evidence(response.as_ref(), None) }
         }
+        // Known not sent, by this worker's own account: back to pending, not before the pause
+        // the destination asked for ends. Outside the attempt budget's verdict: a stopping
+        // worker must not make an action `failed`.
+        SendOutcome::Stopped { pause_left } => Report {
+            outcome: Outcome::RetryLater { after: pause_left },
+            error: Some(
+                "not sent: the worker stopped while the request waited for its turn at the destination".to_owned(),
+            ),
+            evidence: Evidence::default(),
+        },
         SendOutcome::AlreadyExists { response } => Report {
             outcome: Outcome::Unknown,
             error: Some("the destination reports the external reference exists".to_owned()),

@@ -57,6 +57,11 @@ impl Gate {
         self.state().paused_until.is_some_and(|until| until > Instant::now())
     }
 
+    /// How long a `Retry-After` still holds the destination back (zero when none does).
+    pub fn pause_left(&self) -> Duration {
+        self.state().paused_until.map_or(Duration::ZERO, |until| until.saturating_duration_since(Instant::now()))
+    }
+
     /// Waits until a request may go out, and counts it as sent.
     pub async fn acquire(&self) {
         loop {

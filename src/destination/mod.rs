@@ -154,6 +154,9 @@ pub enum SendOutcome {
     Uncertain { error: String, response: Option<Response> },
     /// The external reference already exists at the destination (409).
     AlreadyExists { response: Response },
+    /// Nothing was sent: the worker stopped while the request waited for its turn (the rate limit,
+    /// or a `Retry-After` pause that still has `pause_left`).
+    Stopped { pause_left: Duration },
 }
 
 /// A response kept as evidence: status and a truncated body.
@@ -281,6 +284,7 @@ impl Destination {
                 SendOutcome::Uncertain { error: text(error), response: r.map(response) }
             }
             SendOutcome::AlreadyExists { response: r } => SendOutcome::AlreadyExists { response: response(r) },
+            stopped @ SendOutcome::Stopped { .. } => stopped,
         }
     }
 
@@ -388,15 +392,28 @@ impl Destination {
     /// an approval changed the payload after a send, rule 9) and its ownership version where the
     /// destination fences obsolete writers.
     /// The error is a request that could not be built, so nothing was sent.
+    pub async fn send(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+    ) -> Result<SendOutcome, DestinationError> {
+        self.send_or_stop(action, after, std::future::pending()).await
+    }
+
+    /// [`Destination::send`] for a worker that may be told to stop. While the request waits for
+    /// its turn nothing has gone out, so when `stop` completes the wait ends there with
+    /// [`SendOutcome::Stopped`] rather than waiting out a pause the destination asked for (up to
+    /// an hour); once the turn is taken the request goes.
     #[tracing::instrument(
         name = "destination_request",
         skip_all,
         fields(destination = %escape_untrusted(&self.name), key = %action.key, ownership_version = action.ownership_version)
     )]
-    pub async fn send(
+    pub async fn send_or_stop(
         &self,
         action: &ActionRecord,
         after: Option<&ActionRecord>,
+        stop: impl Future<Output = ()>,
     ) -> Result<SendOutcome, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
@@ -421,7 +438,11 @@ impl Destination {
         if let Some(fencing) = &self.config.fencing {
             request = request.header(fencing.header.as_str(), action.ownership_version.to_string());
         }
-        self.wait_turn().await;
+        tokio::select! {
+            biased;
+            () = self.wait_turn() => {}
+            () = stop => return Ok(SendOutcome::Stopped { pause_left: self.gate.pause_left() }),
+        }
         crate::faults::crash_point(crate::faults::BEFORE_SEND);
         let sent = request.send().await;
         crate::faults::crash_point(crate::faults::AFTER_RESPONSE);

@@ -23,6 +23,7 @@ conformance!(
     a_success_without_an_id_is_looked_up_at_once,
     a_rate_limit_holds_in_every_second_across_worker_tasks,
     retry_after_pauses_the_whole_destination,
+    a_worker_told_to_stop_does_not_wait_out_a_pause_before_sending,
     credentials_echoed_by_a_destination_are_masked_everywhere,
 );
 
@@ -276,6 +277,62 @@ async fn retry_after_pauses_the_whole_destination<S: Store>(db: TestDb<S>) {
         let created = records[0]["created_at_ms"].as_i64().unwrap();
         assert!(created - before >= 1900, "ORD-{n} created {} ms after the start", created - before);
     }
+}
+
+/// Two actions claimed together; the first request gets 429 with `Retry-After: 3600` while the
+/// second waits for its turn (one request a second), so the second would wait an hour. Told to
+/// stop, the worker ends at once: the waiting request never went out, its attempt is ended as not
+/// sent, and its action is pending again, not before the pause ends.
+async fn a_worker_told_to_stop_does_not_wait_out_a_pause_before_sending<S: Store>(db: TestDb<S>) {
+    let crm = crm(Options {
+        faults: FaultPlan { script: [Fault::TooManyRequests(3600)].into_iter().collect(), rates: Vec::new() },
+        ..Options::default()
+    })
+    .await;
+    let config = block(
+        &crm,
+        "crm",
+        "create = { url = \"{{base_url}}/tasks\", body = { external_ref = \"{{key}}\" } }\n\
+         rate_limit = { per_second = 1, burst = 1 }",
+    );
+    for n in 0..2 {
+        submit(&db.ledger, &format!("shop:order:ORD-{n}:paused"), "{}", "crm").await;
+    }
+    let mut worker_options = options(&config, 2);
+    worker_options.drain = false;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(worker::run(db.ledger.clone(), worker_options, async move {
+        let _ = stopped.await;
+    }));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while crm.stats().faults_injected.get("too-many-requests") != Some(&1) {
+        assert!(std::time::Instant::now() < deadline, "the first request never got its 429");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The other request is waiting for its turn (the rate limit, then the pause).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(()).unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(10), worker)
+        .await
+        .expect("the worker stopped without waiting out the pause")
+        .unwrap()
+        .unwrap();
+    assert_eq!(crm.stats().requests, 1, "only the first request went out: {summary:?}");
+    let now = db.ledger.store().now().await.unwrap();
+    let mut not_sent = 0;
+    for n in 0..2 {
+        let detail = detail(&db.ledger, &format!("shop:order:ORD-{n}:paused")).await;
+        assert_eq!(detail.action.state, State::Pending, "ORD-{n}");
+        let not_before = detail.action.not_before.expect("pending until the pause ends");
+        assert!(not_before - now > chrono::Duration::minutes(50), "ORD-{n} may go at {not_before}");
+        assert_eq!(detail.attempts.len(), 1, "ORD-{n}: {:?}", detail.attempts);
+        let attempt = &detail.attempts[0];
+        assert!(attempt.ended_at.is_some(), "ORD-{n}: no attempt is left open: {attempt:?}");
+        if attempt.error.as_deref().is_some_and(|e| e.starts_with("not sent: the worker stopped")) {
+            not_sent += 1;
+        }
+    }
+    assert_eq!(not_sent, 1, "the request that waited is recorded as not sent");
 }
 
 const TOKEN: &str = "tok-3c1f9e-never-shown";

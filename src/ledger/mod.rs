@@ -649,20 +649,7 @@ impl<S: Store> Ledger<S> {
                     action.may_have_written = false;
                 }
                 write_action(tx, &mut action).await?;
-                let mut evidence = report.evidence.clone();
-                evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
-                tx.insert_lookup(&LookupRecord {
-                    id: 0,
-                    key: action.key.clone(),
-                    at: now,
-                    actor: actor.to_owned(),
-                    verdict: report.verdict,
-                    records: report.records,
-                    destination_id: report.destination_id.clone(),
-                    evidence,
-                    detail: report.detail.clone(),
-                })
-                .await?;
+                tx.insert_lookup(&lookup_record(&action.key, actor, report, now)).await?;
                 tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now))
                     .await?;
                 Ok(Some(action))
@@ -694,20 +681,7 @@ impl<S: Store> Ledger<S> {
                 if action.state == State::Unknown || action.revision != seen_revision {
                     return Ok(None);
                 }
-                let mut evidence = report.evidence.clone();
-                evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
-                tx.insert_lookup(&LookupRecord {
-                    id: 0,
-                    key: action.key.clone(),
-                    at: now,
-                    actor: person.as_str().to_owned(),
-                    verdict: report.verdict,
-                    records: report.records,
-                    destination_id: report.destination_id.clone(),
-                    evidence,
-                    detail: report.detail.clone(),
-                })
-                .await?;
+                tx.insert_lookup(&lookup_record(&action.key, person.as_str(), report, now)).await?;
                 let unchanged = Transition { event: Event::LookedUp, from: action.state, to: action.state };
                 let entry =
                     audit_entry(&action, unchanged, person.as_str(), ActorKind::Person, report.detail.clone(), now);
@@ -1451,6 +1425,23 @@ async fn cut_off<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(
         action.attempts_in_round = (action.attempts_in_round - cut).max(0);
     }
     Ok(())
+}
+
+/// What a lookup found, as kept with the action: its evidence body cut to the kept size.
+fn lookup_record(key: &ActionKey, actor: &str, report: &LookupReport, now: Timestamp) -> LookupRecord {
+    let mut evidence = report.evidence.clone();
+    evidence.body = evidence.body.map(|b| truncate(&b, MAX_EVIDENCE_BODY_BYTES));
+    LookupRecord {
+        id: 0,
+        key: key.clone(),
+        at: now,
+        actor: actor.to_owned(),
+        verdict: report.verdict,
+        records: report.records,
+        destination_id: report.destination_id.clone(),
+        evidence,
+        detail: report.detail.clone(),
+    }
 }
 
 /// Runs `once` (a write transaction of its own) again after a transient conflict (a

@@ -248,25 +248,11 @@ async fn bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_
     assert!(joined(&screen).contains("retry: 5 done, 1 refused"), "{screen}");
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
-
-fn run_cli(url: &str, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(BIN)
-        .env_remove("ACTIONLEDGER_DB")
-        .env_remove("DATABASE_URL")
-        .env("NO_COLOR", "1")
-        .current_dir(std::env::temp_dir())
-        .args(["--db", url])
-        .args(args)
-        .output()
-        .expect("run actionledger")
-}
-
 async fn cli(url: &str, args: Vec<&str>) -> (Option<i32>, String) {
     let (url, args): (String, Vec<String>) = (url.to_owned(), args.iter().map(|a| (*a).to_owned()).collect());
     let out = tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run_cli(&url, &args)
+        support::run_cli(&url, &args)
     })
     .await
     .unwrap();

@@ -467,20 +467,6 @@ async fn sorting_by_age_pages_both_ways_and_keeps_the_selection<S: Store>(db: Te
     }
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
-
-fn run_cli(url: &str, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(BIN)
-        .env_remove("ACTIONLEDGER_DB")
-        .env_remove("DATABASE_URL")
-        .env("NO_COLOR", "1")
-        .current_dir(std::env::temp_dir())
-        .args(["--db", url])
-        .args(args)
-        .output()
-        .expect("run actionledger")
-}
-
 async fn cli_bulk_retry_selects_by_filter_with_a_dry_run<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     for key in ["acme:b:1", "acme:b:2", "acme:b:3"] {
@@ -498,7 +484,7 @@ async fn cli_bulk_retry_selects_by_filter_with_a_dry_run<S: Store>(db: TestDb<S>
     let selection = ["--state", "unknown", "--destination", "crm", "--owner", "Ana", "--reason", "CRM back up"];
     let dry = tokio::task::spawn_blocking({
         let url = url.clone();
-        move || run_cli(&url, &[&["retry"][..], &selection, &["--dry-run"]].concat())
+        move || support::run_cli(&url, &[&["retry"][..], &selection, &["--dry-run"]].concat())
     })
     .await
     .unwrap();
@@ -515,14 +501,14 @@ async fn cli_bulk_retry_selects_by_filter_with_a_dry_run<S: Store>(db: TestDb<S>
     // Too recent for --older-than 1h: nothing selected.
     let old = tokio::task::spawn_blocking({
         let url = url.clone();
-        move || run_cli(&url, &[&["retry"][..], &selection, &["--older-than", "1h"]].concat())
+        move || support::run_cli(&url, &[&["retry"][..], &selection, &["--older-than", "1h"]].concat())
     })
     .await
     .unwrap();
     assert!(String::from_utf8_lossy(&old.stdout).contains("retry: 0 selected, 0 done, 0 refused"));
     let real = tokio::task::spawn_blocking({
         let url = url.clone();
-        move || run_cli(&url, &[&["retry"][..], &selection, &["--json"]].concat())
+        move || support::run_cli(&url, &[&["retry"][..], &selection, &["--json"]].concat())
     })
     .await
     .unwrap();
@@ -544,7 +530,7 @@ async fn cli_bulk_retry_selects_by_filter_with_a_dry_run<S: Store>(db: TestDb<S>
     assert_eq!(record(l, "acme:e:1").await.action.state, State::Unknown);
     // A command decided one action at a time refuses a selection, before touching anything.
     let approve = tokio::task::spawn_blocking(move || {
-        run_cli(&url, &["approve", "--state", "conflict", "--owner", "Ana", "--reason", "all of them"])
+        support::run_cli(&url, &["approve", "--state", "conflict", "--owner", "Ana", "--reason", "all of them"])
     })
     .await
     .unwrap();

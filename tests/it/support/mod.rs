@@ -107,3 +107,17 @@ pub fn mask_times(screen: &str) -> String {
     };
     screen.lines().map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
 }
+
+/// Runs the binary on the ledger at `url` with `args`, away from any ledger the environment
+/// names, without colour.
+pub fn run_cli(url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+        .env_remove("ACTIONLEDGER_DB")
+        .env_remove("DATABASE_URL")
+        .env("NO_COLOR", "1")
+        .current_dir(std::env::temp_dir())
+        .args(["--db", url])
+        .args(args)
+        .output()
+        .expect("run actionledger")
+}

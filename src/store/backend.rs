@@ -26,6 +26,13 @@ pub struct Dialect {
     /// (SQLite), each is a short transaction of separate statements, which cost no round trip
     /// there: the database runs inside this process.
     pub writes_in_one_statement: bool,
+    /// Whether several statements joined by `;` go to the database as one command, their `?`
+    /// parameters bound in order across them (sqlx-sqlite runs such a text in one call to the
+    /// connection's thread: SQLite). Then a short write transaction is sent with `BEGIN` before
+    /// its first statement and `COMMIT` after its last, and a result's writes go together: each
+    /// command is a hop to that thread and back while the write lock is held. PostgreSQL's
+    /// extended protocol takes one statement per query with parameters.
+    pub statements_in_one_command: bool,
     /// Asks whether this session may purge, as column `may`, with its role's name as `role`;
     /// `None` where the database has no roles.
     pub purge_permission: Option<&'static str>,
@@ -126,6 +133,13 @@ impl<B: Backend> Statement<B> {
     /// Binds the next parameter.
     pub fn flag(self, value: bool) -> Self {
         self.add(|arguments| B::add_flag(arguments, value))
+    }
+
+    /// Puts a statement without parameters (a `BEGIN`) before this one, to be sent with it as one
+    /// command (see [`Dialect::statements_in_one_command`]).
+    pub fn after(mut self, sql: &str) -> Self {
+        self.sql = format!("{sql}; {}", self.sql).into();
+        self
     }
 
     /// Appends to the statement's text.

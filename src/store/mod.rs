@@ -20,6 +20,7 @@ mod backend;
 mod batch;
 mod clock;
 mod migration;
+mod one_command;
 mod pg_schema;
 mod pg_tls;
 mod postgres;

@@ -1,6 +1,7 @@
 //! [`Store`] written once for both databases: each store names its pool, and the rest follows.
 
 use super::backend::{Backend, Statement};
+use super::one_command::OneCommandTx;
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, delivery_from_row, keyed_number,
     lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
@@ -87,6 +88,9 @@ impl<S: SqlStore> Store for S {
                 .text(to.as_str());
             return autocommit(self, claim).await?.iter().map(action_from_row).collect();
         }
+        if S::Backend::DIALECT.statements_in_one_command {
+            return claim_in_two_commands(self, worker, lease, limit, scope, audit).await;
+        }
         let mut tx = self.begin().await?;
         let claimed = async {
             let now = tx.now().await?;
@@ -120,6 +124,9 @@ impl<S: SqlStore> Store for S {
                 Err(error) if error.is_not_permitted() && starts.len() <= sql::CLAIMS_PER_COUNT => {}
                 started => return started,
             }
+        }
+        if S::Backend::DIALECT.statements_in_one_command && starts.len() <= sql::CLAIMS_PER_COUNT {
+            return start_in_one_command(self, &starts).await;
         }
         let mut tx = self.begin().await?;
         let started = async {
@@ -295,6 +302,55 @@ async fn start_in_one_statement<S: SqlStore>(
         }
     }
     Ok(started)
+}
+
+/// [`Store::claim_with_audit`] as two commands (SQLite, see [`OneCommandTx`]): the claim with the
+/// transaction's `BEGIN`, then the audit entries of what it claimed with its `COMMIT`.
+///
+/// The time is this host's (SQLite's clock), read before the write lock is taken: a claim that
+/// waited for the lock has a lease shorter by that wait, never longer, and an action whose backoff
+/// ended during the wait is left for the next claim.
+async fn claim_in_two_commands<S: SqlStore>(
+    store: &S,
+    worker: &str,
+    lease: Duration,
+    limit: i64,
+    scope: &ClaimScope,
+    audit: ClaimAudit,
+) -> Result<Vec<ActionRecord>, StoreError> {
+    let now = Store::now(store).await?;
+    let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
+    let claim = Statement::new(S::Backend::DIALECT.claim)
+        .text(worker)
+        .int(now.timestamp_millis())
+        .int((now + lease).timestamp_millis())
+        .int(limit)
+        .text(destinations.as_deref())
+        .flag(scope.include_unassigned);
+    let mut tx = OneCommandTx::acquire(store.connections()).await?;
+    let claimed: Vec<ActionRecord> =
+        tx.begin_with(claim).await?.iter().map(action_from_row).collect::<Result<_, _>>()?;
+    let entries: Vec<AuditEntry> = claimed.iter().map(|action| audit.entry(action, worker)).collect();
+    let append = (!entries.is_empty()).then(|| sql::append_audit(&entries));
+    tx.commit_with(append).await?;
+    Ok(claimed)
+}
+
+/// [`Store::start_attempts`] as one command (SQLite, see [`OneCommandTx`] and
+/// [`sql::sqlite_start_attempts_sql`]), at this host's time read before the write lock is taken.
+async fn start_in_one_command<S: SqlStore>(
+    store: &S,
+    starts: &[AttemptStart<'_>],
+) -> Result<Vec<AttemptStarted>, StoreError> {
+    let now = Store::now(store).await?;
+    let statement = sql::sqlite_start_attempts(now.timestamp_millis(), starts);
+    let rows = OneCommandTx::acquire(store.connections()).await?.run(statement).await?;
+    rows.iter()
+        .map(|row| {
+            let (key, number) = keyed_number(row, "action_key", "number")?;
+            Ok(AttemptStarted { key, number, id: row.int("id")? })
+        })
+        .collect()
 }
 
 /// Runs a statement that is a write transaction of its own (autocommitted) on a connection from

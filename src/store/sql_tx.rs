@@ -139,6 +139,20 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             self.audit.clear();
             return Ok(written);
         }
+        // The same on SQLite as one command of separate statements: a hop to its thread each.
+        if B::DIALECT.statements_in_one_command
+            && !changed.is_empty()
+            && !(self.finished.is_empty() && self.audit.is_empty())
+            && changed.len() <= rows_per_statement(sql::CHANGED_ACTION_ROW)
+            && self.finished.len() <= rows_per_statement(sql::FINISHED_ATTEMPT_ROW)
+            && self.audit.len() <= rows_per_statement(sql::AUDIT_ROW)
+        {
+            let statement = sql::sqlite_update_actions_with_deferred(changed, &self.finished, &self.audit);
+            let written = B::fetch_all(&mut *self.tx, statement).await?.len();
+            self.finished.clear();
+            self.audit.clear();
+            return Ok(u64::try_from(written).unwrap_or(u64::MAX));
+        }
         let mut written = 0;
         for chunk in changed.chunks(rows_per_statement(sql::CHANGED_ACTION_ROW)) {
             written += B::execute(&mut *self.tx, sql::update_actions(chunk)).await?;

@@ -122,6 +122,10 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(BUSY_TIMEOUT)
+            // No ping on every acquire: the database runs inside this process, and the ping is
+            // one more hop to the connection's thread for each transaction (a connection whose
+            // thread has gone answers its next statement with an error, and is closed then).
+            .test_before_acquire(false)
             // When a commit fails on a full disk or an I/O error, SQLite rolls the transaction back by
             // itself; sqlx's own ROLLBACK then fails and it goes on counting the connection as inside a
             // transaction, so every later BEGIN on it would be refused. Such a connection is closed

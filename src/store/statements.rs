@@ -154,6 +154,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     lock_suffix: "",
     claim: claim!("", "(SELECT value FROM json_each($5))"),
     writes_in_one_statement: false,
+    statements_in_one_command: true,
     purge_permission: None,
     after_links_lock: None,
 };
@@ -167,6 +168,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     lock_suffix: " FOR UPDATE",
     claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
     writes_in_one_statement: true,
+    statements_in_one_command: false,
     // Only the owner role purges (migration 0007): the function of migration 0004 answers for a
     // ledger that is not role-managed too.
     purge_permission: Some("SELECT actionledger_session_may('owner') AS may, CAST(current_user AS TEXT) AS role"),
@@ -358,6 +360,11 @@ pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 /// walked every claimed entry, live and dead, of that index for each attempt
 /// (docs/BENCHMARKS.md, "The drain").
 pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
+    format!("{} RETURNING key, attempts", count_attempts_update(params, claims))
+}
+
+/// [`count_attempts_sql`] without its answer.
+fn count_attempts_update(params: Params, claims: usize) -> String {
     let current = (0..claims)
         .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
         .collect::<Vec<_>>()
@@ -366,7 +373,7 @@ pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
         "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
          first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
          updated_at = {}, revision = revision + 1 \
-         WHERE ({current}) AND (state = 'in_progress') IS TRUE RETURNING key, attempts",
+         WHERE ({current}) AND (state = 'in_progress') IS TRUE",
         params.at(1),
         params.at(2),
         params.at(3)
@@ -435,6 +442,72 @@ pub(crate) fn pg_start_attempts<B: Backend>(shift_ms: i64, claims: &[AttemptStar
     claims.iter().fold(statement, |statement, claim| {
         statement.text(claim.key.as_str()).int(claim.ownership_version).text(claim.worker).text(claim.idempotency_key)
     })
+}
+
+/// A claim under which an attempt starts, as [`sqlite_start_attempts_sql`] lists them (a function,
+/// not a constant, for the lifetime of the borrowed claim).
+pub(crate) fn attempt_start_row<'a>() -> [Column<AttemptStart<'a>>; 4] {
+    [
+        ("key", Text(|s| Some(s.key.as_str()))),
+        ("ownership_version", BigInt(|s| Some(s.ownership_version))),
+        ("worker", Text(|s| Some(s.worker))),
+        ("idempotency_key", Text(|s| Some(s.idempotency_key))),
+    ]
+}
+
+/// SQLite: the statements of a transaction that starts an attempt under each of `claims` claims,
+/// sent as one command (see [`Dialect::statements_in_one_command`]): the attempt count of
+/// [`count_attempts_sql`] on each action whose claim is still current, then the attempt of each
+/// action counted, numbered by that count, under the worker and idempotency key of its claim
+/// ([`attempt_start_row`]), started at the time bound last. The insert finds the actions counted
+/// by the same test as the count (key, ownership version, claimed), which nothing between the two
+/// changes. Answers the key, number and id of each attempt, as [`insert_attempts_sql`]: a claim
+/// missing from the answer is no longer current, and nothing was written for it.
+pub(crate) fn sqlite_start_attempts_sql(claims: usize) -> String {
+    format!(
+        "{}; WITH claims ({}) AS (VALUES {}) \
+         INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, idempotency_key) \
+         SELECT a.key, a.attempts, c.worker, a.ownership_version, CAST(? AS BIGINT), c.idempotency_key \
+         FROM claims c JOIN actions a ON a.key = c.key AND a.ownership_version = c.ownership_version \
+         WHERE (a.state = 'in_progress') IS TRUE ORDER BY a.key RETURNING action_key, number, id",
+        count_attempts_update(Params::InOrder, claims),
+        names(&attempt_start_row()),
+        values(Params::InOrder, claims, &attempt_start_row())
+    )
+}
+
+pub(crate) fn sqlite_start_attempts<B: Backend>(now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
+    // The count's values, as [`count_attempts`] binds them, then the insert's.
+    let statement = Statement::new(sqlite_start_attempts_sql(claims.len())).int(now_ms).int(now_ms).int(now_ms);
+    claims
+        .iter()
+        .fold(statement, |statement, claim| statement.text(claim.key.as_str()).int(claim.ownership_version))
+        .rows(&attempt_start_row(), claims)
+        .int(now_ms)
+}
+
+/// SQLite: what a transaction writes back at the end of a result, as one command (see
+/// [`Dialect::statements_in_one_command`]): [`update_actions_sql`] for `actions`, answering the id of
+/// each action written (the count the ledger checks), then the ends of `finished` attempts
+/// ([`finish_attempts_sql`]) and the audit entries `entries` ([`append_audit`]) that the
+/// transaction deferred, each only where it has rows. One hop to SQLite's thread instead of three
+/// while the write lock is held.
+pub(crate) fn sqlite_update_actions_with_deferred<B: Backend>(
+    actions: &[&ActionRecord],
+    finished: &[Attempt],
+    entries: &[AuditEntry],
+) -> Statement<B> {
+    let mut statement = Statement::new(format!("{} RETURNING id", update_actions_sql(Params::InOrder, actions.len())))
+        .rows(CHANGED_ACTION_ROW, actions.iter().copied());
+    if !finished.is_empty() {
+        statement = statement.push("; ").push(&finish_attempts_sql(Params::InOrder, finished.len()));
+        statement = statement.rows(FINISHED_ATTEMPT_ROW, finished);
+    }
+    if !entries.is_empty() {
+        statement = statement.push("; ").push(&insert_sql("audit_trail", Params::InOrder, entries.len(), AUDIT_ROW));
+        statement = statement.rows(AUDIT_ROW, entries);
+    }
+    statement
 }
 
 /// How many claims outlived their lease by time `$1`: the console's warning.

@@ -35,6 +35,7 @@ mod schema;
 mod secrets;
 mod serve;
 mod sim_crm;
+mod sqlite_commands;
 mod storage;
 mod submissions;
 mod tls;

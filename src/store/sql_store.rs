@@ -125,7 +125,7 @@ impl<S: SqlStore> Store for S {
                 started => return started,
             }
         }
-        if S::Backend::DIALECT.statements_in_one_command && starts.len() <= sql::CLAIMS_PER_COUNT {
+        if S::Backend::DIALECT.statements_in_one_command && (1..=sql::CLAIMS_PER_COUNT).contains(&starts.len()) {
             return start_in_one_command(self, &starts).await;
         }
         let mut tx = self.begin().await?;

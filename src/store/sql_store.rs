@@ -7,7 +7,7 @@ use super::rows::{
     lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
     state_pair_from_row,
 };
-use super::sql_tx::{SqlTx, TxConnection};
+use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::{
     AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, Clock, LedgerTx as _, ListFilter, SchemaStatus, StateFigures,
@@ -52,12 +52,8 @@ impl<S: SqlStore> Store for S {
     type Tx = SqlTx<S::Backend>;
 
     async fn begin(&self) -> Result<Self::Tx, StoreError> {
-        let connection = if S::Backend::DIALECT.statements_in_one_command {
-            TxConnection::Commands(OneCommandTx::acquire(self.connections()).await?)
-        } else {
-            TxConnection::Sqlx(self.connections().begin_with(S::Backend::DIALECT.begin).await?)
-        };
-        Ok(SqlTx::new(connection, SqlStore::clock(self).shift_ms()))
+        let tx = self.connections().begin_with(S::Backend::DIALECT.begin).await?;
+        Ok(SqlTx::new(tx, SqlStore::clock(self).shift_ms()))
     }
 
     async fn now(&self) -> Result<Timestamp, StoreError> {

@@ -2,7 +2,6 @@
 
 use super::backend::{Backend, Statement};
 use super::batch::{MAX_BINDS_PER_STATEMENT, rows_per_statement};
-use super::one_command::OneCommandTx;
 use super::rows::{
     Columns as _, action_from_row, after_link, attempt_from_row, keyed_number, proposal_from_row, purge_from_row,
 };
@@ -17,7 +16,7 @@ use crate::domain::{
 
 /// A write transaction on a ledger database.
 pub struct SqlTx<B: Backend> {
-    connection: TxConnection<B>,
+    tx: sqlx::Transaction<'static, B>,
     clock_offset_ms: i64,
     /// Audit entries waiting for the commit; nothing in a transaction reads them back.
     audit: Vec<AuditEntry>,
@@ -38,8 +37,8 @@ impl<B: Backend> std::fmt::Debug for SqlTx<B> {
 }
 
 impl<B: Backend> SqlTx<B> {
-    pub(crate) fn new(connection: TxConnection<B>, clock_offset_ms: i64) -> Self {
-        Self { connection, clock_offset_ms, audit: Vec::new(), finished: Vec::new() }
+    pub(crate) fn new(tx: sqlx::Transaction<'static, B>, clock_offset_ms: i64) -> Self {
+        Self { tx, clock_offset_ms, audit: Vec::new(), finished: Vec::new() }
     }
 
     /// Writes what waits for the commit: the ends of attempts, then the audit entries, many rows
@@ -55,14 +54,14 @@ impl<B: Backend> SqlTx<B> {
             && !audit.is_empty()
             && audit.len() <= rows_per_statement(sql::AUDIT_ROW) / 2
         {
-            self.connection.execute(sql::pg_finish_attempts_with_audit(&finished, &audit)).await?;
+            B::execute(&mut *self.tx, sql::pg_finish_attempts_with_audit(&finished, &audit)).await?;
             return Ok(());
         }
         for chunk in finished.chunks(rows_per_statement(sql::FINISHED_ATTEMPT_ROW)) {
-            self.connection.execute(sql::finish_attempts(chunk)).await?;
+            B::execute(&mut *self.tx, sql::finish_attempts(chunk)).await?;
         }
         for chunk in audit.chunks(rows_per_statement(sql::AUDIT_ROW)) {
-            self.connection.execute(sql::append_audit(chunk)).await?;
+            B::execute(&mut *self.tx, sql::append_audit(chunk)).await?;
         }
         Ok(())
     }
@@ -71,7 +70,7 @@ impl<B: Backend> SqlTx<B> {
 impl<B: Backend> LedgerTx for SqlTx<B> {
     async fn now(&mut self) -> Result<Timestamp, StoreError> {
         let ms = match B::DIALECT.clock {
-            Some(clock) => self.connection.fetch_one(Statement::new(clock)).await?.int("now")?,
+            Some(clock) => B::fetch_one(&mut *self.tx, Statement::new(clock)).await?.int("now")?,
             None => chrono::Utc::now().timestamp_millis(),
         };
         Ok(from_millis(ms + self.clock_offset_ms))
@@ -83,7 +82,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         keys.dedup();
         let mut actions = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(MAX_BINDS_PER_STATEMENT) {
-            for row in self.connection.fetch_all(sql::lock_actions(chunk)).await? {
+            for row in B::fetch_all(&mut *self.tx, sql::lock_actions(chunk)).await? {
                 actions.push(action_from_row(&row)?);
             }
         }
@@ -98,7 +97,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         let mut keys = keys.to_vec();
         keys.sort();
         keys.dedup();
-        let rows = self.connection.fetch_all(sql::pg_lock_actions_now(&keys)).await?;
+        let rows = B::fetch_all(&mut *self.tx, sql::pg_lock_actions_now(&keys)).await?;
         let Some(first) = rows.first() else {
             // Nothing to lock, and so no row to carry the time.
             return Ok((Vec::new(), self.now().await?));
@@ -109,16 +108,16 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
 
     async fn after_links(&mut self, from: &ActionKey) -> Result<Vec<(ActionKey, ActionKey)>, StoreError> {
         if let Some(lock) = B::DIALECT.after_links_lock {
-            self.connection.execute(Statement::new(lock)).await?;
+            B::execute(&mut *self.tx, Statement::new(lock)).await?;
         }
-        let links = self.connection.fetch_all(Statement::new(sql::AFTER_LINKS).text(from.as_str())).await?;
+        let links = B::fetch_all(&mut *self.tx, Statement::new(sql::AFTER_LINKS).text(from.as_str())).await?;
         links.iter().map(after_link).collect()
     }
 
     async fn insert_actions_if_absent(&mut self, new: &[ActionRecord]) -> Result<Vec<ActionRecord>, StoreError> {
         let mut inserted = Vec::with_capacity(new.len());
         for chunk in new.chunks(rows_per_statement(sql::NEW_ACTION_ROW)) {
-            for row in self.connection.fetch_all(sql::insert_actions(chunk)).await? {
+            for row in B::fetch_all(&mut *self.tx, sql::insert_actions(chunk)).await? {
                 inserted.push(action_from_row(&row)?);
             }
         }
@@ -135,7 +134,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             && self.audit.len() <= rows_per_statement(sql::AUDIT_ROW) / 2
         {
             let statement = sql::pg_update_actions_with_deferred(changed, &self.finished[0], &self.audit);
-            let written = self.connection.execute(statement).await?;
+            let written = B::execute(&mut *self.tx, statement).await?;
             self.finished.clear();
             self.audit.clear();
             return Ok(written);
@@ -149,14 +148,14 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             && self.audit.len() <= rows_per_statement(sql::AUDIT_ROW)
         {
             let statement = sql::sqlite_update_actions_with_deferred(changed, &self.finished, &self.audit);
-            let written = self.connection.fetch_all(statement).await?.len();
+            let written = B::fetch_all(&mut *self.tx, statement).await?.len();
             self.finished.clear();
             self.audit.clear();
             return Ok(u64::try_from(written).unwrap_or(u64::MAX));
         }
         let mut written = 0;
         for chunk in changed.chunks(rows_per_statement(sql::CHANGED_ACTION_ROW)) {
-            written += self.connection.execute(sql::update_actions(chunk)).await?;
+            written += B::execute(&mut *self.tx, sql::update_actions(chunk)).await?;
         }
         Ok(written)
     }
@@ -177,7 +176,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             .int(limit)
             .text(destinations.as_deref())
             .flag(scope.include_unassigned);
-        self.connection.fetch_all(claim).await?.iter().map(action_from_row).collect()
+        B::fetch_all(&mut *self.tx, claim).await?.iter().map(action_from_row).collect()
     }
 
     async fn renew_lease(
@@ -188,7 +187,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     ) -> Result<bool, StoreError> {
         let renew =
             Statement::new(sql::RENEW_LEASE).text(key.as_str()).int(ownership_version).int(until.timestamp_millis());
-        Ok(self.connection.execute(renew).await? == 1)
+        Ok(B::execute(&mut *self.tx, renew).await? == 1)
     }
 
     async fn count_attempts(
@@ -200,7 +199,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         // The claims are an OR chain, and SQLite refuses an expression more than 1,000 deep: a
         // worker batch of 1,000 is counted in two statements.
         for chunk in claims.chunks(sql::CLAIMS_PER_COUNT) {
-            for row in self.connection.fetch_all(sql::count_attempts(chunk, now.timestamp_millis())).await? {
+            for row in B::fetch_all(&mut *self.tx, sql::count_attempts(chunk, now.timestamp_millis())).await? {
                 counted.push(keyed_number(&row, "key", "attempts")?);
             }
         }
@@ -209,22 +208,22 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
 
     async fn attempt_started_under(&mut self, key: &ActionKey, ownership_version: i64) -> Result<bool, StoreError> {
         let count = Statement::new(sql::ATTEMPT_STARTED_UNDER).text(key.as_str()).int(ownership_version);
-        Ok(self.connection.fetch_one(count).await?.int("count")? > 0)
+        Ok(B::fetch_one(&mut *self.tx, count).await?.int("count")? > 0)
     }
 
     async fn cut_off_attempts(&mut self, key: &ActionKey, except: i64) -> Result<i64, StoreError> {
         let mark = Statement::new(sql::CUT_OFF_ATTEMPTS).text(key.as_str()).int(except);
-        Ok(i64::try_from(self.connection.execute(mark).await?).unwrap_or(i64::MAX))
+        Ok(i64::try_from(B::execute(&mut *self.tx, mark).await?).unwrap_or(i64::MAX))
     }
 
     async fn find_attempt(&mut self, id: i64) -> Result<Option<Attempt>, StoreError> {
-        let row = self.connection.fetch_optional(Statement::new(sql::SELECT_ATTEMPT).int(id)).await?;
+        let row = B::fetch_optional(&mut *self.tx, Statement::new(sql::SELECT_ATTEMPT).int(id)).await?;
         row.as_ref().map(attempt_from_row).transpose()
     }
 
     async fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> Result<(), StoreError> {
         for chunk in deliveries.chunks(rows_per_statement(sql::DELIVERY_ROW)) {
-            self.connection.execute(sql::insert_deliveries(chunk)).await?;
+            B::execute(&mut *self.tx, sql::insert_deliveries(chunk)).await?;
         }
         Ok(())
     }
@@ -232,7 +231,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     async fn insert_attempts(&mut self, attempts: &[Attempt]) -> Result<Vec<(ActionKey, i64)>, StoreError> {
         let mut ids = Vec::with_capacity(attempts.len());
         for chunk in attempts.chunks(rows_per_statement(sql::STARTED_ATTEMPT_ROW)) {
-            for row in self.connection.fetch_all(sql::insert_attempts(chunk)).await? {
+            for row in B::fetch_all(&mut *self.tx, sql::insert_attempts(chunk)).await? {
                 ids.push(keyed_number(&row, "action_key", "id")?);
             }
         }
@@ -245,7 +244,8 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     }
 
     async fn waiting_proposals(&mut self, key: &ActionKey) -> Result<Vec<ProposalRecord>, StoreError> {
-        let rows = self.connection.fetch_all(Statement::new(sql::SELECT_WAITING_PROPOSALS).text(key.as_str())).await?;
+        let rows =
+            B::fetch_all(&mut *self.tx, Statement::new(sql::SELECT_WAITING_PROPOSALS).text(key.as_str())).await?;
         rows.iter().map(proposal_from_row).collect()
     }
 
@@ -258,7 +258,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             .text(p.event_id.as_deref())
             .int(p.source_version)
             .int(p.received_at.timestamp_millis());
-        self.connection.execute(keep).await?;
+        B::execute(&mut *self.tx, keep).await?;
         Ok(())
     }
 
@@ -276,7 +276,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
                 .text(person)
                 .int(now.timestamp_millis())
                 .int(id);
-            decided += self.connection.execute(decide).await?;
+            decided += B::execute(&mut *self.tx, decide).await?;
         }
         Ok(decided)
     }
@@ -289,11 +289,11 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     ) -> Result<u64, StoreError> {
         let acknowledge =
             Statement::new(sql::ACKNOWLEDGE_LATE_RESULTS).text(key.as_str()).text(person).int(now.timestamp_millis());
-        Ok(self.connection.execute(acknowledge).await?)
+        Ok(B::execute(&mut *self.tx, acknowledge).await?)
     }
 
     async fn insert_lookup(&mut self, lookup: &LookupRecord) -> Result<(), StoreError> {
-        self.connection.execute(sql::insert_lookup(lookup)).await?;
+        B::execute(&mut *self.tx, sql::insert_lookup(lookup)).await?;
         Ok(())
     }
 
@@ -303,7 +303,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     }
 
     async fn insert_refusal(&mut self, refusal: &RefusedSubmission) -> Result<(), StoreError> {
-        self.connection.execute(sql::insert_refusal(refusal)).await?;
+        B::execute(&mut *self.tx, sql::insert_refusal(refusal)).await?;
         Ok(())
     }
 
@@ -311,7 +311,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         let Some(ask) = B::DIALECT.purge_permission else {
             return Ok(());
         };
-        let row = self.connection.fetch_one(Statement::new(ask)).await?;
+        let row = B::fetch_one(&mut *self.tx, Statement::new(ask)).await?;
         if row.flag("may")? {
             return Ok(());
         }
@@ -327,7 +327,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         settled_before: Timestamp,
     ) -> Result<Vec<ActionKey>, StoreError> {
         let candidates = sql::purge_candidates(states, settled_before.timestamp_millis());
-        let rows = self.connection.fetch_all(candidates).await?;
+        let rows = B::fetch_all(&mut *self.tx, candidates).await?;
         rows.iter()
             .map(|row| {
                 let key = row.text("key")?;
@@ -339,12 +339,12 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     async fn tombstone(&mut self, keys: &[ActionKey]) -> Result<PurgeCounts, StoreError> {
         let mut counts = PurgeCounts::default();
         for chunk in keys.chunks(sql::KEYS_PER_PURGE_STATEMENT) {
-            counts.actions += count(self.connection.execute(sql::empty_purged_actions(chunk)).await?);
-            self.connection.execute(sql::delete_purged_proposals(chunk)).await?;
+            counts.actions += count(B::execute(&mut *self.tx, sql::empty_purged_actions(chunk)).await?);
+            B::execute(&mut *self.tx, sql::delete_purged_proposals(chunk)).await?;
             // In the order of PURGED_HISTORIES.
             let PurgeCounts { deliveries, attempts, lookups, .. } = &mut counts;
             for (table, removed) in sql::PURGED_HISTORIES.into_iter().zip([deliveries, attempts, lookups]) {
-                *removed += count(self.connection.execute(sql::delete_purged_history(table, chunk)).await?);
+                *removed += count(B::execute(&mut *self.tx, sql::delete_purged_history(table, chunk)).await?);
             }
         }
         Ok(counts)
@@ -363,82 +363,27 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             .int(run.counts.deliveries)
             .int(run.counts.attempts)
             .int(run.counts.lookups);
-        let id = self.connection.fetch_one(insert).await?.int("id")?;
+        let id = B::fetch_one(&mut *self.tx, insert).await?.int("id")?;
         for chunk in keys.chunks(sql::KEYS_PER_PURGE_STATEMENT) {
-            self.connection.execute(sql::mark_purged(id, chunk)).await?;
+            B::execute(&mut *self.tx, sql::mark_purged(id, chunk)).await?;
         }
         Ok(id)
     }
 
     async fn purge_of(&mut self, key: &ActionKey) -> Result<Option<PurgeRecord>, StoreError> {
-        let row = self.connection.fetch_optional(Statement::new(sql::SELECT_PURGE_OF).text(key.as_str())).await?;
+        let row = B::fetch_optional(&mut *self.tx, Statement::new(sql::SELECT_PURGE_OF).text(key.as_str())).await?;
         row.as_ref().map(purge_from_row).transpose()
     }
 
     async fn commit(mut self) -> Result<(), StoreError> {
-        // On SQLite, the deferred writes go with the COMMIT where each fits one statement.
-        let last = if matches!(self.connection, TxConnection::Commands(_))
-            && self.finished.len() <= rows_per_statement(sql::FINISHED_ATTEMPT_ROW)
-            && self.audit.len() <= rows_per_statement(sql::AUDIT_ROW)
-        {
-            let (finished, audit) = (std::mem::take(&mut self.finished), std::mem::take(&mut self.audit));
-            sql::sqlite_deferred_writes(&finished, &audit)
-        } else {
-            self.write_deferred().await?;
-            None
-        };
-        match self.connection {
-            TxConnection::Sqlx(tx) => tx.commit().await?,
-            TxConnection::Commands(tx) => {
-                tx.commit_with(last).await?;
-            }
-        }
+        self.write_deferred().await?;
+        self.tx.commit().await?;
         Ok(())
     }
 
     async fn rollback(self) -> Result<(), StoreError> {
-        match self.connection {
-            TxConnection::Sqlx(tx) => tx.rollback().await?,
-            TxConnection::Commands(tx) => tx.rollback().await?,
-        }
+        self.tx.rollback().await?;
         Ok(())
-    }
-}
-
-/// How a transaction's statements reach the database.
-pub(crate) enum TxConnection<B: Backend> {
-    /// sqlx's own transaction, whose `BEGIN` and `COMMIT` are round trips of their own
-    /// (PostgreSQL).
-    Sqlx(sqlx::Transaction<'static, B>),
-    /// `BEGIN` sent with the first statement and `COMMIT` with the deferred writes (SQLite, see
-    /// [`OneCommandTx`]).
-    Commands(OneCommandTx<B>),
-}
-
-impl<B: Backend> TxConnection<B> {
-    async fn fetch_all(&mut self, statement: Statement<B>) -> Result<Vec<B::Row>, sqlx::Error> {
-        match self {
-            Self::Sqlx(tx) => B::fetch_all(&mut **tx, statement).await,
-            Self::Commands(tx) => tx.fetch_all(statement).await,
-        }
-    }
-
-    async fn fetch_optional(&mut self, statement: Statement<B>) -> Result<Option<B::Row>, sqlx::Error> {
-        match self {
-            Self::Sqlx(tx) => B::fetch_optional(&mut **tx, statement).await,
-            Self::Commands(tx) => tx.fetch_optional(statement).await,
-        }
-    }
-
-    async fn fetch_one(&mut self, statement: Statement<B>) -> Result<B::Row, sqlx::Error> {
-        self.fetch_optional(statement).await?.ok_or(sqlx::Error::RowNotFound)
-    }
-
-    async fn execute(&mut self, statement: Statement<B>) -> Result<u64, sqlx::Error> {
-        match self {
-            Self::Sqlx(tx) => B::execute(&mut **tx, statement).await,
-            Self::Commands(tx) => tx.execute(statement).await,
-        }
     }
 }
 

@@ -488,48 +488,26 @@ pub(crate) fn sqlite_start_attempts<B: Backend>(now_ms: i64, claims: &[AttemptSt
 
 /// SQLite: what a transaction writes back at the end of a result, as one command (see
 /// [`Dialect::statements_in_one_command`]): [`update_actions_sql`] for `actions`, answering the id of
-/// each action written (the count the ledger checks), then the deferred writes of
-/// [`sqlite_deferred_writes`]. One hop to SQLite's thread instead of three while the write lock is
-/// held.
+/// each action written (the count the ledger checks), then the ends of `finished` attempts
+/// ([`finish_attempts_sql`]) and the audit entries `entries` ([`append_audit`]) that the
+/// transaction deferred, each only where it has rows. One hop to SQLite's thread instead of three
+/// while the write lock is held.
 pub(crate) fn sqlite_update_actions_with_deferred<B: Backend>(
     actions: &[&ActionRecord],
     finished: &[Attempt],
     entries: &[AuditEntry],
 ) -> Statement<B> {
-    let update = Statement::new(format!("{} RETURNING id", update_actions_sql(Params::InOrder, actions.len())))
+    let mut statement = Statement::new(format!("{} RETURNING id", update_actions_sql(Params::InOrder, actions.len())))
         .rows(CHANGED_ACTION_ROW, actions.iter().copied());
-    then_deferred(Some(update), finished, entries).expect("the update at least")
-}
-
-/// SQLite: the writes a transaction deferred, as one command of separate statements: the ends of
-/// `finished` attempts ([`finish_attempts_sql`]) and the audit entries `entries`
-/// ([`append_audit`]), each only where it has rows; `None` where there is nothing.
-pub(crate) fn sqlite_deferred_writes<B: Backend>(finished: &[Attempt], entries: &[AuditEntry]) -> Option<Statement<B>> {
-    then_deferred(None, finished, entries)
-}
-
-fn then_deferred<B: Backend>(
-    mut statement: Option<Statement<B>>,
-    finished: &[Attempt],
-    entries: &[AuditEntry],
-) -> Option<Statement<B>> {
     if !finished.is_empty() {
-        let sql = finish_attempts_sql(Params::InOrder, finished.len());
-        statement = Some(then(statement, &sql).rows(FINISHED_ATTEMPT_ROW, finished));
+        statement = statement.push("; ").push(&finish_attempts_sql(Params::InOrder, finished.len()));
+        statement = statement.rows(FINISHED_ATTEMPT_ROW, finished);
     }
     if !entries.is_empty() {
-        let sql = insert_sql("audit_trail", Params::InOrder, entries.len(), AUDIT_ROW);
-        statement = Some(then(statement, &sql).rows(AUDIT_ROW, entries));
+        statement = statement.push("; ").push(&insert_sql("audit_trail", Params::InOrder, entries.len(), AUDIT_ROW));
+        statement = statement.rows(AUDIT_ROW, entries);
     }
     statement
-}
-
-/// `sql` after `statement`, if any, in the same command.
-fn then<B: Backend>(statement: Option<Statement<B>>, sql: &str) -> Statement<B> {
-    match statement {
-        Some(statement) => statement.push("; ").push(sql),
-        None => Statement::new(sql.to_owned()),
-    }
 }
 
 /// How many claims outlived their lease by time `$1`: the console's warning.

@@ -464,9 +464,9 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                 sizes,
                 cases,
                 print,
-                |prefix, n| {
+                |prefix, n, destination| {
                     let pool = pool.clone();
-                    async move { drain::seed_sqlite(&pool, &prefix, n).await }
+                    async move { drain::seed_sqlite(&pool, &prefix, n, destination).await }
                 },
                 || drain::raw_drain_sqlite(pool.clone()),
                 None,
@@ -503,10 +503,10 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                 sizes,
                 cases,
                 print,
-                |prefix, n| {
+                |prefix, n, destination| {
                     let pool = pool.clone();
                     async move {
-                        drain::seed_postgres(&pool, &prefix, n).await?;
+                        drain::seed_postgres(&pool, &prefix, n, destination).await?;
                         // Each case starts from a table without the dead rows of the last.
                         drain::plain_postgres(&pool, "VACUUM ANALYZE actions").await
                     }
@@ -541,8 +541,9 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
 }
 
 /// The drain cases, twice each, alternating, so that a slow moment of the disk does not land on
-/// one side only: the raw drain, the worker's path one action at a time, and batched; each
-/// against the raw drain of its round.
+/// one side only: the raw drain, the worker's path one action at a time (for actions without a
+/// destination, and for a destination that declares an idempotency key, whose claims start their
+/// attempts), and batched; each against the raw drain of its round.
 #[allow(clippy::too_many_arguments, reason = "the two raw closures are the only backend-specific parts")]
 async fn drain_cases<S, SF, SFut, R, RF>(
     ledger: &Ledger<S>,
@@ -556,7 +557,7 @@ async fn drain_cases<S, SF, SFut, R, RF>(
 ) -> Result<(), Error>
 where
     S: Store,
-    SF: Fn(String, usize) -> SFut,
+    SF: Fn(String, usize, Option<&'static str>) -> SFut,
     SFut: std::future::Future<Output = Result<(), Error>>,
     R: Fn() -> RF,
     RF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
@@ -564,17 +565,25 @@ where
     if sizes.drain == 0 {
         return Ok(());
     }
+    let protected = drain::protected(ledger);
     for round in 1..=2 {
         let mut raw_rate = None;
-        for batch in [0, 1, sizes.batch] {
-            let name = match batch {
-                0 => format!("raw drain, round {round}"),
-                1 => format!("library drain, per action, round {round}"),
-                n => format!("library drain, batched ({n} per commit), round {round}"),
+        // (batch, destination); batch 0 is the raw drain.
+        for (batch, destination) in [(0, None), (1, None), (1, Some(drain::PROTECTED)), (sizes.batch, None)] {
+            let name = match (batch, destination) {
+                (0, _) => format!("raw drain, round {round}"),
+                (1, None) => format!("library drain, per action, round {round}"),
+                (1, Some(_)) => format!("library drain, per action, keyed destination, round {round}"),
+                (n, _) => format!("library drain, batched ({n} per commit), round {round}"),
             };
-            seed(format!("drain-{round}-{batch}"), sizes.drain).await?;
+            let tag = if destination.is_some() { "keyed" } else { "plain" };
+            seed(format!("drain-{round}-{batch}-{tag}"), sizes.drain, destination).await?;
             let before = cpu.map(drain::ServerCpu::seconds);
-            let measured = if batch == 0 { raw().await? } else { drain::library_drain(ledger, batch).await? };
+            let measured = match (batch, destination) {
+                (0, _) => raw().await?,
+                (_, Some(_)) => drain::library_drain(&protected, batch).await?,
+                (_, None) => drain::library_drain(ledger, batch).await?,
+            };
             let cpu_seconds = cpu.zip(before).map(|(cpu, before)| cpu.seconds() - before);
             let drained = measured.1.len();
             if drained != sizes.drain {

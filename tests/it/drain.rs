@@ -1,4 +1,5 @@
-//! `bench --drain`: a backlog of pending actions worked off raw, per action and batched, on each
+//! `bench --drain`: a backlog of pending actions worked off raw, per action (for actions without a
+//! destination, and for one declaring an idempotency key, whose claims start their attempts) and batched, on each
 //! store, every action drained exactly once, with the server's CPU per action on PostgreSQL.
 
 use crate::support;
@@ -25,7 +26,12 @@ fn drain(db: &str) -> Vec<serde_json::Value> {
 fn check(cases: &[serde_json::Value], cpu_measured: Option<bool>) {
     let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
     for round in 1..=2 {
-        for case in ["raw drain", "library drain, per action", "library drain, batched (64 per commit)"] {
+        for case in [
+            "raw drain",
+            "library drain, per action",
+            "library drain, per action, keyed destination",
+            "library drain, batched (64 per commit)",
+        ] {
             let name = format!("{case}, round {round}");
             assert!(names.contains(&name.as_str()), "{name} missing from {names:?}");
         }

@@ -1,7 +1,8 @@
 //! The drain cases: a backlog of pending actions (the situation after an outage), worked off by
 //! 16 workers, first by three hand-written statements per action (the raw baseline, on the same
 //! database just before), then through the worker's own path one action at a time (claim, start
-//! attempt, record result: three commits), then in batches. On PostgreSQL each case also reports
+//! attempt, record result: three commits), the same for a destination that declares an
+//! idempotency key (the claim starts the attempt: two commits), then in batches. On PostgreSQL each case also reports
 //! the database server's CPU time per action.
 
 use super::{Case, LEASE, case, completed};
@@ -13,8 +14,8 @@ use std::time::Duration;
 /// Workers draining the backlog in each case.
 pub const WORKERS: usize = 16;
 
-/// Puts `$1` pending actions in the backlog, keyed `PREFIX:n`, created at `$2`: the rows a
-/// submission would have made, in one statement.
+/// Puts `$1` pending actions in the backlog, keyed `PREFIX:n`, created at `$2`, for destination
+/// `$3` (none where NULL): the rows a submission would have made, in one statement.
 fn seed_sql(postgres: bool, prefix: &str) -> String {
     let series = if postgres {
         "generate_series(1, $1::bigint) AS n"
@@ -23,9 +24,23 @@ fn seed_sql(postgres: bool, prefix: &str) -> String {
     };
     format!(
         "INSERT INTO actions (key, state, payload, fingerprint, ownership_version, revision, attempts, \
-         attempts_in_round, created_at, updated_at) SELECT '{prefix}:' || CAST(n AS TEXT), 'pending', '{{}}', 'f', \
-         0, 1, 0, 0, $2, $2 FROM {series}"
+         attempts_in_round, created_at, updated_at, destination) SELECT '{prefix}:' || CAST(n AS TEXT), 'pending', \
+         '{{}}', 'f', 0, 1, 0, 0, $2, $2, CAST($3 AS TEXT) FROM {series}"
     )
+}
+
+/// The destination of the protected per-action case: it declares an idempotency key, so that
+/// each claim starts its attempt in the same commit (a first attempt: no window runs yet).
+pub const PROTECTED: &str = "bench-keyed";
+
+/// The ledger of the protected per-action case: `ledger`, knowing that [`PROTECTED`] takes an
+/// idempotency key (kept a day).
+pub(super) fn protected<S: Store>(ledger: &Ledger<S>) -> Ledger<S> {
+    let keyed = crate::domain::Capabilities { idempotency_retention: Some(Duration::from_hours(24)), lookup: false };
+    ledger.clone().with_destinations(crate::domain::DestinationCatalog::new(
+        std::collections::BTreeMap::from([(PROTECTED.to_owned(), keyed)]),
+        None,
+    ))
 }
 
 /// The raw drain's claim: the oldest pending action, with an ownership version increment
@@ -47,11 +62,17 @@ const RAW_COMPLETE: &str = "UPDATE actions SET state = 'completed', claimed_by =
 /// backend's pool.
 macro_rules! raw_drain {
     ($drain:ident, $seed:ident, $pool:ty, $postgres:expr) => {
-        pub(super) async fn $seed(pool: &$pool, prefix: &str, actions: usize) -> Result<(), Error> {
+        pub(super) async fn $seed(
+            pool: &$pool,
+            prefix: &str,
+            actions: usize,
+            destination: Option<&str>,
+        ) -> Result<(), Error> {
             let now = chrono::Utc::now().timestamp_millis() - 1000;
             sqlx::query(sqlx::AssertSqlSafe(seed_sql($postgres, prefix)))
                 .bind(i64::try_from(actions).unwrap_or(i64::MAX))
                 .bind(now)
+                .bind(destination.map(str::to_owned))
                 .execute(pool)
                 .await
                 .map_err(StoreError::from)?;

@@ -117,45 +117,13 @@ async fn a_claim_starts_its_attempt_exactly_where_the_destination_protects_again
         ("cs:none", false),
     ];
     for (k, starts) in expected {
-        let claim = &claims[k];
-        let was = &before[k];
-        assert_eq!(claim.started.is_some(), starts, "{k}");
-        assert_eq!(ledger.destinations().claim_may_start(was), starts, "{k}: the store applies the domain's rule");
-        // The claim as every caller knows it: the action before its attempt started.
-        assert_eq!(claim.action.attempts, was.attempts, "{k}");
-        assert_eq!(claim.action.attempts_in_round, was.attempts_in_round, "{k}");
-        assert_eq!(claim.action.first_sent_at, was.first_sent_at, "{k}");
-        assert_eq!(claim.action.window_started_at, was.window_started_at, "{k}");
-        let now = find(&db, k).await;
-        let at = claim.action.updated_at;
-        let attempts = l.store().attempts(&key(k)).await.unwrap();
-        let under_claim: Vec<_> =
-            attempts.iter().filter(|a| a.ownership_version == claim.ownership_version()).collect();
-        if let Some(started) = claim.started {
-            // What a claim and a start would have written, at the claim's time.
-            assert_eq!(now.attempts, was.attempts + 1, "{k}");
-            assert_eq!(now.attempts_in_round, was.attempts_in_round + 1, "{k}");
-            assert_eq!(now.first_sent_at, was.first_sent_at.or(Some(at)), "{k}");
-            assert_eq!(now.window_started_at, was.window_started_at.or(Some(at)), "{k}");
-            assert_eq!(under_claim.len(), 1, "{k}: one attempt under the claim");
-            let attempt = under_claim[0];
-            assert_eq!((attempt.id, attempt.number), (started.id, started.number), "{k}");
-            assert_eq!(attempt.number, now.attempts, "{k}: numbered by the count");
-            assert_eq!(attempt.worker, "w1");
-            assert_eq!(attempt.started_at, at, "{k}: started at the claim's time");
-            assert_eq!(attempt.idempotency_key.as_deref(), Some(k), "{k}: the sending key");
-            assert_eq!((attempt.ended_at, attempt.outcome), (None, None), "{k}: not ended");
-        } else {
-            assert_eq!(now.attempts, was.attempts, "{k}");
-            assert_eq!(now.first_sent_at, was.first_sent_at, "{k}");
-            assert!(under_claim.is_empty(), "{k}: nothing started");
-        }
-        assert_eq!((now.state, now.ownership_version), (State::InProgress, was.ownership_version + 1), "{k}");
-        // The claim's entry only: starting writes none.
-        let trail = l.store().audit_trail(&key(k)).await.unwrap();
-        let last = trail.last().unwrap();
-        assert_eq!((last.event, last.ownership_version), (Event::Claimed, claim.ownership_version()), "{k}");
-        assert_eq!(last.at, at, "{k}");
+        assert_eq!(claims[k].started.is_some(), starts, "{k}");
+        assert_eq!(
+            ledger.destinations().claim_may_start(&before[k]),
+            starts,
+            "{k}: the store applies the domain's rule"
+        );
+        claimed_as_a_claim_and_a_start_would_leave_it(&db, k, &claims[k], &before[k]).await;
     }
 
     // Starting them all: the claims that started theirs answer it, and write nothing.
@@ -184,6 +152,51 @@ async fn a_claim_starts_its_attempt_exactly_where_the_destination_protects_again
         let attempts = l.store().attempts(&key(k)).await.unwrap();
         assert_eq!(attempts.last().unwrap().outcome, Some(AttemptOutcome::Succeeded), "{k}");
     }
+}
+
+/// What a claim left of action `k` (read as `was` before it): the claim as every caller knows it,
+/// and, where it started the attempt, what a claim and a start would have written.
+async fn claimed_as_a_claim_and_a_start_would_leave_it<S: Store>(
+    db: &TestDb<S>,
+    k: &str,
+    claim: &Claim,
+    was: &ActionRecord,
+) {
+    let l = &db.ledger;
+    // The claim as every caller knows it: the action before its attempt started.
+    assert_eq!(claim.action.attempts, was.attempts, "{k}");
+    assert_eq!(claim.action.attempts_in_round, was.attempts_in_round, "{k}");
+    assert_eq!(claim.action.first_sent_at, was.first_sent_at, "{k}");
+    assert_eq!(claim.action.window_started_at, was.window_started_at, "{k}");
+    let now = find(db, k).await;
+    let at = claim.action.updated_at;
+    let attempts = l.store().attempts(&key(k)).await.unwrap();
+    let under_claim: Vec<_> = attempts.iter().filter(|a| a.ownership_version == claim.ownership_version()).collect();
+    if let Some(started) = claim.started {
+        // What a claim and a start would have written, at the claim's time.
+        assert_eq!(now.attempts, was.attempts + 1, "{k}");
+        assert_eq!(now.attempts_in_round, was.attempts_in_round + 1, "{k}");
+        assert_eq!(now.first_sent_at, was.first_sent_at.or(Some(at)), "{k}");
+        assert_eq!(now.window_started_at, was.window_started_at.or(Some(at)), "{k}");
+        assert_eq!(under_claim.len(), 1, "{k}: one attempt under the claim");
+        let attempt = under_claim[0];
+        assert_eq!((attempt.id, attempt.number), (started.id, started.number), "{k}");
+        assert_eq!(attempt.number, now.attempts, "{k}: numbered by the count");
+        assert_eq!(attempt.worker, "w1");
+        assert_eq!(attempt.started_at, at, "{k}: started at the claim's time");
+        assert_eq!(attempt.idempotency_key.as_deref(), Some(k), "{k}: the sending key");
+        assert_eq!((attempt.ended_at, attempt.outcome), (None, None), "{k}: not ended");
+    } else {
+        assert_eq!(now.attempts, was.attempts, "{k}");
+        assert_eq!(now.first_sent_at, was.first_sent_at, "{k}");
+        assert!(under_claim.is_empty(), "{k}: nothing started");
+    }
+    assert_eq!((now.state, now.ownership_version), (State::InProgress, was.ownership_version + 1), "{k}");
+    // The claim's entry only: starting writes none.
+    let trail = l.store().audit_trail(&key(k)).await.unwrap();
+    let last = trail.last().unwrap();
+    assert_eq!((last.event, last.ownership_version), (Event::Claimed, claim.ownership_version()), "{k}");
+    assert_eq!(last.at, at, "{k}");
 }
 
 async fn a_started_attempt_given_back_unsent_ends_as_not_sent_and_spends_no_budget<S: Store>(db: TestDb<S>) {
@@ -398,4 +411,45 @@ async fn a_worker_killed_between_claim_and_send_leaves_one_record_on_each_path<S
             assert_eq!(records[0]["id"].as_str(), action.destination_id.as_deref());
         }
     }
+}
+
+/// PostgreSQL's guards let a worker's login make the claim that starts its attempt (one step of
+/// revision and of the attempt count, a window started where none ran) and end it unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_role_claims_and_starts_in_one_statement_and_gives_back_unsent() {
+    let Some(url) = crate::support::pg::fresh_database().await else { return };
+    let admin = actionledger::store::PostgresStore::open(&url).await.unwrap();
+    let database = url.split('?').next().unwrap().rsplit('/').next().unwrap().to_owned();
+    let login = format!("{database}_claimstart");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {login} LOGIN PASSWORD 'secret-{login}' IN ROLE actionledger_worker"
+    )))
+    .execute(admin.pool())
+    .await
+    .unwrap();
+    let scheme_end = url.find("://").unwrap() + 3;
+    let rest = &url[scheme_end..];
+    let host_start = rest.find('/').map_or(rest.len(), |slash| rest[..slash].rfind('@').map_or(0, |at| at + 1));
+    let login_url = format!("{}{login}:secret-{login}@{}", &url[..scheme_end], &rest[host_start..]);
+    let store = actionledger::store::PostgresStore::open_with(&login_url, 2).await.unwrap();
+    let worker = Ledger::new(store).with_destinations(catalog());
+
+    for k in ["role:keyed", "role:looked"] {
+        worker.submit(&raw(k, Some(k.trim_start_matches("role:")))).await.unwrap();
+    }
+    let claims = by_key(worker.claim("w1", LEASE, 2).await.expect("a worker claims and starts"));
+    assert!(claims.values().all(|c| c.started.is_some()));
+    worker.release(&claims["role:keyed"], "worker shutting down before sending").await.expect("a worker gives back");
+    let claim = &claims["role:looked"];
+    let attempt = worker.start_attempt(claim).await.unwrap();
+    worker
+        .record_result(claim, attempt, &report(Outcome::Completed { destination_id: "D-1".into() }))
+        .await
+        .expect("a worker records the result");
+    let admin = Ledger::new(admin);
+    let looked = admin.detail(&key("role:looked")).await.unwrap();
+    assert_eq!((looked.action.state, looked.attempts.len()), (State::Completed, 1));
+    let keyed = admin.detail(&key("role:keyed")).await.unwrap();
+    assert_eq!((keyed.action.state, keyed.action.attempts_in_round), (State::Pending, 0));
+    assert_eq!(keyed.attempts[0].outcome, Some(AttemptOutcome::FailedBeforeWrite));
 }

@@ -18,7 +18,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "ACTIONS")]
     worker_memory: Option<usize>,
     /// Only the drain cases: a backlog of this many pending actions worked off by 16 workers, raw
-    /// and through the worker's path (one action at a time, and batched), twice each.
+    /// and through the worker's path (one action at a time, also for a destination declaring an
+    /// idempotency key, whose claims start their attempts; and batched), twice each.
     #[arg(long, value_name = "ACTIONS", conflicts_with = "worker_memory")]
     drain: Option<usize>,
     /// With --worker-memory: the worker's batch size.

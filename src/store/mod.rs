@@ -2,8 +2,8 @@
 //!
 //! A [`Store`] hands out short write transactions ([`LedgerTx`]) made of a few primitive
 //! statements, makes the two writes of a worker's path that need no decision in between (a claim
-//! with its audit entries, the start of attempts) as transactions of their own, and answers read
-//! queries. The rules (what may change, and when) live once in
+//! with its audit entries, and the attempts it starts where the ledger says so; the start of
+//! attempts) as transactions of their own, and answers read queries. The rules (what may change, and when) live once in
 //! [`crate::ledger`]; the stores only read and write rows, always conditionally on the revision
 //! they read, inside transactions that lock what they change.
 //!

@@ -460,6 +460,8 @@ async fn perform_batch<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) ->
         return Ok(());
     }
     let batch: Vec<Claim> = ready.iter().map(|r| r.claim.clone()).collect();
+    // Claims that started their attempts themselves (a destination that protects against a repeat)
+    // are answered without a round trip; where every claim of the batch did, none is made.
     let started = shared.ledger.start_attempts(&batch).await?;
     let mut exchanges = JoinSet::new();
     for (item, attempt) in ready.into_iter().zip(started) {

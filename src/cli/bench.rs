@@ -18,7 +18,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "ACTIONS")]
     worker_memory: Option<usize>,
     /// Only the drain cases: a backlog of this many pending actions worked off by 16 workers, raw
-    /// and through the worker's path (one action at a time, and batched), twice each.
+    /// and through the worker's path (one action at a time, also for a destination declaring an
+    /// idempotency key, whose claims start their attempts; and batched), twice each.
     #[arg(long, value_name = "ACTIONS", conflicts_with = "worker_memory")]
     drain: Option<usize>,
     /// With --worker-memory: the worker's batch size.
@@ -125,10 +126,12 @@ fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
     if sizes.drain_only {
         println!(
             "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
-             the raw drain measured just before it",
+             the raw drain measured just before it (end to end: {} producers enqueue the backlog, then the \
+             workers drain it; the ratio is to the raw end to end)",
             sizes.drain,
             sizes.drain,
-            crate::bench::DRAIN_WORKERS
+            crate::bench::DRAIN_WORKERS,
+            crate::bench::DRAIN_PRODUCERS
         );
     } else {
         println!(

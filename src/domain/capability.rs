@@ -33,6 +33,50 @@ impl Capabilities {
         let key_in_window = self.idempotency_retention.is_some() && !self.window_passed(first_sent, now);
         key_in_window || self.lookup
     }
+
+    /// Whether a claim of an action here may start its attempt in the same commit, the idempotency
+    /// window of the action starting at `window_started` (`None`: no window is running, a first
+    /// attempt or the first after a person's retry).
+    ///
+    /// Only where "claimed but not sent" and "maybe sent" are recovered the same way: a takeover of
+    /// the claim after a crash must be safe (rule 5) whether or not the request went out. A lookup
+    /// finds the record before anything is sent again, whenever it is asked. An idempotency key
+    /// protects a repeat only inside its window, and a running window must first pass rule 4's
+    /// check (made by the worker before anything counts as sent), so a key counts only before any
+    /// window has started: the window then starts at the claim, the repeat goes out inside it.
+    pub fn claim_may_start(&self, window_started: Option<Timestamp>) -> bool {
+        self.lookup || (self.idempotency_retention.is_some() && window_started.is_none())
+    }
+}
+
+/// Which claims start their attempt in the claim's own commit, as a store applies it inside the
+/// claim: the destinations by name, split by whether a running idempotency window matters. Built
+/// from [`Capabilities::claim_may_start`] only ([`DestinationCatalog::starts_at_claim`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartsAtClaim {
+    /// Destinations whose claims always start their attempt (they declare a lookup).
+    pub always: Vec<String>,
+    /// Destinations whose claims start their attempt only while no idempotency window is running.
+    pub before_window: Vec<String>,
+    /// The destination of actions submitted without one.
+    pub default_destination: Option<String>,
+}
+
+impl StartsAtClaim {
+    /// Whether the claim of `action` starts its attempt: what the store's claim statement applies
+    /// to each row it claims.
+    pub fn starts(&self, action: &ActionRecord) -> bool {
+        let Some(name) = action.destination.as_deref().or(self.default_destination.as_deref()) else {
+            return false;
+        };
+        let named = |list: &[String]| list.iter().any(|d| d == name);
+        named(&self.always) || (named(&self.before_window) && action.window_started_at.is_none())
+    }
+
+    /// Whether no claim starts its attempt: the claim is the plain one.
+    pub fn is_empty(&self) -> bool {
+        self.always.is_empty() && self.before_window.is_empty()
+    }
 }
 
 /// What the ledger establishes inside its transaction, from the claim as locked, before a claim
@@ -106,6 +150,31 @@ impl DestinationCatalog {
     pub fn protects_against_repeat(&self, action: &ActionRecord, now: Timestamp) -> bool {
         self.of(action).is_some_and(|c| c.protects_against_repeat(action.window_started_at, now))
     }
+
+    /// Whether the claim of `action` may start its attempt in the same commit
+    /// ([`Capabilities::claim_may_start`] of its destination as declared here).
+    pub fn claim_may_start(&self, action: &ActionRecord) -> bool {
+        self.of(action).is_some_and(|c| c.claim_may_start(action.window_started_at))
+    }
+
+    /// [`DestinationCatalog::claim_may_start`] as lists a store applies inside its claim
+    /// statement: each destination classed by asking the one function with and without a running
+    /// window.
+    pub fn starts_at_claim(&self) -> StartsAtClaim {
+        let running = Some(Timestamp::default());
+        let mut starts = StartsAtClaim::default();
+        for (name, capabilities) in &self.by_name {
+            if capabilities.claim_may_start(running) {
+                starts.always.push(name.clone());
+            } else if capabilities.claim_may_start(None) {
+                starts.before_window.push(name.clone());
+            }
+        }
+        if !starts.is_empty() {
+            starts.default_destination.clone_from(&self.default_destination);
+        }
+        starts
+    }
 }
 
 #[cfg(test)]
@@ -142,5 +211,57 @@ mod tests {
         assert!(catalog.protects_against_repeat(&action(None, Some(t0)), past_window), "the default destination");
         assert!(!catalog.protects_against_repeat(&action(Some("elsewhere"), Some(t0)), in_window));
         assert!(!DestinationCatalog::default().protects_against_repeat(&action(None, None), t0));
+    }
+
+    fn catalog_of_each_kind() -> DestinationCatalog {
+        let keyed = Capabilities { idempotency_retention: Some(Duration::from_mins(1)), lookup: false };
+        let looked = Capabilities { idempotency_retention: None, lookup: true };
+        let both = Capabilities { idempotency_retention: Some(Duration::from_mins(1)), lookup: true };
+        DestinationCatalog::new(
+            BTreeMap::from([
+                ("keyed".to_owned(), keyed),
+                ("looked".to_owned(), looked),
+                ("both".to_owned(), both),
+                ("bare".to_owned(), Capabilities::default()),
+            ]),
+            Some("keyed".to_owned()),
+        )
+    }
+
+    #[test]
+    fn a_claim_starts_its_attempt_only_where_a_takeover_is_safe_whatever_was_sent() {
+        let t0 = Timestamp::default();
+        let catalog = catalog_of_each_kind();
+        // A lookup protects whenever it is asked: running window or not.
+        assert!(catalog.claim_may_start(&action(Some("looked"), None)));
+        assert!(catalog.claim_may_start(&action(Some("looked"), Some(t0))));
+        assert!(catalog.claim_may_start(&action(Some("both"), Some(t0))));
+        // A key protects only before any window runs: a running one passes rule 4 first.
+        assert!(catalog.claim_may_start(&action(Some("keyed"), None)));
+        assert!(!catalog.claim_may_start(&action(Some("keyed"), Some(t0))));
+        // The default destination for an action without one; nothing assumed for others.
+        assert!(catalog.claim_may_start(&action(None, None)));
+        assert!(!catalog.claim_may_start(&action(None, Some(t0))));
+        assert!(!catalog.claim_may_start(&action(Some("bare"), None)));
+        assert!(!catalog.claim_may_start(&action(Some("elsewhere"), None)));
+        assert!(!DestinationCatalog::default().claim_may_start(&action(None, None)));
+    }
+
+    #[test]
+    fn the_lists_a_store_applies_decide_as_the_function_does() {
+        let t0 = Timestamp::default();
+        let catalog = catalog_of_each_kind();
+        let starts = catalog.starts_at_claim();
+        assert_eq!(starts.always, ["both", "looked"]);
+        assert_eq!(starts.before_window, ["keyed"]);
+        for destination in [None, Some("keyed"), Some("looked"), Some("both"), Some("bare"), Some("elsewhere")] {
+            for window in [None, Some(t0)] {
+                let action = action(destination, window);
+                assert_eq!(starts.starts(&action), catalog.claim_may_start(&action), "{destination:?} {window:?}");
+            }
+        }
+        let none = DestinationCatalog::new(BTreeMap::from([("bare".to_owned(), Capabilities::default())]), None);
+        assert!(none.starts_at_claim().is_empty());
+        assert_eq!(none.starts_at_claim(), StartsAtClaim::default());
     }
 }

@@ -51,8 +51,14 @@ pub struct Ledger<S> {
 /// version is the fencing token every result write is checked against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
+    /// The action as claimed, before any attempt under this claim started.
     pub action: ActionRecord,
     pub worker: String,
+    /// The attempt the claim started in its own commit, where the action's destination protects
+    /// against a repeat whatever was sent ([`crate::domain::Capabilities::claim_may_start`]):
+    /// [`Ledger::start_attempt`] answers it without writing, and a release or hold before the
+    /// request went out ends it as not sent.
+    pub started: Option<StartedAttempt>,
 }
 
 impl Claim {
@@ -380,9 +386,19 @@ impl<S: Store> Ledger<S> {
             transition: Transition { event: Event::Claimed, from: State::Pending, to: State::InProgress },
             actor_kind: ActorKind::Worker,
         };
+        // Where a takeover after a crash would be safe whether or not the request went out, the
+        // claim starts the attempt in its own commit: one commit fewer per action.
+        let starts = self.destinations.starts_at_claim();
         retrying(|| async {
-            let claimed = self.store.claim_with_audit(worker, lease, limit, scope, audit).await?;
-            Ok(claimed.into_iter().map(|action| Claim { action, worker: worker.to_owned() }).collect())
+            let claimed = self.store.claim_with_audit(worker, lease, limit, scope, audit, &starts).await?;
+            Ok(claimed
+                .into_iter()
+                .map(|claimed| Claim {
+                    action: claimed.action,
+                    worker: worker.to_owned(),
+                    started: claimed.started.map(|s| StartedAttempt { id: s.id, number: s.number }),
+                })
+                .collect())
         })
         .await
         .inspect(|claims: &Vec<Claim>| metrics::claimed(claims.len()))
@@ -408,14 +424,17 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Records that an attempt is about to be sent, under a claim that is still current. From
-    /// here on the destination may act, so the idempotency window counts from the first one.
+    /// here on the destination may act, so the idempotency window counts from the first one. A
+    /// claim that started its attempt itself ([`Claim::started`]) answers that attempt, and nothing
+    /// is written.
     pub async fn start_attempt(&self, claim: &Claim) -> Result<StartedAttempt, LedgerError> {
         self.start_attempts(std::slice::from_ref(claim)).await?.pop().expect("one start per claim")
     }
 
     /// Batched [`Ledger::start_attempt`]: one transaction (one durable commit) and two statements
     /// for many claims, each still checked against its own ownership version. A fenced claim gets
-    /// its own error; the others start.
+    /// its own error; the others start. Claims that started their attempt themselves answer it
+    /// without a write; where every claim did, nothing is sent to the store.
     #[tracing::instrument(skip_all, fields(claims = claims.len()))]
     pub async fn start_attempts(
         &self,
@@ -424,6 +443,7 @@ impl<S: Store> Ledger<S> {
         refuse_repeated_keys(claims.iter().map(Claim::key))?;
         let starts: Vec<AttemptStart<'_>> = claims
             .iter()
+            .filter(|claim| claim.started.is_none())
             .map(|claim| AttemptStart {
                 key: claim.key(),
                 ownership_version: claim.ownership_version(),
@@ -433,13 +453,18 @@ impl<S: Store> Ledger<S> {
             .collect();
         // One write transaction of its own (one statement where the store can): the ownership
         // version and state in its conditions are the fencing check, and nothing else is decided.
-        let counted = retrying(|| async { Ok(self.store.start_attempts(&starts).await?) }).await?;
+        let counted = if starts.is_empty() {
+            Vec::new()
+        } else {
+            retrying(|| async { Ok(self.store.start_attempts(&starts).await?) }).await?
+        };
         let counted: HashMap<&ActionKey, &AttemptStarted> = counted.iter().map(|s| (&s.key, s)).collect();
         let mut started = Vec::with_capacity(claims.len());
         for claim in claims {
-            started.push(match counted.get(claim.key()) {
-                Some(s) => Ok(StartedAttempt { id: s.id, number: s.number }),
-                None => Err(fenced(claim, self.store.find(claim.key()).await?.as_ref())),
+            started.push(match (claim.started, counted.get(claim.key())) {
+                (Some(at_claim), _) => Ok(at_claim),
+                (None, Some(s)) => Ok(StartedAttempt { id: s.id, number: s.number }),
+                (None, None) => Err(fenced(claim, self.store.find(claim.key()).await?.as_ref())),
             });
         }
         for refused in started.iter().filter_map(|start| start.as_ref().err()) {
@@ -526,6 +551,17 @@ impl<S: Store> Ledger<S> {
                 if event == Event::Held {
                     action.last_error = Some(reason.to_owned());
                 }
+                // The attempt the claim started went nowhere: the worker gives the claim back
+                // before sending, by its own account. Ended as not sent under this claim, in the
+                // same commit, so that no takeover reads it as a request that may have gone out;
+                // and, like a crash before writing, it does not count towards the round's
+                // `max_attempts` (rule 3): giving claims back never makes an action `failed`.
+                if let Some(started) = claim.started {
+                    let outcome =
+                        if event == Event::Held { AttemptOutcome::Held } else { AttemptOutcome::FailedBeforeWrite };
+                    tx.finish_attempts(&[not_sent(claim, started, outcome, reason, now)]).await?;
+                    action.attempts_in_round = (action.attempts_in_round - 1).max(0);
+                }
                 write_action(tx, &mut action).await?;
                 let entry =
                     audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
@@ -592,7 +628,7 @@ impl<S: Store> Ledger<S> {
                 let reason = format!("lease of {previous} expired; taken over because {why}");
                 tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
                     .await?;
-                Recovery::Claimed(Claim { action, worker: worker.to_owned() })
+                Recovery::Claimed(Claim { action, worker: worker.to_owned(), started: None })
             } else {
                 let transition = action.transition(Event::LeaseExpired, State::Held, now)?;
                 let reason = format!(
@@ -1425,6 +1461,26 @@ async fn cut_off<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(
         action.attempts_in_round = (action.attempts_in_round - cut).max(0);
     }
     Ok(())
+}
+
+/// The end of an attempt a claim started that was never sent: the worker gave the claim back
+/// (`reason`) before its request went out.
+fn not_sent(claim: &Claim, started: StartedAttempt, outcome: AttemptOutcome, reason: &str, now: Timestamp) -> Attempt {
+    Attempt {
+        id: started.id,
+        key: claim.key().clone(),
+        number: started.number,
+        worker: claim.worker.clone(),
+        ownership_version: claim.ownership_version(),
+        started_at: now,
+        ended_at: Some(now),
+        outcome: Some(outcome),
+        error: Some(format!("not sent: {reason}")),
+        evidence: Evidence::default(),
+        idempotency_key: Some(claim.action.sending_key().to_owned()),
+        stale: false,
+        acknowledged: None,
+    }
 }
 
 /// What a lookup found, as kept with the action: its evidence body cut to the kept size.

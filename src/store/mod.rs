@@ -2,8 +2,8 @@
 //!
 //! A [`Store`] hands out short write transactions ([`LedgerTx`]) made of a few primitive
 //! statements, makes the two writes of a worker's path that need no decision in between (a claim
-//! with its audit entries, the start of attempts) as transactions of their own, and answers read
-//! queries. The rules (what may change, and when) live once in
+//! with its audit entries, and the attempts it starts where the ledger says so; the start of
+//! attempts) as transactions of their own, and answers read queries. The rules (what may change, and when) live once in
 //! [`crate::ledger`]; the stores only read and write rows, always conditionally on the revision
 //! they read, inside transactions that lock what they change.
 //!
@@ -42,7 +42,7 @@ pub use url::redact_url;
 
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
-    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp, Transition,
+    PurgeCounts, PurgeRecord, RefusedSubmission, StartsAtClaim, State, Timestamp, Transition,
 };
 use std::future::Future;
 
@@ -77,6 +77,7 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         // The per-action path's statements that write several tables at once, PostgreSQL's only.
         hot.extend([
             ("claim with its audit entries", statements::pg_claim_with_audit_sql(3)),
+            ("claim that starts attempts", statements::pg_claim_and_start_sql(3)),
             ("start attempts", statements::pg_start_attempts_sql(3)),
             ("lock actions and read the clock", statements::pg_lock_actions_now_sql(3)),
             ("finish an attempt with its audit entries", statements::pg_finish_attempts_with_audit_sql(1, 2)),
@@ -295,6 +296,16 @@ pub struct AttemptStarted {
     pub id: i64,
 }
 
+/// One action claimed by [`Store::claim_with_audit`]: the action as claimed, as it was before any
+/// attempt started (its attempt counts, first send time and window start as a separate start
+/// would have found them), and the attempt started in the claim's own commit, where the claim
+/// started one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub action: ActionRecord,
+    pub started: Option<AttemptStarted>,
+}
+
 /// A ledger database.
 pub trait Store: Clone + Send + Sync + 'static {
     type Tx: LedgerTx;
@@ -309,6 +320,11 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// which on PostgreSQL is one autocommitted statement (the clock read, the claim and the audit
     /// entries together: one round trip). Returns the claimed actions; each one's `updated_at` is
     /// the database time of the claim.
+    ///
+    /// Each claimed action that `starts` names ([`StartsAtClaim::starts`], as the ledger decided
+    /// from the destinations' declarations) also has its attempt started in the same write
+    /// transaction (the same statement on PostgreSQL), exactly as [`Store::start_attempts`] would
+    /// start it under the new claim, worker `worker`, at the claim's time.
     fn claim_with_audit(
         &self,
         worker: &str,
@@ -316,7 +332,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
         scope: &ClaimScope,
         audit: ClaimAudit,
-    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+        starts: &StartsAtClaim,
+    ) -> impl Future<Output = Result<Vec<Claimed>, StoreError>> + Send;
 
     /// Starts an attempt under each claim that is still current (its key at that ownership
     /// version, in progress): counts it on the action (setting the first send time and the start

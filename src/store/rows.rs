@@ -44,6 +44,26 @@ fn key(text: &str) -> Result<ActionKey, StoreError> {
     ActionKey::parse_existing(text).map_err(|_| corrupt("action key", text))
 }
 
+/// A row of PostgreSQL's claim that starts attempts ([`super::statements::pg_claim_and_start_sql`]):
+/// the action as claimed, before its attempt started (the claim as every caller knows it), and the
+/// attempt started with it.
+pub(crate) fn claimed_from_row(row: &impl Columns) -> Result<super::Claimed, StoreError> {
+    let mut action = action_from_row(row)?;
+    if row.int("starts")? == 0 {
+        return Ok(super::Claimed { action, started: None });
+    }
+    let started = super::AttemptStarted {
+        key: action.key.clone(),
+        number: row.int("attempt_number")?,
+        id: row.int("attempt_id")?,
+    };
+    action.attempts -= 1;
+    action.attempts_in_round -= 1;
+    action.first_sent_at = row.opt_int("claimed_first_sent_at")?.map(from_millis);
+    action.window_started_at = row.opt_int("claimed_window_started_at")?.map(from_millis);
+    Ok(super::Claimed { action, started: Some(started) })
+}
+
 pub(crate) fn action_from_row(row: &impl Columns) -> Result<ActionRecord, StoreError> {
     let proposal = match (row.opt_text("proposed_payload")?, row.opt_text("proposed_fingerprint")?) {
         (Some(payload), Some(fingerprint)) => Some(Proposal {

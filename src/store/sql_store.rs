@@ -3,20 +3,20 @@
 use super::backend::{Backend, Statement};
 use super::one_command::OneCommandTx;
 use super::rows::{
-    Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, delivery_from_row, keyed_number,
-    lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
-    state_pair_from_row,
+    Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, claimed_from_row,
+    delivery_from_row, keyed_number, lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row,
+    state_count_from_row, state_figures_from_row, state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::{
-    AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, Clock, LedgerTx as _, ListFilter, SchemaStatus, StateFigures,
-    Store, StoreError,
+    AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, SchemaStatus,
+    StateFigures, Store, StoreError,
 };
 use crate::domain::record::from_millis;
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalRecord, PurgeRecord,
-    RefusedSubmission, State, Timestamp,
+    RefusedSubmission, StartsAtClaim, State, Timestamp,
 };
 use crate::domain::{Evidence, Transition};
 use std::future::Future;
@@ -71,12 +71,18 @@ impl<S: SqlStore> Store for S {
         limit: i64,
         scope: &ClaimScope,
         audit: ClaimAudit,
-    ) -> Result<Vec<ActionRecord>, StoreError> {
+        starts: &StartsAtClaim,
+    ) -> Result<Vec<Claimed>, StoreError> {
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
         let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
         if S::Backend::DIALECT.writes_in_one_statement {
             let Transition { event, from, to } = audit.transition;
-            let claim = Statement::new(sql::pg_claim_with_audit_sql(limit))
+            let sql = if starts.is_empty() {
+                sql::pg_claim_with_audit_sql(limit)
+            } else {
+                sql::pg_claim_and_start_sql(limit)
+            };
+            let claim = Statement::new(sql)
                 .text(worker)
                 .int(lease_ms)
                 .int(SqlStore::clock(self).shift_ms())
@@ -86,10 +92,17 @@ impl<S: SqlStore> Store for S {
                 .text(event.as_str())
                 .text(from.as_str())
                 .text(to.as_str());
-            return autocommit(self, claim).await?.iter().map(action_from_row).collect();
+            if starts.is_empty() {
+                let rows = autocommit(self, claim).await?;
+                return rows.iter().map(|row| Ok(Claimed { action: action_from_row(row)?, started: None })).collect();
+            }
+            let (always, before_window) = (json_list(&starts.always), json_list(&starts.before_window));
+            let claim =
+                claim.text(starts.default_destination.as_deref()).text(always.as_str()).text(before_window.as_str());
+            return autocommit(self, claim).await?.iter().map(claimed_from_row).collect();
         }
-        if S::Backend::DIALECT.statements_in_one_command {
-            return claim_in_two_commands(self, worker, lease, limit, scope, audit).await;
+        if S::Backend::DIALECT.statements_in_one_command && limit <= sql::CLAIMS_PER_COUNT as i64 {
+            return claim_in_two_commands(self, worker, lease, limit, scope, audit, starts).await;
         }
         let mut tx = self.begin().await?;
         let claimed = async {
@@ -98,7 +111,27 @@ impl<S: SqlStore> Store for S {
             for action in &claimed {
                 tx.append_audit(&audit.entry(action, worker)).await?;
             }
-            Ok::<_, StoreError>(claimed)
+            // The attempts the claim starts, in the same transaction, as a start would make them.
+            let mut starting: Vec<AttemptStart<'_>> = claimed
+                .iter()
+                .filter(|action| starts.starts(action))
+                .map(|action| AttemptStart {
+                    key: &action.key,
+                    ownership_version: action.ownership_version,
+                    worker,
+                    idempotency_key: action.sending_key(),
+                })
+                .collect();
+            starting.sort_by(|a, b| a.key.cmp(b.key));
+            let started = start_in_tx(&mut tx, &starting, now).await?;
+            let mut started: std::collections::HashMap<ActionKey, AttemptStarted> =
+                started.into_iter().map(|s| (s.key.clone(), s)).collect();
+            Ok::<_, StoreError>(
+                claimed
+                    .iter()
+                    .map(|action| Claimed { action: action.clone(), started: started.remove(&action.key) })
+                    .collect::<Vec<_>>(),
+            )
         }
         .await;
         match claimed {
@@ -131,40 +164,7 @@ impl<S: SqlStore> Store for S {
         let mut tx = self.begin().await?;
         let started = async {
             let now = tx.now().await?;
-            let current: Vec<(&ActionKey, i64)> = starts.iter().map(|s| (s.key, s.ownership_version)).collect();
-            let counted = tx.count_attempts(&current, now).await?;
-            let numbers: std::collections::HashMap<&ActionKey, i64> =
-                counted.iter().map(|(key, number)| (key, *number)).collect();
-            let attempts: Vec<Attempt> = starts
-                .iter()
-                .filter_map(|start| {
-                    numbers.get(start.key).map(|&number| Attempt {
-                        id: 0,
-                        key: start.key.clone(),
-                        number,
-                        worker: start.worker.to_owned(),
-                        ownership_version: start.ownership_version,
-                        started_at: now,
-                        ended_at: None,
-                        outcome: None,
-                        error: None,
-                        evidence: Evidence::default(),
-                        idempotency_key: Some(start.idempotency_key.to_owned()),
-                        stale: false,
-                        acknowledged: None,
-                    })
-                })
-                .collect();
-            let ids = tx.insert_attempts(&attempts).await?;
-            let ids: std::collections::HashMap<&ActionKey, i64> = ids.iter().map(|(key, id)| (key, *id)).collect();
-            Ok::<_, StoreError>(
-                attempts
-                    .iter()
-                    .filter_map(|a| {
-                        ids.get(&a.key).map(|&id| AttemptStarted { key: a.key.clone(), number: a.number, id })
-                    })
-                    .collect::<Vec<_>>(),
-            )
+            start_in_tx(&mut tx, &starts, now).await
         }
         .await;
         match started {
@@ -288,6 +288,50 @@ impl<S: SqlStore> Store for S {
     }
 }
 
+/// Starts an attempt under each claim that is still current, inside transaction `tx` at time
+/// `now`: counts it on the action and inserts it, numbered by that count (the statements one by
+/// one of [`Store::start_attempts`], and the attempts a SQLite claim starts). The claims in key
+/// order.
+async fn start_in_tx<T: LedgerTx>(
+    tx: &mut T,
+    starts: &[AttemptStart<'_>],
+    now: Timestamp,
+) -> Result<Vec<AttemptStarted>, StoreError> {
+    if starts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let current: Vec<(&ActionKey, i64)> = starts.iter().map(|s| (s.key, s.ownership_version)).collect();
+    let counted = tx.count_attempts(&current, now).await?;
+    let numbers: std::collections::HashMap<&ActionKey, i64> =
+        counted.iter().map(|(key, number)| (key, *number)).collect();
+    let attempts: Vec<Attempt> = starts
+        .iter()
+        .filter_map(|start| {
+            numbers.get(start.key).map(|&number| Attempt {
+                id: 0,
+                key: start.key.clone(),
+                number,
+                worker: start.worker.to_owned(),
+                ownership_version: start.ownership_version,
+                started_at: now,
+                ended_at: None,
+                outcome: None,
+                error: None,
+                evidence: Evidence::default(),
+                idempotency_key: Some(start.idempotency_key.to_owned()),
+                stale: false,
+                acknowledged: None,
+            })
+        })
+        .collect();
+    let ids = tx.insert_attempts(&attempts).await?;
+    let ids: std::collections::HashMap<&ActionKey, i64> = ids.iter().map(|(key, id)| (key, *id)).collect();
+    Ok(attempts
+        .iter()
+        .filter_map(|a| ids.get(&a.key).map(|&id| AttemptStarted { key: a.key.clone(), number: a.number, id }))
+        .collect())
+}
+
 /// [`Store::start_attempts`] as one autocommitted statement per chunk of claims (PostgreSQL).
 async fn start_in_one_statement<S: SqlStore>(
     store: &S,
@@ -305,7 +349,9 @@ async fn start_in_one_statement<S: SqlStore>(
 }
 
 /// [`Store::claim_with_audit`] as two commands (SQLite, see [`OneCommandTx`]): the claim with the
-/// transaction's `BEGIN`, then the audit entries of what it claimed with its `COMMIT`.
+/// transaction's `BEGIN`; then the audit entries of what it claimed, the attempts it starts (as
+/// [`sql::sqlite_start_attempts_sql`], for the claims `starts` names) and the `COMMIT`. At most
+/// [`sql::CLAIMS_PER_COUNT`] claims, so that the attempts' statements fit one command.
 ///
 /// The time is this host's (SQLite's clock), read before the write lock is taken: a claim that
 /// waited for the lock has a lease shorter by that wait, never longer, and an action whose backoff
@@ -317,7 +363,8 @@ async fn claim_in_two_commands<S: SqlStore>(
     limit: i64,
     scope: &ClaimScope,
     audit: ClaimAudit,
-) -> Result<Vec<ActionRecord>, StoreError> {
+    starts: &StartsAtClaim,
+) -> Result<Vec<Claimed>, StoreError> {
     let now = Store::now(store).await?;
     let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
     let claim = Statement::new(S::Backend::DIALECT.claim)
@@ -331,9 +378,32 @@ async fn claim_in_two_commands<S: SqlStore>(
     let claimed: Vec<ActionRecord> =
         tx.begin_with(claim).await?.iter().map(action_from_row).collect::<Result<_, _>>()?;
     let entries: Vec<AuditEntry> = claimed.iter().map(|action| audit.entry(action, worker)).collect();
-    let append = (!entries.is_empty()).then(|| sql::append_audit(&entries));
-    tx.commit_with(append).await?;
-    Ok(claimed)
+    // The attempts the claim starts, in the same transaction, as a start would make them.
+    let mut starting: Vec<AttemptStart<'_>> = claimed
+        .iter()
+        .filter(|action| starts.starts(action))
+        .map(|action| AttemptStart {
+            key: &action.key,
+            ownership_version: action.ownership_version,
+            worker,
+            idempotency_key: action.sending_key(),
+        })
+        .collect();
+    starting.sort_by(|a, b| a.key.cmp(b.key));
+    let mut last = (!entries.is_empty()).then(|| sql::append_audit(&entries));
+    if let Some(append) = last.take_if(|_| !starting.is_empty()) {
+        last = Some(sql::then_sqlite_start_attempts(append, now.timestamp_millis(), &starting));
+    }
+    let mut started: std::collections::HashMap<ActionKey, AttemptStarted> = tx
+        .commit_with(last)
+        .await?
+        .iter()
+        .map(|row| {
+            let (key, number) = keyed_number(row, "action_key", "number")?;
+            Ok((key.clone(), AttemptStarted { key, number, id: row.int("id")? }))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(claimed.into_iter().map(|action| Claimed { started: started.remove(&action.key), action }).collect())
 }
 
 /// [`Store::start_attempts`] as one command (SQLite, see [`OneCommandTx`] and
@@ -351,6 +421,11 @@ async fn start_in_one_command<S: SqlStore>(
             Ok(AttemptStarted { key, number, id: row.int("id")? })
         })
         .collect()
+}
+
+/// Names as a JSON list, as the claim statements take them.
+fn json_list(names: &[String]) -> String {
+    serde_json::Value::from(names.to_vec()).to_string()
 }
 
 /// Runs a statement that is a write transaction of its own (autocommitted) on a connection from

@@ -143,6 +143,65 @@ pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
     TEXT.replace("{limit}", &limit.max(0).to_string())
 }
 
+/// PostgreSQL: [`pg_claim_with_audit_sql`], which also starts the attempt of each claimed action
+/// whose destination protects against a repeat whatever was sent, in the same statement (one
+/// commit where a claim and a start made two): the ledger says which (`$10` the destination of
+/// actions without one, `$11` the JSON list of destinations whose claims always start their
+/// attempt, `$12` of those whose claims start it only while no idempotency window runs; see
+/// [`crate::domain::StartsAtClaim`]). For those rows the statement does what
+/// [`pg_start_attempts_sql`] does: counts the attempt, sets the first send time and the start of
+/// the window where unset, and inserts the attempt (worker `$1`, the action's sending key),
+/// numbered by that count, at the claim's time. The revision moves one step, as for any one write.
+///
+/// Each row answers the action as written, with `starts` (1 where the attempt started, else 0),
+/// the first send time and window start as they were before (`claimed_first_sent_at`,
+/// `claimed_window_started_at`), and the started attempt's `attempt_id` and `attempt_number`.
+pub(crate) fn pg_claim_and_start_sql(limit: i64) -> String {
+    const TEXT: &str = concat!(
+        "WITH ",
+        pg_clock!("$3"),
+        ", picked AS MATERIALIZED (",
+        runnable!(
+            "(SELECT now FROM clock)",
+            "{limit}",
+            "$4",
+            "$5",
+            " FOR UPDATE OF a SKIP LOCKED",
+            "(SELECT json_array_elements_text($4::json))"
+        ),
+        "), starting AS (SELECT a.id AS picked_id, a.first_sent_at AS claimed_first_sent_at, ",
+        "a.window_started_at AS claimed_window_started_at, CASE WHEN ",
+        "COALESCE(a.destination, CAST($10 AS TEXT)) IN (SELECT json_array_elements_text($11::json)) ",
+        "OR (a.window_started_at IS NULL ",
+        "AND COALESCE(a.destination, CAST($10 AS TEXT)) IN (SELECT json_array_elements_text($12::json))) ",
+        "THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END AS starts FROM actions a ",
+        "WHERE a.id IN (SELECT id FROM picked)), ",
+        "claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
+        "ownership_version = ownership_version + 1, revision = revision + 1, ",
+        "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
+        "not_before = NULL, updated_at = (SELECT now FROM clock), ",
+        "attempts = attempts + s.starts, attempts_in_round = attempts_in_round + s.starts, ",
+        "first_sent_at = CASE WHEN s.starts = 1 THEN COALESCE(first_sent_at, (SELECT now FROM clock)) ",
+        "ELSE first_sent_at END, ",
+        "window_started_at = CASE WHEN s.starts = 1 THEN COALESCE(window_started_at, (SELECT now FROM clock)) ",
+        "ELSE window_started_at END ",
+        "FROM starting s WHERE id = s.picked_id AND state = 'pending' RETURNING ",
+        action_columns!(),
+        ", s.starts, s.claimed_first_sent_at, s.claimed_window_started_at",
+        "), audit AS (INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ",
+        "ownership_version, revision, reason) SELECT key, updated_at, $1, CAST($6 AS TEXT), CAST($7 AS TEXT), ",
+        "CAST($8 AS TEXT), CAST($9 AS TEXT), ownership_version, revision, NULL FROM claimed ORDER BY id), ",
+        "started AS (INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ",
+        "idempotency_key) SELECT key, attempts, $1, ownership_version, updated_at, COALESCE(idempotency_key, key) ",
+        "FROM claimed WHERE starts = 1 ORDER BY key RETURNING action_key, id AS attempt_id, number AS attempt_number) ",
+        "SELECT ",
+        action_columns!(),
+        ", starts, claimed_first_sent_at, claimed_window_started_at, attempt_id, attempt_number ",
+        "FROM claimed LEFT JOIN started ON action_key = key"
+    );
+    TEXT.replace("{limit}", &limit.max(0).to_string())
+}
+
 /// SQLite runs inside this process, as one writer at a time: a write transaction takes the
 /// database's write lock as it begins (`BEGIN IMMEDIATE`), so what it reads stays true until it
 /// commits and there is nothing left to lock row by row; its clock is this host's, so asking it
@@ -477,8 +536,21 @@ pub(crate) fn sqlite_start_attempts_sql(claims: usize) -> String {
 }
 
 pub(crate) fn sqlite_start_attempts<B: Backend>(now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
+    bind_start_attempts(Statement::new(sqlite_start_attempts_sql(claims.len())), now_ms, claims)
+}
+
+/// [`sqlite_start_attempts`] after `statement`, in the same command.
+pub(crate) fn then_sqlite_start_attempts<B: Backend>(
+    statement: Statement<B>,
+    now_ms: i64,
+    claims: &[AttemptStart<'_>],
+) -> Statement<B> {
+    bind_start_attempts(statement.push("; ").push(&sqlite_start_attempts_sql(claims.len())), now_ms, claims)
+}
+
+fn bind_start_attempts<B: Backend>(statement: Statement<B>, now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
     // The count's values, as [`count_attempts`] binds them, then the insert's.
-    let statement = Statement::new(sqlite_start_attempts_sql(claims.len())).int(now_ms).int(now_ms).int(now_ms);
+    let statement = statement.int(now_ms).int(now_ms).int(now_ms);
     claims
         .iter()
         .fold(statement, |statement, claim| statement.text(claim.key.as_str()).int(claim.ownership_version))

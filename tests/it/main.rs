@@ -7,6 +7,7 @@ mod support;
 
 mod bench;
 mod canon;
+mod claim_start;
 mod cli;
 mod concurrency;
 mod conformance;

@@ -5,8 +5,8 @@
 //! transaction sends `BEGIN` and `COMMIT` as commands of their own. Here `BEGIN IMMEDIATE` goes
 //! with the transaction's first statements and `COMMIT` with its last (see
 //! [`Dialect::statements_in_one_command`](super::backend::Dialect::statements_in_one_command)):
-//! a claim is two commands instead of four, the start of attempts one instead of four
-//! (docs/BENCHMARKS.md, "The drain").
+//! a claim is two commands instead of four (six when it starts attempts), the start of attempts
+//! one instead of four (docs/BENCHMARKS.md, "The drain").
 //!
 //! sqlx does not know of such a transaction and cannot roll it back. So a connection whose
 //! transaction may still be open (a statement failed, or the caller went away while a command

@@ -5,7 +5,7 @@
 //! write; the same tests run on PostgreSQL, where each statement goes on its own.
 
 use crate::support::TestDb;
-use actionledger::domain::{ActionKey, Event, Evidence, RawSubmission, State};
+use actionledger::domain::{ActionKey, Capabilities, DestinationCatalog, Event, Evidence, RawSubmission, State};
 use actionledger::ledger::{Outcome, Recorded, Report};
 use actionledger::store::Store;
 use sqlx::Connection as _;
@@ -21,6 +21,7 @@ conformance!(
     a_claim_whose_audit_entry_fails_claims_nothing,
     a_start_whose_attempt_fails_counts_nothing,
     a_result_whose_audit_entry_fails_records_nothing,
+    a_claim_whose_started_attempt_fails_claims_and_starts_nothing,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -150,4 +151,33 @@ async fn a_result_whose_audit_entry_fails_records_nothing<S: Store>(db: TestDb<S
     assert!(attempts[0].ended_at.is_some());
     let trail = l.store().audit_trail(&key("record:1")).await.unwrap();
     assert_eq!(trail.iter().filter(|e| e.to_state == State::Completed).count(), 1);
+}
+
+async fn a_claim_whose_started_attempt_fails_claims_and_starts_nothing<S: Store>(db: TestDb<S>) {
+    // A destination with a lookup protects against a repeat: its claims start their attempts.
+    let looked = Capabilities { idempotency_retention: None, lookup: true };
+    let l = db.ledger.clone().with_destinations(DestinationCatalog::new(
+        std::collections::BTreeMap::from([("looked".to_owned(), looked)]),
+        None,
+    ));
+    let submission = RawSubmission { destination: Some("looked".to_owned()), ..raw("claim-start:1") };
+    l.submit(&submission).await.unwrap();
+    refuse(&db, "attempts", "NEW.worker = 'doomed'").await;
+    // The claim (with the BEGIN, on SQLite), its audit entry and the attempt count run, then the
+    // attempt's insert is refused.
+    assert!(l.claim("doomed", LEASE, 1).await.is_err(), "the refused attempt fails the claim");
+    let action = l.store().find(&key("claim-start:1")).await.unwrap().unwrap();
+    assert_eq!((action.state, action.ownership_version, action.attempts), (State::Pending, 0, 0));
+    assert!(l.store().attempts(&key("claim-start:1")).await.unwrap().is_empty());
+    let trail = l.store().audit_trail(&key("claim-start:1")).await.unwrap();
+    assert!(trail.iter().all(|e| e.event != Event::Claimed), "no claim entry: {trail:?}");
+    writes_go_on(&db, "after-claim-start").await;
+    allow(&db, "attempts").await;
+    let claim = tokio::time::timeout(PATIENCE, l.claim("doomed", LEASE, 1)).await.unwrap().unwrap().pop().unwrap();
+    let started = claim.started.expect("the claim starts the attempt");
+    assert_eq!(started.number, 1);
+    let attempts = l.store().attempts(&key("claim-start:1")).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].id, started.id);
+    assert_eq!(l.store().find(&key("claim-start:1")).await.unwrap().unwrap().attempts, 1);
 }

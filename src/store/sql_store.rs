@@ -101,7 +101,9 @@ impl<S: SqlStore> Store for S {
                 claim.text(starts.default_destination.as_deref()).text(always.as_str()).text(before_window.as_str());
             return autocommit(self, claim).await?.iter().map(claimed_from_row).collect();
         }
-        if S::Backend::DIALECT.statements_in_one_command && limit <= sql::CLAIMS_PER_COUNT as i64 {
+        if S::Backend::DIALECT.statements_in_one_command
+            && usize::try_from(limit).is_ok_and(|limit| limit <= sql::CLAIMS_PER_COUNT)
+        {
             return claim_in_two_commands(self, worker, lease, limit, scope, audit, starts).await;
         }
         let mut tx = self.begin().await?;

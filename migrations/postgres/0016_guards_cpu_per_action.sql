@@ -12,7 +12,9 @@
 --     value of the column is written. The value lists become domains over text with the same
 --     values; the columns take them and the old CHECKs go. A column of a domain reads back as
 --     text (the server describes it by its base type), and a value outside the list is refused
---     with the same SQLSTATE 23514 (check_violation).
+--     with the same SQLSTATE 23514 (check_violation). The list of events follows in
+--     0070_event_domain.sql: migration 0040 replaces its CHECK, and on a new ledger runs after
+--     this one.
 --   * actionledger_session_duties() (0012) looked up the owner of `actions` with a query
 --     (SPI: plan, executor start and end) at every call, about ten calls per action. The owner
 --     test now runs only where it can change the answer: a session that holds both duties gets 3
@@ -25,13 +27,15 @@
 --     once. The guards that asked actionledger_session_may() ask for the duties directly (one
 --     function call instead of two).
 
--- The value lists of 0001 and 0011 (and 0040's event), as domains. Created without their
+-- The value lists of 0001 and 0011 but the events', as domains. Created without their
 -- constraint first: a column moved from text to a domain with no constraint is relabelled in
--- place (binary coercible: no rewrite of the table, its indexes kept), while one moved to a domain
--- with a constraint is rewritten. The constraints are then added to the domains, which checks
--- every existing value once (a scan, no rewrite).
+-- place (binary coercible: the table is not rewritten, and its indexes are kept but for the two
+-- partial ones whose predicate reads `state`, actions_claimable and actions_lease, built again
+-- over the pending and claimed actions), while a column moved to a domain with a constraint is
+-- rewritten (PostgreSQL 15). The constraints are then added to the domains, which checks every
+-- existing value once (a scan, no rewrite). The tables are locked (ACCESS EXCLUSIVE) for the
+-- length of this migration.
 CREATE DOMAIN actionledger_state AS TEXT;
-CREATE DOMAIN actionledger_event AS TEXT;
 CREATE DOMAIN actionledger_actor_kind AS TEXT;
 CREATE DOMAIN actionledger_attempt_outcome AS TEXT;
 
@@ -48,11 +52,9 @@ ALTER TABLE actions
     ALTER COLUMN state TYPE actionledger_state,
     ALTER COLUMN resume_state TYPE actionledger_state;
 ALTER TABLE audit_trail
-    DROP CONSTRAINT audit_trail_event_known,
     DROP CONSTRAINT audit_trail_from_state_known,
     DROP CONSTRAINT audit_trail_to_state_known,
     DROP CONSTRAINT audit_trail_actor_kind_check,
-    ALTER COLUMN event TYPE actionledger_event,
     ALTER COLUMN from_state TYPE actionledger_state,
     ALTER COLUMN to_state TYPE actionledger_state,
     ALTER COLUMN actor_kind TYPE actionledger_actor_kind;
@@ -60,16 +62,12 @@ ALTER TABLE attempts
     DROP CONSTRAINT attempts_outcome_known,
     ALTER COLUMN outcome TYPE actionledger_attempt_outcome;
 
--- The values of the Rust enums State, Event, ActorKind and AttemptOutcome (tests/it/roles.rs
--- keeps them equal). A later migration that adds a value drops and adds the domain's constraint:
--- `ALTER DOMAIN actionledger_event DROP CONSTRAINT actionledger_event_known, ADD CONSTRAINT ...`.
+-- The values of the Rust enums State, ActorKind and AttemptOutcome (tests/it/roles.rs and
+-- tests/it/guard_cost.rs keep them equal). A later migration that adds a value drops and adds the
+-- domain's constraint: `ALTER DOMAIN actionledger_state DROP CONSTRAINT actionledger_state_known`,
+-- then `ALTER DOMAIN actionledger_state ADD CONSTRAINT actionledger_state_known CHECK (...)`.
 ALTER DOMAIN actionledger_state ADD CONSTRAINT actionledger_state_known CHECK (VALUE IN (
     'pending', 'in_progress', 'completed', 'failed', 'unknown', 'conflict', 'held', 'cancelled'));
-ALTER DOMAIN actionledger_event ADD CONSTRAINT actionledger_event_known CHECK (VALUE IN (
-    'submitted', 'payload_changed', 'claimed', 'completed', 'failed', 'retry_scheduled', 'outcome_unknown',
-    'held', 'released', 'late_result', 'claim_recovered', 'lease_expired', 'lookup_found', 'lookup_not_found',
-    'lookup_mismatch', 'retry', 'resolved_completed', 'resolved_not_written', 'cancelled', 'approved',
-    'rejected', 'taken_over', 'assigned', 'late_results_acknowledged', 'looked_up'));
 ALTER DOMAIN actionledger_actor_kind ADD CONSTRAINT actionledger_actor_kind_known CHECK (VALUE IN (
     'worker', 'person', 'source'));
 ALTER DOMAIN actionledger_attempt_outcome ADD CONSTRAINT actionledger_attempt_outcome_known CHECK (VALUE IN (
@@ -308,7 +306,6 @@ DO $$
 BEGIN
     IF to_regrole('actionledger_owner') IS NOT NULL AND pg_has_role('actionledger_owner', 'MEMBER') THEN
         ALTER DOMAIN actionledger_state OWNER TO actionledger_owner;
-        ALTER DOMAIN actionledger_event OWNER TO actionledger_owner;
         ALTER DOMAIN actionledger_actor_kind OWNER TO actionledger_owner;
         ALTER DOMAIN actionledger_attempt_outcome OWNER TO actionledger_owner;
     END IF;

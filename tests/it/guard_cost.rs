@@ -39,9 +39,7 @@ async fn each_session_is_given_the_duties_it_had() {
     let owner = session_in(&admin, &url, "o", &["actionledger_owner"]).await;
     assert_eq!(duties_of(&owner).await, 3, "a member of the owner role");
     // A worker that was granted the grant option the owner test looks for first is still a worker.
-    exec(&admin, &format!("GRANT TRIGGER ON actions TO {}_w WITH GRANT OPTION", database_name(&url)))
-        .await
-        .unwrap();
+    exec(&admin, &format!("GRANT TRIGGER ON actions TO {}_w WITH GRANT OPTION", database_name(&url))).await.unwrap();
     assert_eq!(duties_of(&worker).await, 1, "a worker with a grant option on actions");
     let worker_who_owns = session_in(&admin, &url, "wo", &["actionledger_worker", "actionledger_owner"]).await;
     assert_eq!(duties_of(&worker_who_owns).await, 3, "a worker that is also a member of the owner role");
@@ -105,8 +103,14 @@ async fn the_value_lists_are_domains_on_every_column_that_had_one() {
         assert_eq!(domain_of(pool, table, column).await.as_deref(), Some(domain), "{table}.{column}");
     }
     let strings = |values: Vec<&str>| values.into_iter().map(str::to_owned).collect::<std::collections::BTreeSet<_>>();
-    assert_eq!(domain_values(pool, "actionledger_state").await, strings(State::ALL.iter().map(|s| s.as_str()).collect()));
-    assert_eq!(domain_values(pool, "actionledger_event").await, strings(Event::ALL.iter().map(|e| e.as_str()).collect()));
+    assert_eq!(
+        domain_values(pool, "actionledger_state").await,
+        strings(State::ALL.iter().map(|s| s.as_str()).collect())
+    );
+    assert_eq!(
+        domain_values(pool, "actionledger_event").await,
+        strings(Event::ALL.iter().map(|e| e.as_str()).collect())
+    );
     assert_eq!(
         domain_values(pool, "actionledger_actor_kind").await,
         strings([ActorKind::Worker, ActorKind::Person, ActorKind::Source].iter().map(|k| k.as_str()).collect())

@@ -126,10 +126,12 @@ fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
     if sizes.drain_only {
         println!(
             "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
-             the raw drain measured just before it",
+             the raw drain measured just before it (end to end: {} producers enqueue the backlog, then the \
+             workers drain it; the ratio is to the raw end to end)",
             sizes.drain,
             sizes.drain,
-            crate::bench::DRAIN_WORKERS
+            crate::bench::DRAIN_WORKERS,
+            crate::bench::DRAIN_PRODUCERS
         );
     } else {
         println!(

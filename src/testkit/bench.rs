@@ -12,7 +12,7 @@
 mod drain;
 mod memory;
 
-pub use drain::WORKERS as DRAIN_WORKERS;
+pub use drain::{PRODUCERS as DRAIN_PRODUCERS, WORKERS as DRAIN_WORKERS};
 pub use memory::{MemoryRun, worker_memory};
 
 use crate::domain::{Capabilities, DestinationCatalog, Evidence, RawSubmission};
@@ -469,6 +469,7 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                     async move { drain::seed_sqlite(&pool, &prefix, n, destination).await }
                 },
                 || drain::raw_drain_sqlite(pool.clone()),
+                |prefix, n| drain::raw_enqueue_sqlite(pool.clone(), prefix, n),
                 None,
             )
             .await;
@@ -512,6 +513,7 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                     }
                 },
                 || drain::raw_drain_postgres(pool.clone()),
+                |prefix, n| drain::raw_enqueue_postgres(pool.clone(), prefix, n),
                 cpu,
             )
             .await;
@@ -540,12 +542,53 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
     }
 }
 
+/// One case of the drain, in the order each round runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DrainCase {
+    /// Hand-written statements, the baseline of the cases after it.
+    Raw,
+    /// The worker's path, one action at a time, for actions without a destination.
+    PerAction,
+    /// The same for a destination that declares an idempotency key: its claims start their attempts.
+    Keyed,
+    /// Claims, starts and results in batches of this many.
+    Batched(usize),
+    /// [`drain::PRODUCERS`] producers insert the backlog by hand, then the raw drain works it off:
+    /// the baseline of the library's end to end.
+    RawEndToEnd,
+    /// The backlog submitted through the library's `submit`, then drained one action at a time.
+    EndToEnd,
+}
+
+impl DrainCase {
+    fn name(self, round: usize) -> String {
+        match self {
+            Self::Raw => format!("raw drain, round {round}"),
+            Self::PerAction => format!("library drain, per action, round {round}"),
+            Self::Keyed => format!("library drain, per action, keyed destination, round {round}"),
+            Self::Batched(n) => format!("library drain, batched ({n} per commit), round {round}"),
+            Self::RawEndToEnd => format!("raw end to end (enqueue, then drain), round {round}"),
+            Self::EndToEnd => format!("library end to end, per action, round {round}"),
+        }
+    }
+
+    /// The drain whose rate is this case's baseline, if it has one.
+    fn baseline(self) -> Option<Self> {
+        match self {
+            Self::Raw | Self::RawEndToEnd => None,
+            Self::EndToEnd => Some(Self::RawEndToEnd),
+            _ => Some(Self::Raw),
+        }
+    }
+}
+
 /// The drain cases, twice each, alternating, so that a slow moment of the disk does not land on
 /// one side only: the raw drain, the worker's path one action at a time (for actions without a
 /// destination, and for a destination that declares an idempotency key, whose claims start their
-/// attempts), and batched; each against the raw drain of its round.
-#[allow(clippy::too_many_arguments, reason = "the two raw closures are the only backend-specific parts")]
-async fn drain_cases<S, SF, SFut, R, RF>(
+/// attempts), and batched, each against the raw drain of its round; then end to end (the backlog
+/// enqueued by 16 producers, then drained), the library's against the raw one of its round.
+#[allow(clippy::too_many_arguments, reason = "the raw closures are the only backend-specific parts")]
+async fn drain_cases<S, SF, SFut, R, RF, E, EF>(
     ledger: &Ledger<S>,
     store: &str,
     sizes: Sizes,
@@ -553,6 +596,7 @@ async fn drain_cases<S, SF, SFut, R, RF>(
     print: bool,
     seed: SF,
     raw: R,
+    raw_enqueue: E,
     cpu: Option<drain::ServerCpu>,
 ) -> Result<(), Error>
 where
@@ -561,39 +605,69 @@ where
     SFut: std::future::Future<Output = Result<(), Error>>,
     R: Fn() -> RF,
     RF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
+    E: Fn(String, usize) -> EF,
+    EF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
 {
     if sizes.drain == 0 {
         return Ok(());
     }
     let protected = drain::protected(ledger);
+    // The producers enqueue the same number each.
+    let enqueued = sizes.drain.div_ceil(drain::PRODUCERS) * drain::PRODUCERS;
     for round in 1..=2 {
-        let mut raw_rate = None;
-        // (batch, destination); batch 0 is the raw drain.
-        for (batch, destination) in [(0, None), (1, None), (1, Some(drain::PROTECTED)), (sizes.batch, None)] {
-            let name = match (batch, destination) {
-                (0, _) => format!("raw drain, round {round}"),
-                (1, None) => format!("library drain, per action, round {round}"),
-                (1, Some(_)) => format!("library drain, per action, keyed destination, round {round}"),
-                (n, _) => format!("library drain, batched ({n} per commit), round {round}"),
-            };
-            let tag = if destination.is_some() { "keyed" } else { "plain" };
-            seed(format!("drain-{round}-{batch}-{tag}"), sizes.drain, destination).await?;
+        let mut rates: Vec<(DrainCase, f64)> = Vec::new();
+        for kind in [
+            DrainCase::Raw,
+            DrainCase::PerAction,
+            DrainCase::Keyed,
+            DrainCase::Batched(sizes.batch),
+            DrainCase::RawEndToEnd,
+            DrainCase::EndToEnd,
+        ] {
+            let name = kind.name(round);
+            let prefix = format!("drain-{round}-{kind:?}");
+            let end_to_end = matches!(kind, DrainCase::RawEndToEnd | DrainCase::EndToEnd);
+            if !end_to_end {
+                let destination = (kind == DrainCase::Keyed).then_some(drain::PROTECTED);
+                seed(prefix.clone(), sizes.drain, destination).await?;
+            }
             let before = cpu.map(drain::ServerCpu::seconds);
-            let measured = match (batch, destination) {
-                (0, _) => raw().await?,
-                (_, Some(_)) => drain::library_drain(&protected, batch).await?,
-                (_, None) => drain::library_drain(ledger, batch).await?,
+            let (elapsed, latencies) = match kind {
+                DrainCase::Raw => raw().await?,
+                DrainCase::PerAction => drain::library_drain(ledger, 1).await?,
+                DrainCase::Keyed => drain::library_drain(&protected, 1).await?,
+                DrainCase::Batched(n) => drain::library_drain(ledger, n).await?,
+                DrainCase::RawEndToEnd | DrainCase::EndToEnd => {
+                    let (enqueue, mut latencies) = if kind == DrainCase::RawEndToEnd {
+                        raw_enqueue(prefix, enqueued).await?
+                    } else {
+                        library_submit(ledger, &prefix, enqueued).await?
+                    };
+                    let (drain, drained) = if kind == DrainCase::RawEndToEnd {
+                        raw().await?
+                    } else {
+                        drain::library_drain(ledger, 1).await?
+                    };
+                    // Every action's latency, of its enqueue and of its drain.
+                    latencies.extend(drained);
+                    (enqueue + drain, latencies)
+                }
             };
             let cpu_seconds = cpu.zip(before).map(|(cpu, before)| cpu.seconds() - before);
-            let drained = measured.1.len();
-            if drained != sizes.drain {
-                return Err(BenchError::DrainIncomplete { case: name, drained, backlog: sizes.drain }.into());
+            let backlog = if end_to_end { enqueued } else { sizes.drain };
+            // End to end, each action has two latencies: its enqueue's, then its drain's.
+            let drained = latencies.len().saturating_sub(if end_to_end { backlog } else { 0 });
+            if drained != backlog {
+                return Err(BenchError::DrainIncomplete { case: name, drained, backlog }.into());
             }
-            let mut c = drain::drain_case(&name, store, measured, cpu_seconds);
-            c.ratio_to_raw = raw_rate.map(|r| c.actions_per_sec / r);
-            if batch == 0 {
-                raw_rate = Some(c.actions_per_sec);
-            }
+            // End to end, the rate is of the whole: the actions over the enqueue's time and the
+            // drain's.
+            let mut c = drain::drain_case(&name, store, backlog, (elapsed, latencies), cpu_seconds);
+            c.ratio_to_raw = kind
+                .baseline()
+                .and_then(|base| rates.iter().find(|(k, _)| *k == base))
+                .map(|(_, rate)| c.actions_per_sec / rate);
+            rates.push((kind, c.actions_per_sec));
             if print {
                 println!("{}", line(&c));
             }

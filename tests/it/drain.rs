@@ -1,6 +1,7 @@
 //! `bench --drain`: a backlog of pending actions worked off raw, per action (for actions without a
 //! destination, and for one declaring an idempotency key, whose claims start their attempts) and batched, on each
-//! store, every action drained exactly once, with the server's CPU per action on PostgreSQL.
+//! store, and end to end (enqueued by 16 producers, then drained), every action drained exactly
+//! once, with the server's CPU per action on PostgreSQL.
 
 use crate::support;
 use std::process::Command;
@@ -20,28 +21,45 @@ fn drain(db: &str) -> Vec<serde_json::Value> {
 }
 
 /// Each case drained the whole backlog (the bench refuses to report otherwise, and says so), the
-/// raw drain is each round's baseline, and the library's cases are measured against it. The
-/// server's CPU is measured exactly when `cpu_measured` says (`None`: a server given by URL, which
-/// may or may not run on this machine).
+/// raw drain is each round's baseline for the drains, the raw end to end for the library's end to
+/// end, and each ratio is the rate over its baseline's. The server's CPU is measured exactly when
+/// `cpu_measured` says (`None`: a server given by URL, which may or may not run on this machine).
 fn check(cases: &[serde_json::Value], cpu_measured: Option<bool>) {
     let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let rate = |name: &str| {
+        let case = cases.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{name} missing from {names:?}"));
+        case["actions_per_sec"].as_f64().unwrap()
+    };
+    // The 16 producers enqueue the same number each.
+    let enqueued = BACKLOG.div_ceil(16) * 16;
     for round in 1..=2 {
-        for case in [
-            "raw drain",
-            "library drain, per action",
-            "library drain, per action, keyed destination",
-            "library drain, batched (64 per commit)",
+        for (case, baseline) in [
+            ("raw drain", None),
+            ("library drain, per action", Some("raw drain")),
+            ("library drain, per action, keyed destination", Some("raw drain")),
+            ("library drain, batched (64 per commit)", Some("raw drain")),
+            ("raw end to end (enqueue, then drain)", None),
+            ("library end to end, per action", Some("raw end to end (enqueue, then drain)")),
         ] {
             let name = format!("{case}, round {round}");
-            assert!(names.contains(&name.as_str()), "{name} missing from {names:?}");
+            let measured = cases.iter().find(|c| c["name"] == name.as_str());
+            let measured = measured.unwrap_or_else(|| panic!("{name} missing from {names:?}"));
+            let end_to_end = case.contains("end to end");
+            assert_eq!(measured["actions"], if end_to_end { enqueued } else { BACKLOG }, "{measured}");
+            assert_eq!(measured["workers"], 16, "{measured}");
+            match baseline {
+                None => assert!(measured["ratio_to_raw"].is_null(), "{measured}"),
+                Some(baseline) => {
+                    let ratio = measured["ratio_to_raw"].as_f64().unwrap();
+                    let expected = rate(&name) / rate(&format!("{baseline}, round {round}"));
+                    assert!((ratio - expected).abs() < 1e-9, "{name}: ratio {ratio}, expected {expected}");
+                }
+            }
         }
     }
-    for case in cases {
-        assert_eq!(case["actions"], BACKLOG, "{case}");
-        assert_eq!(case["workers"], 16, "{case}");
-        let raw = case["name"].as_str().unwrap().starts_with("raw drain");
-        assert_eq!(case["ratio_to_raw"].is_null(), raw, "{case}");
-        if let Some(measured) = cpu_measured {
+    assert_eq!(cases.len(), 12, "{names:?}");
+    if let Some(measured) = cpu_measured {
+        for case in cases {
             assert_eq!(case.get("db_cpu_ms_per_action").is_some(), measured, "{case}");
         }
     }

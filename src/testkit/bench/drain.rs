@@ -2,8 +2,10 @@
 //! 16 workers, first by three hand-written statements per action (the raw baseline, on the same
 //! database just before), then through the worker's own path one action at a time (claim, start
 //! attempt, record result: three commits), the same for a destination that declares an
-//! idempotency key (the claim starts the attempt: two commits), then in batches. On PostgreSQL each case also reports
-//! the database server's CPU time per action.
+//! idempotency key (the claim starts the attempt: two commits), then in batches; and end to end:
+//! 16 producers enqueue the backlog (by hand, or through `submit`), then 16 workers drain it (by
+//! hand, or one action at a time). On PostgreSQL each case also reports the database server's
+//! CPU time per action.
 
 use super::{Case, LEASE, case, completed};
 use crate::error::Error;
@@ -58,10 +60,39 @@ fn raw_claim_sql(postgres: bool) -> String {
 const RAW_COMPLETE: &str = "UPDATE actions SET state = 'completed', claimed_by = NULL, lease_expires_at = NULL, \
      destination_id = 'D', updated_at = $3 WHERE id = $1 AND ownership_version = $2 AND state = 'in_progress'";
 
-/// The raw drain (two autocommitted statements per action) and the seeding statement, for one
-/// backend's pool.
+/// The raw enqueue of the end-to-end case: one autocommitted insert of a pending action per
+/// key, by [`PRODUCERS`] producers.
+const RAW_ENQUEUE: &str = "INSERT INTO actions (key, state, payload, fingerprint, ownership_version, revision, \
+     attempts, attempts_in_round, created_at, updated_at) VALUES ($1, 'pending', '{}', 'f', 0, 1, 0, 0, $2, $2)";
+
+/// Producers enqueueing in the end-to-end cases, before the workers drain.
+pub const PRODUCERS: usize = 16;
+
+/// The raw drain (two autocommitted statements per action), its enqueue (one insert per action)
+/// and the seeding statement, for one backend's pool.
 macro_rules! raw_drain {
-    ($drain:ident, $seed:ident, $pool:ty, $postgres:expr) => {
+    ($drain:ident, $enqueue:ident, $seed:ident, $pool:ty, $postgres:expr) => {
+        pub(super) async fn $enqueue(
+            pool: $pool,
+            prefix: String,
+            actions: usize,
+        ) -> Result<(Duration, Vec<Duration>), Error> {
+            super::concurrently(PRODUCERS, actions.div_ceil(PRODUCERS), move |producer, n| {
+                let pool = pool.clone();
+                let key = format!("{prefix}:{producer}:{n}");
+                async move {
+                    sqlx::query(RAW_ENQUEUE)
+                        .bind(key)
+                        .bind(chrono::Utc::now().timestamp_millis() - 1000)
+                        .execute(&pool)
+                        .await
+                        .map_err(StoreError::from)?;
+                    Ok(1)
+                }
+            })
+            .await
+        }
+
         pub(super) async fn $seed(
             pool: &$pool,
             prefix: &str,
@@ -108,8 +139,8 @@ macro_rules! raw_drain {
     };
 }
 
-raw_drain!(raw_drain_sqlite, seed_sqlite, sqlx::SqlitePool, false);
-raw_drain!(raw_drain_postgres, seed_postgres, sqlx::PgPool, true);
+raw_drain!(raw_drain_sqlite, raw_enqueue_sqlite, seed_sqlite, sqlx::SqlitePool, false);
+raw_drain!(raw_drain_postgres, raw_enqueue_postgres, seed_postgres, sqlx::PgPool, true);
 
 /// Runs one statement without parameters (PostgreSQL's VACUUM between cases).
 pub(super) async fn plain_postgres(pool: &sqlx::PgPool, sql: &str) -> Result<(), Error> {
@@ -244,17 +275,22 @@ fn proc_stat(pid: u32) -> Option<ProcStat> {
     })
 }
 
-/// A drain case's line, with the server's CPU per action where it was measured.
+/// A drain case's line for `actions` actions, with the server's CPU per action where it was
+/// measured. The latencies are of each step that moved an action (end to end, an action has
+/// two: its enqueue's and its drain's).
 pub(super) fn drain_case(
     name: &str,
     store: &str,
+    actions: usize,
     measured: (Duration, Vec<Duration>),
     cpu_seconds: Option<f64>,
 ) -> Case {
     let (elapsed, latencies) = measured;
     let mut c = case(name, store, WORKERS, elapsed, latencies);
     #[allow(clippy::cast_precision_loss, reason = "an action count")]
-    let per_action = cpu_seconds.map(|s| s * 1000.0 / (c.actions.max(1) as f64));
-    c.db_cpu_ms_per_action = per_action;
+    let actions_f = actions.max(1) as f64;
+    c.actions = actions;
+    c.actions_per_sec = actions_f / elapsed.as_secs_f64().max(f64::EPSILON);
+    c.db_cpu_ms_per_action = cpu_seconds.map(|s| s * 1000.0 / actions_f);
     c
 }

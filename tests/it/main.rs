@@ -19,6 +19,7 @@ mod db_faults;
 mod destinations;
 mod drain;
 mod frontends;
+mod guard_cost;
 mod hostile;
 mod late;
 mod model;

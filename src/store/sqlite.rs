@@ -11,13 +11,16 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Arguments as _, Connection as _, Sqlite};
+use sqlx::{Arguments as _, ConnectOptions as _, Connection as _, Sqlite};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 /// How long a writer waits for the single write lock before reporting the database busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A statement (with its wait for the write lock) slower than this is logged as a warning.
+const SLOW_STATEMENT: Duration = Duration::from_secs(5);
 
 /// A ledger in one SQLite file, opened in WAL mode with every write transaction immediate.
 #[derive(Debug, Clone)]
@@ -118,6 +121,10 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
             .busy_timeout(BUSY_TIMEOUT)
+            // A write transaction's first command carries its BEGIN IMMEDIATE, so its time includes
+            // the wait for the write lock, which 16 writers at once make up to a second or two:
+            // warned of only when the wait is long enough to matter (sqlx's default is 1 s).
+            .log_slow_statements(log::LevelFilter::Warn, SLOW_STATEMENT)
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)

@@ -19,7 +19,8 @@ pub struct BenchArgs {
     worker_memory: Option<usize>,
     /// Only the drain cases: a backlog of this many pending actions worked off by 16 workers, raw
     /// and through the worker's path (one action at a time, also for a destination declaring an
-    /// idempotency key, whose claims start their attempts; and batched), twice each.
+    /// idempotency key, whose claims start their attempts; and batched), and end to end (16
+    /// producers enqueue the backlog, then 16 workers drain it), twice each.
     #[arg(long, value_name = "ACTIONS", conflicts_with = "worker_memory")]
     drain: Option<usize>,
     /// With --worker-memory: the worker's batch size.

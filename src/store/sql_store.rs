@@ -114,17 +114,7 @@ impl<S: SqlStore> Store for S {
                 tx.append_audit(&audit.entry(action, worker)).await?;
             }
             // The attempts the claim starts, in the same transaction, as a start would make them.
-            let mut starting: Vec<AttemptStart<'_>> = claimed
-                .iter()
-                .filter(|action| starts.starts(action))
-                .map(|action| AttemptStart {
-                    key: &action.key,
-                    ownership_version: action.ownership_version,
-                    worker,
-                    idempotency_key: action.sending_key(),
-                })
-                .collect();
-            starting.sort_by(|a, b| a.key.cmp(b.key));
+            let starting = starting_at_claim(&claimed, starts, worker);
             let started = start_in_tx(&mut tx, &starting, now).await?;
             let mut started: std::collections::HashMap<ActionKey, AttemptStarted> =
                 started.into_iter().map(|s| (s.key.clone(), s)).collect();
@@ -381,17 +371,7 @@ async fn claim_in_two_commands<S: SqlStore>(
         tx.begin_with(claim).await?.iter().map(action_from_row).collect::<Result<_, _>>()?;
     let entries: Vec<AuditEntry> = claimed.iter().map(|action| audit.entry(action, worker)).collect();
     // The attempts the claim starts, in the same transaction, as a start would make them.
-    let mut starting: Vec<AttemptStart<'_>> = claimed
-        .iter()
-        .filter(|action| starts.starts(action))
-        .map(|action| AttemptStart {
-            key: &action.key,
-            ownership_version: action.ownership_version,
-            worker,
-            idempotency_key: action.sending_key(),
-        })
-        .collect();
-    starting.sort_by(|a, b| a.key.cmp(b.key));
+    let starting = starting_at_claim(&claimed, starts, worker);
     let mut last = (!entries.is_empty()).then(|| sql::append_audit(&entries));
     if let Some(append) = last.take_if(|_| !starting.is_empty()) {
         last = Some(sql::then_sqlite_start_attempts(append, now.timestamp_millis(), &starting));
@@ -476,4 +456,25 @@ async fn read_one<S: SqlStore>(
 ) -> Result<<S::Backend as sqlx::Database>::Row, sqlx::Error> {
     let mut connection = store.connections().acquire().await?;
     S::Backend::fetch_one(&mut *connection, statement).await
+}
+
+/// The attempts a claim by `worker` starts for the actions it claimed (those `starts` names), by
+/// key, as a start of their own would make them.
+fn starting_at_claim<'a>(
+    claimed: &'a [ActionRecord],
+    starts: &StartsAtClaim,
+    worker: &'a str,
+) -> Vec<AttemptStart<'a>> {
+    let mut starting: Vec<AttemptStart<'a>> = claimed
+        .iter()
+        .filter(|action| starts.starts(action))
+        .map(|action| AttemptStart {
+            key: &action.key,
+            ownership_version: action.ownership_version,
+            worker,
+            idempotency_key: action.sending_key(),
+        })
+        .collect();
+    starting.sort_by(|a, b| a.key.cmp(b.key));
+    starting
 }

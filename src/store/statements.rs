@@ -102,6 +102,27 @@ macro_rules! pg_clock {
     };
 }
 
+/// PostgreSQL's claim statements begin alike: the database's clock (shifted by `$3`) and the
+/// runnable actions they claim (see `runnable!`, with the destinations `$4` and `$5`), up to
+/// `{limit}` (written into the text), locked and skipped by other claims.
+macro_rules! pg_clock_and_picked {
+    () => {
+        concat!(
+            "WITH ",
+            pg_clock!("$3"),
+            ", picked AS MATERIALIZED (",
+            runnable!(
+                "(SELECT now FROM clock)",
+                "{limit}",
+                "$4",
+                "$5",
+                " FOR UPDATE OF a SKIP LOCKED",
+                "(SELECT json_array_elements_text($4::json))"
+            ),
+        )
+    };
+}
+
 /// PostgreSQL: the whole claim as one autocommitted statement (one round trip, one commit, no
 /// BEGIN or COMMIT of its own): reads the database's clock, claims up to `limit` runnable actions
 /// (see `runnable!`, with the destinations `$4` and `$5`) for worker `$1` with a lease of `$2`
@@ -116,17 +137,7 @@ macro_rules! pg_clock {
 /// a constant it keeps one plan per connection and limit (docs/BENCHMARKS.md, "The drain").
 pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
     const TEXT: &str = concat!(
-        "WITH ",
-        pg_clock!("$3"),
-        ", picked AS MATERIALIZED (",
-        runnable!(
-            "(SELECT now FROM clock)",
-            "{limit}",
-            "$4",
-            "$5",
-            " FOR UPDATE OF a SKIP LOCKED",
-            "(SELECT json_array_elements_text($4::json))"
-        ),
+        pg_clock_and_picked!(),
         "), claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
         "ownership_version = ownership_version + 1, revision = revision + 1, ",
         "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
@@ -158,17 +169,7 @@ pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
 /// `claimed_window_started_at`), and the started attempt's `attempt_id` and `attempt_number`.
 pub(crate) fn pg_claim_and_start_sql(limit: i64) -> String {
     const TEXT: &str = concat!(
-        "WITH ",
-        pg_clock!("$3"),
-        ", picked AS MATERIALIZED (",
-        runnable!(
-            "(SELECT now FROM clock)",
-            "{limit}",
-            "$4",
-            "$5",
-            " FOR UPDATE OF a SKIP LOCKED",
-            "(SELECT json_array_elements_text($4::json))"
-        ),
+        pg_clock_and_picked!(),
         "), starting AS (SELECT a.id AS picked_id, a.first_sent_at AS claimed_first_sent_at, ",
         "a.window_started_at AS claimed_window_started_at, CASE WHEN ",
         "COALESCE(a.destination, CAST($10 AS TEXT)) IN (SELECT json_array_elements_text($11::json)) ",

@@ -34,7 +34,7 @@ async fn main() {
     let dir = std::env::temp_dir().join(format!("actionledger-screenshot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ledger = Ledger::new(SqliteStore::open(&format!("sqlite://{}", dir.join("demo.db").display())).await.unwrap());
-    actionledger::testkit::demo::run(&ledger, "sqlite://demo.db", Person::parse("ana").unwrap(), false).await.unwrap();
+    actionledger::demo::run(&ledger, "sqlite://demo.db", Person::parse("ana").unwrap(), false).await.unwrap();
     let options = ConsoleOptions {
         owner: Person::parse("ana").unwrap(),
         ledger_label: "sqlite://demo.db".to_owned(),

@@ -356,7 +356,22 @@ pub enum ConfigError {
     Destination { name: String, problem: DestinationSettingError },
     /// One webhook intake's settings cannot be used.
     #[error("intake {name}: {problem}")]
-    Intake { name: String, problem: String },
+    Intake { name: String, problem: IntakeSettingError },
+}
+
+/// What is wrong with one webhook intake's settings.
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeSettingError {
+    /// A template names a placeholder a request cannot fill.
+    #[error("{field}: {problem}")]
+    Template { field: &'static str, problem: crate::template::HookTemplateError },
+    /// The declared destination's name is invalid.
+    #[error(transparent)]
+    Destination(#[from] InputError),
+    #[error("{0:?} is not a valid header name")]
+    HeaderName(String),
+    #[error("signature.secret_env names no environment variable")]
+    NoSecretEnv,
 }
 
 /// What is wrong with one destination's settings.
@@ -437,23 +452,24 @@ impl Config {
 impl IntakeConfig {
     /// Checks what can be checked before a body arrives: the templates' placeholders, the
     /// header names, the destination's name. The secret is read when `serve` starts.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), IntakeSettingError> {
         let templates = std::iter::once(("key", &self.key))
             .chain(self.event_id.as_ref().map(|t| ("event_id", t)))
             .chain(self.source_version.as_ref().map(|t| ("source_version", t)));
         for (field, template) in templates {
-            crate::destination::template::intake_placeholders(template).map_err(|e| format!("{field}: {e}"))?;
+            crate::template::intake_placeholders(template)
+                .map_err(|problem| IntakeSettingError::Template { field, problem })?;
         }
         if let Some(destination) = &self.destination {
-            validate_destination_name(destination).map_err(|e| e.to_string())?;
+            validate_destination_name(destination)?;
         }
         if let Some(signature) = &self.signature {
             for header in std::iter::once(&signature.header).chain(&signature.timestamp_header) {
                 reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                    .map_err(|_| format!("{header:?} is not a valid header name"))?;
+                    .map_err(|_| IntakeSettingError::HeaderName(header.clone()))?;
             }
             if signature.secret_env.trim().is_empty() {
-                return Err("signature.secret_env names no environment variable".to_owned());
+                return Err(IntakeSettingError::NoSecretEnv);
             }
         }
         Ok(())

@@ -1,11 +1,14 @@
-//! The crate's error type and the process exit code each kind of error maps to.
+//! The crate's error type, the kind each error is answered as, and the exit code of each kind.
+//!
+//! The layers below the front ends have their variants here. A front end's own errors (a console
+//! script, `serve`'s tokens, the simulated CRM, a benchmark's check) live with the front end and
+//! come in as [`Error::Frontend`] with the kind their front end gives them, so that this module
+//! names nothing above it.
 
-use crate::bench::BenchError;
 use crate::config::ConfigError;
 use crate::destination::DestinationError;
 use crate::domain::{InputError, RetentionError};
 use crate::ledger::LedgerError;
-use crate::sim_crm::SimCrmError;
 use crate::store::StoreError;
 
 /// Exit codes, as the README documents them.
@@ -15,6 +18,71 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     pub const REFUSED: i32 = 3;
     pub const NOT_FOUND: i32 = 4;
+}
+
+/// How a front end answers an error: the same classification everywhere (the command line's exit
+/// code, the console's result line and a script's exit code, the HTTP API's status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Something failed that is not the user's input: a database, a destination, a file.
+    Error,
+    /// The input cannot be used: an option, a configuration, a name, a script.
+    Usage,
+    /// The ledger refused the change: a rule, a stale version, a fenced claim, a role's limits.
+    Refused,
+    /// No such action.
+    NotFound,
+}
+
+impl Kind {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::Error => exit::ERROR,
+            Self::Usage => exit::USAGE,
+            Self::Refused => exit::REFUSED,
+            Self::NotFound => exit::NOT_FOUND,
+        }
+    }
+
+    /// The word a front end shows before the message: `error`, `usage`, `refused`, `not found`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Usage => "usage",
+            Self::Refused => "refused",
+            Self::NotFound => "not found",
+        }
+    }
+}
+
+/// A front end's own error, with the kind its front end answers it as.
+#[derive(Debug)]
+pub struct FrontendError {
+    kind: Kind,
+    error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl FrontendError {
+    pub fn new(kind: Kind, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self { kind, error: Box::new(error) }
+    }
+
+    /// The error as its front end made it, to tell its kinds apart.
+    pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.error
+    }
+}
+
+impl std::fmt::Display for FrontendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for FrontendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,18 +109,10 @@ pub enum Error {
     /// A background task panicked or was cancelled.
     #[error(transparent)]
     Task(#[from] tokio::task::JoinError),
-    /// The simulated CRM could not start.
+    /// A front end's own error (a `review --script` file, `serve`'s tokens, the simulated CRM's
+    /// state file, a benchmark's check), with the kind its front end gave it.
     #[error(transparent)]
-    SimCrm(#[from] SimCrmError),
-    /// A benchmark's own check of what the ledger did failed.
-    #[error(transparent)]
-    Bench(#[from] BenchError),
-    /// A `review --script` file that cannot run: a usage error, found before any key is pressed.
-    #[error(transparent)]
-    Script(#[from] crate::console::keys::ScriptError),
-    /// `serve` cannot start: its tokens or an intake's secret cannot be used: a usage error.
-    #[error(transparent)]
-    Serve(#[from] crate::serve::ServeError),
+    Frontend(#[from] FrontendError),
     /// A usage error: an option, a combination of options or an argument the command cannot
     /// take.
     #[error("{0}")]
@@ -65,40 +125,46 @@ impl Error {
         Self::Io { what: what.into(), source }
     }
 
-    pub fn exit_code(&self) -> i32 {
+    /// How every front end answers this error.
+    pub fn kind(&self) -> Kind {
         match self {
-            Self::Ledger(LedgerError::Store(e)) if e.is_not_permitted() => exit::REFUSED,
+            Self::Ledger(LedgerError::Store(e)) if e.is_not_permitted() => Kind::Refused,
             Self::Ledger(LedgerError::SubmissionRefused(_) | LedgerError::Refused(_) | LedgerError::Fenced { .. }) => {
-                exit::REFUSED
+                Kind::Refused
             }
             Self::Ledger(
                 LedgerError::NotFound(_)
                 | LedgerError::Store(StoreError::Missing { .. } | StoreError::LedgerInPublic { .. }),
-            ) => exit::NOT_FOUND,
-            // The user's input: a sim-crm state file that cannot be used, a command that needed a
-            // --config declaring the action's destination, a destination whose declared headers
-            // or method cannot be used, a PostgreSQL schema that cannot hold the ledger.
-            Self::SimCrm(e) if e.is_usage() => exit::USAGE,
+            ) => Kind::NotFound,
+            Self::Frontend(e) => e.kind,
+            // The user's input: a command that needed a --config declaring the action's
+            // destination, a destination whose declared headers or method cannot be used, a
+            // PostgreSQL schema that cannot hold the ledger.
             Self::Ledger(LedgerError::Store(StoreError::InvalidSchema { .. }))
             | Self::Config(_)
             | Self::Input(_)
             | Self::Retention(_)
             | Self::Invalid(_)
-            | Self::Script(_)
-            | Self::Serve(_)
             | Self::Destination(
                 DestinationError::NotConfigured { .. }
                 | DestinationError::MissingEnv { .. }
                 | DestinationError::HeaderValue { .. }
                 | DestinationError::HeaderName { .. }
                 | DestinationError::Method { .. },
-            ) => exit::USAGE,
-            Self::Ledger(LedgerError::Store(_))
-            | Self::Destination(_)
-            | Self::Io { .. }
-            | Self::Task(_)
-            | Self::SimCrm(_)
-            | Self::Bench(_) => exit::ERROR,
+            ) => Kind::Usage,
+            Self::Ledger(LedgerError::Store(_)) | Self::Destination(_) | Self::Io { .. } | Self::Task(_) => Kind::Error,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        self.kind().exit_code()
+    }
+
+    /// The ledger's refusal, if that is what this error is.
+    pub fn refusal(&self) -> Option<&crate::domain::Refusal> {
+        match self {
+            Self::Ledger(LedgerError::Refused(refusal)) => Some(refusal),
+            _ => None,
         }
     }
 
@@ -131,9 +197,8 @@ mod tests {
             (Error::from(crate::config::Config::parse("[worker]\nlease = \"0s\"").unwrap_err()), exit::USAGE),
             (Error::from(DestinationError::LookupStatus { status: 500 }), exit::ERROR),
             (Error::io("cannot draw on the terminal", io()), exit::ERROR),
-            (Error::from(SimCrmError::Address(io())), exit::ERROR),
-            (Error::from(SimCrmError::ReadState { path: "state.json".into(), source: io() }), exit::USAGE),
-            (Error::from(BenchError::WorkerExitedAtOnce), exit::ERROR),
+            (Error::from(FrontendError::new(Kind::Usage, io())), exit::USAGE),
+            (Error::from(FrontendError::new(Kind::Error, io())), exit::ERROR),
             (Error::Invalid("--limit is 0; give 1 to 1000".to_owned()), exit::USAGE),
             (Error::from(RetentionError::Unsettled { state: State::Unknown }), exit::USAGE),
             (Error::from(LedgerError::NotFound("k".to_owned())), exit::NOT_FOUND),

@@ -1,6 +1,6 @@
 //! The `actionledger` binary: parses the command line and hands it to the library.
 
-use actionledger::cli::{Cli, error_json, json_requested, run};
+use actionledger::cli::{Cli, error_json, error_text, json_requested, run};
 use actionledger::error::exit;
 use clap::Parser as _;
 use std::process::ExitCode;
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     if !cli.command.draws_on_terminal()
         && let Err(error) = actionledger::cli::logging::init(cli.log_format)
     {
-        return failed(json, &error.to_string(), error.exit_code());
+        return failed(json, &error_text(&error), error.exit_code());
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(status) => code(status),
-        Err(error) => failed(json, &error.to_string(), error.exit_code()),
+        Err(error) => failed(json, &error_text(&error), error.exit_code()),
     }
 }
 

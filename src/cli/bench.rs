@@ -28,7 +28,8 @@ pub struct BenchArgs {
     batch: usize,
 }
 
-/// Without `--db`: two SQLite files (FULL and NORMAL durability) and a throwaway PostgreSQL. With
+/// Without `--db`: two SQLite files (FULL and NORMAL durability), and in a test build a throwaway
+/// PostgreSQL. With
 /// it: a fresh file beside the SQLite file named, or a fresh schema in the PostgreSQL database
 /// named; everything created is removed afterwards.
 pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Error> {
@@ -69,11 +70,7 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
                     path: scratch.join("normal.db"),
                 },
             ];
-            crate::throwaway_pg::commit_durably();
-            match crate::throwaway_pg::fresh_database().await {
-                Ok(url) => targets.push(Target::Postgres { url }),
-                Err(why) => eprintln!("PostgreSQL skipped: {why}"),
-            }
+            targets.extend(throwaway_postgres().await.map(|url| Target::Postgres { url }));
             targets
         }
         Some(url) if is_postgres(&url) => {
@@ -141,4 +138,30 @@ fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
             sizes.lifecycles
         );
     }
+}
+
+/// The PostgreSQL round of a `bench` without `--db`: a throwaway cluster, which only test builds
+/// carry (the test kit starts it from the PostgreSQL installed).
+#[cfg(feature = "testkit")]
+async fn throwaway_postgres() -> Option<String> {
+    crate::testkit::throwaway_pg::commit_durably();
+    match crate::testkit::throwaway_pg::fresh_database().await {
+        Ok(url) => Some(url),
+        Err(why) => {
+            eprintln!("PostgreSQL skipped: {why}");
+            None
+        }
+    }
+}
+
+/// A release build starts no database of its own: PostgreSQL is measured in the database the user
+/// names.
+#[cfg(not(feature = "testkit"))]
+#[allow(clippy::unused_async)]
+async fn throwaway_postgres() -> Option<String> {
+    eprintln!(
+        "PostgreSQL skipped: give --db postgres://USER@HOST/DATABASE to measure it (in a fresh schema, dropped \
+         afterwards)"
+    );
+    None
 }

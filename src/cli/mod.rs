@@ -277,6 +277,12 @@ pub fn error_json(message: &str, exit_code: i32) -> String {
     serde_json::json!({ "error": message, "exit_code": exit_code }).to_string()
 }
 
+/// An error as the command line says it: the error's own words, then what to do about it in the
+/// command line's terms (a flag, a command to run).
+pub fn error_text(error: &Error) -> String {
+    error.refusal().map_or_else(|| error.to_string(), render::refusal_text)
+}
+
 /// Picks the database URL: `--db`, then `ACTIONLEDGER_DB`, then `DATABASE_URL`, then the default.
 pub fn resolve_db_url(flag: Option<String>) -> String {
     let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());

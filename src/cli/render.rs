@@ -5,10 +5,10 @@ use crate::document::{self, time};
 use crate::domain::retention::states_text;
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, ProposalRecord, PurgeRecord,
-    RefusedSubmission,
+    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, ProposalRecord, PurgeRecord, Refusal,
+    RefusedSubmission, WayOut,
 };
-use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
+use crate::ledger::{ActionDetail, LedgerError, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
 
@@ -426,7 +426,7 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
 pub fn bulk(
     command: &ManualCommand,
     keys: &[crate::domain::ActionKey],
-    answers: &[Result<ManualOutcome, crate::ledger::LedgerError>],
+    answers: &[Result<ManualOutcome, LedgerError>],
     dry_run: bool,
     as_json: bool,
 ) {
@@ -451,7 +451,7 @@ pub fn bulk(
                 "to": o.action.state,
                 "version": o.action.revision,
             })).collect::<Vec<_>>(),
-            "refused": refused.iter().map(|(k, e)| json!({"key": k.as_str(), "reason": e.to_string()})).collect::<Vec<_>>(),
+            "refused": refused.iter().map(|(k, e)| json!({"key": k.as_str(), "reason": ledger_error_text(e)})).collect::<Vec<_>>(),
         }));
         return;
     }
@@ -461,10 +461,36 @@ pub fn bulk(
         println!("{prefix}: {} {}", escape_untrusted(key.as_str()), change(outcome));
     }
     for (key, error) in &refused {
-        println!("refused: {}: {}", escape_untrusted(key.as_str()), escape_untrusted(&error.to_string()));
+        println!("refused: {}: {}", escape_untrusted(key.as_str()), escape_untrusted(&ledger_error_text(error)));
     }
     let nothing = if dry_run { "; nothing was changed (--dry-run)" } else { "" };
     println!("{verb}: {} selected, {} {changed}, {} refused{nothing}", keys.len(), done.len(), refused.len());
+}
+
+/// A refusal as the command line says it: the ledger's words, then its way out as a flag or a
+/// command to run.
+pub fn refusal_text(refusal: &Refusal) -> String {
+    let key = refusal.key().map_or_else(|| "KEY".to_owned(), |key| escape_untrusted(key.as_str()));
+    match refusal.way_out() {
+        Some(WayOut::NameProposal) => format!(
+            "{refusal}; name one with --proposal FINGERPRINT (its first characters are enough; `actionledger show \
+             {key}` lists them)"
+        ),
+        Some(WayOut::ReadAgain) => format!("{refusal}; read it again with `actionledger show {key}`"),
+        Some(WayOut::ConfirmOldWorkerStopped) => format!("{refusal} with --old-worker-stopped"),
+        Some(WayOut::SeeLateResults) => {
+            format!("{refusal}; `actionledger show {key}` lists its late results and who acknowledged them")
+        }
+        None => refusal.to_string(),
+    }
+}
+
+/// A ledger error as the command line says it.
+fn ledger_error_text(error: &LedgerError) -> String {
+    match error {
+        LedgerError::Refused(refusal) => refusal_text(refusal),
+        other => other.to_string(),
+    }
 }
 
 pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: bool) {

@@ -32,14 +32,27 @@ pub struct ReviewArgs {
     refresh: std::time::Duration,
 }
 
-fn parse_size(text: &str) -> Result<(u16, u16), String> {
-    let (w, h) = text.split_once('x').ok_or_else(|| format!("{text:?} is not WIDTHxHEIGHT, e.g. 100x30"))?;
+/// A `--size` that is not a screen the console can draw on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("{0:?} is not WIDTHxHEIGHT, e.g. 100x30")]
+    NotASize(String),
+    #[error("{0:?} is not a width")]
+    Width(String),
+    #[error("{0:?} is not a height")]
+    Height(String),
+    #[error("{0} is out of range: use at least 40x12 and at most 1000x500")]
+    OutOfRange(String),
+}
+
+fn parse_size(text: &str) -> Result<(u16, u16), SizeError> {
+    let (w, h) = text.split_once('x').ok_or_else(|| SizeError::NotASize(text.to_owned()))?;
     let (w, h): (u16, u16) = (
-        w.parse().map_err(|_| format!("{w:?} is not a width"))?,
-        h.parse().map_err(|_| format!("{h:?} is not a height"))?,
+        w.parse().map_err(|_| SizeError::Width(w.to_owned()))?,
+        h.parse().map_err(|_| SizeError::Height(h.to_owned()))?,
     );
     if w < 40 || h < 12 || w > 1000 || h > 500 {
-        return Err(format!("{text} is out of range: use at least 40x12 and at most 1000x500"));
+        return Err(SizeError::OutOfRange(text.to_owned()));
     }
     Ok((w, h))
 }

@@ -35,7 +35,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 200)]
     burst: u32,
     /// How long one request may take before it is answered 503.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::config::duration_text::parse)]
     timeout: std::time::Duration,
 }
 
@@ -51,10 +51,6 @@ enum ServeCommand {
         #[arg(long)]
         name: String,
     },
-}
-
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    crate::config::duration_text::parse(text).map_err(|e| e.to_string())
 }
 
 /// `serve hash-token`, which needs no ledger; `None` for `serve` itself.

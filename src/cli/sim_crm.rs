@@ -47,8 +47,8 @@ pub(super) async fn sim_crm(args: SimCrmArgs) -> Result<i32, Error> {
             .split(',')
             .filter(|f| !f.trim().is_empty())
             .map(str::parse)
-            .collect::<Result<_, String>>()
-            .map_err(Error::Invalid)?,
+            .collect::<Result<_, crate::sim_crm::FaultError>>()
+            .map_err(|e| Error::Invalid(e.to_string()))?,
         None => std::collections::VecDeque::new(),
     };
     let total: f64 = args.faults.iter().map(|(_, p)| p).sum();

@@ -325,6 +325,13 @@ pub enum ScriptError {
     UnknownKey { line: usize, name: String },
 }
 
+/// A script that cannot run is the user's input: a usage error.
+impl From<ScriptError> for crate::Error {
+    fn from(error: ScriptError) -> Self {
+        crate::error::FrontendError::new(crate::error::Kind::Usage, error).into()
+    }
+}
+
 /// One line of a script that presses keys, with its number in the file (from 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScriptLine {

@@ -5,18 +5,17 @@
 //! kept, logged or printed.
 
 pub mod gate;
-pub mod template;
 
 use crate::config::{BodyFormat, DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict};
+use crate::template::{self, Context, TemplateError};
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use template::{Context, TemplateError};
 
 /// Why a destination could not be built, asked, or its answer used.
 #[derive(Debug, thiserror::Error)]

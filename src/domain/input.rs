@@ -45,7 +45,7 @@ impl SubmissionRefused {
         Self {
             problem: "after_cycle",
             message: format!(
-                "the --after key closes a cycle, so none of these actions could ever run: {}",
+                "the after key closes a cycle, so none of these actions could ever run: {}",
                 truncate(&chain, 2000)
             ),
         }
@@ -87,14 +87,14 @@ impl Submission {
             .map(|a| {
                 ActionKey::parse_existing(a).map_err(|e| SubmissionRefused {
                     problem: "invalid_after_key",
-                    message: format!("the --after key is invalid: {e}"),
+                    message: format!("the after key is invalid: {e}"),
                 })
             })
             .transpose()?;
         if after.as_ref() == Some(&key) {
             return Err(SubmissionRefused {
                 problem: "invalid_after_key",
-                message: "an action cannot wait for itself (--after names its own key)".to_owned(),
+                message: "an action cannot wait for itself (its after key is its own key)".to_owned(),
             });
         }
         Ok(Self { key, payload, event_id, source, source_version: raw.source_version, destination, after })

@@ -509,7 +509,7 @@ mod tests {
         for command in [ManualCommand::Retry, ManualCommand::ResolveNotWritten] {
             let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, false, false).unwrap_err();
             assert!(matches!(refused, Refusal::OldWorkerMayAct { .. }), "{refused}");
-            assert!(refused.to_string().contains("--old-worker-stopped"), "{refused}");
+            assert_eq!(refused.way_out(), Some(crate::domain::WayOut::ConfirmOldWorkerStopped), "{refused}");
         }
         assert!(
             plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, false, false).is_ok(),

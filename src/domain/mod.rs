@@ -23,6 +23,6 @@ pub use record::{
     LookupReport, LookupVerdict, Proposal, ProposalDecision, ProposalRecord, RefusedSubmission, SubmitOutcome,
     Timestamp, Transition,
 };
-pub use refusal::Refusal;
+pub use refusal::{Refusal, WayOut};
 pub use retention::{PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};
 pub use state::{Event, State, StatePair, TransitionRefused};

@@ -1,6 +1,10 @@
 //! Why the ledger refuses a change: one kind per reason, each carrying the facts it is worded
 //! from, so that callers can tell the kinds apart and people read which key, why, and when the
 //! change would be allowed.
+//!
+//! The words are the facts alone, the same through every front end. What the person can do about
+//! a refusal is a [`WayOut`], which each front end says in its own terms: a flag on the command
+//! line, a key in the console, a field of the HTTP API's JSON.
 
 use super::key::{ActionKey, KeyError};
 use super::record::{ActionRecord, Timestamp};
@@ -29,8 +33,8 @@ pub enum Refusal {
     NoProposal { verb: &'static str, key: ActionKey },
     /// Approving without naming a proposal while several wait: which one is meant cannot be told.
     #[error(
-        "cannot {verb} {key}: {} proposed payloads are waiting ({}); name one with --proposal FINGERPRINT (its first \
-         characters are enough; `actionledger show {key}` lists them)",
+        "cannot {verb} {key}: {} proposed payloads are waiting ({}) and none was named; which one is meant cannot be \
+         told",
         waiting.len(),
         waiting.join(", ")
     )]
@@ -56,7 +60,7 @@ pub enum Refusal {
     /// The action is no longer at the version the person saw.
     #[error(
         "cannot {verb} {key}: it changed since you read it (you saw version {seen}, it is now at version {current} \
-         and {state}); read it again with `actionledger show {key}`"
+         and {state})"
     )]
     ChangedSinceRead { verb: &'static str, key: ActionKey, seen: i64, current: i64, state: State },
     /// Another transaction wrote the actions after they were read in this one.
@@ -87,8 +91,8 @@ pub enum Refusal {
     RepeatedKey { key: ActionKey },
     /// Acknowledging late results on an action that has none waiting.
     #[error(
-        "cannot acknowledge {key}: it has no unacknowledged late result; `actionledger show {key}` lists its late \
-         results and who acknowledged them"
+        "cannot acknowledge {key}: it has no unacknowledged late result; its late results, and who acknowledged \
+         them, are kept with the action"
     )]
     NothingToAcknowledge { key: ActionKey },
     /// Running an action again that was held because its expired claim could not be taken over
@@ -96,8 +100,7 @@ pub enum Refusal {
     #[error(
         "cannot {verb} {key}: it was held because its expired claim could not be taken over safely, and the old \
          worker may still send its request; check that the worker process that held the claim has stopped (or can \
-         no longer reach the destination) and what the destination holds for this key, then confirm it with \
-         --old-worker-stopped (in the review console, answer the confirmation)"
+         no longer reach the destination) and what the destination holds for this key, then confirm it"
     )]
     OldWorkerMayAct { verb: &'static str, key: ActionKey },
     /// The transition table does not allow the change.
@@ -105,7 +108,54 @@ pub enum Refusal {
     Transition(#[from] TransitionRefused),
 }
 
+/// What a person can do about a refusal, beyond what its words say. Each front end words it in its
+/// own terms (`cli::render`, the console's result line, the HTTP API's `way_out` member).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WayOut {
+    /// Name one of the waiting proposals by its fingerprint (its first characters are enough).
+    NameProposal,
+    /// Read the action again, and decide on what it is now.
+    ReadAgain,
+    /// Confirm, as part of the command, that the old worker can no longer act (rule 5).
+    ConfirmOldWorkerStopped,
+    /// The action's detail lists its late results and who acknowledged them.
+    SeeLateResults,
+}
+
 impl Refusal {
+    /// What the person can do about this refusal, where its words alone do not say how.
+    pub fn way_out(&self) -> Option<WayOut> {
+        match self {
+            Self::ProposalNotChosen { .. } | Self::ProposalNotFound { .. } => Some(WayOut::NameProposal),
+            Self::ChangedSinceRead { .. } | Self::ChangedWhileWriting { .. } => Some(WayOut::ReadAgain),
+            Self::OldWorkerMayAct { .. } => Some(WayOut::ConfirmOldWorkerStopped),
+            Self::NothingToAcknowledge { .. } => Some(WayOut::SeeLateResults),
+            _ => None,
+        }
+    }
+
+    /// The action the refusal is about (the first, for a batch), where it names one.
+    pub fn key(&self) -> Option<&ActionKey> {
+        match self {
+            Self::StateForbids { key, .. }
+            | Self::ProposalWaiting { key, .. }
+            | Self::NoProposal { key, .. }
+            | Self::ProposalNotChosen { key, .. }
+            | Self::ProposalNotFound { key, .. }
+            | Self::Final { key, .. }
+            | Self::ClaimLive { key, .. }
+            | Self::ChangedSinceRead { key, .. }
+            | Self::DerivedKeyRefused { key, .. }
+            | Self::UpdateKeyTaken { key, .. }
+            | Self::Purged { key, .. }
+            | Self::RepeatedKey { key }
+            | Self::NothingToAcknowledge { key }
+            | Self::OldWorkerMayAct { key, .. } => Some(key),
+            Self::ChangedWhileWriting { keys } => keys.first(),
+            Self::Transition(_) => None,
+        }
+    }
+
     /// `verb` refused on `action` because it is no longer at the revision `seen` the person read.
     pub fn changed_since_read(verb: &'static str, action: &ActionRecord, seen: i64) -> Self {
         Self::ChangedSinceRead { verb, key: action.key.clone(), seen, current: action.revision, state: action.state }
@@ -174,7 +224,7 @@ mod tests {
                     state: State::Unknown,
                 },
                 "cannot look up k: it changed since you read it (you saw version 3, it is now at version 5 and \
-                 unknown); read it again with `actionledger show k`",
+                 unknown)",
             ),
             (
                 Refusal::ChangedWhileWriting { keys: vec![key("a"), key("b")] },
@@ -188,15 +238,15 @@ mod tests {
             ),
             (
                 Refusal::NothingToAcknowledge { key: key("k") },
-                "cannot acknowledge k: it has no unacknowledged late result; `actionledger show k` lists its late \
-                 results and who acknowledged them",
+                "cannot acknowledge k: it has no unacknowledged late result; its late results, and who acknowledged \
+                 them, are kept with the action",
             ),
             (
                 Refusal::OldWorkerMayAct { verb: "retry", key: key("k") },
                 "cannot retry k: it was held because its expired claim could not be taken over safely, and the old \
                  worker may still send its request; check that the worker process that held the claim has stopped \
                  (or can no longer reach the destination) and what the destination holds for this key, then confirm \
-                 it with --old-worker-stopped (in the review console, answer the confirmation)",
+                 it",
             ),
             (
                 Refusal::Transition(state::check(Event::Completed, State::Pending, State::Completed).unwrap_err()),
@@ -205,6 +255,24 @@ mod tests {
         ];
         for (refusal, message) in cases {
             assert_eq!(refusal.to_string(), message);
+        }
+    }
+
+    /// The domain's words are every front end's: none names a flag, a key binding or a field.
+    #[test]
+    fn no_refusal_names_a_front_end() {
+        let waiting = vec!["ab12".to_owned(), "cd34".to_owned()];
+        let refusals = [
+            Refusal::ProposalNotChosen { verb: "approve", key: key("k"), waiting: waiting.clone() },
+            Refusal::ProposalNotFound { verb: "approve", key: key("k"), named: "ef".into(), matches: 0, waiting },
+            Refusal::ChangedSinceRead { verb: "retry", key: key("k"), seen: 1, current: 2, state: State::Failed },
+            Refusal::OldWorkerMayAct { verb: "retry", key: key("k") },
+            Refusal::NothingToAcknowledge { key: key("k") },
+        ];
+        for refusal in refusals {
+            let text = refusal.to_string();
+            assert!(!text.contains("--") && !text.contains("actionledger ") && !text.contains('`'), "{text}");
+            assert!(refusal.way_out().is_some(), "{refusal:?} says what to do only through its way out");
         }
     }
 }

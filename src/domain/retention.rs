@@ -19,16 +19,16 @@ pub const DEFAULT_PURGE_STATES: [State; 2] = [State::Completed, State::Cancelled
 pub enum RetentionError {
     /// The window is zero: every settled action would go at once, including one settled a
     /// moment ago.
-    #[error("--older-than must be longer than zero, such as 90d")]
+    #[error("the age to purge past must be longer than zero, such as 90d")]
     ZeroWindow,
     /// A state that is not final: its action may still change, and its payload and evidence are
     /// still needed.
     #[error(
-        "cannot purge {state} actions: only settled actions are purged, and {state} is not final; give --states from {}",
+        "cannot purge {state} actions: only settled actions are purged, and {state} is not final; name states from {}",
         join_states(&DEFAULT_PURGE_STATES)
     )]
     Unsettled { state: State },
-    #[error("--states names no state; give --states from {}", join_states(&DEFAULT_PURGE_STATES))]
+    #[error("no state is named to purge; name states from {}", join_states(&DEFAULT_PURGE_STATES))]
     NoStates,
 }
 

@@ -42,15 +42,20 @@ impl Role {
     }
 }
 
-impl std::str::FromStr for Role {
-    type Err = String;
+/// A token line's role that is none of the three.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown role {0:?}; use source, reviewer or viewer")]
+pub struct UnknownRole(String);
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl std::str::FromStr for Role {
+    type Err = UnknownRole;
+
+    fn from_str(text: &str) -> Result<Self, UnknownRole> {
         match text {
             "source" => Ok(Self::Source),
             "reviewer" => Ok(Self::Reviewer),
             "viewer" => Ok(Self::Viewer),
-            other => Err(format!("unknown role {other:?}; use source, reviewer or viewer")),
+            other => Err(UnknownRole(other.to_owned())),
         }
     }
 }
@@ -138,7 +143,7 @@ impl Tokens {
             if digits.len() != 64 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(problem("the hash must be sha256: and 64 hex digits (never the token itself)".to_owned()));
             }
-            let role: Role = role.parse().map_err(problem)?;
+            let role: Role = role.parse().map_err(|e: UnknownRole| problem(e.to_string()))?;
             let name = name.trim().to_owned();
             if role == Role::Reviewer {
                 Person::parse(&name).map_err(|e| problem(format!("a reviewer token names a person: {e}")))?;

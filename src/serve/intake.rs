@@ -2,8 +2,8 @@
 //! `[intake.NAME]` block maps it, and the optional HMAC-SHA256 signature that proves the sender.
 
 use crate::config::{IntakeConfig, SignatureConfig, SignatureEncoding};
-use crate::destination::template::{body_field, render_hook};
 use crate::domain::{RawSubmission, SubmissionRefused};
+use crate::template::{body_field, render_hook};
 use axum::http::HeaderMap;
 use base64::Engine as _;
 use hmac::{KeyInit as _, Mac as _};

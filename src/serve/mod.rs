@@ -32,6 +32,12 @@ pub enum ServeError {
     Intake(#[from] intake::IntakeError),
 }
 
+impl From<ServeError> for crate::Error {
+    fn from(error: ServeError) -> Self {
+        crate::error::FrontendError::new(crate::error::Kind::Usage, error).into()
+    }
+}
+
 /// Room for a submission's other fields and JSON escaping around the largest payload.
 pub const ENVELOPE_BYTES: usize = 64 * 1024;
 

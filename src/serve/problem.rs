@@ -1,6 +1,7 @@
 //! Problem responses (RFC 9457): every error the HTTP API answers is `application/problem+json`
 //! with a type, title, status and detail, and the submission's outcome word where there is one.
 
+use crate::domain::{ActionKey, WayOut};
 use crate::ledger::LedgerError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -124,8 +125,31 @@ impl From<LedgerError> for Problem {
                     .with("problem", refused.problem)
             }
             LedgerError::NotFound(_) => Self::not_found(error.to_string()),
-            LedgerError::Refused(_) | LedgerError::Fenced { .. } => {
+            LedgerError::Refused(refusal) => {
+                let problem = Self::new(StatusCode::CONFLICT, "refused_change", "Change refused", refusal.to_string());
+                match refusal.way_out() {
+                    Some(way_out) => {
+                        let key = refusal.key().map_or("KEY", ActionKey::as_str);
+                        let detail = format!("{}; {}", problem.detail, way_out_words(way_out, key));
+                        Self { detail, ..problem }.with("way_out", way_out_name(way_out))
+                    }
+                    None => problem,
+                }
+            }
+            LedgerError::Fenced { .. } => {
                 Self::new(StatusCode::CONFLICT, "refused_change", "Change refused", error.to_string())
+            }
+            // The same refusal the command line exits 3 for: the login's role may not make this
+            // change, and no retry will change that.
+            LedgerError::Store(store) if store.is_not_permitted() => {
+                tracing::warn!(error = %store, "the ledger's database refused the server's login");
+                Self::new(
+                    StatusCode::FORBIDDEN,
+                    "not_permitted",
+                    "Not permitted to the ledger's database login",
+                    "the database login this server uses may not make this change (its role's grants); nothing \
+                     changed, and trying again will not help",
+                )
             }
             LedgerError::Store(store) => {
                 // The database's own words may name tables and hosts: kept in the server's log.
@@ -140,6 +164,29 @@ impl From<LedgerError> for Problem {
                 problem
             }
         }
+    }
+}
+
+/// A refusal's way out, as a stable name for clients (`way_out`).
+fn way_out_name(way_out: WayOut) -> &'static str {
+    match way_out {
+        WayOut::NameProposal => "name_proposal",
+        WayOut::ReadAgain => "read_again",
+        WayOut::ConfirmOldWorkerStopped => "confirm_old_worker_stopped",
+        WayOut::SeeLateResults => "see_late_results",
+    }
+}
+
+/// A refusal's way out in the HTTP API's terms: the field to send, the resource to read.
+fn way_out_words(way_out: WayOut, key: &str) -> String {
+    match way_out {
+        WayOut::NameProposal => format!(
+            "name one in the command's \"proposal\" field (its first characters are enough; GET /v1/actions/{key} lists \
+             them)"
+        ),
+        WayOut::ReadAgain => format!("read it again (GET /v1/actions/{key}) and send its \"version\""),
+        WayOut::ConfirmOldWorkerStopped => "send \"old_worker_stopped\": true with the command".to_owned(),
+        WayOut::SeeLateResults => format!("GET /v1/actions/{key} lists its late results and who acknowledged them"),
     }
 }
 

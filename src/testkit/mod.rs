@@ -1,19 +1,12 @@
-//! The test kit: a simulated CRM that counts its real effects, a throwaway PostgreSQL, the crash
-//! switch, the benchmark harness and the demonstration built on them.
+//! The test kit: a throwaway PostgreSQL for the test suites and benchmarks, and the crash
+//! switch's points for the crash tests.
 //!
-//! None of it is product API. The binary carries the simulated CRM, the demo and the benchmarks
-//! for its `sim-crm`, `demo` and `bench` commands; the crash switch acts only in builds with the
-//! `fault-injection` feature, and the `testkit` feature makes this module public for the test
-//! suites, benchmarks and examples (they enable both through the crate's dev-dependency on itself).
-//! A release build has neither.
+//! None of it is product API, and none of it is in a release build: the module exists only with
+//! the `testkit` feature, which the test suites, benchmarks and examples enable through the crate's
+//! dev-dependency on itself (with `fault-injection`, which arms the crash switch). What the binary
+//! ships to users, the simulated CRM, the demo and the benchmarks, lives beside the other front
+//! ends ([`crate::sim_crm`], [`crate::demo`], [`crate::bench`]).
 
-// Without the feature only what the binary's commands use is reached; the rest serves the test
-// suites.
-#![cfg_attr(not(feature = "testkit"), allow(dead_code, unused_imports))]
-
-pub mod bench;
-pub mod demo;
-pub mod sim_crm;
 pub mod throwaway_pg;
 
 /// The crash switch's variable and points, for the crash tests. The switch itself sits at the

@@ -7,7 +7,7 @@ use crate::support::{TestDb, person_request, protected_by_lookup};
 use actionledger::Ledger;
 use actionledger::domain::payload::sha256_hex;
 use actionledger::domain::{
-    ActionKey, Evidence, ManualCommand, ProposalDecision, RawSubmission, Refusal, State, SubmitOutcome,
+    ActionKey, Evidence, ManualCommand, ProposalDecision, RawSubmission, Refusal, State, SubmitOutcome, WayOut,
 };
 use actionledger::ledger::{LedgerError, Outcome, Recorded, Recovery, Report};
 use actionledger::store::Store;
@@ -220,7 +220,7 @@ async fn twenty_concurrent_conflicting_submissions_keep_twenty_proposals<S: Stor
     // Approving without naming one cannot tell which is meant: refused, nothing changes.
     let refused = refusal(l.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap_err());
     assert!(matches!(&refused, Refusal::ProposalNotChosen { waiting, .. } if waiting.len() == 20), "{refused}");
-    assert!(refused.to_string().contains("--proposal"), "{refused}");
+    assert_eq!(refused.way_out(), Some(WayOut::NameProposal), "{refused}");
     assert_eq!(l.detail(&key(k)).await.unwrap().waiting_proposals().count(), 20);
 
     // Naming one (by the short fingerprint `show` prints) approves it and rejects the others.

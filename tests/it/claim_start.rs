@@ -11,8 +11,8 @@ use actionledger::domain::{
     ActionKey, ActionRecord, AttemptOutcome, Capabilities, DestinationCatalog, Event, Evidence, RawSubmission, State,
 };
 use actionledger::ledger::{Claim, Ledger, Outcome, Recovery, Report};
+use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::Store;
-use actionledger::testkit::sim_crm::{Options, SimCrm};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::ExitStatusExt as _;

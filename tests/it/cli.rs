@@ -722,9 +722,7 @@ async fn show_prints_lookups_with_untrusted_text_escaped() {
 async fn reconcile_prints_missing_and_mismatched_records_and_changes_nothing() {
     let ws = Workspace::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm =
-        actionledger::testkit::sim_crm::SimCrm::start(listener, actionledger::testkit::sim_crm::Options::default())
-            .unwrap();
+    let crm = actionledger::sim_crm::SimCrm::start(listener, actionledger::sim_crm::Options::default()).unwrap();
     std::fs::write(ws.dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
     let held_there = crate::reconcile::record_at_crm_from_elsewhere(&crm, "acme:rc:mismatch").await;
     {

@@ -256,11 +256,9 @@ async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     let l = &db.ledger;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     // A CRM that takes no idempotency key: only its lookup tells whether it has the record.
-    let no_idempotency = actionledger::testkit::sim_crm::Options {
-        retention: None,
-        ..actionledger::testkit::sim_crm::Options::default()
-    };
-    let crm = actionledger::testkit::sim_crm::SimCrm::start(listener, no_idempotency).unwrap();
+    let no_idempotency =
+        actionledger::sim_crm::Options { retention: None, ..actionledger::sim_crm::Options::default() };
+    let crm = actionledger::sim_crm::SimCrm::start(listener, no_idempotency).unwrap();
     let config = actionledger::config::Config::parse(&crm.destination_config("crm")).unwrap();
     let destination = actionledger::destination::Destination::new("crm", config.destinations["crm"].clone()).unwrap();
     action_in(l, "acme:lost", State::Unknown).await;

@@ -8,8 +8,8 @@ use actionledger::console::{ConsoleOptions, ScriptedConsole};
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, Event, Evidence, State};
 use actionledger::ledger::{ActionDetail, Outcome, Report};
+use actionledger::sim_crm::{self, SimCrm};
 use actionledger::store::Store;
-use actionledger::testkit::sim_crm::{self, SimCrm};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

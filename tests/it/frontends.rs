@@ -6,8 +6,8 @@
 use crate::support::TestDb;
 use actionledger::domain::{ActionKey, ActorKind, AuditEntry, Event, RawSubmission, State};
 use actionledger::ledger::ActionDetail;
+use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::Store;
-use actionledger::testkit::sim_crm::{Options, SimCrm};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -4,7 +4,9 @@
 
 use crate::support::{TestDb, person_request, protected_by_lookup};
 use actionledger::Ledger;
-use actionledger::domain::{ActionKey, ActorKind, Event, Evidence, ManualCommand, RawSubmission, Refusal, State};
+use actionledger::domain::{
+    ActionKey, ActorKind, Event, Evidence, ManualCommand, RawSubmission, Refusal, State, WayOut,
+};
 use actionledger::ledger::{Claim, LedgerError, ManualRequest, Outcome, Recorded, Recovery, Report};
 use actionledger::store::{ListFilter, Store};
 use std::time::Duration;
@@ -239,7 +241,7 @@ async fn an_unsafe_hold_runs_again_only_once_the_old_worker_is_confirmed_stopped
         let Err(LedgerError::Refused(refusal @ Refusal::OldWorkerMayAct { .. })) = refused else {
             panic!("{k}: refused without the confirmation, got {refused:?}")
         };
-        assert!(refusal.to_string().contains("--old-worker-stopped"), "{refusal}");
+        assert_eq!(refusal.way_out(), Some(WayOut::ConfirmOldWorkerStopped), "{refusal}");
         let after = l.detail(&key(k)).await.unwrap();
         assert_eq!((after.action, after.audit.len()), (before.action, before.audit.len()), "{k}: nothing written");
 

@@ -22,6 +22,7 @@ mod frontends;
 mod guard_cost;
 mod hostile;
 mod late;
+mod layering;
 mod model;
 mod observability;
 mod packaging;

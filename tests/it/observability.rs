@@ -5,8 +5,8 @@
 use crate::support::{self, TestDb, order};
 use actionledger::domain::Evidence;
 use actionledger::ledger::{Outcome, Report};
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
 use actionledger::store::Store;
-use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
 use serde_json::Value;
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;

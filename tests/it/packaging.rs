@@ -5,8 +5,8 @@
 
 use actionledger::cli::Cli;
 use actionledger::domain::State;
+use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::testkit::faults;
-use actionledger::testkit::sim_crm::{Options, SimCrm};
 use clap::CommandFactory as _;
 use serde_json::Value;
 use std::os::unix::process::ExitStatusExt as _;

@@ -6,8 +6,8 @@
 use crate::support::{TestDb, order};
 use actionledger::domain::{ActionKey, State};
 use actionledger::ledger::Recovery;
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
-use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! is found and moved.
 
 use crate::support;
-use actionledger::testkit::sim_crm::{Options, SimCrm};
+use actionledger::sim_crm::{Options, SimCrm};
 use sqlx::Connection as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

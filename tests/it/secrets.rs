@@ -3,7 +3,7 @@
 //! (`RUST_LOG=trace`: the ledger's and destinations' spans, sqlx's statements, the HTTP client's).
 
 use crate::support;
-use actionledger::testkit::sim_crm::{Options, SimCrm};
+use actionledger::sim_crm::{Options, SimCrm};
 use std::process::Command;
 
 const SECRET: &str = "planted-secret-7f3a9c";

@@ -2,7 +2,7 @@
 
 use crate::support;
 use actionledger::config::Config;
-use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -5,10 +5,10 @@ use crate::support::{self, TestDb, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
-use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State};
-use actionledger::ledger::{Outcome, Recorded, Report};
+use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State, WayOut};
+use actionledger::ledger::{LedgerError, Outcome, Recorded, Report};
+use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::store::Store;
-use actionledger::testkit::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use actionledger::worker::{self, Summary, WorkerOptions};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt as _;
@@ -221,7 +221,10 @@ async fn a_retry_after_an_unsafe_takeover_looks_up_before_sending_again<S: Store
     let held = db.ledger.manual(&request(ManualCommand::Takeover, false)).await.unwrap().action;
     assert_eq!((held.state, held.old_worker_may_act), (State::Held, true));
     let refused = db.ledger.manual(&request(ManualCommand::Retry, false)).await.unwrap_err();
-    assert!(refused.to_string().contains("--old-worker-stopped"), "{refused}");
+    assert!(
+        matches!(&refused, LedgerError::Refused(r) if r.way_out() == Some(WayOut::ConfirmOldWorkerStopped)),
+        "{refused}"
+    );
     let retried = db.ledger.manual(&request(ManualCommand::Retry, true)).await.unwrap().action;
     assert_eq!(retried.state, State::Pending);
     assert_eq!(retried.first_sent_at, held.first_sent_at, "the retry keeps the evidence of the first send");

@@ -65,6 +65,13 @@ pub enum BenchError {
     HttpStatus { status: u16 },
 }
 
+/// A failed check of the benchmark's own is not the user's input.
+impl From<BenchError> for crate::Error {
+    fn from(error: BenchError) -> Self {
+        crate::error::FrontendError::new(crate::error::Kind::Error, error).into()
+    }
+}
+
 /// How big the run is.
 #[derive(Debug, Clone, Copy)]
 pub struct Sizes {

@@ -53,15 +53,36 @@ pub enum Fault {
     EchoHeaders,
 }
 
+/// A fault or a fault rate the simulated CRM cannot take.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FaultError {
+    #[error("{text:?}: {arg:?} is not a number")]
+    NotANumber { text: String, arg: String },
+    #[error(
+        "unknown fault {0:?}; use ok, delay[:MS|:2s], 503, 429[:SECONDS], close-before-write, drop-after-commit, \
+         500-after-write, 500-before-write or echo-headers"
+    )]
+    Unknown(String),
+    #[error("{0:?} is not FAULT=PROBABILITY")]
+    NotARate(String),
+    #[error("{0:?} is not a probability")]
+    NotAProbability(String),
+    #[error("{0} is not a probability between 0 and 1")]
+    OutOfRange(f64),
+}
+
 impl std::str::FromStr for Fault {
-    type Err = String;
+    type Err = FaultError;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let (name, arg) = text.trim().split_once(':').map_or((text.trim(), None), |(n, a)| (n, Some(a)));
-        let number = |default: u64| -> Result<u64, String> {
+        let number = |default: u64| -> Result<u64, FaultError> {
             arg.map_or(Ok(default), |a| {
                 crate::config::duration_text::parse(a)
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-                    .or_else(|_| a.parse::<u64>().map_err(|_| format!("{text:?}: {a:?} is not a number")))
+                    .or_else(|_| {
+                        a.parse::<u64>()
+                            .map_err(|_| FaultError::NotANumber { text: text.to_owned(), arg: a.to_owned() })
+                    })
             })
         };
         Ok(match name {
@@ -74,12 +95,7 @@ impl std::str::FromStr for Fault {
             "500-after-write" | "error-after-write" => Self::ErrorAfterWrite,
             "500-before-write" | "error-before-write" => Self::ErrorBeforeWrite,
             "echo-headers" => Self::EchoHeaders,
-            _ => {
-                return Err(format!(
-                    "unknown fault {text:?}; use ok, delay[:MS|:2s], 503, 429[:SECONDS], close-before-write, \
-                     drop-after-commit, 500-after-write, 500-before-write or echo-headers"
-                ));
-            }
+            _ => return Err(FaultError::Unknown(text.to_owned())),
         })
     }
 }
@@ -109,11 +125,11 @@ impl FaultPlan {
     }
 
     /// Parses `fault=probability` pairs, e.g. `drop-after-commit=0.3`.
-    pub fn parse_rate(text: &str) -> Result<(Fault, f64), String> {
-        let (fault, rate) = text.rsplit_once('=').ok_or_else(|| format!("{text:?} is not FAULT=PROBABILITY"))?;
-        let rate: f64 = rate.parse().map_err(|_| format!("{rate:?} is not a probability"))?;
+    pub fn parse_rate(text: &str) -> Result<(Fault, f64), FaultError> {
+        let (fault, rate) = text.rsplit_once('=').ok_or_else(|| FaultError::NotARate(text.to_owned()))?;
+        let rate: f64 = rate.parse().map_err(|_| FaultError::NotAProbability(rate.to_owned()))?;
         if !(0.0..=1.0).contains(&rate) {
-            return Err(format!("{rate} is not a probability between 0 and 1"));
+            return Err(FaultError::OutOfRange(rate));
         }
         Ok((fault.parse()?, rate))
     }
@@ -236,6 +252,14 @@ pub enum SimCrmError {
     /// The state file named holds something else.
     #[error("{} is not a sim-crm state file: {source}", path.display())]
     NotAStateFile { path: PathBuf, source: serde_json::Error },
+}
+
+/// A state file that cannot be used is the user's input; a machine that fails is not.
+impl From<SimCrmError> for crate::Error {
+    fn from(error: SimCrmError) -> Self {
+        let kind = if error.is_usage() { crate::error::Kind::Usage } else { crate::error::Kind::Error };
+        crate::error::FrontendError::new(kind, error).into()
+    }
 }
 
 impl SimCrmError {

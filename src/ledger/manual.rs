@@ -1,0 +1,211 @@
+//! A person's commands (retry, resolve, cancel, approve, reject, take over, assign, acknowledge),
+//! each conditional on what the person saw and decided by the same rules as automatic work.
+
+use super::recovery::cut_off;
+use super::tx::{audit_entry, purge_of_settled, write_action};
+use super::{Ledger, LedgerError, ManualOutcome, ManualRequest};
+use crate::domain::{
+    ActionRecord, ActorKind, ClaimFacts, Event, ManualCommand, ProposalDecision, Refusal, State, Timestamp, Transition,
+    manual,
+};
+use crate::store::{LedgerTx, Store};
+
+impl<S: Store> Ledger<S> {
+    /// Runs a named person's command on one action (rule 6). A takeover is decided like a
+    /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
+    #[tracing::instrument(skip_all, fields(key = %request.key, person = %request.person.as_str(), command = request.command.verb()))]
+    pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.manual_then(true, request).await
+    }
+
+    /// [`Ledger::manual`] decided in full and rolled back: what the command would do now (a
+    /// dry run), or why it would be refused.
+    pub async fn manual_dry_run(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.manual_then(false, request).await
+    }
+
+    /// Bulk triage: [`Ledger::manual`] on each action in turn, each in its own transaction and
+    /// checked against the version its request names, so that one refusal stops nothing else
+    /// and each is audited in the person's name. With `dry_run`, each is decided and rolled back.
+    /// The answers come in the order of the requests.
+    pub async fn manual_each(
+        &self,
+        requests: &[ManualRequest],
+        dry_run: bool,
+    ) -> Vec<Result<ManualOutcome, LedgerError>> {
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            answers.push(self.manual_then(!dry_run, request).await);
+        }
+        answers
+    }
+
+    pub(super) async fn manual_then(
+        &self,
+        commit: bool,
+        request: &ManualRequest,
+    ) -> Result<ManualOutcome, LedgerError> {
+        let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
+        self.transact_then(commit, |tx, now, _| {
+            Box::pin(async move {
+                let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+                if let Some(purge) = purge_of_settled(tx, &action).await? {
+                    return Err(Refusal::Purged {
+                        verb: command.verb(),
+                        key: action.key.clone(),
+                        state: action.state,
+                        run: purge.id,
+                        at: purge.at,
+                    }
+                    .into());
+                }
+                if let Some(expected) = *expect_version
+                    && action.revision != expected
+                {
+                    return Err(Refusal::changed_since_read(command.verb(), &action, expected).into());
+                }
+                let facts = if matches!(command, ManualCommand::Takeover) && action.state == State::InProgress {
+                    self.claim_facts(tx, &action, now).await?
+                } else {
+                    ClaimFacts::WORST_CASE
+                };
+                let choice = choose_proposals(tx, &action, command).await?;
+                if let Some(approved) = &choice.approved {
+                    action.proposal = Some(approved.proposal());
+                }
+                let proposals_remain = !choice.remaining.is_empty();
+                let plan = manual::plan(&action, command, now, facts, *old_worker_stopped, proposals_remain)?;
+                let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
+                if matches!(command, ManualCommand::Takeover) {
+                    cut_off(tx, &mut action).await?;
+                }
+                let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
+                let transition = manual::apply(&mut action, command, plan, now)?;
+                choice.keep_latest_waiting(&mut action);
+                decide_proposals(tx, &choice, person.as_str(), now).await?;
+                let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
+                    tx.acknowledge_late_results(&action.key, person.as_str(), now).await?
+                } else {
+                    0
+                };
+                write_action(tx, &mut action).await?;
+                let update = if plan.event == Event::Approved && plan.from == State::Completed {
+                    Some(record_update_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
+                } else {
+                    None
+                };
+                let settled = proposals_settled(&choice);
+                let detail = match command {
+                    // The revision history of the payload, kept in the audit trail.
+                    ManualCommand::Approve { .. } => {
+                        let then = match (&update, &action.idempotency_key) {
+                            (Some(update), _) => format!("; performed by update action {}", update.key),
+                            (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
+                            (None, None) => String::new(),
+                        };
+                        format!(
+                            "{}; payload revision {} ({}) replaced by revision {} ({}){then}",
+                            reason.as_str(),
+                            before.0,
+                            before.1,
+                            action.payload_revision,
+                            action.payload.fingerprint().short()
+                        )
+                    }
+                    ManualCommand::ResolveCompleted { destination_id } => {
+                        format!("{} (destination id {destination_id})", reason.as_str())
+                    }
+                    ManualCommand::Takeover if plan.to == State::Held => {
+                        format!(
+                            "{}; held: a request may have been sent and the destination cannot tell a repeat",
+                            reason.as_str()
+                        )
+                    }
+                    ManualCommand::Acknowledge => {
+                        format!("{} ({acknowledged} late result(s) acknowledged)", reason.as_str())
+                    }
+                    _ if confirmed_stopped => {
+                        format!("{}; the person confirmed that the old worker can no longer act", reason.as_str())
+                    }
+                    _ => reason.as_str().to_owned(),
+                };
+                let detail = format!("{detail}{settled}");
+                let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
+                let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
+                tx.append_audit(&entry).await?;
+                Ok(ManualOutcome { action, transition, update })
+            })
+        })
+        .await
+    }
+}
+
+/// Records the update action for an approved new payload of the completed `original` (already
+/// written with that payload as its approved one), in the approving person's name. Refused when
+/// its key is taken.
+pub(super) async fn record_update_action<T: LedgerTx>(
+    tx: &mut T,
+    original: &ActionRecord,
+    person: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<ActionRecord, LedgerError> {
+    let update = manual::update_action(original, now)?;
+    let Some(created) = tx.insert_actions_if_absent(std::slice::from_ref(&update)).await?.pop() else {
+        return Err(Refusal::UpdateKeyTaken { key: original.key.clone(), update_key: update.key }.into());
+    };
+    let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+    let detail = format!(
+        "update of {} (destination id {}) to payload revision {} ({}), approved: {reason}",
+        original.key,
+        original.destination_id.as_deref().unwrap_or("-"),
+        original.payload_revision,
+        original.payload.fingerprint().short()
+    );
+    tx.append_audit(&audit_entry(&created, creation, person, ActorKind::Person, Some(detail), now)).await?;
+    Ok(created)
+}
+
+/// Which waiting proposals a manual command settles (rule 9): approve names one or takes the only
+/// one, reject names one or takes all, cancel takes all. Read only where one waits.
+pub(super) async fn choose_proposals<T: LedgerTx>(
+    tx: &mut T,
+    action: &ActionRecord,
+    command: &ManualCommand,
+) -> Result<manual::ProposalChoice, LedgerError> {
+    let settles =
+        matches!(command, ManualCommand::Approve { .. } | ManualCommand::Reject { .. } | ManualCommand::Cancel);
+    let waiting =
+        if settles && action.proposal.is_some() { tx.waiting_proposals(&action.key).await? } else { Vec::new() };
+    Ok(manual::choose_proposals(action, command, waiting)?)
+}
+
+/// Records `person`'s decisions on the proposals a command settled.
+pub(super) async fn decide_proposals<T: LedgerTx>(
+    tx: &mut T,
+    choice: &manual::ProposalChoice,
+    person: &str,
+    now: Timestamp,
+) -> Result<(), LedgerError> {
+    if let Some(approved) = &choice.approved {
+        tx.decide_proposals(&[approved.id], ProposalDecision::Approved, person, now).await?;
+    }
+    let rejected: Vec<i64> = choice.rejected.iter().map(|p| p.id).collect();
+    tx.decide_proposals(&rejected, ProposalDecision::Rejected, person, now).await?;
+    Ok(())
+}
+
+/// What a manual command did to the proposals waiting, for its audit entry: each proposal it
+/// rejected, and how many still wait.
+pub(super) fn proposals_settled(choice: &manual::ProposalChoice) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    if !choice.rejected.is_empty() {
+        let rejected: Vec<&str> = choice.rejected.iter().map(|p| p.payload.fingerprint().short()).collect();
+        let _ = write!(text, "; proposal(s) rejected: {}", rejected.join(", "));
+    }
+    if !choice.remaining.is_empty() {
+        let _ = write!(text, "; {} proposal(s) still waiting", choice.remaining.len());
+    }
+    text
+}

@@ -1,0 +1,70 @@
+//! Queries: one action in full, lists, counts and figures, and readiness.
+
+use super::{ActionDetail, Ledger, LedgerError, LedgerStats, NotReady};
+use crate::domain::{ActionKey, ActionRecord, RefusedSubmission, State};
+use crate::store::{ListFilter, Store};
+
+impl<S: Store> Ledger<S> {
+    /// One action with its deliveries, attempts and audit trail, and the purge run that reduced
+    /// it to its tombstone, if one did.
+    pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, LedgerError> {
+        let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+        Ok(ActionDetail {
+            purge: self.store.purge_of(key).await?,
+            action,
+            deliveries: self.store.deliveries(key).await?,
+            attempts: self.store.attempts(key).await?,
+            lookups: self.store.lookups(key).await?,
+            proposals: self.store.proposals(key).await?,
+            audit: self.store.audit_trail(key).await?,
+        })
+    }
+
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, LedgerError> {
+        Ok(self.store.list(filter).await?)
+    }
+
+    pub async fn list_refused(
+        &self,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<RefusedSubmission>, LedgerError> {
+        Ok(self.store.list_refused(before_id, limit).await?)
+    }
+
+    /// A count for every state, zero included, in the order of [`State::ALL`].
+    pub async fn counts(&self) -> Result<Vec<(State, i64)>, LedgerError> {
+        let found = self.store.count_by_state().await?;
+        Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
+    }
+
+    /// The ledger's figures now, read in one statement: what `stats`, the worker's metrics and
+    /// any other front end report, computed here once.
+    #[tracing::instrument(skip_all)]
+    pub async fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let now = self.store.now().await?;
+        let figures = self.store.state_figures(now).await?;
+        Ok(LedgerStats::from_figures(now, &figures))
+    }
+
+    /// Whether the ledger can serve a worker now: its database answers and its schema is the one
+    /// this build expects (every migration applied, none changed, none newer).
+    #[tracing::instrument(skip_all)]
+    pub async fn readiness(&self) -> Result<(), NotReady> {
+        let status = self.store.schema_status().await.map_err(NotReady::Unreachable)?;
+        if !status.newer.is_empty() {
+            Err(NotReady::SchemaNewer)
+        } else if status.is_current() {
+            Ok(())
+        } else {
+            Err(NotReady::SchemaBehind)
+        }
+    }
+
+    /// [`Ledger::counts`] of the actions that match `filter`'s terms: pane counts that follow a
+    /// filter.
+    pub async fn counts_matching(&self, filter: &ListFilter) -> Result<Vec<(State, i64)>, LedgerError> {
+        let found = self.store.count_matching(filter).await?;
+        Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
+    }
+}

@@ -36,17 +36,12 @@ pub(crate) fn rows_per_statement<R>(row: &[Column<R>]) -> usize {
     (MAX_BINDS_PER_STATEMENT / binds).max(1)
 }
 
-/// `INSERT INTO table (name, ...) VALUES (...), ...` for `rows` rows shaped like `row`.
-pub(crate) fn insert_sql<R>(table: &str, params: Params, rows: usize, row: &[Column<R>]) -> String {
-    format!("INSERT INTO {table} ({}) VALUES {}", names(row), values(params, rows, row))
-}
-
 /// `name, name, ...`
 pub(crate) fn names<R>(row: &[Column<R>]) -> String {
     row.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
 }
 
-/// `rows` parenthesised rows shaped like `row`, their parameters numbered from 1.
+/// `rows` parenthesised rows shaped like `row`, their parameters numbered from 1, one row a line.
 pub(crate) fn values<R>(params: Params, rows: usize, row: &[Column<R>]) -> String {
     values_from(params, 1, rows, row)
 }
@@ -57,7 +52,7 @@ pub(crate) fn values_from<R>(params: Params, first: usize, rows: usize, row: &[C
     let mut out = String::new();
     let mut n = first;
     for r in 0..rows {
-        out.push_str(if r == 0 { "(" } else { ", (" });
+        out.push_str(if r == 0 { "(" } else { ",\n    (" });
         for (c, (_, cell)) in row.iter().enumerate() {
             if c > 0 {
                 out.push_str(", ");
@@ -79,13 +74,13 @@ pub(crate) fn values_from<R>(params: Params, first: usize, rows: usize, row: &[C
     out
 }
 
-/// `column = rows.column, ...` for the columns of `row` other than `except`.
+/// `column = rows.column, ...` for the columns of `row` other than `except`, one a line.
 pub(crate) fn set_from<R>(rows: &str, row: &[Column<R>], except: &[&str]) -> String {
     row.iter()
         .filter(|(name, _)| !except.contains(name))
         .map(|(name, _)| format!("{name} = {rows}.{name}"))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(",\n    ")
 }
 
 impl<B: Backend> Statement<B> {

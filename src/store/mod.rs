@@ -26,6 +26,7 @@ mod pg_tls;
 mod postgres;
 mod rows;
 mod sql_store;
+mod sql_text;
 mod sql_tx;
 mod sqlite;
 mod statements;

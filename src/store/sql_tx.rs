@@ -343,8 +343,8 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             B::execute(&mut *self.tx, sql::delete_purged_proposals(chunk)).await?;
             // In the order of PURGED_HISTORIES.
             let PurgeCounts { deliveries, attempts, lookups, .. } = &mut counts;
-            for (table, removed) in sql::PURGED_HISTORIES.into_iter().zip([deliveries, attempts, lookups]) {
-                *removed += count(B::execute(&mut *self.tx, sql::delete_purged_history(table, chunk)).await?);
+            for (history, removed) in sql::PURGED_HISTORIES.iter().zip([deliveries, attempts, lookups]) {
+                *removed += count(B::execute(&mut *self.tx, sql::delete_purged_history(history, chunk)).await?);
             }
         }
         Ok(counts)

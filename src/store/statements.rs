@@ -1,207 +1,55 @@
-//! Every statement the stores send, named, with what it does and why.
+//! Every statement the stores send, by name: the texts are SQL files in `src/store/sql/`, one per
+//! table (and one for the worker's claims, one for migrations, one for PostgreSQL's own), each
+//! statement headed by what it does, why, and what its parameters are. This module picks them
+//! out at compile time ([`super::sql_text`]) and binds their values.
 //!
 //! Both dialects accept `$1`-style parameters and `RETURNING`, and both keep times as integer
-//! milliseconds of database time, so each statement is written once; the few differences are
-//! the two [`Dialect`]s at the top. Then come the statements on actions, on attempts, and on the
-//! other tables. Statements for many rows are generated for a number of rows, from a column list
-//! that also binds their values ([`super::batch`]); SQLite's use `?` in order (see
+//! milliseconds of database time, so most statements are written once; the few differences are
+//! the two [`Dialect`]s at the top and the statements named `sqlite_*` and `pg_*`. Statements
+//! for many rows are templates whose `{holes}` take the parameters of as many rows, from a
+//! column list that also binds their values ([`super::batch`]); SQLite's use `?` in order (see
 //! [`Params::InOrder`]).
 //!
-//! The statements named `pg_*` are PostgreSQL's only: they write several tables in one statement
-//! (data-modifying CTEs, which SQLite lacks) and read the clock inside, so that the worker's
-//! per-action path costs few round trips (docs/BENCHMARKS.md, "The drain").
-//!
 //! Each statement on a hot path must be served by an index: `tests/it/plans.rs` EXPLAINs these same
-//! texts (see [`super::hot_statements`]).
+//! texts (see [`super::hot_statements`]); the snapshots in `src/store/snapshots/` show every text
+//! exactly as it is sent, for both dialects.
 
 use super::backend::{Backend, Dialect, Params, Statement};
-use super::batch::{Cell, Column, binds_per_row, insert_sql, names, set_from, values, values_from};
+use super::batch::{Cell, Column, binds_per_row, names, set_from, values, values_from};
+use super::sql_text::{Template, named, template};
 use super::{AttemptStart, ListFilter, ListOrder, PageStart};
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AttemptOutcome, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State,
 };
 use Cell::{BigInt, Boolean, Constant, Text};
 
-/// Every column of `actions`, as read back.
-macro_rules! action_columns {
-    () => {
-        "id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint, \
-         proposed_source_version, resume_state, source, source_version, destination, after_key, \
-         claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts, \
-         attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results, \
-         old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision, \
-         idempotency_key, updates_key, updates_destination_id"
-    };
-}
+const ACTIONS: &str = include_str!("sql/actions.sql");
+const ATTEMPTS: &str = include_str!("sql/attempts.sql");
+const AUDIT: &str = include_str!("sql/audit.sql");
+const CLAIMS: &str = include_str!("sql/claims.sql");
+const DELIVERIES: &str = include_str!("sql/deliveries.sql");
+const LOOKUPS: &str = include_str!("sql/lookups.sql");
+const MIGRATIONS: &str = include_str!("sql/migrations.sql");
+const POSTGRES_OWN: &str = include_str!("sql/postgres.sql");
+const PROPOSALS: &str = include_str!("sql/proposals.sql");
+const PURGES: &str = include_str!("sql/purges.sql");
+const REFUSED: &str = include_str!("sql/refused.sql");
 
-/// Every column of `attempts`, as read back.
-macro_rules! attempt_columns {
-    () => {
-        "id, action_key, number, worker, ownership_version, started_at, ended_at, outcome, error, \
-         response_status, destination_id, response_body, stale, acknowledged_by, acknowledged_at, idempotency_key"
-    };
-}
-
-/// The pending actions worker-claimable at database time `$now`, oldest first, up to `$limit`:
-/// for the destinations in the JSON list `$dests` (all when NULL) and, when `$unassigned`,
-/// actions without a destination. Runnable: its backoff is over, no proposal waits for a person,
-/// and the action it must follow (if any) has completed.
-///
-/// `$lock` lets PostgreSQL skip rows another worker is claiming at the same moment; `$in_list`
-/// tests membership of `$dests` with the dialect's JSON functions.
-macro_rules! runnable {
-    ($now:literal, $limit:literal, $dests:literal, $unassigned:literal, $lock:literal, $in_list:literal) => {
-        concat!(
-            "SELECT a.id FROM actions a WHERE a.state = 'pending' ",
-            "AND (a.not_before IS NULL OR a.not_before <= ",
-            $now,
-            ") AND a.proposed_payload IS NULL ",
-            "AND (CAST(",
-            $dests,
-            " AS TEXT) IS NULL OR a.destination IN ",
-            $in_list,
-            " OR (a.destination IS NULL AND ",
-            $unassigned,
-            ")) ",
-            "AND (a.after_key IS NULL OR EXISTS ",
-            "(SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed')) ",
-            "ORDER BY a.id LIMIT ",
-            $limit,
-            $lock
-        )
-    };
-}
-
-/// Claims up to `$4` runnable pending actions (see `runnable!`, with the destinations `$5` and
-/// `$6`) for worker `$1` at database time `$2` with a lease until `$3`; returns the claimed rows.
-macro_rules! claim {
-    ($lock:literal, $in_list:literal) => {
-        // The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT
-        // subquery under IN more than once and claim more rows than asked.
-        concat!(
-            "WITH picked AS MATERIALIZED (",
-            runnable!("$2", "$4", "$5", "$6", $lock, $in_list),
-            ") UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
-            "ownership_version = ownership_version + 1, revision = revision + 1, lease_expires_at = $3, ",
-            "not_before = NULL, updated_at = $2 ",
-            "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
-            action_columns!()
-        )
-    };
-}
-
-/// The database's clock in milliseconds, plus the shift `$shift` (a test's; nothing otherwise), as
-/// column `now` of a one-row `clock` CTE: read once per statement, however often it is used.
-macro_rules! pg_clock {
-    ($shift:literal) => {
-        concat!(
-            "clock AS MATERIALIZED (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint + CAST(",
-            $shift,
-            " AS BIGINT) AS now)"
-        )
-    };
-}
-
-/// PostgreSQL's claim statements begin alike: the database's clock (shifted by `$3`) and the
-/// runnable actions they claim (see `runnable!`, with the destinations `$4` and `$5`), up to
-/// `{limit}` (written into the text), locked and skipped by other claims.
-macro_rules! pg_clock_and_picked {
-    () => {
-        concat!(
-            "WITH ",
-            pg_clock!("$3"),
-            ", picked AS MATERIALIZED (",
-            runnable!(
-                "(SELECT now FROM clock)",
-                "{limit}",
-                "$4",
-                "$5",
-                " FOR UPDATE OF a SKIP LOCKED",
-                "(SELECT json_array_elements_text($4::json))"
-            ),
-        )
-    };
-}
-
-/// PostgreSQL: the whole claim as one autocommitted statement (one round trip, one commit, no
-/// BEGIN or COMMIT of its own): reads the database's clock, claims up to `limit` runnable actions
-/// (see `runnable!`, with the destinations `$4` and `$5`) for worker `$1` with a lease of `$2`
-/// milliseconds from that time, and appends each claim's audit entry (actor `$1`, of kind `$6`,
-/// event `$7`, from state `$8` to `$9`, as the ledger says), with the version and revision the
-/// claim gave the action. `$3` is the clock's shift. Returns the claimed rows. The guard triggers
-/// fire on each row as they do for separate statements; if any refuses, nothing is claimed.
-///
-/// The limit is written into the text, not bound: with `LIMIT $n` PostgreSQL planned the
-/// statement again at every call (a generic plan's row estimate for a bound limit is a tenth of
-/// the table, so it never preferred the generic plan), 0.3 ms of the server's CPU per claim; with
-/// a constant it keeps one plan per connection and limit (docs/BENCHMARKS.md, "The drain").
-pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
-    const TEXT: &str = concat!(
-        pg_clock_and_picked!(),
-        "), claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
-        "ownership_version = ownership_version + 1, revision = revision + 1, ",
-        "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
-        "not_before = NULL, updated_at = (SELECT now FROM clock) ",
-        "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING ",
-        action_columns!(),
-        "), audit AS (INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ",
-        "ownership_version, revision, reason) SELECT key, updated_at, $1, CAST($6 AS TEXT), CAST($7 AS TEXT), ",
-        "CAST($8 AS TEXT), CAST($9 AS TEXT), ownership_version, revision, NULL FROM claimed ORDER BY id) ",
-        "SELECT ",
-        action_columns!(),
-        " FROM claimed"
-    );
-    TEXT.replace("{limit}", &limit.max(0).to_string())
-}
-
-/// PostgreSQL: [`pg_claim_with_audit_sql`], which also starts the attempt of each claimed action
-/// whose destination protects against a repeat whatever was sent, in the same statement (one
-/// commit where a claim and a start made two): the ledger says which (`$10` the destination of
-/// actions without one, `$11` the JSON list of destinations whose claims always start their
-/// attempt, `$12` of those whose claims start it only while no idempotency window runs; see
-/// [`crate::domain::StartsAtClaim`]). For those rows the statement does what
-/// [`pg_start_attempts_sql`] does: counts the attempt, sets the first send time and the start of
-/// the window where unset, and inserts the attempt (worker `$1`, the action's sending key),
-/// numbered by that count, at the claim's time. The revision moves one step, as for any one write.
-///
-/// Each row answers the action as written, with `starts` (1 where the attempt started, else 0),
-/// the first send time and window start as they were before (`claimed_first_sent_at`,
-/// `claimed_window_started_at`), and the started attempt's `attempt_id` and `attempt_number`.
-pub(crate) fn pg_claim_and_start_sql(limit: i64) -> String {
-    const TEXT: &str = concat!(
-        pg_clock_and_picked!(),
-        "), starting AS (SELECT a.id AS picked_id, a.first_sent_at AS claimed_first_sent_at, ",
-        "a.window_started_at AS claimed_window_started_at, CASE WHEN ",
-        "COALESCE(a.destination, CAST($10 AS TEXT)) IN (SELECT json_array_elements_text($11::json)) ",
-        "OR (a.window_started_at IS NULL ",
-        "AND COALESCE(a.destination, CAST($10 AS TEXT)) IN (SELECT json_array_elements_text($12::json))) ",
-        "THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END AS starts FROM actions a ",
-        "WHERE a.id IN (SELECT id FROM picked)), ",
-        "claimed AS (UPDATE actions SET state = 'in_progress', claimed_by = $1, ",
-        "ownership_version = ownership_version + 1, revision = revision + 1, ",
-        "lease_expires_at = (SELECT now FROM clock) + CAST($2 AS BIGINT), ",
-        "not_before = NULL, updated_at = (SELECT now FROM clock), ",
-        "attempts = attempts + s.starts, attempts_in_round = attempts_in_round + s.starts, ",
-        "first_sent_at = CASE WHEN s.starts = 1 THEN COALESCE(first_sent_at, (SELECT now FROM clock)) ",
-        "ELSE first_sent_at END, ",
-        "window_started_at = CASE WHEN s.starts = 1 THEN COALESCE(window_started_at, (SELECT now FROM clock)) ",
-        "ELSE window_started_at END ",
-        "FROM starting s WHERE id = s.picked_id AND state = 'pending' RETURNING ",
-        action_columns!(),
-        ", s.starts, s.claimed_first_sent_at, s.claimed_window_started_at",
-        "), audit AS (INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ",
-        "ownership_version, revision, reason) SELECT key, updated_at, $1, CAST($6 AS TEXT), CAST($7 AS TEXT), ",
-        "CAST($8 AS TEXT), CAST($9 AS TEXT), ownership_version, revision, NULL FROM claimed ORDER BY id), ",
-        "started AS (INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ",
-        "idempotency_key) SELECT key, attempts, $1, ownership_version, updated_at, COALESCE(idempotency_key, key) ",
-        "FROM claimed WHERE starts = 1 ORDER BY key RETURNING action_key, id AS attempt_id, number AS attempt_number) ",
-        "SELECT ",
-        action_columns!(),
-        ", starts, claimed_first_sent_at, claimed_window_started_at, attempt_id, attempt_number ",
-        "FROM claimed LEFT JOIN started ON action_key = key"
-    );
-    TEXT.replace("{limit}", &limit.max(0).to_string())
-}
+/// Every statement file, by name: for the tests that check each named statement is sent.
+#[cfg(test)]
+pub(crate) const FILES: [(&str, &str); 11] = [
+    ("actions.sql", ACTIONS),
+    ("attempts.sql", ATTEMPTS),
+    ("audit.sql", AUDIT),
+    ("claims.sql", CLAIMS),
+    ("deliveries.sql", DELIVERIES),
+    ("lookups.sql", LOOKUPS),
+    ("migrations.sql", MIGRATIONS),
+    ("postgres.sql", POSTGRES_OWN),
+    ("proposals.sql", PROPOSALS),
+    ("purges.sql", PURGES),
+    ("refused.sql", REFUSED),
+];
 
 /// SQLite runs inside this process, as one writer at a time: a write transaction takes the
 /// database's write lock as it begins (`BEGIN IMMEDIATE`), so what it reads stays true until it
@@ -212,7 +60,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     begin: "BEGIN IMMEDIATE",
     clock: None,
     lock_suffix: "",
-    claim: claim!("", "(SELECT value FROM json_each($5))"),
+    claim: named(CLAIMS, "sqlite_claim"),
     writes_in_one_statement: false,
     statements_in_one_command: true,
     purge_permission: None,
@@ -224,57 +72,76 @@ pub(crate) const SQLITE: Dialect = Dialect {
 pub(crate) const POSTGRES: Dialect = Dialect {
     params: Params::Numbered,
     begin: "BEGIN",
-    clock: Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now"),
-    lock_suffix: " FOR UPDATE",
-    claim: claim!(" FOR UPDATE OF a SKIP LOCKED", "(SELECT json_array_elements_text($5::json))"),
+    clock: Some(named(POSTGRES_OWN, "clock")),
+    lock_suffix: "\nFOR UPDATE",
+    claim: named(CLAIMS, "pg_claim"),
     writes_in_one_statement: true,
     statements_in_one_command: false,
-    // Only the owner role purges (migration 0007): the function of migration 0004 answers for a
-    // ledger that is not role-managed too.
-    purge_permission: Some("SELECT actionledger_session_may('owner') AS may, CAST(current_user AS TEXT) AS role"),
-    // A transaction-scoped advisory lock, one number for the whole ledger: two new actions that
-    // would wait for each other must not each miss the other's uncommitted row.
-    after_links_lock: Some("SELECT pg_advisory_xact_lock(7429916350244813907)"),
+    purge_permission: Some(named(POSTGRES_OWN, "purge_permission")),
+    after_links_lock: Some(named(POSTGRES_OWN, "after_links_lock")),
 };
 
-/// One action by key `$1`.
-pub(crate) const SELECT_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM actions WHERE key = $1");
+/// `$1, $2, ...` (or `?, ?, ...`): `count` parameters from parameter `first`.
+fn param_list(params: Params, first: usize, count: usize) -> String {
+    (first..first + count).map(|n| params.at(n)).collect::<Vec<_>>().join(", ")
+}
 
-/// The `after` links reachable from key `$1`: each action's key and the key it waits for,
-/// following the chain from `$1` (UNION stops at a key seen before, so even a cycle ends). The
-/// ledger reads it to refuse a new action whose chain leads back to itself. The key column is
-/// indexed, and each step reads one action by it.
-pub(crate) const AFTER_LINKS: &str = "WITH RECURSIVE chain (key) AS (SELECT CAST($1 AS TEXT) \
-     UNION SELECT a.after_key FROM actions a JOIN chain c ON a.key = c.key WHERE a.after_key IS NOT NULL) \
-     SELECT a.key, a.after_key FROM actions a JOIN chain c ON a.key = c.key WHERE a.after_key IS NOT NULL";
+fn bind_keys<'k, B: Backend>(statement: Statement<B>, keys: impl IntoIterator<Item = &'k ActionKey>) -> Statement<B> {
+    keys.into_iter().fold(statement, |statement, key| statement.text(key.as_str()))
+}
 
-/// Reads actions by key and locks them (where the dialect locks rows), in key order, so that
-/// concurrent batches lock rows in one order and cannot deadlock.
+// Actions (sql/actions.sql).
+
+pub(crate) const SELECT_ACTION: &str = named(ACTIONS, "select_action");
+pub(crate) const AFTER_LINKS: &str = named(ACTIONS, "after_links");
+const LOCK_ACTIONS: Template<2> = template(named(ACTIONS, "lock_actions"), ["{keys}", "{lock}"]);
+const PG_LOCK_ACTIONS_NOW: Template<1> = template(named(ACTIONS, "pg_lock_actions_now"), ["{keys}"]);
+const INSERT_ACTIONS: Template<2> = template(named(ACTIONS, "insert_actions"), ["{columns}", "{rows}"]);
+const UPDATE_ACTIONS: Template<3> = template(named(ACTIONS, "update_actions"), ["{columns}", "{rows}", "{set}"]);
+const SQLITE_UPDATE_ACTIONS_RETURNING_ID: Template<3> =
+    template(named(ACTIONS, "sqlite_update_actions_returning_id"), ["{columns}", "{rows}", "{set}"]);
+const PG_UPDATE_ACTIONS_WITH_DEFERRED: Template<8> = template(
+    named(ACTIONS, "pg_update_actions_with_deferred"),
+    [
+        "{changed_columns}",
+        "{changed_rows}",
+        "{finished_columns}",
+        "{finished_row}",
+        "{finished_set}",
+        "{audit_columns}",
+        "{audit_rows}",
+        "{changed_set}",
+    ],
+);
+pub(crate) const RENEW_LEASE: &str = named(ACTIONS, "renew_lease");
+const COUNT_ATTEMPTS: Template<4> = template(named(ACTIONS, "count_attempts"), ["{now}", "{now}", "{now}", "{claims}"]);
+pub(crate) const COUNT_STALE_CLAIMS: &str = named(ACTIONS, "count_stale_claims");
+pub(crate) const COUNT_LATE_RESULTS: &str = named(ACTIONS, "count_late_results");
+pub(crate) const EXPIRED_CLAIMS: &str = named(ACTIONS, "expired_claims");
+pub(crate) const PENDING_BACKOFFS: &str = named(ACTIONS, "pending_backoffs");
+pub(crate) const LEDGER_STATS: &str = named(ACTIONS, "ledger_stats");
+pub(crate) const COUNT_BY_STATE: &str = named(ACTIONS, "count_by_state");
+pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str = named(ACTIONS, "count_proposed_elsewhere");
+const LIST_ACTIONS: &str = named(ACTIONS, "list_actions");
+const COUNT_MATCHING_BY_STATE: Template<1> = template(named(ACTIONS, "count_matching_by_state"), ["{terms}"]);
+pub(crate) const ENFORCED_PAIRS: &str = named(ACTIONS, "enforced_pairs");
+
+/// See `lock_actions` in sql/actions.sql.
 pub(crate) fn lock_actions_sql(dialect: Dialect, keys: usize) -> String {
-    let params = (1..=keys).map(|n| dialect.params.at(n)).collect::<Vec<_>>().join(", ");
-    format!("SELECT {} FROM actions WHERE key IN ({params}) ORDER BY key{}", action_columns!(), dialect.lock_suffix)
-}
-
-/// PostgreSQL: [`lock_actions_sql`] that also reads the database's clock, as column `now` of
-/// every row (an uncorrelated subquery: read once), so that a transaction that begins by locking
-/// needs no round trip of its own for the time.
-pub(crate) fn pg_lock_actions_now_sql(keys: usize) -> String {
-    let params = (1..=keys).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
-    format!(
-        "SELECT {}, (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now \
-         FROM actions WHERE key IN ({params}) ORDER BY key FOR UPDATE",
-        action_columns!()
-    )
-}
-
-pub(crate) fn pg_lock_actions_now<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
-    let statement = Statement::new(pg_lock_actions_now_sql(keys.len()));
-    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
+    LOCK_ACTIONS.fill([&param_list(dialect.params, 1, keys), dialect.lock_suffix])
 }
 
 pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
-    let statement = Statement::new(lock_actions_sql(B::DIALECT, keys.len()));
-    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
+    bind_keys(Statement::new(lock_actions_sql(B::DIALECT, keys.len())), keys.iter().copied())
+}
+
+/// See `pg_lock_actions_now` in sql/actions.sql.
+pub(crate) fn pg_lock_actions_now_sql(keys: usize) -> String {
+    PG_LOCK_ACTIONS_NOW.fill([&param_list(Params::Numbered, 1, keys)])
+}
+
+pub(crate) fn pg_lock_actions_now<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(pg_lock_actions_now_sql(keys.len())), keys.iter().copied())
 }
 
 /// A new action: pending, never claimed or attempted; an update action names the action it
@@ -300,11 +167,9 @@ pub(crate) const NEW_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("updated_at", BigInt(|a| Some(a.created_at.timestamp_millis()))),
 ];
 
-/// Inserts new pending actions, skipping keys that exist (a concurrent submission of the same key
-/// won); returns the rows inserted.
+/// See `insert_actions` in sql/actions.sql.
 pub(crate) fn insert_actions_sql(params: Params, rows: usize) -> String {
-    let insert = insert_sql("actions", params, rows, NEW_ACTION_ROW);
-    format!("{insert} ON CONFLICT (key) DO NOTHING RETURNING {}", action_columns!())
+    INSERT_ACTIONS.fill([&names(NEW_ACTION_ROW), &values(params, rows, NEW_ACTION_ROW)])
 }
 
 pub(crate) fn insert_actions<B: Backend>(actions: &[ActionRecord]) -> Statement<B> {
@@ -345,41 +210,36 @@ pub(crate) const CHANGED_ACTION_ROW: &[Column<ActionRecord>] = &[
     ("revision", BigInt(|a| Some(a.revision))),
 ];
 
-/// Writes back every mutable field of many actions, each only if its revision is still the one
-/// read (a change made meanwhile wins, and the write is not counted), and advances their revisions.
-pub(crate) fn update_actions_sql(params: Params, rows: usize) -> String {
-    format!(
-        "WITH changed ({}) AS (VALUES {}) UPDATE actions SET {}, revision = actions.revision + 1 \
-         FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
-        names(CHANGED_ACTION_ROW),
-        values(params, rows, CHANGED_ACTION_ROW),
-        set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
-    )
+/// The terms that write back [`CHANGED_ACTION_ROW`]: all but the id and revision that find the row.
+fn changed_set() -> String {
+    set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
 }
 
-/// PostgreSQL: [`update_actions_sql`] for `rows` actions, sending with it the end of one attempt
-/// (as [`finish_attempts_sql`]) and `entries` audit entries (as [`append_audit`]) that the
-/// transaction deferred: a result's three writes in one round trip. The count it answers is the
-/// actions' alone, as the ledger's check needs; a refused write rolls back the others with it.
-/// Bound in order: the actions' rows, the attempt's, the entries'.
+/// See `update_actions` in sql/actions.sql.
+pub(crate) fn update_actions_sql(params: Params, rows: usize) -> String {
+    UPDATE_ACTIONS.fill([&names(CHANGED_ACTION_ROW), &values(params, rows, CHANGED_ACTION_ROW), &changed_set()])
+}
+
+pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement<B> {
+    Statement::new(update_actions_sql(B::DIALECT.params, actions.len()))
+        .rows(CHANGED_ACTION_ROW, actions.iter().copied())
+}
+
+/// See `pg_update_actions_with_deferred` in sql/actions.sql: `rows` actions, one attempt,
+/// `entries` audit entries.
 pub(crate) fn pg_update_actions_with_deferred_sql(rows: usize, entries: usize) -> String {
     let attempt_param = 1 + rows * binds_per_row(CHANGED_ACTION_ROW);
     let entry_param = attempt_param + binds_per_row(FINISHED_ATTEMPT_ROW);
-    format!(
-        "WITH changed ({}) AS (VALUES {}), finished ({}) AS (VALUES {}), \
-         ended AS (UPDATE attempts SET {} FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL), \
-         noted AS (INSERT INTO audit_trail ({}) VALUES {}) \
-         UPDATE actions SET {}, revision = actions.revision + 1 \
-         FROM changed WHERE actions.id = changed.id AND actions.revision = changed.revision",
-        names(CHANGED_ACTION_ROW),
-        values(Params::Numbered, rows, CHANGED_ACTION_ROW),
-        names(FINISHED_ATTEMPT_ROW),
-        values_from(Params::Numbered, attempt_param, 1, FINISHED_ATTEMPT_ROW),
-        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"]),
-        names(AUDIT_ROW),
-        values_from(Params::Numbered, entry_param, entries, AUDIT_ROW),
-        set_from("changed", CHANGED_ACTION_ROW, &["id", "revision"])
-    )
+    PG_UPDATE_ACTIONS_WITH_DEFERRED.fill([
+        &names(CHANGED_ACTION_ROW),
+        &values(Params::Numbered, rows, CHANGED_ACTION_ROW),
+        &names(FINISHED_ATTEMPT_ROW),
+        &values_from(Params::Numbered, attempt_param, 1, FINISHED_ATTEMPT_ROW),
+        &finished_set(),
+        &names(AUDIT_ROW),
+        &values_from(Params::Numbered, entry_param, entries, AUDIT_ROW),
+        &changed_set(),
+    ])
 }
 
 pub(crate) fn pg_update_actions_with_deferred<B: Backend>(
@@ -393,51 +253,61 @@ pub(crate) fn pg_update_actions_with_deferred<B: Backend>(
         .rows(AUDIT_ROW, entries)
 }
 
-pub(crate) fn update_actions<B: Backend>(actions: &[&ActionRecord]) -> Statement<B> {
-    Statement::new(update_actions_sql(B::DIALECT.params, actions.len()))
+/// SQLite: what a transaction writes back at the end of a result, as one command (see
+/// [`Dialect::statements_in_one_command`]): `sqlite_update_actions_returning_id` for `actions`
+/// (in sql/actions.sql), then the ends of `finished` attempts ([`finish_attempts_sql`]) and the
+/// audit entries `entries` ([`append_audit`]) that the transaction deferred, each only where it
+/// has rows. One hop to SQLite's thread instead of three while the write lock is held.
+pub(crate) fn sqlite_update_actions_with_deferred<B: Backend>(
+    actions: &[&ActionRecord],
+    finished: &[Attempt],
+    entries: &[AuditEntry],
+) -> Statement<B> {
+    Statement::new(sqlite_update_actions_with_deferred_sql(actions.len(), finished.len(), entries.len()))
         .rows(CHANGED_ACTION_ROW, actions.iter().copied())
+        .rows(FINISHED_ATTEMPT_ROW, finished)
+        .rows(AUDIT_ROW, entries)
 }
 
-/// Extends lease `$3` of the claim on action `$1`, only while ownership version `$2` still holds
-/// it: a claim taken over meanwhile stays with its new owner. Found by its key, as
-/// [`count_attempts_sql`] says why.
-pub(crate) const RENEW_LEASE: &str = "UPDATE actions SET lease_expires_at = $3 \
-     WHERE key = $1 AND ownership_version = $2 AND (state = 'in_progress') IS TRUE";
+/// The text of [`sqlite_update_actions_with_deferred`] for `actions` actions, `finished`
+/// attempts and `entries` audit entries.
+pub(crate) fn sqlite_update_actions_with_deferred_sql(actions: usize, finished: usize, entries: usize) -> String {
+    let mut sql = SQLITE_UPDATE_ACTIONS_RETURNING_ID.fill([
+        &names(CHANGED_ACTION_ROW),
+        &values(Params::InOrder, actions, CHANGED_ACTION_ROW),
+        &changed_set(),
+    ]);
+    if finished > 0 {
+        sql.push_str(";\n");
+        sql.push_str(&finish_attempts_sql(Params::InOrder, finished));
+    }
+    if entries > 0 {
+        sql.push_str(";\n");
+        sql.push_str(&append_audit_sql(Params::InOrder, entries));
+    }
+    sql
+}
 
 /// Most claims one attempt count names: its WHERE clause is an OR chain, and SQLite refuses an
 /// expression tree deeper than 1,000.
 pub(crate) const CLAIMS_PER_COUNT: usize = 400;
 
-/// Counts an attempt under each claim (key and ownership version) that is still current, in one
-/// conditional statement whose WHERE clause is the fencing check, and sets the first send time
-/// and the start of the idempotency window where unset (the first three parameters are the time,
-/// once per use, since SQLite's parameters are bound in order); returns the key and attempt
-/// number of each claim counted.
-///
-/// The state is tested as `(state = 'in_progress') IS TRUE`, which no index serves, so that the
-/// row is found by its key: with a plain `state = 'in_progress'`, PostgreSQL chose the state
-/// index whenever its statistics said few actions were claimed (as at the start of a drain), and
-/// walked every claimed entry, live and dead, of that index for each attempt
-/// (docs/BENCHMARKS.md, "The drain").
-pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
-    format!("{} RETURNING key, attempts", count_attempts_update(params, claims))
+/// `(key = $n AND ownership_version = $n+1) OR ...` for `claims` claims from parameter `first`,
+/// each two parameters further on than the last (`step` for statements that bind more per
+/// claim), with the actions' table named `table` (a prefix such as `a.`, or nothing).
+fn current_claims(params: Params, table: &str, first: usize, step: usize, claims: usize) -> String {
+    (0..claims)
+        .map(|i| {
+            let n = first + step * i;
+            format!("({table}key = {} AND {table}ownership_version = {})", params.at(n), params.at(n + 1))
+        })
+        .collect::<Vec<_>>()
+        .join("\n       OR ")
 }
 
-/// [`count_attempts_sql`] without its answer.
-fn count_attempts_update(params: Params, claims: usize) -> String {
-    let current = (0..claims)
-        .map(|i| format!("(key = {} AND ownership_version = {})", params.at(4 + 2 * i), params.at(5 + 2 * i)))
-        .collect::<Vec<_>>()
-        .join(" OR ");
-    format!(
-        "UPDATE actions SET attempts = attempts + 1, attempts_in_round = attempts_in_round + 1, \
-         first_sent_at = COALESCE(first_sent_at, {}), window_started_at = COALESCE(window_started_at, {}), \
-         updated_at = {}, revision = revision + 1 \
-         WHERE ({current}) AND (state = 'in_progress') IS TRUE",
-        params.at(1),
-        params.at(2),
-        params.at(3)
-    )
+/// See `count_attempts` in sql/actions.sql.
+pub(crate) fn count_attempts_sql(params: Params, claims: usize) -> String {
+    COUNT_ATTEMPTS.fill([&params.at(1), &params.at(2), &params.at(3), &current_claims(params, "", 4, 2, claims)])
 }
 
 pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i64) -> Statement<B> {
@@ -448,186 +318,22 @@ pub(crate) fn count_attempts<B: Backend>(claims: &[(&ActionKey, i64)], now_ms: i
         .fold(statement, |statement, (key, ownership_version)| statement.text(key.as_str()).int(*ownership_version))
 }
 
-/// PostgreSQL: starts an attempt under each of `claims` claims as one autocommitted statement
-/// (one round trip, one commit): reads the database's clock (plus the shift `$1`), counts an
-/// attempt on each action whose claim (key, ownership version) is still current, setting the first
-/// send time and the start of the idempotency window where unset, exactly as [`count_attempts_sql`]
-/// does, and inserts the attempt of each action counted, numbered by that count, under the worker
-/// and idempotency key given with its claim. The claims are rows of four parameters from `$2`:
-/// key, ownership version, worker, idempotency key. Returns the key, number, id and start time of
-/// each attempt; a claim missing from the answer is no longer current, and nothing was written for
-/// it.
-///
-/// The actions are found by an OR chain of the claims, as in [`count_attempts_sql`], so that each
-/// is found by its key index; the list of claims is joined only to the rows counted, for the
-/// insert. Joined to the list in the update, PostgreSQL read every action for a batch of 64
-/// (26 ms a statement where the two statements before took 5 ms), or probed the OR chain once per
-/// claim (7 ms).
-pub(crate) fn pg_start_attempts_sql(claims: usize) -> String {
-    let current = (0..claims)
-        .map(|i| format!("(a.key = ${} AND a.ownership_version = ${})", 2 + 4 * i, 3 + 4 * i))
-        .collect::<Vec<_>>()
-        .join(" OR ");
-    let rows = (0..claims)
-        .map(|i| {
-            let n = 2 + 4 * i;
-            format!(
-                "(CAST(${} AS TEXT), CAST(${} AS BIGINT), CAST(${} AS TEXT), CAST(${} AS TEXT))",
-                n,
-                n + 1,
-                n + 2,
-                n + 3
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "WITH {}, claims (key, ownership_version, worker, idempotency_key) AS (VALUES {rows}), \
-         counted AS (UPDATE actions a SET attempts = a.attempts + 1, attempts_in_round = a.attempts_in_round + 1, \
-         first_sent_at = COALESCE(a.first_sent_at, (SELECT now FROM clock)), \
-         window_started_at = COALESCE(a.window_started_at, (SELECT now FROM clock)), \
-         updated_at = (SELECT now FROM clock), revision = a.revision + 1 \
-         WHERE ({current}) AND (a.state = 'in_progress') IS TRUE \
-         RETURNING a.key, a.attempts, a.ownership_version) \
-         INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, idempotency_key) \
-         SELECT n.key, n.attempts, c.worker, n.ownership_version, (SELECT now FROM clock), c.idempotency_key \
-         FROM counted n JOIN claims c ON c.key = n.key AND c.ownership_version = n.ownership_version \
-         ORDER BY n.key RETURNING action_key, number, id, started_at",
-        pg_clock!("$1")
-    )
-}
-
-pub(crate) fn pg_start_attempts<B: Backend>(shift_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
-    let statement = Statement::new(pg_start_attempts_sql(claims.len())).int(shift_ms);
-    claims.iter().fold(statement, |statement, claim| {
-        statement.text(claim.key.as_str()).int(claim.ownership_version).text(claim.worker).text(claim.idempotency_key)
-    })
-}
-
-/// A claim under which an attempt starts, as [`sqlite_start_attempts_sql`] lists them (a function,
-/// not a constant, for the lifetime of the borrowed claim).
-pub(crate) fn attempt_start_row<'a>() -> [Column<AttemptStart<'a>>; 4] {
-    [
-        ("key", Text(|s| Some(s.key.as_str()))),
-        ("ownership_version", BigInt(|s| Some(s.ownership_version))),
-        ("worker", Text(|s| Some(s.worker))),
-        ("idempotency_key", Text(|s| Some(s.idempotency_key))),
-    ]
-}
-
-/// SQLite: the statements of a transaction that starts an attempt under each of `claims` claims,
-/// sent as one command (see [`Dialect::statements_in_one_command`]): the attempt count of
-/// [`count_attempts_sql`] on each action whose claim is still current, then the attempt of each
-/// action counted, numbered by that count, under the worker and idempotency key of its claim
-/// ([`attempt_start_row`]), started at the time bound last. The insert finds the actions counted
-/// by the same test as the count (key, ownership version, claimed), which nothing between the two
-/// changes. Answers the key, number and id of each attempt, as [`insert_attempts_sql`]: a claim
-/// missing from the answer is no longer current, and nothing was written for it.
-pub(crate) fn sqlite_start_attempts_sql(claims: usize) -> String {
-    format!(
-        "{}; WITH claims ({}) AS (VALUES {}) \
-         INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, idempotency_key) \
-         SELECT a.key, a.attempts, c.worker, a.ownership_version, CAST(? AS BIGINT), c.idempotency_key \
-         FROM claims c JOIN actions a ON a.key = c.key AND a.ownership_version = c.ownership_version \
-         WHERE (a.state = 'in_progress') IS TRUE ORDER BY a.key RETURNING action_key, number, id",
-        count_attempts_update(Params::InOrder, claims),
-        names(&attempt_start_row()),
-        values(Params::InOrder, claims, &attempt_start_row())
-    )
-}
-
-pub(crate) fn sqlite_start_attempts<B: Backend>(now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
-    bind_start_attempts(Statement::new(sqlite_start_attempts_sql(claims.len())), now_ms, claims)
-}
-
-/// [`sqlite_start_attempts`] after `statement`, in the same command.
-pub(crate) fn then_sqlite_start_attempts<B: Backend>(
-    statement: Statement<B>,
-    now_ms: i64,
-    claims: &[AttemptStart<'_>],
-) -> Statement<B> {
-    bind_start_attempts(statement.push("; ").push(&sqlite_start_attempts_sql(claims.len())), now_ms, claims)
-}
-
-fn bind_start_attempts<B: Backend>(statement: Statement<B>, now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
-    // The count's values, as [`count_attempts`] binds them, then the insert's.
-    let statement = statement.int(now_ms).int(now_ms).int(now_ms);
-    claims
-        .iter()
-        .fold(statement, |statement, claim| statement.text(claim.key.as_str()).int(claim.ownership_version))
-        .rows(&attempt_start_row(), claims)
-        .int(now_ms)
-}
-
-/// SQLite: what a transaction writes back at the end of a result, as one command (see
-/// [`Dialect::statements_in_one_command`]): [`update_actions_sql`] for `actions`, answering the id of
-/// each action written (the count the ledger checks), then the ends of `finished` attempts
-/// ([`finish_attempts_sql`]) and the audit entries `entries` ([`append_audit`]) that the
-/// transaction deferred, each only where it has rows. One hop to SQLite's thread instead of three
-/// while the write lock is held.
-pub(crate) fn sqlite_update_actions_with_deferred<B: Backend>(
-    actions: &[&ActionRecord],
-    finished: &[Attempt],
-    entries: &[AuditEntry],
-) -> Statement<B> {
-    let mut statement = Statement::new(format!("{} RETURNING id", update_actions_sql(Params::InOrder, actions.len())))
-        .rows(CHANGED_ACTION_ROW, actions.iter().copied());
-    if !finished.is_empty() {
-        statement = statement.push("; ").push(&finish_attempts_sql(Params::InOrder, finished.len()));
-        statement = statement.rows(FINISHED_ATTEMPT_ROW, finished);
-    }
-    if !entries.is_empty() {
-        statement = statement.push("; ").push(&insert_sql("audit_trail", Params::InOrder, entries.len(), AUDIT_ROW));
-        statement = statement.rows(AUDIT_ROW, entries);
-    }
-    statement
-}
-
-/// How many claims outlived their lease by time `$1`: the console's warning.
-pub(crate) const COUNT_STALE_CLAIMS: &str =
-    "SELECT COUNT(*) AS count FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1";
-
-/// How many actions have late results that no person has acknowledged: the console's late pane.
-pub(crate) const COUNT_LATE_RESULTS: &str = "SELECT COUNT(*) AS count FROM actions WHERE late_results > 0";
-
-/// Up to `$2` claims whose lease ran out by time `$1`, oldest expiry first: those to recover.
-pub(crate) const EXPIRED_CLAIMS: &str = concat!(
-    "SELECT ",
-    action_columns!(),
-    " FROM actions WHERE state = 'in_progress' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2"
-);
-
-/// For each destination with pending actions waiting out a backoff, when the last wait ends.
-pub(crate) const PENDING_BACKOFFS: &str = "SELECT destination, MAX(not_before) AS until FROM actions \
-     WHERE state = 'pending' AND not_before IS NOT NULL GROUP BY destination";
-
-/// Per state: how many actions there are, when the least recently changed of them last changed,
-/// and how many of them are claims whose lease ran out by time `$1` (only `in_progress` has live
-/// leases). Every figure of the ledger's statistics in one pass over `actions`, so that a metrics
-/// refresher or a cron job costs the database one statement.
-pub(crate) const LEDGER_STATS: &str = "SELECT state, COUNT(*) AS count, MIN(updated_at) AS oldest, \
-     SUM(CASE WHEN state = 'in_progress' AND lease_expires_at <= $1 THEN 1 ELSE 0 END) AS expired \
-     FROM actions GROUP BY state";
-
-/// How many actions are in each state.
-pub(crate) const COUNT_BY_STATE: &str = "SELECT state, COUNT(*) AS count FROM actions GROUP BY state";
-
-/// A page of actions matching a filter, newest first (or oldest first, or most attempts first); with `after_id`, the
-/// page before the cursor in that order (the caller turns it round). Built per filter rather than with `$n IS NULL OR ...`
-/// terms, so that each combination gets a plan that uses its index: `state` and `destination`
-/// have one with `id`, and the keyset cursors walk it.
+/// A page of actions matching a filter, newest first (or oldest first, or most attempts first);
+/// with `after_id`, the page before the cursor in that order (the caller turns it round): the
+/// text of `list_actions` in sql/actions.sql, then each of the filter's terms with its value.
+/// `state` and `destination` have an index with `id`, and the keyset cursors walk it.
 pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
-    let mut statement = Statement::new(concat!("SELECT ", action_columns!(), " FROM actions WHERE 1 = 1"));
+    let mut statement = Statement::new(LIST_ACTIONS);
     match (filter.state, filter.or_proposed) {
         (Some(state), true) => {
-            statement = statement.push(" AND (state = ").push_text(state.as_str());
+            statement = statement.push("\n  AND (state = ").push_text(state.as_str());
             statement = statement.push(" OR proposed_payload IS NOT NULL)");
         }
-        (Some(state), false) => statement = statement.push(" AND state = ").push_text(state.as_str()),
+        (Some(state), false) => statement = statement.push("\n  AND state = ").push_text(state.as_str()),
         (None, _) => {}
     }
     if filter.late_results {
-        statement = statement.push(" AND late_results > 0");
+        statement = statement.push("\n  AND late_results > 0");
     }
     statement = matching(statement, filter);
     let oldest_first = match filter.order {
@@ -638,10 +344,10 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     // The page after a cursor in the order shown, and the page before it (read the other way
     // round, and turned round by the caller).
     let (after, before) = match (oldest_first, inclusive) {
-        (true, false) => (" AND id > ", " AND id < "),
-        (true, true) => (" AND id >= ", " AND id < "),
-        (false, false) => (" AND id < ", " AND id > "),
-        (false, true) => (" AND id <= ", " AND id > "),
+        (true, false) => ("\n  AND id > ", "\n  AND id < "),
+        (true, true) => ("\n  AND id >= ", "\n  AND id < "),
+        (false, false) => ("\n  AND id < ", "\n  AND id > "),
+        (false, true) => ("\n  AND id <= ", "\n  AND id > "),
     };
     if let Some(id) = filter.before_id {
         statement = statement.push(after).push_int(id);
@@ -650,9 +356,9 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
         statement = statement.push(before).push_int(id);
     }
     let order = if (filter.after_id.is_some() || last_page) == oldest_first {
-        " ORDER BY id DESC LIMIT "
+        "\nORDER BY id DESC\nLIMIT "
     } else {
-        " ORDER BY id ASC LIMIT "
+        "\nORDER BY id ASC\nLIMIT "
     };
     statement.push(order).push_int(filter.limit)
 }
@@ -667,16 +373,16 @@ fn by_attempts<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> 
     let cursor = " (SELECT attempts, id FROM actions WHERE id = ";
     if let Some(id) = filter.before_id {
         let after =
-            if filter.start == PageStart::AtCursor { " AND (attempts, id) <=" } else { " AND (attempts, id) <" };
+            if filter.start == PageStart::AtCursor { "\n  AND (attempts, id) <=" } else { "\n  AND (attempts, id) <" };
         statement = statement.push(after).push(cursor).push_int(id).push(")");
     }
     if let Some(id) = filter.after_id {
-        statement = statement.push(" AND (attempts, id) >").push(cursor).push_int(id).push(")");
+        statement = statement.push("\n  AND (attempts, id) >").push(cursor).push_int(id).push(")");
     }
     let order = if filter.after_id.is_some() || filter.start == PageStart::Last {
-        " ORDER BY attempts ASC, id ASC LIMIT "
+        "\nORDER BY attempts ASC, id ASC\nLIMIT "
     } else {
-        " ORDER BY attempts DESC, id DESC LIMIT "
+        "\nORDER BY attempts DESC, id DESC\nLIMIT "
     };
     statement.push(order).push_int(filter.limit)
 }
@@ -685,28 +391,28 @@ fn by_attempts<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> 
 /// creation time), added to a statement's `WHERE`.
 fn matching<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> Statement<B> {
     if let Some(destination) = &filter.destination {
-        statement = statement.push(" AND destination = ").push_text(destination.as_str());
+        statement = statement.push("\n  AND destination = ").push_text(destination.as_str());
     }
     if let Some(owner) = &filter.owner {
-        statement = statement.push(" AND (claimed_by = ").push_text(owner.as_str());
+        statement = statement.push("\n  AND (claimed_by = ").push_text(owner.as_str());
         statement = statement.push(" OR assignee = ").push_text(owner.as_str()).push(")");
     }
     if let Some(since) = filter.created_since {
-        statement = statement.push(" AND created_at >= ").push_int(since.timestamp_millis());
+        statement = statement.push("\n  AND created_at >= ").push_int(since.timestamp_millis());
     }
     if let Some(before) = filter.updated_before {
-        statement = statement.push(" AND updated_at < ").push_int(before.timestamp_millis());
+        statement = statement.push("\n  AND updated_at < ").push_int(before.timestamp_millis());
     }
     if let Some(text) = &filter.key_contains {
-        statement = statement.push(" AND key LIKE ").push_text(contains_pattern(text).as_str()).push(" ESCAPE '\\'");
+        statement = statement.push("\n  AND key LIKE ").push_text(contains_pattern(text).as_str()).push(" ESCAPE '\\'");
     }
     statement
 }
 
-/// How many actions in each state match a filter's terms (its state, cursors and limit aside):
-/// the console's pane counts while a filter is applied.
+/// See `count_matching_by_state` in sql/actions.sql: the filter's terms in its hole.
 pub(crate) fn count_matching_by_state<B: Backend>(filter: &ListFilter) -> Statement<B> {
-    matching(Statement::new("SELECT state, COUNT(*) AS count FROM actions WHERE 1 = 1"), filter).push(" GROUP BY state")
+    let ([head], tail) = COUNT_MATCHING_BY_STATE.pieces();
+    matching(Statement::new(head), filter).push(tail)
 }
 
 /// A LIKE pattern matching `text` anywhere, with LIKE's own wildcards taken literally.
@@ -715,25 +421,94 @@ pub(crate) fn contains_pattern(text: &str) -> String {
     format!("%{escaped}%")
 }
 
-/// The (from, to) state pairs the database's trigger accepts.
-pub(crate) const ENFORCED_PAIRS: &str = "SELECT from_state, to_state FROM state_transitions";
+// The worker's claims and the attempts they start (sql/claims.sql).
 
-/// Whether any attempt was recorded under ownership version `$2` of action `$1`.
-pub(crate) const ATTEMPT_STARTED_UNDER: &str =
-    "SELECT COUNT(*) AS count FROM attempts WHERE action_key = $1 AND ownership_version = $2";
+const PG_CLAIM_WITH_AUDIT: Template<1> = template(named(CLAIMS, "pg_claim_with_audit"), ["{limit}"]);
+const PG_CLAIM_AND_START: Template<1> = template(named(CLAIMS, "pg_claim_and_start"), ["{limit}"]);
+const PG_START_ATTEMPTS: Template<2> = template(named(CLAIMS, "pg_start_attempts"), ["{claims}", "{current}"]);
+const SQLITE_START_ATTEMPTS: Template<3> =
+    template(named(CLAIMS, "sqlite_start_attempts"), ["{current}", "{columns}", "{rows}"]);
 
-/// Marks the unfinished attempts of action `$1`, but attempt `$2`, as cut off: their claim
-/// expired or ended without their result, so their requests may have been sent. `ended_at` stays
-/// empty, so that a late result from their worker still replaces the mark with what happened.
-pub(crate) const CUT_OFF_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'cut_off' \
-     WHERE action_key = $1 AND id <> $2 AND ended_at IS NULL AND outcome IS NULL";
+/// See `pg_claim_with_audit` in sql/claims.sql: the limit is written into the text.
+pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
+    PG_CLAIM_WITH_AUDIT.fill([&limit.max(0).to_string()])
+}
 
-/// One attempt by id `$1`.
-pub(crate) const SELECT_ATTEMPT: &str = concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE id = $1");
+/// See `pg_claim_and_start` in sql/claims.sql: the limit is written into the text.
+pub(crate) fn pg_claim_and_start_sql(limit: i64) -> String {
+    PG_CLAIM_AND_START.fill([&limit.max(0).to_string()])
+}
 
-/// The attempts of action `$1`, oldest first.
-pub(crate) const SELECT_ATTEMPTS: &str =
-    concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE action_key = $1 ORDER BY id");
+/// A claim under which an attempt starts, as `pg_start_attempts` and `sqlite_start_attempts`
+/// (in sql/claims.sql) list them (a function, not a constant, for the lifetime of the borrowed
+/// claim).
+pub(crate) fn attempt_start_row<'a>() -> [Column<AttemptStart<'a>>; 4] {
+    [
+        ("key", Text(|s| Some(s.key.as_str()))),
+        ("ownership_version", BigInt(|s| Some(s.ownership_version))),
+        ("worker", Text(|s| Some(s.worker))),
+        ("idempotency_key", Text(|s| Some(s.idempotency_key))),
+    ]
+}
+
+/// See `pg_start_attempts` in sql/claims.sql.
+pub(crate) fn pg_start_attempts_sql(claims: usize) -> String {
+    let per_claim = binds_per_row(&attempt_start_row());
+    PG_START_ATTEMPTS.fill([
+        &values_from(Params::Numbered, 2, claims, &attempt_start_row()),
+        &current_claims(Params::Numbered, "a.", 2, per_claim, claims),
+    ])
+}
+
+pub(crate) fn pg_start_attempts<B: Backend>(shift_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
+    Statement::new(pg_start_attempts_sql(claims.len())).int(shift_ms).rows(&attempt_start_row(), claims)
+}
+
+/// See `sqlite_start_attempts` in sql/claims.sql.
+pub(crate) fn sqlite_start_attempts_sql(claims: usize) -> String {
+    SQLITE_START_ATTEMPTS.fill([
+        &current_claims(Params::InOrder, "", 4, 2, claims),
+        &names(&attempt_start_row()),
+        &values(Params::InOrder, claims, &attempt_start_row()),
+    ])
+}
+
+pub(crate) fn sqlite_start_attempts<B: Backend>(now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
+    bind_start_attempts(Statement::new(sqlite_start_attempts_sql(claims.len())), now_ms, claims)
+}
+
+/// [`sqlite_start_attempts`] after `statement`, in the same command.
+pub(crate) fn then_sqlite_start_attempts<B: Backend>(
+    statement: Statement<B>,
+    now_ms: i64,
+    claims: &[AttemptStart<'_>],
+) -> Statement<B> {
+    bind_start_attempts(statement.push(";\n").push(&sqlite_start_attempts_sql(claims.len())), now_ms, claims)
+}
+
+fn bind_start_attempts<B: Backend>(statement: Statement<B>, now_ms: i64, claims: &[AttemptStart<'_>]) -> Statement<B> {
+    // The count's values, as [`count_attempts`] binds them, then the insert's.
+    let statement = statement.int(now_ms).int(now_ms).int(now_ms);
+    claims
+        .iter()
+        .fold(statement, |statement, claim| statement.text(claim.key.as_str()).int(claim.ownership_version))
+        .rows(&attempt_start_row(), claims)
+        .int(now_ms)
+}
+
+// Attempts (sql/attempts.sql).
+
+pub(crate) const ATTEMPT_STARTED_UNDER: &str = named(ATTEMPTS, "attempt_started_under");
+pub(crate) const CUT_OFF_ATTEMPTS: &str = named(ATTEMPTS, "cut_off_attempts");
+pub(crate) const SELECT_ATTEMPT: &str = named(ATTEMPTS, "select_attempt");
+pub(crate) const SELECT_ATTEMPTS: &str = named(ATTEMPTS, "select_attempts");
+const INSERT_ATTEMPTS: Template<2> = template(named(ATTEMPTS, "insert_attempts"), ["{columns}", "{rows}"]);
+const FINISH_ATTEMPTS: Template<3> = template(named(ATTEMPTS, "finish_attempts"), ["{columns}", "{rows}", "{set}"]);
+const PG_FINISH_ATTEMPTS_WITH_AUDIT: Template<5> = template(
+    named(ATTEMPTS, "pg_finish_attempts_with_audit"),
+    ["{finished_columns}", "{finished_rows}", "{finished_set}", "{audit_columns}", "{audit_rows}"],
+);
+pub(crate) const ACKNOWLEDGE_LATE_RESULTS: &str = named(ATTEMPTS, "acknowledge_late_results");
 
 /// An attempt as it starts: what is known before its request goes out. How it ends is written by
 /// [`finish_attempts`], into the columns that start empty.
@@ -746,9 +521,9 @@ pub(crate) const STARTED_ATTEMPT_ROW: &[Column<Attempt>] = &[
     ("idempotency_key", Text(|a| a.idempotency_key.as_deref())),
 ];
 
-/// Inserts attempts as they start; returns each new id with its action's key.
+/// See `insert_attempts` in sql/attempts.sql.
 pub(crate) fn insert_attempts_sql(params: Params, rows: usize) -> String {
-    format!("{} RETURNING id, action_key", insert_sql("attempts", params, rows, STARTED_ATTEMPT_ROW))
+    INSERT_ATTEMPTS.fill([&names(STARTED_ATTEMPT_ROW), &values(params, rows, STARTED_ATTEMPT_ROW)])
 }
 
 pub(crate) fn insert_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
@@ -767,37 +542,30 @@ pub(crate) const FINISHED_ATTEMPT_ROW: &[Column<Attempt>] = &[
     ("stale", Boolean(|a| a.stale)),
 ];
 
-/// Records the end of many attempts; an attempt that already ended is left as it was, so that a
-/// late report cannot overwrite the first.
+/// The terms that write [`FINISHED_ATTEMPT_ROW`]: all but the id that finds the row.
+fn finished_set() -> String {
+    set_from("finished", FINISHED_ATTEMPT_ROW, &["id"])
+}
+
+/// See `finish_attempts` in sql/attempts.sql.
 pub(crate) fn finish_attempts_sql(params: Params, rows: usize) -> String {
-    format!(
-        "WITH finished ({}) AS (VALUES {}) UPDATE attempts SET {} \
-         FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL",
-        names(FINISHED_ATTEMPT_ROW),
-        values(params, rows, FINISHED_ATTEMPT_ROW),
-        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"])
-    )
+    FINISH_ATTEMPTS.fill([&names(FINISHED_ATTEMPT_ROW), &values(params, rows, FINISHED_ATTEMPT_ROW), &finished_set()])
 }
 
 pub(crate) fn finish_attempts<B: Backend>(attempts: &[Attempt]) -> Statement<B> {
     Statement::new(finish_attempts_sql(B::DIALECT.params, attempts.len())).rows(FINISHED_ATTEMPT_ROW, attempts)
 }
 
-/// PostgreSQL: the end of `finished` attempts (as [`finish_attempts_sql`]) and `entries` audit
-/// entries (as [`append_audit`]) in one statement, the writes a transaction defers to its commit:
-/// one round trip instead of two. The attempts' rows are bound first.
+/// See `pg_finish_attempts_with_audit` in sql/attempts.sql.
 pub(crate) fn pg_finish_attempts_with_audit_sql(finished: usize, entries: usize) -> String {
     let first_entry_param = 1 + finished * binds_per_row(FINISHED_ATTEMPT_ROW);
-    format!(
-        "WITH finished ({}) AS (VALUES {}), ended AS (UPDATE attempts SET {} \
-         FROM finished WHERE attempts.id = finished.id AND attempts.ended_at IS NULL) \
-         INSERT INTO audit_trail ({}) VALUES {}",
-        names(FINISHED_ATTEMPT_ROW),
-        values(Params::Numbered, finished, FINISHED_ATTEMPT_ROW),
-        set_from("finished", FINISHED_ATTEMPT_ROW, &["id"]),
-        names(AUDIT_ROW),
-        values_from(Params::Numbered, first_entry_param, entries, AUDIT_ROW)
-    )
+    PG_FINISH_ATTEMPTS_WITH_AUDIT.fill([
+        &names(FINISHED_ATTEMPT_ROW),
+        &values(Params::Numbered, finished, FINISHED_ATTEMPT_ROW),
+        &finished_set(),
+        &names(AUDIT_ROW),
+        &values_from(Params::Numbered, first_entry_param, entries, AUDIT_ROW),
+    ])
 }
 
 pub(crate) fn pg_finish_attempts_with_audit<B: Backend>(attempts: &[Attempt], entries: &[AuditEntry]) -> Statement<B> {
@@ -806,14 +574,14 @@ pub(crate) fn pg_finish_attempts_with_audit<B: Backend>(attempts: &[Attempt], en
         .rows(AUDIT_ROW, entries)
 }
 
-/// Person `$2` acknowledges, at `$3`, every late result (stale attempt) of action `$1` that no
-/// one has acknowledged yet; the attempts' evidence stays as it was.
-pub(crate) const ACKNOWLEDGE_LATE_RESULTS: &str = "UPDATE attempts SET acknowledged_by = $2, acknowledged_at = $3 \
-     WHERE action_key = $1 AND stale AND acknowledged_by IS NULL";
+// Deliveries, lookups, the audit trail (sql/deliveries.sql, sql/lookups.sql, sql/audit.sql).
 
-/// The deliveries of action `$1`, oldest first.
-pub(crate) const SELECT_DELIVERIES: &str = "SELECT id, action_key, event_id, source, source_version, fingerprint, \
-     outcome, received_at FROM deliveries WHERE action_key = $1 ORDER BY id";
+pub(crate) const SELECT_DELIVERIES: &str = named(DELIVERIES, "select_deliveries");
+const INSERT_DELIVERIES: Template<2> = template(named(DELIVERIES, "insert_deliveries"), ["{columns}", "{rows}"]);
+pub(crate) const SELECT_LOOKUPS: &str = named(LOOKUPS, "select_lookups");
+const INSERT_LOOKUP: Template<2> = template(named(LOOKUPS, "insert_lookup"), ["{columns}", "{rows}"]);
+pub(crate) const SELECT_AUDIT: &str = named(AUDIT, "select_audit");
+const APPEND_AUDIT: Template<2> = template(named(AUDIT, "append_audit"), ["{columns}", "{rows}"]);
 
 pub(crate) const DELIVERY_ROW: &[Column<Delivery>] = &[
     ("action_key", Text(|d| Some(d.key.as_str()))),
@@ -825,15 +593,14 @@ pub(crate) const DELIVERY_ROW: &[Column<Delivery>] = &[
     ("received_at", BigInt(|d| Some(d.received_at.timestamp_millis()))),
 ];
 
-/// Records deliveries of submissions, each with what became of it.
-pub(crate) fn insert_deliveries<B: Backend>(deliveries: &[Delivery]) -> Statement<B> {
-    Statement::new(insert_sql("deliveries", B::DIALECT.params, deliveries.len(), DELIVERY_ROW))
-        .rows(DELIVERY_ROW, deliveries)
+/// See `insert_deliveries` in sql/deliveries.sql.
+pub(crate) fn insert_deliveries_sql(params: Params, rows: usize) -> String {
+    INSERT_DELIVERIES.fill([&names(DELIVERY_ROW), &values(params, rows, DELIVERY_ROW)])
 }
 
-/// The lookups of action `$1`, oldest first.
-pub(crate) const SELECT_LOOKUPS: &str = "SELECT id, action_key, at, actor, verdict, records, destination_id, \
-     response_status, response_body, detail FROM lookups WHERE action_key = $1 ORDER BY id";
+pub(crate) fn insert_deliveries<B: Backend>(deliveries: &[Delivery]) -> Statement<B> {
+    Statement::new(insert_deliveries_sql(B::DIALECT.params, deliveries.len())).rows(DELIVERY_ROW, deliveries)
+}
 
 pub(crate) const LOOKUP_ROW: &[Column<LookupRecord>] = &[
     ("action_key", Text(|l| Some(l.key.as_str()))),
@@ -847,14 +614,14 @@ pub(crate) const LOOKUP_ROW: &[Column<LookupRecord>] = &[
     ("detail", Text(|l| l.detail.as_deref())),
 ];
 
-/// Records what a lookup at the destination found.
-pub(crate) fn insert_lookup<B: Backend>(lookup: &LookupRecord) -> Statement<B> {
-    Statement::new(insert_sql("lookups", B::DIALECT.params, 1, LOOKUP_ROW)).rows(LOOKUP_ROW, [lookup])
+/// See `insert_lookup` in sql/lookups.sql.
+pub(crate) fn insert_lookup_sql(params: Params) -> String {
+    INSERT_LOOKUP.fill([&names(LOOKUP_ROW), &values(params, 1, LOOKUP_ROW)])
 }
 
-/// The audit trail of action `$1`, oldest first.
-pub(crate) const SELECT_AUDIT: &str = "SELECT id, action_key, at, actor, actor_kind, event, from_state, to_state, \
-     ownership_version, revision, reason FROM audit_trail WHERE action_key = $1 ORDER BY id";
+pub(crate) fn insert_lookup<B: Backend>(lookup: &LookupRecord) -> Statement<B> {
+    Statement::new(insert_lookup_sql(B::DIALECT.params)).rows(LOOKUP_ROW, [lookup])
+}
 
 pub(crate) const AUDIT_ROW: &[Column<AuditEntry>] = &[
     ("action_key", Text(|e| Some(e.key.as_str()))),
@@ -869,53 +636,24 @@ pub(crate) const AUDIT_ROW: &[Column<AuditEntry>] = &[
     ("reason", Text(|e| e.reason.as_deref())),
 ];
 
-/// Appends entries to the audit trail, in the order given.
+/// See `append_audit` in sql/audit.sql.
+pub(crate) fn append_audit_sql(params: Params, rows: usize) -> String {
+    APPEND_AUDIT.fill([&names(AUDIT_ROW), &values(params, rows, AUDIT_ROW)])
+}
+
 pub(crate) fn append_audit<B: Backend>(entries: &[AuditEntry]) -> Statement<B> {
-    Statement::new(insert_sql("audit_trail", B::DIALECT.params, entries.len(), AUDIT_ROW)).rows(AUDIT_ROW, entries)
+    Statement::new(append_audit_sql(B::DIALECT.params, entries.len())).rows(AUDIT_ROW, entries)
 }
 
-/// Every column of `proposals`, as read back.
-macro_rules! proposal_columns {
-    () => {
-        "id, action_key, fingerprint, payload, source, event_id, source_version, received_at, decision, decided_by, \
-         decided_at"
-    };
-}
+// Proposals and refused submissions (sql/proposals.sql, sql/refused.sql).
 
-/// Every proposal kept for action `$1`, waiting and decided, oldest first: what `show` lists.
-pub(crate) const SELECT_PROPOSALS: &str =
-    concat!("SELECT ", proposal_columns!(), " FROM proposals WHERE action_key = $1 ORDER BY id");
-
-/// The proposals of action `$1` waiting for a person's decision, oldest first: what a submission
-/// compares a new payload with, and what approve and reject choose from.
-pub(crate) const SELECT_WAITING_PROPOSALS: &str =
-    concat!("SELECT ", proposal_columns!(), " FROM proposals WHERE action_key = $1 AND decision IS NULL ORDER BY id");
-
-/// Keeps proposal `$2` (fingerprint) of action `$1` with payload `$3`, source `$4`, event id `$5`,
-/// source version `$6`, received at `$7`. A new one is inserted waiting; one decided before (rejected,
-/// or approved and since replaced) waits again, as proposed now; one already waiting stays as it
-/// is, since the ledger only keeps a proposal not waiting already. Unique on key and
-/// fingerprint: a repeat is never a second row.
-pub(crate) const KEEP_PROPOSAL: &str = "INSERT INTO proposals (action_key, fingerprint, payload, source, event_id, \
-     source_version, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (action_key, fingerprint) DO UPDATE \
-     SET decision = NULL, decided_by = NULL, decided_at = NULL, source = excluded.source, event_id = excluded.event_id, \
-     source_version = excluded.source_version, received_at = excluded.received_at WHERE proposals.decision IS NOT NULL";
-
-/// Person `$2` decides `$1` (approved or rejected) at `$3` on proposal id `$4`, only while it
-/// still waits: a decision is never changed.
-pub(crate) const DECIDE_PROPOSAL: &str = "UPDATE proposals SET decision = $1, decided_by = $2, decided_at = $3 \
-     WHERE id = $4 AND decision IS NULL";
-
-/// Up to `$2` refused submissions older than id `$1` (all when NULL), newest first.
-pub(crate) const LIST_REFUSED: &str = "SELECT id, received_at, key_excerpt, problem, message, event_id, source, \
-     destination FROM refused_submissions WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2";
-
-/// How many actions outside `conflict` have a proposed payload awaiting a decision.
-pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str =
-    "SELECT COUNT(*) AS count FROM actions WHERE proposed_payload IS NOT NULL AND state <> 'conflict'";
-
-/// How many refused submissions are recorded.
-pub(crate) const COUNT_REFUSED: &str = "SELECT COUNT(*) AS count FROM refused_submissions";
+pub(crate) const SELECT_PROPOSALS: &str = named(PROPOSALS, "select_proposals");
+pub(crate) const SELECT_WAITING_PROPOSALS: &str = named(PROPOSALS, "select_waiting_proposals");
+pub(crate) const KEEP_PROPOSAL: &str = named(PROPOSALS, "keep_proposal");
+pub(crate) const DECIDE_PROPOSAL: &str = named(PROPOSALS, "decide_proposal");
+pub(crate) const LIST_REFUSED: &str = named(REFUSED, "list_refused");
+pub(crate) const COUNT_REFUSED: &str = named(REFUSED, "count_refused");
+const INSERT_REFUSAL: Template<2> = template(named(REFUSED, "insert_refusal"), ["{columns}", "{rows}"]);
 
 pub(crate) const REFUSAL_ROW: &[Column<RefusedSubmission>] = &[
     ("received_at", BigInt(|r| Some(r.received_at.timestamp_millis()))),
@@ -927,137 +665,98 @@ pub(crate) const REFUSAL_ROW: &[Column<RefusedSubmission>] = &[
     ("destination", Text(|r| r.destination.as_deref())),
 ];
 
-/// Records a submission refused before it became an action, for the console's refused pane.
-pub(crate) fn insert_refusal<B: Backend>(refusal: &RefusedSubmission) -> Statement<B> {
-    Statement::new(insert_sql("refused_submissions", B::DIALECT.params, 1, REFUSAL_ROW)).rows(REFUSAL_ROW, [refusal])
+/// See `insert_refusal` in sql/refused.sql.
+pub(crate) fn insert_refusal_sql(params: Params) -> String {
+    INSERT_REFUSAL.fill([&names(REFUSAL_ROW), &values(params, 1, REFUSAL_ROW)])
 }
+
+pub(crate) fn insert_refusal<B: Backend>(refusal: &RefusedSubmission) -> Statement<B> {
+    Statement::new(insert_refusal_sql(B::DIALECT.params)).rows(REFUSAL_ROW, [refusal])
+}
+
+// Purges (sql/purges.sql).
 
 /// Most keys one purge statement names: a bounded list of parameters per statement.
 pub(crate) const KEYS_PER_PURGE_STATEMENT: usize = 500;
 
-/// Settled actions a purge reduces to their tombstone: in one of the final `states`, settled
-/// (last changed) before `settled_before`, with no proposed payload and no unacknowledged late
-/// result waiting for a person (its evidence is among what a purge removes), and not purged
-/// already; their keys in key order, locked (where the dialect locks rows) like
-/// [`lock_actions_sql`], so that a submission of one of these keys waits for the purge to end.
+const PURGE_CANDIDATES: Template<3> =
+    template(named(PURGES, "purge_candidates"), ["{states}", "{settled_before}", "{lock}"]);
+const EMPTY_PURGED_ACTIONS: Template<1> = template(named(PURGES, "empty_purged_actions"), ["{keys}"]);
+const DELETE_PURGED_PROPOSALS: Template<1> = template(named(PURGES, "delete_purged_proposals"), ["{keys}"]);
+pub(crate) const INSERT_PURGE: &str = named(PURGES, "insert_purge");
+const MARK_PURGED: Template<2> = template(named(PURGES, "mark_purged"), ["{purge_id}", "{keys}"]);
+pub(crate) const SELECT_PURGE_OF: &str = named(PURGES, "select_purge_of");
+
+/// The deletes of the histories a purge removes, each by the actions' keys, in the order of the
+/// counts of [`crate::domain::PurgeCounts`]. The audit trail is not among them: it is kept in
+/// full.
+pub(crate) const PURGED_HISTORIES: [Template<1>; 3] = [
+    template(named(PURGES, "delete_purged_deliveries"), ["{keys}"]),
+    template(named(PURGES, "delete_purged_attempts"), ["{keys}"]),
+    template(named(PURGES, "delete_purged_lookups"), ["{keys}"]),
+];
+
+/// See `purge_candidates` in sql/purges.sql.
+pub(crate) fn purge_candidates_sql(dialect: Dialect, states: usize) -> String {
+    PURGE_CANDIDATES.fill([&param_list(dialect.params, 1, states), &dialect.params.at(states + 1), dialect.lock_suffix])
+}
+
 pub(crate) fn purge_candidates<B: Backend>(states: &[State], settled_before_ms: i64) -> Statement<B> {
-    let mut statement = Statement::new("SELECT a.key FROM actions a WHERE a.state IN (");
-    for (i, state) in states.iter().enumerate() {
-        statement = statement.push(if i == 0 { "" } else { ", " }).push_text(state.as_str());
-    }
-    statement
-        .push(") AND a.updated_at < ")
-        .push_int(settled_before_ms)
-        .push(
-            " AND a.proposed_payload IS NULL AND a.late_results = 0 \
-             AND NOT EXISTS (SELECT 1 FROM purged_actions p WHERE p.action_key = a.key) ORDER BY a.key",
-        )
-        .push(B::DIALECT.lock_suffix)
+    let statement = Statement::new(purge_candidates_sql(B::DIALECT, states.len()));
+    states.iter().fold(statement, |statement, state| statement.text(state.as_str())).int(settled_before_ms)
 }
 
-/// `column IN (...)` over `keys.len()` parameters, starting at parameter `first`.
-fn keys_in(params: Params, column: &str, first: usize, keys: usize) -> String {
-    let list = (0..keys).map(|i| params.at(first + i)).collect::<Vec<_>>().join(", ");
-    format!("{column} IN ({list})")
+/// A statement by the keys of the actions being purged: `template`'s hole holds their parameters.
+fn by_keys_sql(params: Params, template: &Template<1>, keys: usize) -> String {
+    template.fill([&param_list(params, 1, keys)])
 }
 
-fn bind_keys<B: Backend>(statement: Statement<B>, keys: &[ActionKey]) -> Statement<B> {
-    keys.iter().fold(statement, |statement, key| statement.text(key.as_str()))
-}
-
-/// Empties the bulk of actions about to be purged: the approved payload becomes JSON null (the
-/// column stays NOT NULL, and readers still parse it) and the last error goes. Key, fingerprint,
-/// state, destination id and settled time (`updated_at`, left as it was) are the tombstone.
+/// See `empty_purged_actions` in sql/purges.sql.
 pub(crate) fn empty_purged_actions_sql(params: Params, keys: usize) -> String {
-    format!(
-        "UPDATE actions SET payload = 'null', last_error = NULL, revision = revision + 1 WHERE {}",
-        keys_in(params, "key", 1, keys)
-    )
+    by_keys_sql(params, &EMPTY_PURGED_ACTIONS, keys)
 }
 
 pub(crate) fn empty_purged_actions<B: Backend>(keys: &[ActionKey]) -> Statement<B> {
     bind_keys(Statement::new(empty_purged_actions_sql(B::DIALECT.params, keys.len())), keys)
 }
 
-/// The histories a purge deletes, each with the action's key in `action_key`, in the order of
-/// the counts of [`crate::domain::PurgeCounts`]. The audit trail is not among them: it is kept in
-/// full.
-pub(crate) const PURGED_HISTORIES: [&str; 3] = ["deliveries", "attempts", "lookups"];
-
-/// Deletes the rows of one of [`PURGED_HISTORIES`] that belong to the actions being purged.
-pub(crate) fn delete_purged_history_sql(params: Params, table: &str, keys: usize) -> String {
-    assert!(PURGED_HISTORIES.contains(&table), "{table} is not a history a purge deletes");
-    format!("DELETE FROM {table} WHERE {}", keys_in(params, "action_key", 1, keys))
+/// One of [`PURGED_HISTORIES`] for `keys` keys.
+pub(crate) fn delete_purged_history_sql(params: Params, history: &Template<1>, keys: usize) -> String {
+    by_keys_sql(params, history, keys)
 }
 
-pub(crate) fn delete_purged_history<B: Backend>(table: &str, keys: &[ActionKey]) -> Statement<B> {
-    bind_keys(Statement::new(delete_purged_history_sql(B::DIALECT.params, table, keys.len())), keys)
+pub(crate) fn delete_purged_history<B: Backend>(history: &Template<1>, keys: &[ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(delete_purged_history_sql(B::DIALECT.params, history, keys.len())), keys)
 }
 
-/// Records one purge run with what it removed; returns its id.
-pub(crate) const INSERT_PURGE: &str = "INSERT INTO purges (at, owner, reason, older_than_ms, settled_before, \
-     states, actions, deliveries, attempts, lookups) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
+/// See `delete_purged_proposals` in sql/purges.sql.
+pub(crate) fn delete_purged_proposals_sql(params: Params, keys: usize) -> String {
+    by_keys_sql(params, &DELETE_PURGED_PROPOSALS, keys)
+}
 
-/// Deletes the proposals of the actions being purged: their payloads go with the rest of the
-/// bulk (a settled action has none waiting; the audit trail keeps each one's fingerprint).
 pub(crate) fn delete_purged_proposals<B: Backend>(keys: &[ActionKey]) -> Statement<B> {
-    let sql = format!("DELETE FROM proposals WHERE {}", keys_in(B::DIALECT.params, "action_key", 1, keys.len()));
-    bind_keys(Statement::new(sql), keys)
+    bind_keys(Statement::new(delete_purged_proposals_sql(B::DIALECT.params, keys.len())), keys)
 }
 
-/// Marks actions as purged by run `$1`: their tombstone marker.
+/// See `mark_purged` in sql/purges.sql.
 pub(crate) fn mark_purged_sql(params: Params, keys: usize) -> String {
-    format!(
-        "INSERT INTO purged_actions (action_key, purge_id) SELECT key, {} FROM actions WHERE {}",
-        params.at(1),
-        keys_in(params, "key", 2, keys)
-    )
+    MARK_PURGED.fill([&params.at(1), &param_list(params, 2, keys)])
 }
 
 pub(crate) fn mark_purged<B: Backend>(purge_id: i64, keys: &[ActionKey]) -> Statement<B> {
     bind_keys(Statement::new(mark_purged_sql(B::DIALECT.params, keys.len())).int(purge_id), keys)
 }
 
-/// The purge run that purged action `$1`, if one did.
-pub(crate) const SELECT_PURGE_OF: &str = "SELECT p.id, p.at, p.owner, p.reason, p.older_than_ms, \
-     p.settled_before, p.states, p.actions, p.deliveries, p.attempts, p.lookups \
-     FROM purged_actions m JOIN purges p ON p.id = m.purge_id WHERE m.action_key = $1";
+// Where the schema stands (sql/migrations.sql).
 
-// The schema's own version, as sqlx records it in `_sqlx_migrations`: read before migrating, so
-// that a build older than the ledger refuses to write, and `migrate --status` can say where the
-// ledger stands without changing it.
+pub(crate) const POSTGRES_HAS_MIGRATIONS: &str = named(MIGRATIONS, "postgres_has_migrations");
+pub(crate) const SQLITE_HAS_MIGRATIONS: &str = named(MIGRATIONS, "sqlite_has_migrations");
+pub(crate) const APPLIED_MIGRATIONS: &str = named(MIGRATIONS, "applied_migrations");
+pub(crate) const SCHEMA_EXISTS: &str = named(MIGRATIONS, "schema_exists");
+pub(crate) const LEDGER_IN_PUBLIC: &str = named(MIGRATIONS, "ledger_in_public");
+pub(crate) const PUBLIC_MIGRATIONS: &str = named(MIGRATIONS, "public_migrations");
+pub(crate) const PUBLIC_FUNCTIONS: &str = named(MIGRATIONS, "public_functions");
+pub(crate) const PUBLIC_TABLES: &str = named(MIGRATIONS, "public_tables");
 
-/// Whether the migrations table exists in the ledger's schema (PostgreSQL: the session's
-/// `search_path`, which holds the ledger's schema only).
-pub(crate) const POSTGRES_HAS_MIGRATIONS: &str = "SELECT to_regclass('_sqlx_migrations') IS NOT NULL";
-
-/// Whether the migrations table exists in the ledger file (SQLite).
-pub(crate) const SQLITE_HAS_MIGRATIONS: &str =
-    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')";
-
-/// The migrations applied to the ledger, oldest first.
-pub(crate) const APPLIED_MIGRATIONS: &str =
-    "SELECT version, description, checksum FROM _sqlx_migrations WHERE success ORDER BY version";
-
-/// Whether a schema of name `$1` exists (PostgreSQL).
-pub(crate) const SCHEMA_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)";
-
-/// Whether `public` holds a ledger made before ledgers had a schema of their own: its `actions`
-/// table, the guard function only this ledger defines, and a migrations table. An application's
-/// own `actions` table or sqlx migrations alone do not look like one.
-pub(crate) const LEDGER_IN_PUBLIC: &str = "SELECT to_regclass('public.actions') IS NOT NULL \
-     AND to_regclass('public._sqlx_migrations') IS NOT NULL \
-     AND EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'public'::regnamespace \
-                 AND proname = 'actionledger_guard_action')";
-
-/// Rows of `public._sqlx_migrations`: the ledger's own are moved with it, any others belong to
-/// the application that shares the schema.
-pub(crate) const PUBLIC_MIGRATIONS: &str = "SELECT version, description, checksum FROM public._sqlx_migrations";
-
-/// The signatures (`public.name(args)`) of the functions named in `$1` that `public` holds.
-pub(crate) const PUBLIC_FUNCTIONS: &str = "SELECT p.oid::regprocedure::text FROM pg_proc p \
-     WHERE p.pronamespace = 'public'::regnamespace AND p.proname = ANY($1) ORDER BY 1";
-
-/// The tables of the names in `$1` that `public` holds.
-pub(crate) const PUBLIC_TABLES: &str = "SELECT c.relname::text FROM pg_class c \
-     WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname = ANY($1) ORDER BY 1";
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,17 @@
+-- Statements on `audit_trail`: every change of an action, who made it and why. Kept in full,
+-- even by a purge.
+
+-- name: select_audit
+-- The audit trail of an action, oldest first.
+-- $1 key: the action's key
+SELECT id, action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version,
+       revision, reason
+FROM audit_trail
+WHERE action_key = $1
+ORDER BY id;
+
+-- name: append_audit
+-- Appends entries to the audit trail, in the order given.
+-- {columns}, {rows}: AUDIT_ROW
+INSERT INTO audit_trail ({columns})
+VALUES {rows};

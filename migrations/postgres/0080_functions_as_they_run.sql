@@ -1,4 +1,4 @@
--- The ledger's functions as they run (migrations/README.md, "Redefining a function").
+-- The ledger's functions as they run (migrations/README.md, "Rules for a new migration").
 --
 -- Migration 0012 moved the checks on a change to an action into actionledger_guard_action_update()
 -- and its own trigger, and dropped the triggers of the functions it replaced, not the functions:
@@ -9,8 +9,8 @@
 --     fires before an insert only.
 -- Migration 0012's actionledger_grant_roles() grants everything that actionledger_grant_updates()
 -- (0006) and actionledger_grant_retention() (0007) grant and hands over what they hand over; it is
--- the one an operator who creates the roles by hand runs (README, "Roles"), and nothing calls the
--- other two.
+-- the one an operator who creates the roles by hand runs (README, "Roles: least privilege"), and
+-- nothing calls the other two.
 
 DROP FUNCTION actionledger_guard_columns();
 DROP FUNCTION actionledger_guard_late_facts();

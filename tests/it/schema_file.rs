@@ -7,6 +7,7 @@
 use crate::support;
 use actionledger::store::PostgresStore;
 use sqlx::Connection as _;
+use std::fmt::Write as _;
 
 const REGENERATE: &str = "ACTIONLEDGER_UPDATE_SCHEMA=1 cargo test --test it schema_file::";
 const POSTGRES_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres.schema.sql");
@@ -91,6 +92,9 @@ fn short_diff(old: &str, new: &str, limit: usize) -> String {
 /// One object of the catalog: the key it is sorted by, and its text.
 type Item = (String, String);
 
+/// A row of `PG_PRIVILEGES`.
+type Privilege = (String, Option<String>, Option<String>, String, String, bool);
+
 /// The tables, with their columns in the order of the table, their defaults and constraints.
 const PG_TABLES: &str = r#"
 SELECT c.relname::text, format(E'CREATE TABLE %I (\n%s\n)%s;', c.relname,
@@ -109,13 +113,13 @@ SELECT c.relname::text, format(E'CREATE TABLE %I (\n%s\n)%s;', c.relname,
   FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')"#;
 
 /// Views, should a migration make one.
-const PG_VIEWS: &str = r#"
+const PG_VIEWS: &str = r"
 SELECT c.relname::text, format(E'CREATE %sVIEW %I AS\n%s', CASE c.relkind WHEN 'm' THEN 'MATERIALIZED ' ELSE '' END,
                                 c.relname, pg_get_viewdef(c.oid, true))
-  FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('v', 'm')"#;
+  FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('v', 'm')";
 
 /// The sequences, with the column each belongs to.
-const PG_SEQUENCES: &str = r#"
+const PG_SEQUENCES: &str = r"
 SELECT c.relname::text, format('CREATE SEQUENCE %I AS %s%s;', c.relname, format_type(s.seqtypid, NULL),
                                COALESCE(' OWNED BY ' || quote_ident(t.relname) || '.' || quote_ident(a.attname), ''))
   FROM pg_class c JOIN pg_sequence s ON s.seqrelid = c.oid
@@ -123,15 +127,15 @@ SELECT c.relname::text, format('CREATE SEQUENCE %I AS %s%s;', c.relname, format_
                        AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'a'
   LEFT JOIN pg_class t ON t.oid = d.refobjid
   LEFT JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
- WHERE c.relnamespace = current_schema()::regnamespace"#;
+ WHERE c.relnamespace = current_schema()::regnamespace";
 
 /// The indexes but those that a table's constraint makes (shown with the table).
-const PG_INDEXES: &str = r#"
+const PG_INDEXES: &str = r"
 SELECT t.relname::text || ' ' || x.relname::text, pg_get_indexdef(i.indexrelid) || ';'
   FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid JOIN pg_class x ON x.oid = i.indexrelid
  WHERE t.relnamespace = current_schema()::regnamespace
    AND NOT EXISTS (SELECT 1 FROM pg_constraint k
-                    WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid AND k.contype IN ('p', 'u', 'x'))"#;
+                    WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid AND k.contype IN ('p', 'u', 'x'))";
 
 /// The domains, with their constraints.
 const PG_DOMAINS: &str = r#"
@@ -147,29 +151,29 @@ SELECT t.typname::text, format('CREATE DOMAIN %I AS %s%s%s%s;', t.typname, forma
  WHERE t.typnamespace = current_schema()::regnamespace AND t.typtype = 'd'"#;
 
 /// Other types (enums, composite types of their own), should a migration make one.
-const PG_TYPES: &str = r#"
+const PG_TYPES: &str = r"
 SELECT t.typname::text, format('-- type %I (%s)', t.typname, CASE t.typtype WHEN 'e' THEN 'enum: '
            || (SELECT string_agg(quote_literal(e.enumlabel), ', ' ORDER BY e.enumsortorder) FROM pg_enum e
                 WHERE e.enumtypid = t.oid)
            WHEN 'c' THEN 'composite' WHEN 'r' THEN 'range' ELSE t.typtype::text END)
   FROM pg_type t LEFT JOIN pg_class c ON c.oid = t.typrelid
  WHERE t.typnamespace = current_schema()::regnamespace AND t.typtype NOT IN ('d', 'b', 'm')
-   AND (t.typtype <> 'c' OR c.relkind = 'c')"#;
+   AND (t.typtype <> 'c' OR c.relkind = 'c')";
 
 /// The functions, as the server writes them back.
-const PG_FUNCTIONS: &str = r#"
+const PG_FUNCTIONS: &str = r"
 SELECT p.proname::text || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
-  FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace"#;
+  FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace";
 
 /// The triggers, by table and then by name, the order in which a table's triggers fire.
-const PG_TRIGGERS: &str = r#"
+const PG_TRIGGERS: &str = r"
 SELECT c.relname::text || ' ' || g.tgname::text, pg_get_triggerdef(g.oid, true) || ';'
     || CASE g.tgenabled WHEN 'O' THEN '' ELSE format(E'\n-- enabled: %s', g.tgenabled) END
   FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
- WHERE c.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal"#;
+ WHERE c.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal";
 
 /// Who owns each object: its kind, its name and the owning role.
-const PG_OWNERS: &str = r#"
+const PG_OWNERS: &str = r"
 SELECT 'SCHEMA', NULL::text, n.nspowner::regrole::text
   FROM pg_namespace n WHERE n.oid = current_schema()::regnamespace
 UNION ALL
@@ -184,7 +188,7 @@ UNION ALL
 SELECT CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, quote_ident(t.typname), t.typowner::regrole::text
   FROM pg_type t LEFT JOIN pg_class c ON c.oid = t.typrelid
  WHERE t.typnamespace = current_schema()::regnamespace AND t.typtype NOT IN ('b', 'm')
-   AND (t.typtype <> 'c' OR c.relkind = 'c')"#;
+   AND (t.typtype <> 'c' OR c.relkind = 'c')";
 
 /// Every privilege, as the roles hold it (a default ACL spelled out): the object's kind and name,
 /// the columns for a column privilege, the grantee (`-` for PUBLIC), the privileges and whether
@@ -237,11 +241,12 @@ async fn render_postgres(url: &str, schema: &str) -> String {
          -- catalog. Generated by tests/it/schema_file.rs; do not edit. After a migration, regenerate it\n\
          -- in the same commit:\n",
     );
-    out.push_str(&format!("--   {REGENERATE}\n"));
-    out.push_str(&format!(
+    let _ = writeln!(out, "--   {REGENERATE}");
+    let _ = writeln!(
+        out,
         "-- Names are unqualified: every object is in the ledger's schema, written {SCHEMA} where it is\n\
-         -- named (actionledger unless configured). {MIGRATING_ROLE} is the role that ran the migrations.\n"
-    ));
+         -- named (actionledger unless configured). {MIGRATING_ROLE} is the role that ran the migrations."
+    );
     for (title, sql) in [
         ("Domains", PG_DOMAINS),
         ("Types", PG_TYPES),
@@ -260,7 +265,7 @@ async fn render_postgres(url: &str, schema: &str) -> String {
             continue;
         }
         items.sort();
-        out.push_str(&format!("\n-- {title}\n"));
+        let _ = write!(out, "\n-- {title}\n");
         for (_, text) in items {
             out.push('\n');
             out.push_str(&normalise_lines(&unqualified(&text)));
@@ -285,7 +290,7 @@ async fn render_postgres(url: &str, schema: &str) -> String {
     out.push_str(&owners.join("\n"));
     out.push('\n');
 
-    let privileges: Vec<(String, Option<String>, Option<String>, String, String, bool)> =
+    let privileges: Vec<Privilege> =
         sqlx::query_as(PG_PRIVILEGES).fetch_all(&mut conn).await.expect("read the privileges");
     let mut grants: Vec<String> = privileges
         .into_iter()
@@ -320,6 +325,10 @@ fn normalise_lines(text: &str) -> String {
     lines[first..last].join("\n")
 }
 
+/// The kinds of `sqlite_master` entries, in the order of the file's sections, and their titles.
+const SQLITE_SECTIONS: [(&str, &str); 4] =
+    [("table", "Tables"), ("view", "Views"), ("index", "Indexes"), ("trigger", "Triggers")];
+
 /// The SQLite ledger at `url` as a text that diffs cleanly: every entry of `sqlite_master` but
 /// SQLite's own, by kind and then name, each as the migrations wrote it, with the lines' trailing
 /// blanks and the empty lines removed.
@@ -332,21 +341,19 @@ async fn render_sqlite(url: &str) -> String {
     .await
     .expect("read sqlite_master");
     conn.close().await.ok();
-    const SECTIONS: [(&str, &str); 4] =
-        [("table", "Tables"), ("view", "Views"), ("index", "Indexes"), ("trigger", "Triggers")];
-    let section_of = |kind: &str| SECTIONS.iter().position(|(k, _)| *k == kind).unwrap_or(SECTIONS.len());
+    let section_of = |kind: &str| SQLITE_SECTIONS.iter().position(|(k, _)| *k == kind).unwrap_or(SQLITE_SECTIONS.len());
     entries.sort_by(|a, b| (section_of(&a.0), &a.1).cmp(&(section_of(&b.0), &b.1)));
     let mut out = String::from(
         "-- The SQLite ledger as a fresh `actionledger migrate` makes it, read from sqlite_master.\n\
          -- Generated by tests/it/schema_file.rs; do not edit. After a migration, regenerate it in the\n\
          -- same commit:\n",
     );
-    out.push_str(&format!("--   {REGENERATE}\n"));
+    let _ = writeln!(out, "--   {REGENERATE}");
     let mut section = None;
     for (kind, _, sql) in entries {
         if section != Some(section_of(&kind)) {
-            let title = SECTIONS.get(section_of(&kind)).map_or(kind.as_str(), |(_, title)| title);
-            out.push_str(&format!("\n-- {title}\n"));
+            let title = SQLITE_SECTIONS.get(section_of(&kind)).map_or(kind.as_str(), |(_, title)| title);
+            let _ = write!(out, "\n-- {title}\n");
             section = Some(section_of(&kind));
         }
         out.push('\n');

@@ -35,6 +35,7 @@ mod retention;
 mod roles;
 mod scale;
 mod schema;
+mod schema_file;
 mod secrets;
 mod serve;
 mod sim_crm;

@@ -569,8 +569,8 @@ mod tests {
     }
 
     const KEYS_BEGIN: &str = "<!-- console keys: generated from BINDINGS in src/console/keys.rs (the help screen's \
-                              lines); regenerate with ACTIONLEDGER_UPDATE_README=1 cargo test --lib \
-                              the_readme_lists_every_console_key -->";
+                              lines); regenerate with ACTIONLEDGER_UPDATE_DOCS=1 cargo test --lib \
+                              the_review_guide_lists_every_console_key -->";
     const KEYS_END: &str = "<!-- end of console keys -->";
 
     /// The help screen's lines as a Markdown table.
@@ -582,11 +582,11 @@ mod tests {
         std::iter::once("| keys | what they do |\n|---|---|\n".to_owned()).chain(rows).collect()
     }
 
-    /// The README's console section lists every key with the help screen's own words: one
+    /// The review owners' guide lists every console key with the help screen's own words: one
     /// source for both.
     #[test]
-    fn the_readme_lists_every_console_key() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    fn the_review_guide_lists_every_console_key() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/review.md");
         let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
         let (before, rest) = doc.split_once(KEYS_BEGIN).unwrap_or_else(|| panic!("{path} lacks {KEYS_BEGIN}"));
         let (shown, after) = rest.split_once(KEYS_END).unwrap_or_else(|| panic!("{path} lacks {KEYS_END}"));
@@ -594,13 +594,13 @@ mod tests {
         if shown == expected {
             return;
         }
-        if std::env::var_os("ACTIONLEDGER_UPDATE_README").is_some() {
+        if std::env::var_os("ACTIONLEDGER_UPDATE_DOCS").is_some() {
             std::fs::write(path, format!("{before}{KEYS_BEGIN}{expected}{KEYS_END}{after}")).unwrap();
             return;
         }
         panic!(
-            "the console keys in README.md differ from BINDINGS in src/console/keys.rs.\n\
-             Regenerate them: ACTIONLEDGER_UPDATE_README=1 cargo test --lib the_readme_lists_every_console_key\n{expected}"
+            "the console keys in docs/review.md differ from BINDINGS in src/console/keys.rs.\n\
+             Regenerate them: ACTIONLEDGER_UPDATE_DOCS=1 cargo test --lib the_review_guide_lists_every_console_key\n{expected}"
         );
     }
 

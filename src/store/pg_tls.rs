@@ -193,7 +193,7 @@ fn plaintext_warning(
         return None;
     }
     let host = options.get_host();
-    let fix = "use sslmode=verify-full with the server's authority in sslrootcert (see the README's shared ledger)";
+    let fix = "use sslmode=verify-full with the server's authority in sslrootcert (see docs/postgresql.md, TLS)";
     match options.get_ssl_mode() {
         PgSslMode::Disable | PgSslMode::Allow => Some(format!(
             "sslmode={}: the password for {host} is sent without TLS, readable by anyone on the network between; {fix}",

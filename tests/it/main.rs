@@ -17,6 +17,7 @@ mod console_triage;
 mod crash;
 mod db_faults;
 mod destinations;
+mod docs;
 mod drain;
 mod frontends;
 mod guard_cost;

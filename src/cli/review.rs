@@ -32,14 +32,27 @@ pub struct ReviewArgs {
     refresh: std::time::Duration,
 }
 
-fn parse_size(text: &str) -> Result<(u16, u16), String> {
-    let (w, h) = text.split_once('x').ok_or_else(|| format!("{text:?} is not WIDTHxHEIGHT, e.g. 100x30"))?;
+/// A `--size` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum SizeError {
+    #[error("{0:?} is not WIDTHxHEIGHT, e.g. 100x30")]
+    NotASize(String),
+    #[error("{0:?} is not a width")]
+    Width(String),
+    #[error("{0:?} is not a height")]
+    Height(String),
+    #[error("{0} is out of range: use at least 40x12 and at most 1000x500")]
+    OutOfRange(String),
+}
+
+fn parse_size(text: &str) -> Result<(u16, u16), SizeError> {
+    let (w, h) = text.split_once('x').ok_or_else(|| SizeError::NotASize(text.to_owned()))?;
     let (w, h): (u16, u16) = (
-        w.parse().map_err(|_| format!("{w:?} is not a width"))?,
-        h.parse().map_err(|_| format!("{h:?} is not a height"))?,
+        w.parse().map_err(|_| SizeError::Width(w.to_owned()))?,
+        h.parse().map_err(|_| SizeError::Height(h.to_owned()))?,
     );
     if w < 40 || h < 12 || w > 1000 || h > 500 {
-        return Err(format!("{text} is out of range: use at least 40x12 and at most 1000x500"));
+        return Err(SizeError::OutOfRange(text.to_owned()));
     }
     Ok((w, h))
 }
@@ -64,14 +77,15 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
             let (width, height) = args.size;
             let report = crate::console::run_script(ledger, &options, &script, width, height).await?;
             print!("{}", report.screen);
-            if let Some(refused) = &report.refused {
+            if let Some(stopped) = &report.stopped {
                 eprintln!(
                     "script line {} ({}): {}; the script stopped there",
-                    refused.line,
-                    crate::console::safe_text::SafeText::new(&refused.text),
-                    refused.message
+                    stopped.line,
+                    crate::console::safe_text::SafeText::new(&stopped.text),
+                    stopped.message
                 );
-                return Ok(exit::REFUSED);
+                // A refusal exits 3, a destination that could not be asked 1: as on the command line.
+                return Ok(stopped.kind.exit_code());
             }
             if let Some(dialog) = &report.open_dialog {
                 eprintln!("the script ended inside an open dialog: {dialog}");

@@ -17,7 +17,9 @@ use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
-use model::{Counts, Done, Effect, LoadRequest, MarkedSet, Model, Msg, Pane, Rows, Snapshot, Window};
+use model::{
+    Counts, Done, Effect, Failure, FailureKind, LoadRequest, MarkedSet, Model, Msg, Pane, Rows, Snapshot, Window,
+};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
 use ratatui::crossterm::event::Event;
@@ -84,14 +86,14 @@ impl<S: Store> Driver<S> {
 async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effect: Effect) -> Done {
     match effect {
         Effect::Load(request) => {
-            let result = load(ledger, &request).await.map_err(|e| e.to_string());
+            let result = load(ledger, &request).await.map_err(failure);
             Done::Loaded { request, result }
         }
         Effect::LoadDetail { id, key } => {
-            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(|e| e.to_string()) }
+            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(failure) }
         }
         Effect::Run(request) => {
-            Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
+            Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(failure))
         }
         Effect::RunEach(requests) => {
             let verb = requests.first().map_or("", |r| r.command.verb());
@@ -100,14 +102,14 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
                 .iter()
                 .zip(answers)
                 .map(|(request, answer)| {
-                    let text = answer.map(|o| change_text(&o)).map_err(|e| e.to_string());
+                    let text = answer.map(|o| change_text(&o)).map_err(failure);
                     (request.key.to_string(), text)
                 })
                 .collect();
             Done::Each { verb, results }
         }
         Effect::MarkAll(request) => {
-            let result = mark_all(ledger, &request).await.map_err(|e| e.to_string());
+            let result = mark_all(ledger, &request).await.map_err(failure);
             Done::Marked { request, result }
         }
         // Performed by the driver itself, never in a task.
@@ -115,9 +117,16 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
-            Done::Command(looked.map(|(action, looked)| looked.describe(&action)).map_err(|e| e.to_string()))
+            Done::Command(looked.map(|(action, looked)| looked.describe(&action)).map_err(failure))
         }
     }
+}
+
+/// The one place an error becomes a result the model reads: it keeps the kind its exit code
+/// gives it, so that the console calls only a refusal a refusal.
+fn failure(error: impl Into<Error>) -> Failure {
+    let error = error.into();
+    Failure::new(FailureKind::from_exit_code(error.exit_code()), error.to_string())
 }
 
 /// One action's change in a bulk result, which names the command and the person once.
@@ -459,23 +468,25 @@ impl<S: Store> ScriptedConsole<S> {
 pub struct ScriptReport {
     /// The final screen as plain text.
     pub screen: String,
-    /// The line whose command was refused, and why: the script stopped there.
-    pub refused: Option<ScriptRefusal>,
+    /// The line whose command did not run (refused, or failed), and why: the script stopped there.
+    pub stopped: Option<ScriptStop>,
     /// The dialog the script left open, as a sentence (a tester may want that screen).
     pub open_dialog: Option<String>,
 }
 
 /// A scripted command that did not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScriptRefusal {
+pub struct ScriptStop {
     pub line: usize,
     pub text: String,
+    /// Refused, or failed otherwise: the session's exit code follows it.
+    pub kind: FailureKind,
     /// The status line's message, in full.
     pub message: String,
 }
 
 /// Runs a whole script: parsed in full first, so a bad line runs nothing; then line by line,
-/// stopping at the first line whose command was refused.
+/// stopping at the first line whose command did not run.
 pub async fn run_script<S: Store>(
     ledger: &Ledger<S>,
     options: &ConsoleOptions,
@@ -485,18 +496,20 @@ pub async fn run_script<S: Store>(
 ) -> Result<ScriptReport, Error> {
     let lines = keys::parse_script(script)?;
     let mut console = ScriptedConsole::start(ledger, options, width, height).await?;
-    let mut refused = None;
+    let mut stopped = None;
+    let did_not_run = |model: &Model| model.refusals + model.failures;
     for line in lines {
-        let before = console.model.refusals;
+        let before = did_not_run(&console.model);
         console.press_keys(&line.keys).await?;
-        if console.model.refusals > before {
+        if did_not_run(&console.model) > before {
             let message = console.model.status.as_ref().map(|s| s.text.to_string()).unwrap_or_default();
-            refused = Some(ScriptRefusal { line: line.number, text: line.text, message });
+            let kind = console.model.stopped.unwrap_or(FailureKind::Refused);
+            stopped = Some(ScriptStop { line: line.number, text: line.text, kind, message });
             break;
         }
     }
     let open_dialog = console.model.open_dialog();
-    Ok(ScriptReport { screen: console.screen()?, refused, open_dialog })
+    Ok(ScriptReport { screen: console.screen()?, stopped, open_dialog })
 }
 
 /// Performs effects and every effect their results trigger, until nothing is outstanding.

@@ -5,6 +5,7 @@
 use super::keys::{Action, CommandKind, browse_action};
 use super::safe_text::SafeText;
 use crate::domain::manual::{self, ManualCommand};
+use crate::error::exit;
 use crate::domain::{
     ActionKey, ActionRecord, ClaimFacts, DestinationCatalog, Person, Reason, Refusal, RefusedSubmission, State,
     Timestamp,
@@ -313,30 +314,92 @@ pub struct Snapshot {
     pub rows: Rows,
 }
 
+/// How an effect's failure is classified: the kinds of the exit codes
+/// ([`crate::error::Error::exit_code`]), so that the console and a script say what the command
+/// line says about the same failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The ledger refused the command: nothing changed (exit 3).
+    Refused,
+    /// The action is not in the ledger (exit 4).
+    NotFound,
+    /// What was given or configured cannot be used (exit 2).
+    Usage,
+    /// The database or the destination failed: the command may work later (exit 1).
+    Error,
+}
+
+impl FailureKind {
+    /// The kind of an error with this exit code.
+    pub fn from_exit_code(code: i32) -> Self {
+        match code {
+            exit::REFUSED => Self::Refused,
+            exit::NOT_FOUND => Self::NotFound,
+            exit::USAGE => Self::Usage,
+            _ => Self::Error,
+        }
+    }
+
+    /// The exit code a scripted session ends with when a command failed so.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::Refused => exit::REFUSED,
+            Self::NotFound => exit::NOT_FOUND,
+            Self::Usage => exit::USAGE,
+            Self::Error => exit::ERROR,
+        }
+    }
+
+    /// The word before the failure's message: only a refusal is called one.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Refused => "refused",
+            Self::NotFound => "not found",
+            Self::Usage => "cannot be used",
+            Self::Error => "failed",
+        }
+    }
+}
+
+/// An effect that did not succeed: its kind, and the error's message as the ledger or the
+/// destination worded it. The message is untrusted text: it is escaped where it is shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", kind.word())]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
 /// The result of an effect, fed back to `update`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Done {
     Loaded {
         request: LoadRequest,
-        result: Result<Snapshot, String>,
+        result: Result<Snapshot, Failure>,
     },
     DetailLoaded {
         id: u64,
-        result: Result<Box<ActionDetail>, String>,
+        result: Result<Box<ActionDetail>, Failure>,
     },
-    /// A command finished: what happened, or why it was refused.
-    Command(Result<String, String>),
-    /// A bulk command finished: for each action, what happened or why it was refused.
+    /// A command finished: what happened, or why it did not.
+    Command(Result<String, Failure>),
+    /// A bulk command finished: for each action, what happened or why it did not.
     Each {
         verb: &'static str,
-        results: Vec<(String, Result<String, String>)>,
+        results: Vec<(String, Result<String, Failure>)>,
     },
     /// A copy went to the clipboard: nothing to do.
     Copied,
     /// The actions that match the pane and filter, to mark.
     Marked {
         request: LoadRequest,
-        result: Result<MarkedSet, String>,
+        result: Result<MarkedSet, Failure>,
     },
 }
 
@@ -436,7 +499,8 @@ pub struct Status {
     pub text: SafeText,
 }
 
-/// What a bulk command did: the actions done and those refused, each sorted by key.
+/// What a bulk command did: the actions done, those refused and those that failed otherwise,
+/// each sorted by key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkResult {
     pub verb: &'static str,
@@ -444,6 +508,11 @@ pub struct BulkResult {
     pub done: Vec<(SafeText, SafeText)>,
     /// Each action refused, with the ledger's reason in full; they stay marked.
     pub refused: Vec<(SafeText, SafeText)>,
+    /// Each action whose command failed for another reason (the database, an action no longer
+    /// there), with its kind and message; they stay marked.
+    pub failed: Vec<(SafeText, SafeText)>,
+    /// The kind of the first failure that was not a refusal: what a script's exit code follows.
+    pub failed_kind: Option<FailureKind>,
     /// How far the result is scrolled: a long one does not fit a small terminal.
     pub scroll: u16,
 }
@@ -451,7 +520,8 @@ pub struct BulkResult {
 impl BulkResult {
     /// The one-line summary, for the status line and the result's title.
     pub fn summary(&self) -> String {
-        format!("{}: {} done, {} refused", self.verb, self.done.len(), self.refused.len())
+        let failed = if self.failed.is_empty() { String::new() } else { format!(", {} failed", self.failed.len()) };
+        format!("{}: {} done, {} refused{failed}", self.verb, self.done.len(), self.refused.len())
     }
 }
 
@@ -515,6 +585,11 @@ pub struct Model {
     /// How many commands were refused so far, by the ledger or before their dialog: a scripted
     /// session stops at the first and says which line did it.
     pub refusals: u64,
+    /// How many commands failed for another reason (the database, the destination, an action no
+    /// longer there): a scripted session stops at these too.
+    pub failures: u64,
+    /// The kind of the last command that did not run: a scripted session's exit code follows it.
+    pub stopped: Option<FailureKind>,
     next_request: u64,
     loading: Option<u64>,
     detail_request: u64,
@@ -563,6 +638,8 @@ impl Model {
             marks: std::collections::BTreeMap::new(),
             quit: false,
             refusals: 0,
+            failures: 0,
+            stopped: None,
             next_request: 0,
             loading: None,
             detail_request: 0,
@@ -657,9 +734,20 @@ impl Model {
         self.status = Some(Status { kind: StatusKind::Error, text: SafeText::from_ui(text) });
     }
 
-    /// A command that did not run: shown like any error, and counted.
+    /// A command that was refused: shown like any error, and counted.
     fn refuse(&mut self, text: impl AsRef<str>) {
-        self.refusals += 1;
+        self.did_not_run(FailureKind::Refused, text);
+    }
+
+    /// A command that did not run, for the reason `kind` says: shown like any error, and counted
+    /// by its kind.
+    fn did_not_run(&mut self, kind: FailureKind, text: impl AsRef<str>) {
+        if kind == FailureKind::Refused {
+            self.refusals += 1;
+        } else {
+            self.failures += 1;
+        }
+        self.stopped = Some(kind);
         self.error(text);
     }
 
@@ -1638,8 +1726,8 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
                 return Vec::new();
             }
             match result {
-                Err(error) => {
-                    model.error(format!("database: {error} (the console keeps trying)"));
+                Err(failure) => {
+                    model.error(format!("database: {} (the console keeps trying)", failure.message));
                     Vec::new()
                 }
                 Ok(snapshot) => apply_snapshot(model, &request, snapshot),
@@ -1653,7 +1741,7 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
                 dialog.evidence_request = None;
                 match result {
                     Ok(detail) => with_evidence(model, &mut dialog, &detail),
-                    Err(error) => model.error(format!("database: {error}")),
+                    Err(failure) => model.error(format!("database: {}", failure.message)),
                 }
                 model.mode = Mode::Dialog(dialog);
                 return Vec::new();
@@ -1661,31 +1749,45 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             if id == model.detail_request && matches!(model.mode, Mode::Detail | Mode::Dialog(_)) {
                 match result {
                     Ok(detail) => model.detail = Some(detail),
-                    Err(error) => model.error(format!("database: {error}")),
+                    Err(failure) => model.error(format!("database: {}", failure.message)),
                 }
             }
             Vec::new()
         }
         Done::Each { verb, results } => {
             close_dialog(model);
-            let mut result = BulkResult { verb, done: Vec::new(), refused: Vec::new(), scroll: 0 };
+            let mut result = BulkResult {
+                verb,
+                done: Vec::new(),
+                refused: Vec::new(),
+                failed: Vec::new(),
+                failed_kind: None,
+                scroll: 0,
+            };
             for (key, answer) in results {
                 match answer {
                     Ok(change) => {
                         model.marks.remove(&key);
                         result.done.push((SafeText::new(&key), SafeText::new(&change)));
                     }
-                    Err(why) => result.refused.push((SafeText::new(&key), SafeText::new(&why))),
+                    Err(why) if why.kind == FailureKind::Refused => {
+                        result.refused.push((SafeText::new(&key), SafeText::new(&why.message)));
+                    }
+                    Err(why) => {
+                        result.failed_kind.get_or_insert(why.kind);
+                        result.failed.push((SafeText::new(&key), SafeText::new(&why.to_string())));
+                    }
                 }
             }
             // A stable order whatever order they ran in: by key.
             result.done.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
             result.refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+            result.failed.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
             let summary = format!("{}; the result lists each (Esc closes it)", result.summary());
-            if result.refused.is_empty() {
-                model.info(summary);
-            } else {
-                model.refuse(format!("{summary}; the refused ones stay marked"));
+            match result.failed_kind {
+                Some(kind) => model.did_not_run(kind, format!("{summary}; those not done stay marked")),
+                None if result.refused.is_empty() => model.info(summary),
+                None => model.refuse(format!("{summary}; the refused ones stay marked")),
             }
             model.result = Some(Box::new(result));
             model.refresh()
@@ -1719,7 +1821,7 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
                         ));
                     }
                 }
-                Err(error) => model.error(format!("database: {error}")),
+                Err(failure) => model.error(format!("database: {}", failure.message)),
             }
             Vec::new()
         }
@@ -1727,7 +1829,8 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             close_dialog(model);
             match result {
                 Ok(text) => model.info(text),
-                Err(refusal) => model.refuse(format!("refused: {refusal}")),
+                // Only a refusal is called one: a destination that cannot be reached failed.
+                Err(failure) => model.did_not_run(failure.kind, failure.to_string()),
             }
             model.refresh()
         }
@@ -1920,7 +2023,7 @@ mod tests {
         assert_eq!(request.reason.as_str(), "customer called");
         assert_eq!(request.person.as_str(), "ana");
         assert!(matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Running));
-        let effects = update(&mut model, Msg::Done(Done::Command(Err("it changed".into()))));
+        let effects = update(&mut model, Msg::Done(Done::Command(Err(Failure::new(FailureKind::Refused, "it changed")))));
         assert_eq!(model.mode, Mode::List);
         assert!(model.status.as_ref().unwrap().text.as_str().contains("refused: it changed"));
         assert!(matches!(effects.as_slice(), [Effect::Load(_)]), "refreshes after a command");
@@ -1989,7 +2092,7 @@ mod tests {
     fn database_errors_show_in_the_status_line() {
         let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
         let Some(Effect::Load(request)) = update(&mut model, Msg::Tick).pop() else { panic!() };
-        update(&mut model, Msg::Done(Done::Loaded { request, result: Err("connection refused".into()) }));
+        update(&mut model, Msg::Done(Done::Loaded { request, result: Err(Failure::new(FailureKind::Error, "connection refused")) }));
         assert!(model.status.unwrap().text.as_str().contains("database: connection refused"));
         assert!(!model.quit);
     }

@@ -1,5 +1,6 @@
 //! A bulk command's result: every action done with its change, every one refused with the
-//! ledger's reason in full, wrapped and scrollable, so that nothing is cut at 80x24.
+//! ledger's reason in full, every one that failed otherwise with its kind, wrapped and
+//! scrollable, so that nothing is cut at 80x24.
 
 use super::Theme;
 use crate::console::model::BulkResult;
@@ -23,6 +24,14 @@ fn lines(result: &BulkResult, theme: Theme) -> Vec<Line<'static>> {
         lines.push(Line::raw("  none"));
     }
     for (key, why) in &result.refused {
+        lines.push(Line::from(vec![Span::raw(format!("  {key}: ")), Span::styled(why.to_string(), theme.error())]));
+    }
+    // Not refusals: the ledger did not decide on these, so they are not listed as if it had.
+    if !result.failed.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(format!("failed ({}), by key; they stay marked:", result.failed.len()), theme.title()));
+    }
+    for (key, why) in &result.failed {
         lines.push(Line::from(vec![Span::raw(format!("  {key}: ")), Span::styled(why.to_string(), theme.error())]));
     }
     lines

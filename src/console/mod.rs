@@ -4,9 +4,17 @@
 //! UI loop (database, destinations) and feeds the results back as messages; [`view::view`]
 //! draws. The event source is injected, so a script of key events can drive the same loop on a
 //! `TestBackend`, which is what `review --script` and the tests do.
+//!
+//! Dependencies point one way, each module importing only those before it:
+//! [`safe_text`], [`clipboard`] and [`layout`] (the screen's geometry) stand alone; [`keys`]
+//! (the bindings); [`model`]: `state` <- `effect` <- `load` <- `dialog` <- `update`;
+//! [`view`] reads the model and the layout; this driver, last, joins them. The update never
+//! asks the view: the driver has the view measure how far things scroll
+//! ([`layout::ScrollLimits`]) before each key, and the update bounds scrolling by that.
 
 pub mod clipboard;
 pub mod keys;
+pub mod layout;
 pub mod model;
 pub mod safe_text;
 pub mod view;
@@ -339,6 +347,15 @@ fn to_msg(event: Event) -> Option<Msg> {
     }
 }
 
+/// Applies one message. Before a key, the view measures how far what is open scrolls on this
+/// screen, which the update bounds scrolling by: so the update itself never asks the view.
+fn apply(model: &mut Model, msg: Msg) -> Vec<Effect> {
+    if let Msg::Key(_) = msg {
+        model.scroll_limits = view::scroll_limits(model);
+    }
+    model::update(model, msg)
+}
+
 /// The console's main loop over any backend and any event source.
 pub async fn event_loop<B: Backend, S: Store>(
     terminal: &mut Terminal<B>,
@@ -374,7 +391,7 @@ where
             _ = ticker.tick() => Msg::Tick,
             Some(()) = async { match changes.as_mut() { Some(c) => c.recv().await, None => std::future::pending().await } } => Msg::Changed,
         };
-        for effect in model::update(model, msg) {
+        for effect in apply(model, msg) {
             driver.perform(effect);
         }
         if model.quit {
@@ -430,7 +447,7 @@ impl<S: Store> ScriptedConsole<S> {
         if self.model.quit {
             return Ok(());
         }
-        let effects = model::update(&mut self.model, msg);
+        let effects = apply(&mut self.model, msg);
         settle(&mut self.model, &mut self.driver, &mut self.results, effects).await
     }
 
@@ -538,7 +555,7 @@ async fn settle<S: Store>(
                 )
             })?;
         driver.outstanding -= 1;
-        for effect in model::update(model, Msg::Done(done)) {
+        for effect in apply(model, Msg::Done(done)) {
             driver.perform(effect);
         }
     }

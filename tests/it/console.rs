@@ -330,7 +330,10 @@ async fn a_lookup_that_cannot_reach_its_destination_failed_and_was_not_refused<S
     let (screen, stderr) = (String::from_utf8_lossy(&console.stdout), String::from_utf8_lossy(&console.stderr));
     assert!(stderr.contains("script line 9 (y): failed: lookup failed"), "{what}");
     assert!(screen.contains("failed: lookup failed"), "the status line says it failed\n{what}");
-    assert!(!stderr.contains("refused:") && !screen.contains("refused:"), "a failure is never called a refusal\n{what}");
+    assert!(
+        !stderr.contains("refused:") && !screen.contains("refused:"),
+        "a failure is never called a refusal\n{what}"
+    );
     assert_eq!(record(l, "acme:unreachable").await.action.state, State::Unknown, "nothing changed");
 }
 

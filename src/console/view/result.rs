@@ -3,6 +3,7 @@
 //! scrollable, so that nothing is cut at 80x24.
 
 use super::Theme;
+use crate::console::layout;
 use crate::console::model::BulkResult;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -44,8 +45,7 @@ fn paragraph(result: &BulkResult, theme: Theme) -> Paragraph<'static> {
 /// How far the result scrolls at most in `area`: its lines as wrapped inside the box.
 pub fn max_scroll(result: &BulkResult, area: Rect) -> u16 {
     let inner = area.width.saturating_sub(2);
-    let total = paragraph(result, Theme::PLAIN).line_count(inner);
-    u16::try_from(total).unwrap_or(u16::MAX).saturating_sub(area.height.saturating_sub(2))
+    layout::max_scroll(paragraph(result, Theme::PLAIN).line_count(inner), area.height.saturating_sub(2))
 }
 
 pub fn draw(result: &BulkResult, theme: Theme, frame: &mut Frame<'_>, area: Rect) {

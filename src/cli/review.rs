@@ -32,9 +32,9 @@ pub struct ReviewArgs {
     refresh: std::time::Duration,
 }
 
-/// A `--size` that is not a screen the console can draw on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SizeError {
+/// A `--size` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum SizeError {
     #[error("{0:?} is not WIDTHxHEIGHT, e.g. 100x30")]
     NotASize(String),
     #[error("{0:?} is not a width")]
@@ -77,14 +77,15 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
             let (width, height) = args.size;
             let report = crate::console::run_script(ledger, &options, &script, width, height).await?;
             print!("{}", report.screen);
-            if let Some(refused) = &report.refused {
+            if let Some(stopped) = &report.stopped {
                 eprintln!(
                     "script line {} ({}): {}; the script stopped there",
-                    refused.line,
-                    crate::console::safe_text::SafeText::new(&refused.text),
-                    refused.message
+                    stopped.line,
+                    crate::console::safe_text::SafeText::new(&stopped.text),
+                    stopped.message
                 );
-                return Ok(exit::REFUSED);
+                // A refusal exits 3, a destination that could not be asked 1: as on the command line.
+                return Ok(stopped.kind.exit_code());
             }
             if let Some(dialog) = &report.open_dialog {
                 eprintln!("the script ended inside an open dialog: {dialog}");

@@ -4,9 +4,17 @@
 //! UI loop (database, destinations) and feeds the results back as messages; [`view::view`]
 //! draws. The event source is injected, so a script of key events can drive the same loop on a
 //! `TestBackend`, which is what `review --script` and the tests do.
+//!
+//! Dependencies point one way, each module importing only those before it:
+//! [`safe_text`], [`clipboard`] and [`layout`] (the screen's geometry) stand alone; [`keys`]
+//! (the bindings); [`model`]: `state` <- `effect` <- `load` <- `dialog` <- `update`;
+//! [`view`] reads the model and the layout; this driver, last, joins them. The update never
+//! asks the view: the driver has the view measure how far things scroll
+//! ([`layout::ScrollLimits`]) before each key, and the update bounds scrolling by that.
 
 pub mod clipboard;
 pub mod keys;
+pub mod layout;
 pub mod model;
 pub mod safe_text;
 pub mod view;
@@ -17,7 +25,9 @@ use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
-use model::{Counts, Done, Effect, LoadRequest, MarkedSet, Model, Msg, Pane, Rows, Snapshot, Window};
+use model::{
+    Counts, Done, Effect, Failure, FailureKind, LoadRequest, MarkedSet, Model, Msg, Pane, Rows, Snapshot, Window,
+};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
 use ratatui::crossterm::event::Event;
@@ -84,14 +94,14 @@ impl<S: Store> Driver<S> {
 async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effect: Effect) -> Done {
     match effect {
         Effect::Load(request) => {
-            let result = load(ledger, &request).await.map_err(|e| e.to_string());
+            let result = load(ledger, &request).await.map_err(failure);
             Done::Loaded { request, result }
         }
         Effect::LoadDetail { id, key } => {
-            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(|e| e.to_string()) }
+            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(failure) }
         }
         Effect::Run(request) => {
-            Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(|e| e.to_string()))
+            Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(failure))
         }
         Effect::RunEach(requests) => {
             let verb = requests.first().map_or("", |r| r.command.verb());
@@ -100,14 +110,14 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
                 .iter()
                 .zip(answers)
                 .map(|(request, answer)| {
-                    let text = answer.map(|o| change_text(&o)).map_err(|e| e.to_string());
+                    let text = answer.map(|o| change_text(&o)).map_err(failure);
                     (request.key.to_string(), text)
                 })
                 .collect();
             Done::Each { verb, results }
         }
         Effect::MarkAll(request) => {
-            let result = mark_all(ledger, &request).await.map_err(|e| e.to_string());
+            let result = mark_all(ledger, &request).await.map_err(failure);
             Done::Marked { request, result }
         }
         // Performed by the driver itself, never in a task.
@@ -115,9 +125,16 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
-            Done::Command(looked.map(|(action, looked)| looked.describe(&action)).map_err(|e| e.to_string()))
+            Done::Command(looked.map(|(action, looked)| looked.describe(&action)).map_err(failure))
         }
     }
+}
+
+/// The one place an error becomes a result the model reads: it keeps the kind its exit code
+/// gives it, so that the console calls only a refusal a refusal.
+fn failure(error: impl Into<Error>) -> Failure {
+    let error = error.into();
+    Failure::new(FailureKind::from_exit_code(error.exit_code()), error.to_string())
 }
 
 /// One action's change in a bulk result, which names the command and the person once.
@@ -330,6 +347,15 @@ fn to_msg(event: Event) -> Option<Msg> {
     }
 }
 
+/// Applies one message. Before a key, the view measures how far what is open scrolls on this
+/// screen, which the update bounds scrolling by: so the update itself never asks the view.
+fn apply(model: &mut Model, msg: Msg) -> Vec<Effect> {
+    if let Msg::Key(_) = msg {
+        model.scroll_limits = view::scroll_limits(model);
+    }
+    model::update(model, msg)
+}
+
 /// The console's main loop over any backend and any event source.
 pub async fn event_loop<B: Backend, S: Store>(
     terminal: &mut Terminal<B>,
@@ -365,7 +391,7 @@ where
             _ = ticker.tick() => Msg::Tick,
             Some(()) = async { match changes.as_mut() { Some(c) => c.recv().await, None => std::future::pending().await } } => Msg::Changed,
         };
-        for effect in model::update(model, msg) {
+        for effect in apply(model, msg) {
             driver.perform(effect);
         }
         if model.quit {
@@ -421,7 +447,7 @@ impl<S: Store> ScriptedConsole<S> {
         if self.model.quit {
             return Ok(());
         }
-        let effects = model::update(&mut self.model, msg);
+        let effects = apply(&mut self.model, msg);
         settle(&mut self.model, &mut self.driver, &mut self.results, effects).await
     }
 
@@ -459,23 +485,25 @@ impl<S: Store> ScriptedConsole<S> {
 pub struct ScriptReport {
     /// The final screen as plain text.
     pub screen: String,
-    /// The line whose command was refused, and why: the script stopped there.
-    pub refused: Option<ScriptRefusal>,
+    /// The line whose command did not run (refused, or failed), and why: the script stopped there.
+    pub stopped: Option<ScriptStop>,
     /// The dialog the script left open, as a sentence (a tester may want that screen).
     pub open_dialog: Option<String>,
 }
 
 /// A scripted command that did not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScriptRefusal {
+pub struct ScriptStop {
     pub line: usize,
     pub text: String,
+    /// Refused, or failed otherwise: the session's exit code follows it.
+    pub kind: FailureKind,
     /// The status line's message, in full.
     pub message: String,
 }
 
 /// Runs a whole script: parsed in full first, so a bad line runs nothing; then line by line,
-/// stopping at the first line whose command was refused.
+/// stopping at the first line whose command did not run.
 pub async fn run_script<S: Store>(
     ledger: &Ledger<S>,
     options: &ConsoleOptions,
@@ -485,18 +513,20 @@ pub async fn run_script<S: Store>(
 ) -> Result<ScriptReport, Error> {
     let lines = keys::parse_script(script)?;
     let mut console = ScriptedConsole::start(ledger, options, width, height).await?;
-    let mut refused = None;
+    let mut stopped = None;
+    let did_not_run = |model: &Model| model.refusals + model.failures;
     for line in lines {
-        let before = console.model.refusals;
+        let before = did_not_run(&console.model);
         console.press_keys(&line.keys).await?;
-        if console.model.refusals > before {
+        if did_not_run(&console.model) > before {
             let message = console.model.status.as_ref().map(|s| s.text.to_string()).unwrap_or_default();
-            refused = Some(ScriptRefusal { line: line.number, text: line.text, message });
+            let kind = console.model.stopped.unwrap_or(FailureKind::Refused);
+            stopped = Some(ScriptStop { line: line.number, text: line.text, kind, message });
             break;
         }
     }
     let open_dialog = console.model.open_dialog();
-    Ok(ScriptReport { screen: console.screen()?, refused, open_dialog })
+    Ok(ScriptReport { screen: console.screen()?, stopped, open_dialog })
 }
 
 /// Performs effects and every effect their results trigger, until nothing is outstanding.
@@ -525,7 +555,7 @@ async fn settle<S: Store>(
                 )
             })?;
         driver.outstanding -= 1;
-        for effect in model::update(model, Msg::Done(done)) {
+        for effect in apply(model, Msg::Done(done)) {
             driver.perform(effect);
         }
     }

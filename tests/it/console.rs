@@ -23,6 +23,7 @@ conformance!(
     every_section_of_a_detail_is_reachable_at_80x24,
     messages_are_never_cut_at_80_columns,
     the_selection_is_a_key_through_resize_refresh_and_departures,
+    a_lookup_that_cannot_reach_its_destination_failed_and_was_not_refused,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -279,6 +280,59 @@ async fn look_up_now_settles_an_unknown_action<S: Store>(db: TestDb<S>) {
     assert_eq!((detail.action.state, detail.action.destination_id.as_deref()), (State::Completed, Some("R-000001")));
     assert_eq!(detail.lookups.len(), 1);
     assert_eq!(detail.audit.last().unwrap().actor, "Ana");
+}
+
+/// The same failure, the same kind and exit code on both front ends: a lookup at a destination
+/// that is not listening is an error on the command line (exit 1), and in a scripted console it
+/// is shown as failed, never as a refusal, and the script exits 1 too.
+async fn a_lookup_that_cannot_reach_its_destination_failed_and_was_not_refused<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    action_in(l, "acme:unreachable", State::Unknown).await;
+    // An address nothing listens on: bound, then let go.
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("actionledger.toml");
+    let options = actionledger::testkit::sim_crm::Options::default();
+    std::fs::write(&config, actionledger::testkit::sim_crm::destination_config("crm", nowhere, &options)).unwrap();
+    let config = config.to_str().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .current_dir(dir.path())
+            .env_remove("ACTIONLEDGER_DB")
+            .env_remove("DATABASE_URL")
+            .env("NO_COLOR", "1")
+            .args(["--db", &db.url])
+            .args(args)
+            .output()
+            .expect("run actionledger")
+    };
+    let said = |output: &std::process::Output| {
+        format!(
+            "exit {:?}\nstdout: {}\nstderr: {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    let reason = ["--owner", "ana", "--reason", "checking the CRM", "--config", config];
+    let cli = run(&[&["lookup", "acme:unreachable"][..], &reason].concat());
+    assert_eq!(cli.status.code(), Some(1), "the command line: an error\n{}", said(&cli));
+
+    let script = dir.path().join("lookup.keys");
+    let keys = ["3", "/", "acme:unreachable", "<Enter>", "<Enter>", "l", "checking the CRM", "<Enter>", "y", ""];
+    std::fs::write(&script, keys.join("\n")).unwrap();
+    let script = script.to_str().unwrap();
+    let console = run(&["review", "--owner", "ana", "--config", config, "--script", script, "--size", "120x40"]);
+    let what = said(&console);
+    assert_eq!(console.status.code(), Some(1), "the console: the same error, the same exit code\n{what}");
+    let (screen, stderr) = (String::from_utf8_lossy(&console.stdout), String::from_utf8_lossy(&console.stderr));
+    assert!(stderr.contains("script line 9 (y): failed: lookup failed"), "{what}");
+    assert!(screen.contains("failed: lookup failed"), "the status line says it failed\n{what}");
+    assert!(
+        !stderr.contains("refused:") && !screen.contains("refused:"),
+        "a failure is never called a refusal\n{what}"
+    );
+    assert_eq!(record(l, "acme:unreachable").await.action.state, State::Unknown, "nothing changed");
 }
 
 async fn filter_and_navigation_over_many_actions<S: Store>(db: TestDb<S>) {

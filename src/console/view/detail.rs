@@ -3,6 +3,7 @@
 //! destination evidence, audit trail.
 
 use super::{Theme, fit, short_duration};
+use crate::console::layout;
 use crate::console::model::{DetailView, Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
 use crate::domain::RefusedSubmission;
@@ -41,8 +42,7 @@ fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
 /// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end
 /// of the last section (the audit trail) is always reachable.
 pub fn max_scroll(model: &Model, area: Rect) -> u16 {
-    paragraph(model, Theme::PLAIN, area.width)
-        .map_or(0, |p| u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX).saturating_sub(area.height))
+    paragraph(model, Theme::PLAIN, area.width).map_or(0, |p| layout::max_scroll(p.line_count(area.width), area.height))
 }
 
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {

@@ -2,6 +2,7 @@
 
 use super::Theme;
 use crate::console::keys::{Action, BINDINGS, CommandKind};
+use crate::console::layout;
 use crate::console::model::Model;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -29,8 +30,7 @@ fn lines(model: &Model, theme: Theme) -> Vec<Line<'static>> {
 
 /// How far the help scrolls at most in `area`: a short terminal scrolls it with j/k.
 pub fn max_scroll(model: &Model, area: Rect) -> u16 {
-    let shown = usize::from(area.height.saturating_sub(2));
-    u16::try_from(lines(model, Theme::PLAIN).len().saturating_sub(shown)).unwrap_or(u16::MAX)
+    layout::max_scroll(lines(model, Theme::PLAIN).len(), area.height.saturating_sub(2))
 }
 
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {

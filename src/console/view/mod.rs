@@ -10,9 +10,10 @@ mod help;
 mod list;
 mod result;
 
+use super::layout::{self, ScrollLimits};
 use super::model::{Mode, Model};
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 
 /// The colours of one kind of terminal, chosen once at start: 256 colours where the terminal
@@ -120,35 +121,34 @@ impl Theme {
     }
 }
 
-/// The parts of the screen: header, tabs, body, status and footer. The status line grows to
-/// show a long message in full, up to a third of the screen.
-pub fn layout(model: &Model, area: Rect) -> [Rect; 5] {
-    let status = footer::status_height(model, area.width).min((area.height / 3).max(1));
-    Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Length(1),
-        Constraint::Min(3),
-        Constraint::Length(status),
-        Constraint::Length(1),
-    ])
-    .areas(area)
+/// The parts of the screen: header, tabs, body, status and footer, with the status line as tall
+/// as its message wraps at this width.
+pub fn areas(model: &Model, area: Rect) -> [Rect; 5] {
+    layout::screen(area, footer::status_height(model, area.width))
 }
 
-/// How far the open detail scrolls at most: its wrapped lines less the lines on screen.
-pub fn detail_max_scroll(model: &Model) -> u16 {
-    let [_, _, body, _, _] = layout(model, Rect::new(0, 0, model.width, model.height));
-    detail::max_scroll(model, body)
-}
-
-/// Lines the open detail shows at once, for paging.
-pub fn detail_page(model: &Model) -> u16 {
-    let [_, _, body, _, _] = layout(model, Rect::new(0, 0, model.width, model.height));
-    body.height.saturating_sub(3).max(1)
+/// How far the parts open on this console's screen scroll at most: what the update bounds
+/// scrolling by. Only what is open is measured.
+pub fn scroll_limits(model: &Model) -> ScrollLimits {
+    let screen = Rect::new(0, 0, model.width, model.height);
+    let mut limits = ScrollLimits::default();
+    if model.mode == Mode::Detail {
+        let [_, _, body, _, _] = areas(model, screen);
+        limits.detail = detail::max_scroll(model, body);
+        limits.detail_page = layout::detail_page(body);
+    }
+    if model.help {
+        limits.help = help::max_scroll(model, layout::help_area(screen));
+    }
+    if let Some(result) = &model.result {
+        limits.result = result::max_scroll(result, layout::result_area(screen));
+    }
+    limits
 }
 
 /// Draws the whole console.
 pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
-    let [header_area, tabs_area, body, status_area, footer_area] = layout(model, frame.area());
+    let [header_area, tabs_area, body, status_area, footer_area] = areas(model, frame.area());
     header::draw(model, theme, frame, header_area);
     header::draw_tabs(model, theme, frame, tabs_area);
     match (&model.mode, &model.detail) {
@@ -161,44 +161,16 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
         // Kept above the status line and the footer, which say what a key just did and what to
         // press (a bulk dialog is tall).
         let height = if dialog.bulk.is_empty() { 14 } else { 22 };
-        let mut area = centered(frame.area(), 72, height.min(status_area.y.saturating_sub(frame.area().y)));
+        let mut area = layout::centered(frame.area(), 72, height.min(status_area.y.saturating_sub(frame.area().y)));
         area.y = area.y.min(status_area.y.saturating_sub(area.height));
         dialog::draw(dialog, theme, frame, area);
     }
     if let Some(result) = &model.result {
-        result::draw(result, theme, frame, result_area(frame.area()));
+        result::draw(result, theme, frame, layout::result_area(frame.area()));
     }
     if model.help {
-        help::draw(model, theme, frame, help_area(frame.area()));
+        help::draw(model, theme, frame, layout::help_area(frame.area()));
     }
-}
-
-/// Where a bulk result goes: over the list, leaving the status line and footer in view.
-fn result_area(area: Rect) -> Rect {
-    let height = area.height.saturating_sub(3).max(3);
-    centered(Rect { height, ..area }, 78, 30)
-}
-
-/// How far a bulk result scrolls at most on this console's screen.
-pub fn result_max_scroll(model: &Model) -> u16 {
-    model.result.as_ref().map_or(0, |r| result::max_scroll(r, result_area(Rect::new(0, 0, model.width, model.height))))
-}
-
-/// Where the help screen goes.
-fn help_area(area: Rect) -> Rect {
-    centered(area, 78, 26)
-}
-
-/// How far the help scrolls at most on this console's screen.
-pub fn help_max_scroll(model: &Model) -> u16 {
-    help::max_scroll(model, help_area(Rect::new(0, 0, model.width, model.height)))
-}
-
-/// A box of at most `width` x `height` in the middle of `area`.
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let width = width.min(area.width);
-    let height = height.min(area.height);
-    Rect { x: area.x + (area.width - width) / 2, y: area.y + (area.height - height) / 2, width, height }
 }
 
 /// A duration as people read it in a narrow column: 42s, 7m, 3h, 2d.

@@ -1,7 +1,9 @@
 //! A bulk command's result: every action done with its change, every one refused with the
-//! ledger's reason in full, wrapped and scrollable, so that nothing is cut at 80x24.
+//! ledger's reason in full, every one that failed otherwise with its kind, wrapped and
+//! scrollable, so that nothing is cut at 80x24.
 
 use super::Theme;
+use crate::console::layout;
 use crate::console::model::BulkResult;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -25,6 +27,14 @@ fn lines(result: &BulkResult, theme: Theme) -> Vec<Line<'static>> {
     for (key, why) in &result.refused {
         lines.push(Line::from(vec![Span::raw(format!("  {key}: ")), Span::styled(why.to_string(), theme.error())]));
     }
+    // Not refusals: the ledger did not decide on these, so they are not listed as if it had.
+    if !result.failed.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(format!("failed ({}), by key; they stay marked:", result.failed.len()), theme.title()));
+    }
+    for (key, why) in &result.failed {
+        lines.push(Line::from(vec![Span::raw(format!("  {key}: ")), Span::styled(why.to_string(), theme.error())]));
+    }
     lines
 }
 
@@ -35,8 +45,7 @@ fn paragraph(result: &BulkResult, theme: Theme) -> Paragraph<'static> {
 /// How far the result scrolls at most in `area`: its lines as wrapped inside the box.
 pub fn max_scroll(result: &BulkResult, area: Rect) -> u16 {
     let inner = area.width.saturating_sub(2);
-    let total = paragraph(result, Theme::PLAIN).line_count(inner);
-    u16::try_from(total).unwrap_or(u16::MAX).saturating_sub(area.height.saturating_sub(2))
+    layout::max_scroll(paragraph(result, Theme::PLAIN).line_count(inner), area.height.saturating_sub(2))
 }
 
 pub fn draw(result: &BulkResult, theme: Theme, frame: &mut Frame<'_>, area: Rect) {

@@ -1,0 +1,218 @@
+//! The update, key by key, on a model loaded by hand: no driver, no database.
+
+use super::load::shell_word;
+use super::*;
+use crate::console::layout::ScrollLimits;
+use crate::domain::input::{RawSubmission, Submission};
+use crate::domain::{ActionRecord, ManualCommand, Person, State, Timestamp};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+fn action(id: i64, key: &str, state: State) -> ActionRecord {
+    let raw = RawSubmission { key: Some(key.into()), payload: b"{}".to_vec(), ..Default::default() };
+    let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+    action.id = id;
+    action.state = state;
+    action.revision = 4;
+    action
+}
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn chars(model: &mut Model, text: &str) {
+    for c in text.chars() {
+        update(model, key(KeyCode::Char(c)));
+    }
+}
+
+/// A model showing `rows` in the failed pane, as if loaded.
+fn loaded(rows: Vec<ActionRecord>) -> Model {
+    let mut model = Model::new("sqlite://test.db", Person::parse("ana").unwrap(), 80, 24);
+    let _ = update(&mut model, key(KeyCode::Char('5')));
+    let Some(Effect::Load(request)) = model.start().pop() else { panic!("a load") };
+    let snapshot = Snapshot { counts: None, now: Timestamp::default(), rows: Rows::Actions(rows) };
+    update(&mut model, Msg::Done(Done::Loaded { request, result: Ok(snapshot) }));
+    model
+}
+
+#[test]
+fn switching_panes_loads_one_screen_of_the_new_pane() {
+    let mut model = Model::new("x", Person::parse("ana").unwrap(), 80, 24);
+    let effects = update(&mut model, key(KeyCode::Char('3')));
+    let [Effect::Load(request)] = effects.as_slice() else { panic!("{effects:?}") };
+    assert_eq!((request.pane, request.window, request.limit), (Pane::Unknown, Window::Newest, 16));
+    assert_eq!(update(&mut model, key(KeyCode::Char('3'))), Vec::new(), "same pane: nothing to load");
+    update(&mut model, key(KeyCode::BackTab));
+    assert_eq!(model.pane, Pane::InProgress);
+    update(&mut model, Msg::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));
+    update(&mut model, key(KeyCode::BackTab));
+    assert_eq!(model.pane, Pane::All, "wraps around, through the history panes");
+}
+
+#[test]
+fn a_command_needs_a_reason_and_a_confirmation_and_checks_the_version_seen() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    assert_eq!(update(&mut model, key(KeyCode::Char('r'))), Vec::new());
+    let Mode::Dialog(dialog) = &model.mode else { panic!("a dialog opens") };
+    assert!(dialog.description.iter().any(|d| d.contains("failed -> pending")), "{:?}", dialog.description);
+    assert_eq!(update(&mut model, key(KeyCode::Enter)), Vec::new(), "no reason yet");
+    assert_eq!(model.status.as_ref().map(|s| s.kind), Some(StatusKind::Error));
+    chars(&mut model, "customer called");
+    update(&mut model, key(KeyCode::Enter));
+    assert!(matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Confirm));
+    let effects = update(&mut model, key(KeyCode::Char('y')));
+    let [Effect::Run(request)] = effects.as_slice() else { panic!("{effects:?}") };
+    assert_eq!(request.command, ManualCommand::Retry);
+    assert_eq!(request.expect_version, Some(4));
+    assert_eq!(request.reason.as_str(), "customer called");
+    assert_eq!(request.person.as_str(), "ana");
+    assert!(matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Running));
+    let effects = update(&mut model, Msg::Done(Done::Command(Err(Failure::new(FailureKind::Refused, "it changed")))));
+    assert_eq!(model.mode, Mode::List);
+    assert!(model.status.as_ref().unwrap().text.as_str().contains("refused: it changed"));
+    assert!(matches!(effects.as_slice(), [Effect::Load(_)]), "refreshes after a command");
+}
+
+#[test]
+fn escape_and_no_cancel_without_any_effect() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    update(&mut model, key(KeyCode::Char('x')));
+    chars(&mut model, "dup");
+    assert_eq!(update(&mut model, key(KeyCode::Esc)), Vec::new());
+    assert_eq!(model.mode, Mode::List);
+    update(&mut model, key(KeyCode::Char('x')));
+    chars(&mut model, "dup");
+    update(&mut model, key(KeyCode::Enter));
+    assert_eq!(update(&mut model, key(KeyCode::Char('n'))), Vec::new());
+    assert_eq!(model.mode, Mode::List);
+}
+
+#[test]
+fn a_command_the_state_does_not_allow_says_why_and_opens_nothing() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    update(&mut model, key(KeyCode::Char('a')));
+    assert_eq!(model.mode, Mode::List);
+    let status = model.status.clone().unwrap();
+    assert_eq!(status.kind, StatusKind::Error);
+    assert!(status.text.as_str().contains("no proposed payload"), "{}", status.text);
+}
+
+#[test]
+fn pasted_text_only_lands_in_a_text_field() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    update(&mut model, Msg::Paste("x\ny".into()));
+    assert_eq!(model.mode, Mode::List, "a paste while browsing runs no command");
+    update(&mut model, key(KeyCode::Char('r')));
+    update(&mut model, Msg::Paste("line one\r\nline two\u{1b}[2J".into()));
+    let Mode::Dialog(dialog) = &model.mode else { panic!() };
+    assert_eq!(dialog.reason, "line oneline two[2J");
+}
+
+#[test]
+fn refresh_keeps_the_selection_on_the_same_key() {
+    let mut model = loaded(vec![
+        action(3, "acme:c", State::Failed),
+        action(2, "acme:b", State::Failed),
+        action(1, "acme:a", State::Failed),
+    ]);
+    update(&mut model, key(KeyCode::Char('j')));
+    assert_eq!(model.selected_action().unwrap().key.as_str(), "acme:b");
+    let effects = update(&mut model, Msg::Tick);
+    let [Effect::Load(request)] = effects.as_slice() else { panic!("{effects:?}") };
+    assert_eq!(request.select, Selection::Key("acme:b".into()));
+    let rows = vec![
+        action(4, "acme:d", State::Failed),
+        action(2, "acme:b", State::Failed),
+        action(1, "acme:a", State::Failed),
+    ];
+    let snapshot = Snapshot { counts: None, now: Timestamp::default(), rows: Rows::Actions(rows) };
+    update(&mut model, Msg::Done(Done::Loaded { request: request.clone(), result: Ok(snapshot) }));
+    assert_eq!(model.selected_action().unwrap().key.as_str(), "acme:b");
+    assert_eq!(update(&mut model, Msg::Tick).len(), 1);
+    assert_eq!(update(&mut model, Msg::Tick), Vec::new(), "one refresh in flight at a time");
+}
+
+#[test]
+fn database_errors_show_in_the_status_line() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    let Some(Effect::Load(request)) = update(&mut model, Msg::Tick).pop() else { panic!() };
+    update(
+        &mut model,
+        Msg::Done(Done::Loaded { request, result: Err(Failure::new(FailureKind::Error, "connection refused")) }),
+    );
+    assert!(model.status.unwrap().text.as_str().contains("database: connection refused"));
+    assert!(!model.quit);
+}
+
+#[test]
+fn key_releases_are_ignored_and_ctrl_c_quits_from_anywhere() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    let mut release = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    release.kind = KeyEventKind::Release;
+    update(&mut model, Msg::Key(release));
+    assert!(!model.quit);
+    update(&mut model, key(KeyCode::Char('x')));
+    update(&mut model, key(KeyCode::Char('q')));
+    assert!(!model.quit, "q is text inside a dialog");
+    update(&mut model, Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
+    assert!(model.quit);
+}
+
+#[test]
+fn counts_and_command_words_as_a_person_reads_them() {
+    let cases = [(0, "0"), (999, "999"), (1000, "1,000"), (12_345, "12,345"), (1_234_567, "1,234,567")];
+    for (n, text) in cases {
+        assert_eq!(thousands(n), text);
+    }
+    assert_eq!(shell_word("crm"), "crm");
+    assert_eq!(shell_word("Ana Lima"), "'Ana Lima'");
+    assert_eq!(shell_word("it's"), r"'it'\''s'");
+    let orders = [Order::NewestFirst, Order::OldestFirst, Order::MostAttempts, Order::NewestFirst];
+    for pair in orders.windows(2) {
+        assert_eq!(pair[0].next(), pair[1], "s steps through the orders and round again");
+    }
+}
+
+#[test]
+fn moving_past_the_window_loads_the_next_one() {
+    let mut model = loaded((1..=16).rev().map(|n| action(n, &format!("acme:{n}"), State::Failed)).collect());
+    for _ in 0..15 {
+        assert_eq!(update(&mut model, key(KeyCode::Down)), Vec::new());
+    }
+    let effects = update(&mut model, key(KeyCode::Down));
+    let [Effect::Load(request)] = effects.as_slice() else { panic!("{effects:?}") };
+    assert_eq!((request.window, &request.select), (Window::Before(1), &Selection::First));
+    let effects = update(&mut model, key(KeyCode::Char('G')));
+    assert!(matches!(effects.as_slice(), [Effect::Load(LoadRequest { window: Window::Oldest, .. })]));
+}
+
+#[test]
+fn a_command_that_failed_is_not_called_refused() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Unknown)]);
+    let failed = Failure::new(FailureKind::Error, "lookup failed: connection refused");
+    update(&mut model, Msg::Done(Done::Command(Err(failed))));
+    let status = model.status.clone().unwrap();
+    assert_eq!(status.kind, StatusKind::Error);
+    assert!(status.text.as_str().starts_with("failed: lookup failed"), "{}", status.text);
+    assert_eq!((model.refusals, model.failures, model.stopped), (0, 1, Some(FailureKind::Error)));
+    let refused = Failure::new(FailureKind::Refused, "it changed");
+    update(&mut model, Msg::Done(Done::Command(Err(refused))));
+    assert_eq!((model.refusals, model.failures, model.stopped), (1, 1, Some(FailureKind::Refused)));
+}
+
+#[test]
+fn scrolling_is_bounded_by_the_limits_the_view_measured() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    update(&mut model, key(KeyCode::Char('?')));
+    assert!(model.help);
+    model.scroll_limits = ScrollLimits { help: 3, ..ScrollLimits::default() };
+    update(&mut model, key(KeyCode::Char('G')));
+    assert_eq!(model.help_scroll, 3);
+    update(&mut model, key(KeyCode::Char('k')));
+    assert_eq!(model.help_scroll, 2, "Up after End moves at once");
+    for _ in 0..5 {
+        update(&mut model, key(KeyCode::Char('j')));
+    }
+    assert_eq!(model.help_scroll, 3, "never past the end");
+}

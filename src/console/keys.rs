@@ -299,10 +299,12 @@ pub const BINDINGS: &[Binding] = &[
 
 /// The key of a command, for the footer.
 pub fn command_key(kind: CommandKind) -> &'static str {
-    BINDINGS
-        .iter()
-        .find(|b| b.actions.iter().any(|&(_, action)| action == Action::Command(kind)))
-        .map_or("?", |b| b.keys)
+    action_key(Action::Command(kind))
+}
+
+/// The keys bound to an action, as the help lists them.
+pub fn action_key(wanted: Action) -> &'static str {
+    BINDINGS.iter().find(|b| b.actions.iter().any(|&(_, action)| action == wanted)).map_or("?", |b| b.keys)
 }
 
 /// What a key means while browsing (not while typing into a field): the action the first binding

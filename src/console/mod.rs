@@ -20,13 +20,14 @@ pub mod safe_text;
 pub mod view;
 
 use crate::destination::Destinations;
-use crate::domain::{Person, State};
+use crate::domain::{Person, State, WayOut};
 use crate::error::Error;
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
 use model::{
-    Counts, Done, Effect, Failure, FailureKind, LoadRequest, MarkedSet, Model, Msg, Pane, Rows, Snapshot, Window,
+    Counts, Done, Effect, Failure, FailureKind, LoadRequest, MarkedSet, Model, Msg, OLD_WORKER_STOPPED_ANSWER, Pane,
+    Rows, Snapshot, Window,
 };
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
@@ -134,7 +135,34 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
 /// gives it, so that the console calls only a refusal a refusal.
 fn failure(error: impl Into<Error>) -> Failure {
     let error = error.into();
-    Failure::new(FailureKind::from_exit_code(error.exit_code()), error.to_string())
+    let message = match error.refusal() {
+        Some(refusal) => match refusal.way_out() {
+            Some(way_out) => format!("{refusal}; {}", way_out_words(way_out)),
+            None => refusal.to_string(),
+        },
+        None => error.to_string(),
+    };
+    Failure::new(FailureKind::from_exit_code(error.exit_code()), message)
+}
+
+/// A refusal's way out in the console's terms: the keys to press, the answer to type.
+fn way_out_words(way_out: WayOut) -> String {
+    use keys::{Action, CommandKind, action_key, command_key};
+    match way_out {
+        WayOut::NameProposal => format!(
+            "press {} to show each proposal waiting; {} and {} act on the one shown",
+            action_key(Action::NextProposal),
+            command_key(CommandKind::Approve),
+            command_key(CommandKind::Reject)
+        ),
+        WayOut::ReadAgain => "look at it again as it is now, and decide again".to_owned(),
+        WayOut::ConfirmOldWorkerStopped => {
+            format!("run the command again and type {OLD_WORKER_STOPPED_ANSWER:?} when asked whether it has stopped")
+        }
+        WayOut::SeeLateResults => {
+            "its attempts in the detail list its late results and who acknowledged them".to_owned()
+        }
+    }
 }
 
 /// One action's change in a bulk result, which names the command and the person once.

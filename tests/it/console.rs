@@ -292,8 +292,8 @@ async fn a_lookup_that_cannot_reach_its_destination_failed_and_was_not_refused<S
     let nowhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("actionledger.toml");
-    let options = actionledger::testkit::sim_crm::Options::default();
-    std::fs::write(&config, actionledger::testkit::sim_crm::destination_config("crm", nowhere, &options)).unwrap();
+    let options = actionledger::sim_crm::Options::default();
+    std::fs::write(&config, actionledger::sim_crm::destination_config("crm", nowhere, &options)).unwrap();
     let config = config.to_str().unwrap();
     let run = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
@@ -458,6 +458,15 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
     let screen = bo.screen().unwrap();
     let said = format!("refused: cannot retry {key}: it changed since you read it");
     assert!(joined(&screen).contains(&said), "{screen}");
+    // The way out in the console's own terms, never the command line's.
+    let status = console_status(&bo);
+    assert!(status.contains("since you read it (you saw version 4, it is now at version 5 and cancelled); look at it again as it is now, and decide again"), "{status}");
+    assert!(!status.contains("actionledger show") && !status.contains("--"), "{status}");
+}
+
+/// The status line's whole text, however much of it the screen's width shows.
+fn console_status<S: Store>(console: &ScriptedConsole<S>) -> String {
+    console.model().status.as_ref().map(|s| s.text.as_str().to_owned()).unwrap_or_default()
 }
 
 fn selected<S: Store>(console: &ScriptedConsole<S>) -> String {

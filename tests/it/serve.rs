@@ -425,7 +425,12 @@ async fn each_role_is_refused_what_it_may_not_do<S: Store>(db: TestDb<S>) {
     let (status, _, problem) =
         post(&client, &cancel, Some(REVIEWER), &json!({ "reason": "refunded", "version": 9 })).await;
     assert_eq!(status, 409, "a stale version is refused: {problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("changed since you read it"), "{problem}");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("changed since you read it"), "{problem}");
+    // The way out in the API's terms: the resource to read and the field to send, no flag.
+    assert_eq!(problem["way_out"], json!("read_again"), "{problem}");
+    assert!(detail.ends_with(&format!("read it again (GET /v1/actions/{key}) and send its \"version\"")), "{problem}");
+    assert!(!detail.contains("--") && !detail.contains("actionledger "), "{problem}");
     let (status, _, done) = post(&client, &cancel, Some(REVIEWER), &reason).await;
     assert_eq!(status, 200, "{done}");
     assert_eq!((done["by"].as_str(), done["to"].as_str()), (Some("Ana Lima"), Some("cancelled")));
@@ -627,4 +632,32 @@ async fn a_request_past_the_timeout_is_answered_503_with_nothing_written<S: Stor
     assert!(answer.to_ascii_lowercase().contains("content-type: application/problem+json"), "{answer}");
     assert!(answer.contains("urn:actionledger:problem:timeout"), "{answer}");
     assert_eq!(written(&db.ledger).await, (0, 0));
+}
+
+/// A change the database refuses the server's login (a viewer's login, whose role may not write)
+/// is the refusal the command line exits 3 for: 403 `not_permitted`, nothing changed, and no
+/// Retry-After, since trying again cannot help.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_the_database_login_may_not_make_is_refused_never_try_again() {
+    let Some((admin, url)) = crate::roles::ledger().await else { return };
+    let key = "acme:order:ORD-7:create-task";
+    admin.submit(&crate::support::order(key, r#"{"n":1}"#)).await.unwrap();
+    let login = crate::roles::login_in(&admin, &url, "actionledger_viewer").await;
+    let viewer = Ledger::new(actionledger::store::PostgresStore::open_with(&login, 2).await.unwrap());
+    let base = start(&viewer, unlimited()).await;
+    let response = client()
+        .post(format!("{base}/v1/actions/{key}/cancel"))
+        .bearer_auth(REVIEWER)
+        .header("content-type", "application/json")
+        .body(json!({ "reason": "the order was refunded" }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    assert!(response.headers().get("retry-after").is_none(), "{:?}", response.headers());
+    let problem: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(problem["type"], json!("urn:actionledger:problem:not_permitted"), "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("trying again will not help"), "{problem}");
+    let detail = admin.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!((detail.action.state, detail.audit.len()), (State::Pending, 1), "nothing changed");
 }

@@ -17,7 +17,7 @@ pub use memory::{MemoryRun, worker_memory};
 
 use crate::domain::{Capabilities, DestinationCatalog, Evidence, RawSubmission};
 use crate::error::Error;
-use crate::ledger::{Ledger, Outcome, Recovery, Report};
+use crate::ledger::{Claim, Ledger, Outcome, Recovery, Report};
 use crate::store::{PostgresStore, SqliteStore, SqliteSynchronous, Store};
 use serde::Serialize;
 use std::sync::Arc;
@@ -231,6 +231,18 @@ fn submission(key: String) -> RawSubmission {
     RawSubmission { key: Some(key), payload: br#"{"order":"bench"}"#.to_vec(), ..RawSubmission::default() }
 }
 
+/// Starts the claims' attempts in one transaction and records each as completed in one more:
+/// the worker's batched path with a no-op effect. Returns how many results were recorded.
+async fn complete_batch<S: Store>(ledger: &Ledger<S>, claims: Vec<Claim>) -> Result<usize, Error> {
+    let started = ledger.start_attempts(&claims).await?;
+    let results: Vec<_> = claims
+        .into_iter()
+        .zip(started)
+        .filter_map(|(claim, attempt)| attempt.ok().map(|a| (claim, a, completed())))
+        .collect();
+    Ok(ledger.record_results(&results).await?.len())
+}
+
 fn completed() -> Report {
     Report {
         outcome: Outcome::Completed { destination_id: "D".to_owned() },
@@ -281,13 +293,7 @@ async fn library_batched<S: Store>(
                 (0..batch).map(|i| submission(format!("{prefix}:{worker}:{n}:{i}"))).collect();
             ledger.submit_many(&page).await?;
             let claims = ledger.claim(&name, LEASE, i64::try_from(batch).unwrap_or(i64::MAX)).await?;
-            let started = ledger.start_attempts(&claims).await?;
-            let results: Vec<_> = claims
-                .into_iter()
-                .zip(started)
-                .filter_map(|(claim, attempt)| attempt.ok().map(|a| (claim, a, completed())))
-                .collect();
-            Ok(ledger.record_results(&results).await?.len())
+            complete_batch(&ledger, claims).await
         }
     })
     .await

@@ -35,6 +35,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// How a front end answers what the ledger answered.
+    pub fn of_ledger(error: &LedgerError) -> Self {
+        match error {
+            LedgerError::Store(e) if e.is_not_permitted() => Self::Refused,
+            LedgerError::SubmissionRefused(_) | LedgerError::Refused(_) | LedgerError::Fenced { .. } => Self::Refused,
+            LedgerError::NotFound(_)
+            | LedgerError::Store(StoreError::Missing { .. } | StoreError::LedgerInPublic { .. }) => Self::NotFound,
+            // A PostgreSQL schema that cannot hold the ledger: the user's input.
+            LedgerError::Store(StoreError::InvalidSchema { .. }) => Self::Usage,
+            LedgerError::Store(_) => Self::Error,
+        }
+    }
+
     pub fn exit_code(self) -> i32 {
         match self {
             Self::Error => exit::ERROR,
@@ -128,20 +141,11 @@ impl Error {
     /// How every front end answers this error.
     pub fn kind(&self) -> Kind {
         match self {
-            Self::Ledger(LedgerError::Store(e)) if e.is_not_permitted() => Kind::Refused,
-            Self::Ledger(LedgerError::SubmissionRefused(_) | LedgerError::Refused(_) | LedgerError::Fenced { .. }) => {
-                Kind::Refused
-            }
-            Self::Ledger(
-                LedgerError::NotFound(_)
-                | LedgerError::Store(StoreError::Missing { .. } | StoreError::LedgerInPublic { .. }),
-            ) => Kind::NotFound,
+            Self::Ledger(e) => Kind::of_ledger(e),
             Self::Frontend(e) => e.kind,
             // The user's input: a command that needed a --config declaring the action's
-            // destination, a destination whose declared headers or method cannot be used, a
-            // PostgreSQL schema that cannot hold the ledger.
-            Self::Ledger(LedgerError::Store(StoreError::InvalidSchema { .. }))
-            | Self::Config(_)
+            // destination, a destination whose declared headers or method cannot be used.
+            Self::Config(_)
             | Self::Input(_)
             | Self::Retention(_)
             | Self::Invalid(_)
@@ -152,7 +156,7 @@ impl Error {
                 | DestinationError::HeaderName { .. }
                 | DestinationError::Method { .. },
             ) => Kind::Usage,
-            Self::Ledger(LedgerError::Store(_)) | Self::Destination(_) | Self::Io { .. } | Self::Task(_) => Kind::Error,
+            Self::Destination(_) | Self::Io { .. } | Self::Task(_) => Kind::Error,
         }
     }
 

@@ -198,13 +198,7 @@ pub(super) async fn library_drain<S: Store>(
                 ledger.record_result(claim, attempt, &completed()).await?;
                 return Ok(Some(1));
             }
-            let started = ledger.start_attempts(&claims).await?;
-            let results: Vec<_> = claims
-                .into_iter()
-                .zip(started)
-                .filter_map(|(claim, attempt)| attempt.ok().map(|a| (claim, a, completed())))
-                .collect();
-            Ok(Some(ledger.record_results(&results).await?.len()))
+            Ok(Some(super::complete_batch(&ledger, claims).await?))
         }
     })
     .await

@@ -6,8 +6,8 @@ use super::{parse_key, render};
 use crate::config::duration_text;
 use crate::destination::Destinations;
 use crate::domain::{ManualCommand, Person, Reason, input::Label};
-use crate::error::{Error, exit};
-use crate::ledger::{Ledger, ManualRequest};
+use crate::error::{Error, Kind, exit};
+use crate::ledger::{Ledger, LedgerError, ManualRequest};
 use crate::store::{ListFilter, Store};
 use clap::{Args, ValueEnum};
 
@@ -193,7 +193,15 @@ async fn bulk<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCom
     if i64::try_from(keys.len()).unwrap_or(i64::MAX) >= args.limit && !args.json {
         eprintln!("note: --limit {} reached; run again for the rest", args.limit);
     }
-    Ok(if answers.iter().any(Result::is_err) { exit::REFUSED } else { exit::OK })
+    Ok(bulk_exit_code(&answers))
+}
+
+/// The exit code of a bulk command's gravest answer: a failure before a refusal, a refusal before
+/// success.
+fn bulk_exit_code<T>(answers: &[Result<T, LedgerError>]) -> i32 {
+    let kinds: Vec<Kind> = answers.iter().filter_map(|a| a.as_ref().err()).map(Kind::of_ledger).collect();
+    let gravest = kinds.iter().find(|kind| **kind != Kind::Refused).or(kinds.first());
+    gravest.map_or(exit::OK, |kind| kind.exit_code())
 }
 
 /// The console's `l`, from the command line: the same lookup, judged and settled the same way.
@@ -235,5 +243,21 @@ pub(super) fn optional_destinations(path: Option<&std::path::Path>) -> Result<De
         Some(path) => Ok(load_destinations(path, false)?.1),
         None if default.exists() => Ok(load_destinations(default, false)?.1),
         None => Ok(Destinations::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ActionKey, Refusal};
+    use crate::store::StoreError;
+
+    #[test]
+    fn a_bulk_command_exits_with_its_gravest_answer() {
+        let refused = || LedgerError::from(Refusal::RepeatedKey { key: ActionKey::parse("k").unwrap() });
+        let failed = || LedgerError::Store(StoreError::Database(sqlx::Error::PoolTimedOut));
+        assert_eq!(bulk_exit_code::<()>(&[Ok(()), Ok(())]), exit::OK);
+        assert_eq!(bulk_exit_code(&[Ok(()), Err(refused())]), exit::REFUSED);
+        assert_eq!(bulk_exit_code::<()>(&[Err(refused()), Err(failed()), Err(refused())]), exit::ERROR);
     }
 }

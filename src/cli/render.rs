@@ -8,6 +8,7 @@ use crate::domain::{
     ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, ProposalRecord, PurgeRecord, Refusal,
     RefusedSubmission, WayOut,
 };
+use crate::error::Kind;
 use crate::ledger::{ActionDetail, LedgerError, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
 use crate::reconcile::{LookedUp, Settlement};
 use serde_json::{Value, json};
@@ -437,9 +438,16 @@ pub fn bulk(
     };
     // Sorted by key, whatever order they ran in, so that two runs compare line by line.
     let mut done: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().ok().map(|o| (k, o))).collect();
-    let mut refused: Vec<_> = keys.iter().zip(answers).filter_map(|(k, a)| a.as_ref().err().map(|e| (k, e))).collect();
+    // A refusal is the ledger's answer; anything else (a database that failed) is a failure, and
+    // is never called a refusal.
+    let (mut refused, mut failed): (Vec<_>, Vec<_>) = keys
+        .iter()
+        .zip(answers)
+        .filter_map(|(k, a)| a.as_ref().err().map(|e| (k, e)))
+        .partition(|(_, e)| Kind::of_ledger(e) == Kind::Refused);
     done.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
     refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    failed.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
     if as_json {
         print_json(&json!({
             "command": verb,
@@ -452,6 +460,7 @@ pub fn bulk(
                 "version": o.action.revision,
             })).collect::<Vec<_>>(),
             "refused": refused.iter().map(|(k, e)| json!({"key": k.as_str(), "reason": ledger_error_text(e)})).collect::<Vec<_>>(),
+            "failed": failed.iter().map(|(k, e)| json!({"key": k.as_str(), "error": e.to_string()})).collect::<Vec<_>>(),
         }));
         return;
     }
@@ -463,8 +472,12 @@ pub fn bulk(
     for (key, error) in &refused {
         println!("refused: {}: {}", escape_untrusted(key.as_str()), escape_untrusted(&ledger_error_text(error)));
     }
+    for (key, error) in &failed {
+        println!("failed: {}: {}", escape_untrusted(key.as_str()), escape_untrusted(&error.to_string()));
+    }
     let nothing = if dry_run { "; nothing was changed (--dry-run)" } else { "" };
-    println!("{verb}: {} selected, {} {changed}, {} refused{nothing}", keys.len(), done.len(), refused.len());
+    let failures = if failed.is_empty() { String::new() } else { format!(", {} failed", failed.len()) };
+    println!("{verb}: {} selected, {} {changed}, {} refused{failures}{nothing}", keys.len(), done.len(), refused.len());
 }
 
 /// A refusal as the command line says it: the ledger's words, then its way out as a flag or a

@@ -249,6 +249,11 @@ impl ClaimScope {
     pub fn any() -> Self {
         Self { destinations: None, include_unassigned: true }
     }
+
+    /// The destinations as the claim statements take them: a JSON list, or NULL for any.
+    pub(crate) fn destinations_json(&self) -> Option<String> {
+        self.destinations.as_deref().map(|names| serde_json::Value::from(names.to_vec()).to_string())
+    }
 }
 
 /// What the audit entry of each claim records, as the ledger decided it: the transition and the

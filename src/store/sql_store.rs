@@ -74,7 +74,7 @@ impl<S: SqlStore> Store for S {
         starts: &StartsAtClaim,
     ) -> Result<Vec<Claimed>, StoreError> {
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-        let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
+        let destinations = scope.destinations_json();
         if S::Backend::DIALECT.writes_in_one_statement {
             let Transition { event, from, to } = audit.transition;
             let sql = if starts.is_empty() {
@@ -93,13 +93,13 @@ impl<S: SqlStore> Store for S {
                 .text(from.as_str())
                 .text(to.as_str());
             if starts.is_empty() {
-                let rows = autocommit(self, claim).await?;
+                let rows = autocommitted(self, claim).await?;
                 return rows.iter().map(|row| Ok(Claimed { action: action_from_row(row)?, started: None })).collect();
             }
             let (always, before_window) = (json_list(&starts.always), json_list(&starts.before_window));
             let claim =
                 claim.text(starts.default_destination.as_deref()).text(always.as_str()).text(before_window.as_str());
-            return autocommit(self, claim).await?.iter().map(claimed_from_row).collect();
+            return autocommitted(self, claim).await?.iter().map(claimed_from_row).collect();
         }
         if S::Backend::DIALECT.statements_in_one_command
             && usize::try_from(limit).is_ok_and(|limit| limit <= sql::CLAIMS_PER_COUNT)
@@ -199,7 +199,7 @@ impl<S: SqlStore> Store for S {
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, StoreError> {
-        let rows = read(self, sql::list_actions(filter)).await?;
+        let rows = autocommitted(self, sql::list_actions(filter)).await?;
         let mut actions = rows.iter().map(action_from_row).collect::<Result<Vec<_>, _>>()?;
         if filter.after_id.is_some() || filter.start == super::PageStart::Last {
             actions.reverse();
@@ -208,17 +208,17 @@ impl<S: SqlStore> Store for S {
     }
 
     async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, StoreError> {
-        let rows = read(self, Statement::new(sql::LIST_REFUSED).int(before_id).int(limit)).await?;
+        let rows = autocommitted(self, Statement::new(sql::LIST_REFUSED).int(before_id).int(limit)).await?;
         rows.iter().map(refusal_from_row).collect()
     }
 
     async fn count_by_state(&self) -> Result<Vec<(State, i64)>, StoreError> {
-        read(self, Statement::new(sql::COUNT_BY_STATE)).await?.iter().map(state_count_from_row).collect()
+        autocommitted(self, Statement::new(sql::COUNT_BY_STATE)).await?.iter().map(state_count_from_row).collect()
     }
 
     async fn state_figures(&self, now: Timestamp) -> Result<Vec<StateFigures>, StoreError> {
         let statement = Statement::new(sql::LEDGER_STATS).int(now.timestamp_millis());
-        read(self, statement).await?.iter().map(state_figures_from_row).collect()
+        autocommitted(self, statement).await?.iter().map(state_figures_from_row).collect()
     }
 
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send {
@@ -226,7 +226,7 @@ impl<S: SqlStore> Store for S {
     }
 
     async fn count_matching(&self, filter: &ListFilter) -> Result<Vec<(State, i64)>, StoreError> {
-        read(self, sql::count_matching_by_state(filter)).await?.iter().map(state_count_from_row).collect()
+        autocommitted(self, sql::count_matching_by_state(filter)).await?.iter().map(state_count_from_row).collect()
     }
 
     async fn count_refused(&self) -> Result<i64, StoreError> {
@@ -250,15 +250,15 @@ impl<S: SqlStore> Store for S {
     async fn expired_claims(&self, limit: i64) -> Result<Vec<ActionRecord>, StoreError> {
         let now = Store::now(self).await?;
         let expired = Statement::new(sql::EXPIRED_CLAIMS).int(now.timestamp_millis()).int(limit);
-        read(self, expired).await?.iter().map(action_from_row).collect()
+        autocommitted(self, expired).await?.iter().map(action_from_row).collect()
     }
 
     async fn pending_backoffs(&self) -> Result<Vec<(Option<String>, Timestamp)>, StoreError> {
-        read(self, Statement::new(sql::PENDING_BACKOFFS)).await?.iter().map(backoff_from_row).collect()
+        autocommitted(self, Statement::new(sql::PENDING_BACKOFFS)).await?.iter().map(backoff_from_row).collect()
     }
 
     async fn enforced_state_pairs(&self) -> Result<Vec<(State, State)>, StoreError> {
-        read(self, Statement::new(sql::ENFORCED_PAIRS)).await?.iter().map(state_pair_from_row).collect()
+        autocommitted(self, Statement::new(sql::ENFORCED_PAIRS)).await?.iter().map(state_pair_from_row).collect()
     }
 
     fn clock(&self) -> &Clock {
@@ -332,7 +332,7 @@ async fn start_in_one_statement<S: SqlStore>(
     let mut started = Vec::with_capacity(starts.len());
     for chunk in starts.chunks(sql::CLAIMS_PER_COUNT) {
         let statement = sql::pg_start_attempts(SqlStore::clock(store).shift_ms(), chunk);
-        for row in autocommit(store, statement).await? {
+        for row in autocommitted(store, statement).await? {
             let (key, number) = keyed_number(&row, "action_key", "number")?;
             started.push(AttemptStarted { key, number, id: row.int("id")? });
         }
@@ -358,7 +358,7 @@ async fn claim_in_two_commands<S: SqlStore>(
     starts: &StartsAtClaim,
 ) -> Result<Vec<Claimed>, StoreError> {
     let now = Store::now(store).await?;
-    let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
+    let destinations = scope.destinations_json();
     let claim = Statement::new(S::Backend::DIALECT.claim)
         .text(worker)
         .int(now.timestamp_millis())
@@ -410,18 +410,9 @@ fn json_list(names: &[String]) -> String {
     serde_json::Value::from(names.to_vec()).to_string()
 }
 
-/// Runs a statement that is a write transaction of its own (autocommitted) on a connection from
-/// the pool; returns its rows.
-async fn autocommit<S: SqlStore>(
-    store: &S,
-    statement: Statement<S::Backend>,
-) -> Result<Vec<<S::Backend as sqlx::Database>::Row>, sqlx::Error> {
-    let mut connection = store.connections().acquire().await?;
-    S::Backend::fetch_all(&mut *connection, statement).await
-}
-
-/// Runs a read on a connection from the pool.
-async fn read<S: SqlStore>(
+/// Runs a statement on a connection from the pool, as a transaction of its own (autocommitted):
+/// a read, or a write that needs nothing else in its transaction; returns its rows.
+async fn autocommitted<S: SqlStore>(
     store: &S,
     statement: Statement<S::Backend>,
 ) -> Result<Vec<<S::Backend as sqlx::Database>::Row>, sqlx::Error> {
@@ -437,7 +428,7 @@ async fn read_history<S: SqlStore, T>(
     key: &ActionKey,
     record: fn(&<S::Backend as sqlx::Database>::Row) -> Result<T, StoreError>,
 ) -> Result<Vec<T>, StoreError> {
-    read(store, Statement::new(statement).text(key.as_str())).await?.iter().map(record).collect()
+    autocommitted(store, Statement::new(statement).text(key.as_str())).await?.iter().map(record).collect()
 }
 
 /// Runs a read that answers at most one row on a connection from the pool.

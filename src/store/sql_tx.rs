@@ -168,7 +168,7 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         limit: i64,
         scope: &ClaimScope,
     ) -> Result<Vec<ActionRecord>, StoreError> {
-        let destinations = scope.destinations.as_ref().map(|d| serde_json::Value::from(d.clone()).to_string());
+        let destinations = scope.destinations_json();
         let claim = Statement::new(B::DIALECT.claim)
             .text(worker)
             .int(now.timestamp_millis())

@@ -144,3 +144,23 @@ fn the_scanner_finds_crate_paths() {
     let lines: Vec<usize> = product_lines(text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(lines, [1]);
 }
+
+/// Inside the console the same holds: the pure model (state, effects, loads, dialogs, update) and
+/// the layout arithmetic never reach the view, which draws them; only the driver knows both.
+#[test]
+fn the_console_model_never_uses_its_view() {
+    let console = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/console");
+    let mut files = Vec::new();
+    sources(&console.join("model"), &mut files);
+    files.extend(["layout.rs", "keys.rs", "safe_text.rs", "clipboard.rs"].map(|name| console.join(name)));
+    let mut upward = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (number, line) in product_lines(&text) {
+            if line.contains("console::view") || line.contains("super::view") || line.contains("view::") {
+                upward.push(format!("{}:{number}: {}", file.display(), line.trim()));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "the console's model reaches its view:\n{}", upward.join("\n"));
+}

@@ -329,3 +329,13 @@ fn the_systemd_unit_verifies() {
     // A setting systemd cannot parse is only a warning on standard error: none is allowed.
     assert!(out.status.success() && out.stderr.is_empty(), "systemd-analyze verify: {}", stderr(&out));
 }
+
+/// What only tests use is not in what users install: the throwaway PostgreSQL's starter is in the
+/// test build's binary and absent from the installed one.
+#[test]
+fn the_installed_binary_holds_no_test_kit() {
+    const STARTER: &[u8] = b"cannot hand the test cluster's directory to the postgres user";
+    let holds = |bin: &Path| std::fs::read(bin).unwrap().windows(STARTER.len()).any(|w| w == STARTER);
+    assert!(holds(Path::new(env!("CARGO_BIN_EXE_actionledger"))), "the check finds the kit where it is");
+    assert!(!holds(installed_binary()), "the installed binary carries the throwaway PostgreSQL");
+}

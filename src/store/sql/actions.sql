@@ -3,16 +3,15 @@
 -- Times are integer milliseconds of database time. A `{hole}` is filled by the store for the
 -- number of rows a statement is sent for: a list of parameters, or the column names, `VALUES`
 -- rows and `SET` terms of a column list in batch.rs (each column with the value it binds).
+--
+-- An action is always read as its whole row (`*`): the store maps every column by name to a field
+-- of the record, so a column a migration adds is read by every statement at once. The columns are
+-- listed in migrations/postgres.schema.sql and migrations/sqlite.schema.sql.
 
 -- name: select_action
 -- One action by its key.
 -- $1 key: the action's key
-SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-       proposed_source_version, resume_state, source, source_version, destination, after_key,
-       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-       idempotency_key, updates_key, updates_destination_id
+SELECT *
 FROM actions
 WHERE key = $1;
 
@@ -36,12 +35,7 @@ WHERE a.after_key IS NOT NULL;
 -- concurrent batches lock rows in one order and cannot deadlock.
 -- {keys}: one parameter per key
 -- {lock}: the dialect's row lock (` FOR UPDATE` on PostgreSQL, nothing on SQLite)
-SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-       proposed_source_version, resume_state, source, source_version, destination, after_key,
-       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-       idempotency_key, updates_key, updates_destination_id
+SELECT *
 FROM actions
 WHERE key IN ({keys})
 ORDER BY key{lock};
@@ -51,12 +45,7 @@ ORDER BY key{lock};
 -- (an uncorrelated subquery: read once), so that a transaction that begins by locking needs no
 -- round trip of its own for the time.
 -- {keys}: one parameter per key
-SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-       proposed_source_version, resume_state, source, source_version, destination, after_key,
-       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-       idempotency_key, updates_key, updates_destination_id,
+SELECT *,
        (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
 FROM actions
 WHERE key IN ({keys})
@@ -70,12 +59,7 @@ FOR UPDATE;
 INSERT INTO actions ({columns})
 VALUES {rows}
 ON CONFLICT (key) DO NOTHING
-RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-          proposed_source_version, resume_state, source, source_version, destination, after_key,
-          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-          old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-          idempotency_key, updates_key, updates_destination_id;
+RETURNING *;
 
 -- name: update_actions
 -- Writes back every mutable field of many actions, each only if its revision is still the one
@@ -90,20 +74,6 @@ SET {set},
     revision = actions.revision + 1
 FROM changed
 WHERE actions.id = changed.id AND actions.revision = changed.revision;
-
--- name: sqlite_update_actions_returning_id
--- SQLite: update_actions answering the id of each action written, the count the ledger checks,
--- when the statement is one of several in one command (whose count is the last statement's).
--- {columns}, {rows}, {set}: CHANGED_ACTION_ROW (id and revision find the row)
-WITH changed ({columns}) AS (
-    VALUES {rows}
-)
-UPDATE actions
-SET {set},
-    revision = actions.revision + 1
-FROM changed
-WHERE actions.id = changed.id AND actions.revision = changed.revision
-RETURNING id;
 
 -- name: pg_update_actions_with_deferred
 -- PostgreSQL: update_actions, sending with it the end of one attempt (as finish_attempts) and
@@ -187,12 +157,7 @@ WHERE late_results > 0;
 -- The claims whose lease ran out, oldest expiry first: those to recover.
 -- $1 now: the time
 -- $2 limit: at most this many
-SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-       proposed_source_version, resume_state, source, source_version, destination, after_key,
-       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-       idempotency_key, updates_key, updates_destination_id
+SELECT *
 FROM actions
 WHERE state = 'in_progress' AND lease_expires_at <= $1
 ORDER BY lease_expires_at
@@ -233,12 +198,7 @@ WHERE proposed_payload IS NOT NULL AND state <> 'conflict';
 -- limit follow `1 = 1`, each with its own parameter, as `list_actions` in statements.rs adds
 -- them: per filter rather than with `$n IS NULL OR ...` terms, so that each combination gets a
 -- plan that uses its index.
-SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-       proposed_source_version, resume_state, source, source_version, destination, after_key,
-       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-       idempotency_key, updates_key, updates_destination_id
+SELECT *
 FROM actions
 WHERE 1 = 1;
 

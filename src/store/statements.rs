@@ -98,6 +98,8 @@ const LOCK_ACTIONS: Template<2> = template(named(ACTIONS, "lock_actions"), ["{ke
 const PG_LOCK_ACTIONS_NOW: Template<1> = template(named(ACTIONS, "pg_lock_actions_now"), ["{keys}"]);
 const INSERT_ACTIONS: Template<2> = template(named(ACTIONS, "insert_actions"), ["{columns}", "{rows}"]);
 const UPDATE_ACTIONS: Template<3> = template(named(ACTIONS, "update_actions"), ["{columns}", "{rows}", "{set}"]);
+const SQLITE_UPDATE_ACTIONS_RETURNING_ID: Template<3> =
+    template(named(ACTIONS, "sqlite_update_actions_returning_id"), ["{columns}", "{rows}", "{set}"]);
 const PG_UPDATE_ACTIONS_WITH_DEFERRED: Template<8> = template(
     named(ACTIONS, "pg_update_actions_with_deferred"),
     [
@@ -252,7 +254,7 @@ pub(crate) fn pg_update_actions_with_deferred<B: Backend>(
 }
 
 /// SQLite: what a transaction writes back at the end of a result, as one command (see
-/// [`Dialect::statements_in_one_command`]): `update_actions` answering the ids it wrote
+/// [`Dialect::statements_in_one_command`]): `sqlite_update_actions_returning_id` for `actions`
 /// (in sql/actions.sql), then the ends of `finished` attempts ([`finish_attempts_sql`]) and the
 /// audit entries `entries` ([`append_audit`]) that the transaction deferred, each only where it
 /// has rows. One hop to SQLite's thread instead of three while the write lock is held.
@@ -270,10 +272,11 @@ pub(crate) fn sqlite_update_actions_with_deferred<B: Backend>(
 /// The text of [`sqlite_update_actions_with_deferred`] for `actions` actions, `finished`
 /// attempts and `entries` audit entries.
 pub(crate) fn sqlite_update_actions_with_deferred_sql(actions: usize, finished: usize, entries: usize) -> String {
-    // The update answers the id of each action written: the count the ledger checks, when the
-    // statement is one of several in one command (whose count is the last statement's).
-    let mut sql = update_actions_sql(Params::InOrder, actions);
-    sql.push_str("\nRETURNING id");
+    let mut sql = SQLITE_UPDATE_ACTIONS_RETURNING_ID.fill([
+        &names(CHANGED_ACTION_ROW),
+        &values(Params::InOrder, actions, CHANGED_ACTION_ROW),
+        &changed_set(),
+    ]);
     if finished > 0 {
         sql.push_str(";\n");
         sql.push_str(&finish_attempts_sql(Params::InOrder, finished));

@@ -4,14 +4,20 @@
 -- number of rows a statement is sent for: a list of parameters, or the column names, `VALUES`
 -- rows and `SET` terms of a column list in batch.rs (each column with the value it binds).
 --
--- An action is always read as its whole row (`*`): the store maps every column by name to a field
--- of the record, so a column a migration adds is read by every statement at once. The columns are
--- listed in migrations/postgres.schema.sql and migrations/sqlite.schema.sql.
+-- An action's columns are listed, never `*`: SQLite re-prepares a statement when another process
+-- changes the schema, and a `*` then answers more columns than sqlx-sqlite read when it first
+-- prepared it, which panics inside sqlx (16 processes on a new ledger, one migrating while
+-- another submits). A listed column a migration has not added yet fails as an error instead.
 
 -- name: select_action
 -- One action by its key.
 -- $1 key: the action's key
-SELECT *
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id
 FROM actions
 WHERE key = $1;
 
@@ -35,7 +41,12 @@ WHERE a.after_key IS NOT NULL;
 -- concurrent batches lock rows in one order and cannot deadlock.
 -- {keys}: one parameter per key
 -- {lock}: the dialect's row lock (` FOR UPDATE` on PostgreSQL, nothing on SQLite)
-SELECT *
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id
 FROM actions
 WHERE key IN ({keys})
 ORDER BY key{lock};
@@ -45,7 +56,12 @@ ORDER BY key{lock};
 -- (an uncorrelated subquery: read once), so that a transaction that begins by locking needs no
 -- round trip of its own for the time.
 -- {keys}: one parameter per key
-SELECT *,
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id,
        (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
 FROM actions
 WHERE key IN ({keys})
@@ -59,7 +75,12 @@ FOR UPDATE;
 INSERT INTO actions ({columns})
 VALUES {rows}
 ON CONFLICT (key) DO NOTHING
-RETURNING *;
+RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+          proposed_source_version, resume_state, source, source_version, destination, after_key,
+          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+          old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+          idempotency_key, updates_key, updates_destination_id;
 
 -- name: update_actions
 -- Writes back every mutable field of many actions, each only if its revision is still the one
@@ -74,6 +95,20 @@ SET {set},
     revision = actions.revision + 1
 FROM changed
 WHERE actions.id = changed.id AND actions.revision = changed.revision;
+
+-- name: sqlite_update_actions_returning_id
+-- SQLite: update_actions answering the id of each action written, the count the ledger checks,
+-- when the statement is one of several in one command (whose count is the last statement's).
+-- {columns}, {rows}, {set}: CHANGED_ACTION_ROW (id and revision find the row)
+WITH changed ({columns}) AS (
+    VALUES {rows}
+)
+UPDATE actions
+SET {set},
+    revision = actions.revision + 1
+FROM changed
+WHERE actions.id = changed.id AND actions.revision = changed.revision
+RETURNING id;
 
 -- name: pg_update_actions_with_deferred
 -- PostgreSQL: update_actions, sending with it the end of one attempt (as finish_attempts) and
@@ -157,7 +192,12 @@ WHERE late_results > 0;
 -- The claims whose lease ran out, oldest expiry first: those to recover.
 -- $1 now: the time
 -- $2 limit: at most this many
-SELECT *
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id
 FROM actions
 WHERE state = 'in_progress' AND lease_expires_at <= $1
 ORDER BY lease_expires_at
@@ -198,7 +238,12 @@ WHERE proposed_payload IS NOT NULL AND state <> 'conflict';
 -- limit follow `1 = 1`, each with its own parameter, as `list_actions` in statements.rs adds
 -- them: per filter rather than with `$n IS NULL OR ...` terms, so that each combination gets a
 -- plan that uses its index.
-SELECT *
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id
 FROM actions
 WHERE 1 = 1;
 

@@ -44,7 +44,12 @@ SET state = 'in_progress',
     not_before = NULL,
     updated_at = $2
 WHERE id IN (SELECT id FROM picked) AND state = 'pending'
-RETURNING *;
+RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+          proposed_source_version, resume_state, source, source_version, destination, after_key,
+          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+          old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+          idempotency_key, updates_key, updates_destination_id;
 
 -- name: pg_claim
 -- PostgreSQL: sqlite_claim, skipping rows another worker is claiming at the same moment.
@@ -78,7 +83,12 @@ SET state = 'in_progress',
     not_before = NULL,
     updated_at = $2
 WHERE id IN (SELECT id FROM picked) AND state = 'pending'
-RETURNING *;
+RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+          proposed_source_version, resume_state, source, source_version, destination, after_key,
+          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+          old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+          idempotency_key, updates_key, updates_destination_id;
 
 -- name: pg_claim_with_audit
 -- PostgreSQL: the whole claim as one autocommitted statement (one round trip, one commit, no
@@ -126,7 +136,12 @@ claimed AS (
         not_before = NULL,
         updated_at = (SELECT now FROM clock)
     WHERE id IN (SELECT id FROM picked) AND state = 'pending'
-    RETURNING *
+    RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+              proposed_source_version, resume_state, source, source_version, destination, after_key,
+              claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+              attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+              old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+              idempotency_key, updates_key, updates_destination_id
 ),
 audit AS (
     INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state,
@@ -136,7 +151,12 @@ audit AS (
     FROM claimed
     ORDER BY id
 )
-SELECT *
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id
 FROM claimed;
 
 -- name: pg_claim_and_start
@@ -202,7 +222,12 @@ claimed AS (
                             ELSE window_started_at END
     FROM starting s
     WHERE id = s.picked_id AND state = 'pending'
-    RETURNING actions.*,
+    RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+              proposed_source_version, resume_state, source, source_version, destination, after_key,
+              claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+              attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+              old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+              idempotency_key, updates_key, updates_destination_id,
               s.starts, s.claimed_first_sent_at, s.claimed_window_started_at
 ),
 audit AS (
@@ -221,7 +246,13 @@ started AS (
     ORDER BY key
     RETURNING action_key, id AS attempt_id, number AS attempt_number
 )
-SELECT claimed.*, attempt_id, attempt_number
+SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
+       proposed_source_version, resume_state, source, source_version, destination, after_key,
+       claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
+       attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
+       old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
+       idempotency_key, updates_key, updates_destination_id,
+       starts, claimed_first_sent_at, claimed_window_started_at, attempt_id, attempt_number
 FROM claimed LEFT JOIN started ON action_key = key;
 
 -- name: pg_start_attempts

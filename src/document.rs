@@ -111,7 +111,8 @@ pub fn submitted(report: &SubmitReport) -> Value {
     json!({ "outcome": report.outcome, "explanation": explanation(report), "action": action_json(&report.action) })
 }
 
-/// What a submission's outcome means, in the words the CLI prints and the HTTP API answers.
+/// What a submission's outcome means, in the words the CLI prints and the HTTP API answers: the
+/// facts only, naming no command of either.
 pub fn explanation(report: &SubmitReport) -> String {
     let a = &report.action;
     let key = escape_untrusted(a.key.as_str());
@@ -134,7 +135,7 @@ pub fn explanation(report: &SubmitReport) -> String {
         ),
         crate::domain::SubmitOutcome::Conflict => format!(
             "{key} is recorded with a different payload; this one is kept as a proposal for a person to approve \
-             or reject (actionledger show {key}); the action is {}",
+             or reject; the action is {}",
             a.state
         ),
     }

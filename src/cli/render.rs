@@ -24,7 +24,15 @@ pub fn submitted(report: &SubmitReport, as_json: bool) {
     }
     // The outcome word alone on stdout, so scripts can test it; the explanation goes to stderr.
     println!("{}", report.outcome.as_str());
-    eprintln!("{}", document::explanation(report));
+    let explanation = document::explanation(report);
+    if report.outcome == crate::domain::SubmitOutcome::Conflict && report.action.proposal.is_some() {
+        eprintln!(
+            "{explanation} (`actionledger show {}` lists the proposals)",
+            escape_untrusted(report.action.key.as_str())
+        );
+    } else {
+        eprintln!("{explanation}");
+    }
 }
 
 pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {

@@ -56,16 +56,6 @@ impl Kind {
             Self::NotFound => exit::NOT_FOUND,
         }
     }
-
-    /// The word a front end shows before the message: `error`, `usage`, `refused`, `not found`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Error => "error",
-            Self::Usage => "usage",
-            Self::Refused => "refused",
-            Self::NotFound => "not found",
-        }
-    }
 }
 
 /// A front end's own error, with the kind its front end answers it as.

@@ -21,13 +21,13 @@ pub mod view;
 
 use crate::destination::Destinations;
 use crate::domain::{Person, State, WayOut};
-use crate::error::Error;
+use crate::error::{Error, Kind};
 use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
 use model::{
-    Counts, Done, Effect, Failure, FailureKind, LoadRequest, MarkedSet, Model, Msg, OLD_WORKER_STOPPED_ANSWER, Pane,
-    Rows, Snapshot, Window,
+    Counts, Done, Effect, Failure, LoadRequest, MarkedSet, Model, Msg, OLD_WORKER_STOPPED_ANSWER, Pane, Rows, Snapshot,
+    Window,
 };
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
@@ -142,7 +142,7 @@ fn failure(error: impl Into<Error>) -> Failure {
         },
         None => error.to_string(),
     };
-    Failure::new(FailureKind::from_exit_code(error.exit_code()), message)
+    Failure::new(error.kind(), message)
 }
 
 /// A refusal's way out in the console's terms: the keys to press, the answer to type.
@@ -525,7 +525,7 @@ pub struct ScriptStop {
     pub line: usize,
     pub text: String,
     /// Refused, or failed otherwise: the session's exit code follows it.
-    pub kind: FailureKind,
+    pub kind: Kind,
     /// The status line's message, in full.
     pub message: String,
 }
@@ -548,7 +548,7 @@ pub async fn run_script<S: Store>(
         console.press_keys(&line.keys).await?;
         if did_not_run(&console.model) > before {
             let message = console.model.status.as_ref().map(|s| s.text.to_string()).unwrap_or_default();
-            let kind = console.model.stopped.unwrap_or(FailureKind::Refused);
+            let kind = console.model.stopped.unwrap_or(Kind::Refused);
             stopped = Some(ScriptStop { line: line.number, text: line.text, kind, message });
             break;
         }

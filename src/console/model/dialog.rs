@@ -3,13 +3,13 @@
 
 use super::effect::Effect;
 use super::state::{
-    BulkResult, Dialog, DialogStage, Failure, FailureKind, Mode, Model, OLD_WORKER_STOPPED_ANSWER, marked_actions,
-    text_field,
+    BulkResult, Dialog, DialogStage, Failure, Mode, Model, OLD_WORKER_STOPPED_ANSWER, marked_actions, text_field,
 };
 use crate::console::keys::CommandKind;
 use crate::console::safe_text::SafeText;
 use crate::domain::manual::{self, ManualCommand};
 use crate::domain::{ActionKey, ActionRecord, ClaimFacts, Reason, Refusal, State};
+use crate::error::Kind;
 use crate::ledger::{ActionDetail, ManualRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
@@ -587,7 +587,7 @@ pub(super) fn on_each_done(
                 model.marks.remove(&key);
                 result.done.push((SafeText::new(&key), SafeText::new(&change)));
             }
-            Err(why) if why.kind == FailureKind::Refused => {
+            Err(why) if why.kind == Kind::Refused => {
                 result.refused.push((SafeText::new(&key), SafeText::new(&why.message)));
             }
             Err(why) => {

@@ -5,7 +5,7 @@ use crate::console::keys::CommandKind;
 use crate::console::layout::ScrollLimits;
 use crate::console::safe_text::SafeText;
 use crate::domain::{ActionRecord, DestinationCatalog, Person, RefusedSubmission, State, Timestamp};
-use crate::error::exit;
+use crate::error::Kind;
 use crate::ledger::ActionDetail;
 
 /// The panes, in the order of their number keys.
@@ -213,64 +213,28 @@ impl Order {
     }
 }
 
-/// How an effect's failure is classified: the kinds of the exit codes
-/// ([`crate::error::Error::exit_code`]), so that the console and a script say what the command
-/// line says about the same failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The ledger refused the command: nothing changed (exit 3).
-    Refused,
-    /// The action is not in the ledger (exit 4).
-    NotFound,
-    /// What was given or configured cannot be used (exit 2).
-    Usage,
-    /// The database or the destination failed: the command may work later (exit 1).
-    Error,
-}
-
-impl FailureKind {
-    /// The kind of an error with this exit code.
-    pub fn from_exit_code(code: i32) -> Self {
-        match code {
-            exit::REFUSED => Self::Refused,
-            exit::NOT_FOUND => Self::NotFound,
-            exit::USAGE => Self::Usage,
-            _ => Self::Error,
-        }
-    }
-
-    /// The exit code a scripted session ends with when a command failed so.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Self::Refused => exit::REFUSED,
-            Self::NotFound => exit::NOT_FOUND,
-            Self::Usage => exit::USAGE,
-            Self::Error => exit::ERROR,
-        }
-    }
-
-    /// The word before the failure's message: only a refusal is called one.
-    pub fn word(self) -> &'static str {
-        match self {
-            Self::Refused => "refused",
-            Self::NotFound => "not found",
-            Self::Usage => "cannot be used",
-            Self::Error => "failed",
-        }
+/// The word the console puts before a failure's message, by the kind every front end gives it
+/// ([`crate::error::Kind`]): only a refusal is called one.
+fn failure_word(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Refused => "refused",
+        Kind::NotFound => "not found",
+        Kind::Usage => "cannot be used",
+        Kind::Error => "failed",
     }
 }
 
 /// An effect that did not succeed: its kind, and the error's message as the ledger or the
 /// destination worded it. The message is untrusted text: it is escaped where it is shown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {message}", kind.word())]
+#[error("{}: {message}", failure_word(*kind))]
 pub struct Failure {
-    pub kind: FailureKind,
+    pub kind: Kind,
     pub message: String,
 }
 
 impl Failure {
-    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into() }
     }
 }
@@ -357,7 +321,7 @@ pub struct BulkResult {
     /// there), with its kind and message; they stay marked.
     pub failed: Vec<(SafeText, SafeText)>,
     /// The kind of the first failure that was not a refusal: what a script's exit code follows.
-    pub failed_kind: Option<FailureKind>,
+    pub failed_kind: Option<Kind>,
     /// How far the result is scrolled: a long one does not fit a small terminal.
     pub scroll: u16,
 }
@@ -434,7 +398,7 @@ pub struct Model {
     /// longer there): a scripted session stops at these too.
     pub failures: u64,
     /// The kind of the last command that did not run: a scripted session's exit code follows it.
-    pub stopped: Option<FailureKind>,
+    pub stopped: Option<Kind>,
     /// How far the open detail, the help and a bulk result scroll at most on this screen, as the
     /// view measured them before the key being handled: the update bounds scrolling by them.
     pub scroll_limits: ScrollLimits,
@@ -517,13 +481,13 @@ impl Model {
 
     /// A command that was refused: shown like any error, and counted.
     pub(super) fn refuse(&mut self, text: impl AsRef<str>) {
-        self.did_not_run(FailureKind::Refused, text);
+        self.did_not_run(Kind::Refused, text);
     }
 
     /// A command that did not run, for the reason `kind` says: shown like any error, and counted
     /// by its kind.
-    pub(super) fn did_not_run(&mut self, kind: FailureKind, text: impl AsRef<str>) {
-        if kind == FailureKind::Refused {
+    pub(super) fn did_not_run(&mut self, kind: Kind, text: impl AsRef<str>) {
+        if kind == Kind::Refused {
             self.refusals += 1;
         } else {
             self.failures += 1;

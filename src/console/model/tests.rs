@@ -5,6 +5,7 @@ use super::*;
 use crate::console::layout::ScrollLimits;
 use crate::domain::input::{RawSubmission, Submission};
 use crate::domain::{ActionRecord, ManualCommand, Person, State, Timestamp};
+use crate::error::Kind;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 fn action(id: i64, key: &str, state: State) -> ActionRecord {
@@ -68,7 +69,7 @@ fn a_command_needs_a_reason_and_a_confirmation_and_checks_the_version_seen() {
     assert_eq!(request.reason.as_str(), "customer called");
     assert_eq!(request.person.as_str(), "ana");
     assert!(matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Running));
-    let effects = update(&mut model, Msg::Done(Done::Command(Err(Failure::new(FailureKind::Refused, "it changed")))));
+    let effects = update(&mut model, Msg::Done(Done::Command(Err(Failure::new(Kind::Refused, "it changed")))));
     assert_eq!(model.mode, Mode::List);
     assert!(model.status.as_ref().unwrap().text.as_str().contains("refused: it changed"));
     assert!(matches!(effects.as_slice(), [Effect::Load(_)]), "refreshes after a command");
@@ -139,7 +140,7 @@ fn database_errors_show_in_the_status_line() {
     let Some(Effect::Load(request)) = update(&mut model, Msg::Tick).pop() else { panic!() };
     update(
         &mut model,
-        Msg::Done(Done::Loaded { request, result: Err(Failure::new(FailureKind::Error, "connection refused")) }),
+        Msg::Done(Done::Loaded { request, result: Err(Failure::new(Kind::Error, "connection refused")) }),
     );
     assert!(model.status.unwrap().text.as_str().contains("database: connection refused"));
     assert!(!model.quit);
@@ -190,15 +191,15 @@ fn moving_past_the_window_loads_the_next_one() {
 #[test]
 fn a_command_that_failed_is_not_called_refused() {
     let mut model = loaded(vec![action(1, "acme:a", State::Unknown)]);
-    let failed = Failure::new(FailureKind::Error, "lookup failed: connection refused");
+    let failed = Failure::new(Kind::Error, "lookup failed: connection refused");
     update(&mut model, Msg::Done(Done::Command(Err(failed))));
     let status = model.status.clone().unwrap();
     assert_eq!(status.kind, StatusKind::Error);
     assert!(status.text.as_str().starts_with("failed: lookup failed"), "{}", status.text);
-    assert_eq!((model.refusals, model.failures, model.stopped), (0, 1, Some(FailureKind::Error)));
-    let refused = Failure::new(FailureKind::Refused, "it changed");
+    assert_eq!((model.refusals, model.failures, model.stopped), (0, 1, Some(Kind::Error)));
+    let refused = Failure::new(Kind::Refused, "it changed");
     update(&mut model, Msg::Done(Done::Command(Err(refused))));
-    assert_eq!((model.refusals, model.failures, model.stopped), (1, 1, Some(FailureKind::Refused)));
+    assert_eq!((model.refusals, model.failures, model.stopped), (1, 1, Some(Kind::Refused)));
 }
 
 #[test]

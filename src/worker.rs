@@ -88,6 +88,26 @@ impl Summary {
     }
 }
 
+/// One event about `action` by worker `worker`, at `level`: [`Shared::progress`] and
+/// [`Shared::trouble`] differ only in the level, and `tracing::event!` takes the level as a
+/// constant, so the fields are written once here rather than once per level.
+macro_rules! action_event {
+    ($level:expr, $worker:expr, $action:expr, $outcome:expr, $what:expr) => {{
+        let action: &ActionRecord = $action;
+        let key = escape_untrusted(action.key.as_str());
+        tracing::event!(
+            $level,
+            key = %key,
+            worker = %escape_untrusted($worker),
+            ownership_version = action.ownership_version,
+            destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
+            outcome = $outcome,
+            "{key}: {}",
+            escape_untrusted($what)
+        )
+    }};
+}
+
 struct Shared<S> {
     ledger: Ledger<S>,
     options: WorkerOptions,
@@ -105,16 +125,7 @@ impl<S: Store> Shared<S> {
     /// (keys, destination names, errors that quote a destination) is escaped as on the terminal.
     fn progress(&self, action: &ActionRecord, outcome: &str, what: &str) {
         if self.options.progress {
-            tracing::info!(
-                key = %escape_untrusted(action.key.as_str()),
-                worker = %escape_untrusted(&self.options.id),
-                ownership_version = action.ownership_version,
-                destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
-                outcome,
-                "{}: {}",
-                escape_untrusted(action.key.as_str()),
-                escape_untrusted(what)
-            );
+            action_event!(tracing::Level::INFO, &self.options.id, action, outcome, what);
         }
     }
 
@@ -122,16 +133,7 @@ impl<S: Store> Shared<S> {
     /// to recovery: a `warn` event.
     fn trouble(&self, action: &ActionRecord, outcome: &str, what: &str) {
         if self.options.progress {
-            tracing::warn!(
-                key = %escape_untrusted(action.key.as_str()),
-                worker = %escape_untrusted(&self.options.id),
-                ownership_version = action.ownership_version,
-                destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
-                outcome,
-                "{}: {}",
-                escape_untrusted(action.key.as_str()),
-                escape_untrusted(what)
-            );
+            action_event!(tracing::Level::WARN, &self.options.id, action, outcome, what);
         }
     }
 

@@ -815,3 +815,59 @@ pub fn default_worker_id() -> String {
         .unwrap_or_else(|| "worker".to_owned());
     format!("{host}-{}", std::process::id())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Timestamp;
+    use crate::domain::input::{RawSubmission, Submission};
+    use std::sync::Arc;
+
+    /// What the events wrote, as the terminal would show it.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_action_event_has_its_level_and_every_field_escaped() {
+        let raw = RawSubmission {
+            key: Some("order:1".into()),
+            payload: b"{}".to_vec(),
+            destination: Some("crm".into()),
+            ..Default::default()
+        };
+        let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+        action.ownership_version = 3;
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            action_event!(tracing::Level::INFO, "w-1", &action, "completed", "completed");
+            action_event!(tracing::Level::WARN, "w-\u{1b}[31m", &action, "not_sent", "not sent: \u{1b}[2J");
+        });
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for (line, level, outcome, what) in
+            [(lines[0], "INFO", "completed", "order:1: completed"), (lines[1], "WARN", "not_sent", "order:1: not sent")]
+        {
+            assert!(line.contains(level), "{line}");
+            assert!(line.contains(what), "{line}");
+            assert!(line.contains(&format!("outcome=\"{outcome}\"")), "{line}");
+            for field in ["key=order:1", "ownership_version=3", "destination=crm", "worker=w-"] {
+                assert!(line.contains(field), "{field} in {line}");
+            }
+        }
+        assert!(!text.contains('\u{1b}'), "text from outside is escaped: {text}");
+    }
+}

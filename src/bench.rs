@@ -307,14 +307,9 @@ async fn duplicate_storm<S: Store>(
 ) -> Result<(Duration, Vec<Duration>), Error> {
     const SUBMITTERS: usize = 16;
     let per_submitter = keys * 8 / SUBMITTERS;
-    let (ledger_c, prefix_c) = (ledger.clone(), prefix.to_owned());
-    let measured = concurrently(SUBMITTERS, per_submitter, move |submitter, n| {
-        let ledger = ledger_c.clone();
-        let key = format!("{prefix_c}:{}", (n + (submitter % 2) * (keys / 2)) % keys);
-        async move {
-            ledger.submit(&submission(key)).await?;
-            Ok(1)
-        }
+    let prefix_c = prefix.to_owned();
+    let measured = submit_concurrently(ledger, SUBMITTERS, per_submitter, move |submitter, n| {
+        format!("{prefix_c}:{}", (n + (submitter % 2) * (keys / 2)) % keys)
     })
     .await?;
     let filter = crate::store::ListFilter {
@@ -335,10 +330,22 @@ async fn library_submit<S: Store>(
     prefix: &str,
     keys: usize,
 ) -> Result<(Duration, Vec<Duration>), Error> {
-    let (ledger, prefix) = (ledger.clone(), prefix.to_owned());
-    concurrently(16, keys.div_ceil(16), move |submitter, n| {
+    let prefix = prefix.to_owned();
+    submit_concurrently(ledger, 16, keys.div_ceil(16), move |submitter, n| format!("{prefix}:{submitter}:{n}")).await
+}
+
+/// Submits the key `key_of(submitter, n)` names, through the library's own `submit`, as the
+/// `n`th of `per_submitter` submissions by each of `submitters` concurrent submitters.
+async fn submit_concurrently<S: Store>(
+    ledger: &Ledger<S>,
+    submitters: usize,
+    per_submitter: usize,
+    key_of: impl Fn(usize, usize) -> String + Send + Sync + 'static,
+) -> Result<(Duration, Vec<Duration>), Error> {
+    let ledger = ledger.clone();
+    concurrently(submitters, per_submitter, move |submitter, n| {
         let ledger = ledger.clone();
-        let key = format!("{prefix}:{submitter}:{n}");
+        let key = key_of(submitter, n);
         async move {
             ledger.submit(&submission(key)).await?;
             Ok(1)

@@ -7,11 +7,13 @@
 
 use crate::domain::State;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::LazyLock;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -34,6 +36,25 @@ struct Metrics {
     fenced_writes: Counter,
     claims: Counter,
     lease_renewals: Counter,
+}
+
+/// A metric of any kind, so that every metric is registered from one table of names and help
+/// texts (the registry boxes each metric it is given; this box only forwards to the one inside).
+#[derive(Debug)]
+struct AnyMetric(Box<dyn Metric>);
+
+impl EncodeMetric for AnyMetric {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Which send of its action each request was: 1 to 20, for a loop that sends one action again
@@ -64,56 +85,58 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         claims: Counter::default(),
         lease_renewals: Counter::default(),
     };
-    registry.register("actions", "Actions in each state, as of the last refresh", metrics.actions.clone());
-    registry.register(
-        "stale_claims",
-        "Claims whose lease expired without a result, as of the last refresh",
-        metrics.stale_claims.clone(),
-    );
-    registry.register(
-        "oldest_action_age_seconds",
-        "Seconds since the least recently changed action in each state last changed: pending (how long the \
-         queue's oldest work has waited) and the uncertain states (unknown, held, conflict); 0 when there is none",
-        metrics.oldest_age.clone(),
-    );
-    registry.register(
-        "stats_refreshed_timestamp_seconds",
-        "When the ledger figures were last read (Unix time, database clock)",
-        metrics.stats_refreshed.clone(),
-    );
-    registry.register(
-        "ready",
-        "1 when the database answered and its schema was current at the last refresh, else 0 (as /readyz)",
-        metrics.ready.clone(),
-    );
-    registry.register(
-        "attempts",
-        "Requests sent to destinations, by destination and outcome",
-        metrics.attempts.clone(),
-    );
-    registry.register(
-        "request_duration_seconds",
-        "Time from sending a request to a destination until its outcome is known",
-        metrics.request_seconds.clone(),
-    );
-    registry.register(
-        "sends_per_action",
-        "Which send of its action each request to a destination was (1 for the first): sends that climb past the \
-         destinations' max_attempts show an action sent again and again",
-        metrics.sends.clone(),
-    );
-    registry.register(
-        "settled_by_lookup",
-        "Unknown actions settled by a lookup at the destination",
-        metrics.settled_by_lookup.clone(),
-    );
-    registry.register(
-        "fenced_writes",
-        "Writes refused because the claim's ownership version had moved on",
-        metrics.fenced_writes.clone(),
-    );
-    registry.register("claims", "Actions claimed, including expired claims taken over", metrics.claims.clone());
-    registry.register("lease_renewals", "Leases renewed by a heartbeat", metrics.lease_renewals.clone());
+    let described: [(&str, &str, Box<dyn Metric>); 12] = [
+        ("actions", "Actions in each state, as of the last refresh", Box::new(metrics.actions.clone())),
+        (
+            "stale_claims",
+            "Claims whose lease expired without a result, as of the last refresh",
+            Box::new(metrics.stale_claims.clone()),
+        ),
+        (
+            "oldest_action_age_seconds",
+            "Seconds since the least recently changed action in each state last changed: pending (how long the \
+             queue's oldest work has waited) and the uncertain states (unknown, held, conflict); 0 when there is \
+             none",
+            Box::new(metrics.oldest_age.clone()),
+        ),
+        (
+            "stats_refreshed_timestamp_seconds",
+            "When the ledger figures were last read (Unix time, database clock)",
+            Box::new(metrics.stats_refreshed.clone()),
+        ),
+        (
+            "ready",
+            "1 when the database answered and its schema was current at the last refresh, else 0 (as /readyz)",
+            Box::new(metrics.ready.clone()),
+        ),
+        ("attempts", "Requests sent to destinations, by destination and outcome", Box::new(metrics.attempts.clone())),
+        (
+            "request_duration_seconds",
+            "Time from sending a request to a destination until its outcome is known",
+            Box::new(metrics.request_seconds.clone()),
+        ),
+        (
+            "sends_per_action",
+            "Which send of its action each request to a destination was (1 for the first): sends that climb past \
+             the destinations' max_attempts show an action sent again and again",
+            Box::new(metrics.sends.clone()),
+        ),
+        (
+            "settled_by_lookup",
+            "Unknown actions settled by a lookup at the destination",
+            Box::new(metrics.settled_by_lookup.clone()),
+        ),
+        (
+            "fenced_writes",
+            "Writes refused because the claim's ownership version had moved on",
+            Box::new(metrics.fenced_writes.clone()),
+        ),
+        ("claims", "Actions claimed, including expired claims taken over", Box::new(metrics.claims.clone())),
+        ("lease_renewals", "Leases renewed by a heartbeat", Box::new(metrics.lease_renewals.clone())),
+    ];
+    for (name, help, metric) in described {
+        registry.register(name, help, AnyMetric(metric));
+    }
     Metrics { registry, ..metrics }
 });
 

@@ -86,6 +86,26 @@ impl Summary {
     }
 }
 
+/// One event about `action` by worker `worker`, at `level`: [`Shared::progress`] and
+/// [`Shared::trouble`] differ only in the level, and `tracing::event!` takes the level as a
+/// constant, so the fields are written once here rather than once per level.
+macro_rules! action_event {
+    ($level:expr, $worker:expr, $action:expr, $outcome:expr, $what:expr) => {{
+        let action: &ActionRecord = $action;
+        let key = escape_untrusted(action.key.as_str());
+        tracing::event!(
+            $level,
+            key = %key,
+            worker = %escape_untrusted($worker),
+            ownership_version = action.ownership_version,
+            destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
+            outcome = $outcome,
+            "{key}: {}",
+            escape_untrusted($what)
+        )
+    }};
+}
+
 struct Shared<S> {
     ledger: Ledger<S>,
     options: WorkerOptions,
@@ -103,16 +123,7 @@ impl<S: Store> Shared<S> {
     /// (keys, destination names, errors that quote a destination) is escaped as on the terminal.
     fn progress(&self, action: &ActionRecord, outcome: &str, what: &str) {
         if self.options.progress {
-            tracing::info!(
-                key = %escape_untrusted(action.key.as_str()),
-                worker = %escape_untrusted(&self.options.id),
-                ownership_version = action.ownership_version,
-                destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
-                outcome,
-                "{}: {}",
-                escape_untrusted(action.key.as_str()),
-                escape_untrusted(what)
-            );
+            action_event!(tracing::Level::INFO, &self.options.id, action, outcome, what);
         }
     }
 
@@ -120,16 +131,7 @@ impl<S: Store> Shared<S> {
     /// to recovery: a `warn` event.
     fn trouble(&self, action: &ActionRecord, outcome: &str, what: &str) {
         if self.options.progress {
-            tracing::warn!(
-                key = %escape_untrusted(action.key.as_str()),
-                worker = %escape_untrusted(&self.options.id),
-                ownership_version = action.ownership_version,
-                destination = %escape_untrusted(action.destination.as_deref().unwrap_or("")),
-                outcome,
-                "{}: {}",
-                escape_untrusted(action.key.as_str()),
-                escape_untrusted(what)
-            );
+            action_event!(tracing::Level::WARN, &self.options.id, action, outcome, what);
         }
     }
 
@@ -847,4 +849,60 @@ pub fn default_worker_id() -> String {
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "worker".to_owned());
     format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Timestamp;
+    use crate::domain::input::{RawSubmission, Submission};
+    use std::sync::Arc;
+
+    /// What the events wrote, as the terminal would show it.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_action_event_has_its_level_and_every_field_escaped() {
+        let raw = RawSubmission {
+            key: Some("order:1".into()),
+            payload: b"{}".to_vec(),
+            destination: Some("crm".into()),
+            ..Default::default()
+        };
+        let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
+        action.ownership_version = 3;
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            action_event!(tracing::Level::INFO, "w-1", &action, "completed", "completed");
+            action_event!(tracing::Level::WARN, "w-\u{1b}[31m", &action, "not_sent", "not sent: \u{1b}[2J");
+        });
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for (line, level, outcome, what) in
+            [(lines[0], "INFO", "completed", "order:1: completed"), (lines[1], "WARN", "not_sent", "order:1: not sent")]
+        {
+            assert!(line.contains(level), "{line}");
+            assert!(line.contains(what), "{line}");
+            assert!(line.contains(&format!("outcome=\"{outcome}\"")), "{line}");
+            for field in ["key=order:1", "ownership_version=3", "destination=crm", "worker=w-"] {
+                assert!(line.contains(field), "{field} in {line}");
+            }
+        }
+        assert!(!text.contains('\u{1b}'), "text from outside is escaped: {text}");
+    }
 }

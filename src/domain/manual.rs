@@ -404,6 +404,12 @@ mod tests {
     use crate::domain::input::{RawSubmission, Submission};
     use chrono::Duration;
 
+    /// The plan of a command as the person saw the action: nothing established about its claim,
+    /// nothing confirmed, no proposal left waiting.
+    fn planned(action: &ActionRecord, command: &ManualCommand, now: Timestamp) -> Result<ManualPlan, Refusal> {
+        plan(action, command, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false)
+    }
+
     fn action(state: State) -> ActionRecord {
         let raw = RawSubmission { key: Some("k".into()), payload: b"{}".to_vec(), ..Default::default() };
         let mut action = ActionRecord::new_pending(&Submission::validate(&raw).unwrap(), Timestamp::default());
@@ -413,14 +419,7 @@ mod tests {
 
     #[test]
     fn a_refusal_says_which_states_allow_the_command() {
-        let refused = plan(
-            &action(State::Completed),
-            &ManualCommand::Cancel,
-            Timestamp::default(),
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        );
+        let refused = planned(&action(State::Completed), &ManualCommand::Cancel, Timestamp::default());
         assert_eq!(
             refused.unwrap_err().to_string(),
             "cannot cancel k: it is completed; cancel is allowed only when it is pending, failed, unknown, held, conflict"
@@ -449,9 +448,7 @@ mod tests {
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false)
-            .unwrap_err()
-            .to_string();
+        let live = planned(&claimed, &ManualCommand::Takeover, now).unwrap_err().to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
     }
 
@@ -467,15 +464,7 @@ mod tests {
         let now = Timestamp::default();
         let mut done = proposed(action(State::Completed), r#"{"q":2}"#);
         done.destination_id = Some("R-1".into());
-        let p = plan(
-            &done,
-            &ManualCommand::Approve { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap();
+        let p = planned(&done, &ManualCommand::Approve { proposal: None }, now).unwrap();
         assert_eq!((p.from, p.to), (State::Completed, State::Completed));
         assert_eq!(apply(&mut done, &ManualCommand::Approve { proposal: None }, p, now).unwrap(), None);
         assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 2, true));
@@ -487,16 +476,7 @@ mod tests {
 
         let mut long = proposed(action(State::Completed), r#"{"q":2}"#);
         long.key = ActionKey::parse(&"k".repeat(250)).unwrap();
-        let refused = plan(
-            &long,
-            &ManualCommand::Approve { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap_err()
-        .to_string();
+        let refused = planned(&long, &ManualCommand::Approve { proposal: None }, now).unwrap_err().to_string();
         assert!(refused.contains("is 259 bytes long; at most 255"), "{refused}");
     }
 
@@ -504,30 +484,14 @@ mod tests {
     fn approving_after_a_send_derives_an_idempotency_key() {
         let now = Timestamp::default();
         let mut fresh = proposed(action(State::Conflict), r#"{"q":2}"#);
-        let p = plan(
-            &fresh,
-            &ManualCommand::Approve { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap();
+        let p = planned(&fresh, &ManualCommand::Approve { proposal: None }, now).unwrap();
         apply(&mut fresh, &ManualCommand::Approve { proposal: None }, p, now).unwrap();
         assert_eq!((fresh.sending_key(), fresh.payload_revision), ("k", 2), "nothing was sent: the key is unused");
 
         let mut sent = proposed(action(State::Conflict), r#"{"q":2}"#);
         sent.first_sent_at = Some(now);
         sent.attempts = 1;
-        let p = plan(
-            &sent,
-            &ManualCommand::Approve { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap();
+        let p = planned(&sent, &ManualCommand::Approve { proposal: None }, now).unwrap();
         apply(&mut sent, &ManualCommand::Approve { proposal: None }, p, now).unwrap();
         assert_eq!((sent.state, sent.sending_key(), sent.key.as_str()), (State::Pending, "k#rev-2", "k"));
     }
@@ -537,25 +501,21 @@ mod tests {
         let sent = Some(Timestamp::default());
         let mut held = action(State::Held);
         (held.first_sent_at, held.window_started_at) = (sent, sent);
-        let p =
-            plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, Confirmed::NONE, false)
-                .unwrap();
+        let p = planned(&held, &ManualCommand::Retry, Timestamp::default()).unwrap();
         apply(&mut held, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!((held.state, held.window_started_at), (State::Pending, None), "a new window");
         assert_eq!(held.first_sent_at, sent, "the evidence that something may have been sent stays");
 
         let mut unknown = action(State::Unknown);
         (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
-        let p =
-            plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, Confirmed::NONE, false)
-                .unwrap();
+        let p = planned(&unknown, &ManualCommand::Retry, Timestamp::default()).unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!(unknown.window_started_at, sent, "inside the window the destination still knows the key");
 
         let mut unknown = action(State::Unknown);
         (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
         let command = ManualCommand::ResolveNotWritten;
-        let p = plan(&unknown, &command, Timestamp::default(), ClaimFacts::WORST_CASE, Confirmed::NONE, false).unwrap();
+        let p = planned(&unknown, &command, Timestamp::default()).unwrap();
         apply(&mut unknown, &command, p, Timestamp::default()).unwrap();
         assert_eq!((unknown.first_sent_at, unknown.window_started_at), (sent, None));
     }
@@ -566,14 +526,11 @@ mod tests {
         let mut held = action(State::Held);
         held.old_worker_may_act = true;
         for command in [ManualCommand::Retry, ManualCommand::ResolveNotWritten] {
-            let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false).unwrap_err();
+            let refused = planned(&held, &command, now).unwrap_err();
             assert!(matches!(refused, Refusal::OldWorkerMayAct { .. }), "{refused}");
             assert_eq!(refused.way_out(), Some(crate::domain::WayOut::ConfirmOldWorkerStopped), "{refused}");
         }
-        assert!(
-            plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false).is_ok(),
-            "cancel needs none"
-        );
+        assert!(planned(&held, &ManualCommand::Cancel, now).is_ok(), "cancel needs none");
         let p = plan(
             &held,
             &ManualCommand::Retry,
@@ -592,37 +549,13 @@ mod tests {
         let now = Timestamp::default();
         let mut conflict = proposed(action(State::Conflict), r#"{"q":2}"#);
         conflict.resume_state = Some(State::Failed);
-        let p = plan(
-            &conflict,
-            &ManualCommand::Reject { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap();
+        let p = planned(&conflict, &ManualCommand::Reject { proposal: None }, now).unwrap();
         assert_eq!(p.to, State::Failed, "known not written: back to failed");
         conflict.may_have_written = true;
-        let p = plan(
-            &conflict,
-            &ManualCommand::Reject { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap();
+        let p = planned(&conflict, &ManualCommand::Reject { proposal: None }, now).unwrap();
         assert_eq!(p.to, State::Conflict, "a request may have written: not failed");
         conflict.resume_state = Some(State::Held);
-        let p = plan(
-            &conflict,
-            &ManualCommand::Reject { proposal: None },
-            now,
-            ClaimFacts::WORST_CASE,
-            Confirmed::NONE,
-            false,
-        )
-        .unwrap();
+        let p = planned(&conflict, &ManualCommand::Reject { proposal: None }, now).unwrap();
         assert_eq!(p.to, State::Held, "other states are honest whatever was written");
     }
 
@@ -677,13 +610,10 @@ mod tests {
     fn acknowledging_needs_a_late_result_and_keeps_the_state() {
         let now = Timestamp::default();
         let mut completed = action(State::Completed);
-        let refused =
-            plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false)
-                .unwrap_err();
+        let refused = planned(&completed, &ManualCommand::Acknowledge, now).unwrap_err();
         assert!(matches!(refused, Refusal::NothingToAcknowledge { .. }));
         completed.late_results = 2;
-        let p =
-            plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false).unwrap();
+        let p = planned(&completed, &ManualCommand::Acknowledge, now).unwrap();
         assert_eq!(apply(&mut completed, &ManualCommand::Acknowledge, p, now).unwrap(), None);
         assert_eq!((completed.state, completed.late_results), (State::Completed, 0));
     }

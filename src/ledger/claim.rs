@@ -9,7 +9,7 @@ use crate::domain::{
     Transition, state,
 };
 use crate::metrics;
-use crate::store::{AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, LedgerTx, Store};
+use crate::store::{AttemptStart, AttemptStarted, ClaimAudit, ClaimRequest, ClaimScope, LedgerTx, Store};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -40,7 +40,8 @@ impl<S: Store> Ledger<S> {
         // claim starts the attempt in its own commit: one commit fewer per action.
         let starts = self.destinations.starts_at_claim();
         retrying(|| async {
-            let claimed = self.store.claim_with_audit(worker, lease, limit, scope, audit, &starts).await?;
+            let request = ClaimRequest { worker, lease, limit, scope, audit, starts: &starts };
+            let claimed = self.store.claim_with_audit(&request).await?;
             Ok(claimed
                 .into_iter()
                 .map(|claimed| Claim {

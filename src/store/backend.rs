@@ -18,8 +18,6 @@ pub struct Dialect {
     pub clock: Option<&'static str>,
     /// Appended to a read of rows about to change, to lock them until the transaction ends.
     pub lock_suffix: &'static str,
-    /// Claims pending actions in one statement (`sqlite_claim` and `pg_claim` in `sql/claims.sql`).
-    pub claim: &'static str,
     /// Whether one statement may write several tables (data-modifying CTEs, PostgreSQL): then a
     /// claim with its audit entries, and the start of attempts, are each one autocommitted
     /// statement, and a transaction's deferred writes go out as one statement. Where it may not

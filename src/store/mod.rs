@@ -58,7 +58,6 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
     let mut hot = vec![
         ("find an action by key", statements::SELECT_ACTION.to_owned()),
         ("lock actions by key", statements::lock_actions_sql(dialect, 3)),
-        ("claim", dialect.claim.to_owned()),
         ("count attempts", statements::count_attempts_sql(params, 3)),
         ("renew a lease", statements::RENEW_LEASE.to_owned()),
         ("write actions back", statements::update_actions_sql(params, 3)),
@@ -75,7 +74,8 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("proposals of an action", statements::SELECT_PROPOSALS.to_owned()),
     ];
     if postgres {
-        // The per-action path's statements that write several tables at once, PostgreSQL's only.
+        // The claims PostgreSQL sends, and the per-action path's statements that write several
+        // tables at once, PostgreSQL's only.
         hot.extend([
             ("claim with its audit entries", statements::pg_claim_with_audit_sql(3)),
             ("claim that starts attempts", statements::pg_claim_and_start_sql(3)),
@@ -84,6 +84,8 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
             ("finish an attempt with its audit entries", statements::pg_finish_attempts_with_audit_sql(1, 2)),
             ("write a result's action, attempt and audit entry", statements::pg_update_actions_with_deferred_sql(1, 1)),
         ]);
+    } else {
+        hot.push(("claim", statements::SQLITE_CLAIM.to_owned()));
     }
     hot
 }
@@ -310,6 +312,19 @@ pub struct AttemptStarted {
     pub id: i64,
 }
 
+/// What a worker asks of [`Store::claim_with_audit`]: up to `limit` runnable pending actions in
+/// `scope` for `worker`, each with a lease of `lease`, the audit entry each claim appends, and
+/// which claims also start their attempt. Each way a store claims takes it whole.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest<'a> {
+    pub worker: &'a str,
+    pub lease: std::time::Duration,
+    pub limit: i64,
+    pub scope: &'a ClaimScope,
+    pub audit: ClaimAudit,
+    pub starts: &'a StartsAtClaim,
+}
+
 /// One action claimed by [`Store::claim_with_audit`]: the action as claimed, as it was before any
 /// attempt started (its attempt counts, first send time and window start as a separate start
 /// would have found them), and the attempt started in the claim's own commit, where the claim
@@ -341,12 +356,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// start it under the new claim, worker `worker`, at the claim's time.
     fn claim_with_audit(
         &self,
-        worker: &str,
-        lease: std::time::Duration,
-        limit: i64,
-        scope: &ClaimScope,
-        audit: ClaimAudit,
-        starts: &StartsAtClaim,
+        request: &ClaimRequest<'_>,
     ) -> impl Future<Output = Result<Vec<Claimed>, StoreError>> + Send;
 
     /// Starts an attempt under each claim that is still current (its key at that ownership
@@ -461,16 +471,6 @@ pub trait LedgerTx: Send {
     /// advances its revision. Returns how many were written: one that changed meanwhile is not.
     /// What the transaction deferred to its commit (attempt ends, audit entries) may go with it.
     fn update_actions(&mut self, actions: &[&ActionRecord]) -> impl Future<Output = Result<u64, StoreError>> + Send;
-    /// Claims up to `limit` runnable pending actions in one statement, skipping rows that other
-    /// workers are claiming at the same moment.
-    fn claim_pending(
-        &mut self,
-        worker: &str,
-        now: Timestamp,
-        lease_until: Timestamp,
-        limit: i64,
-        scope: &ClaimScope,
-    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// Extends a lease if the claim is still held by `ownership_version`.
     fn renew_lease(
         &mut self,

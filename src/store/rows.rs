@@ -47,6 +47,12 @@ fn key(text: &str) -> Result<ActionKey, StoreError> {
 /// A row of PostgreSQL's claim that starts attempts ([`super::statements::pg_claim_and_start_sql`]):
 /// the action as claimed, before its attempt started (the claim as every caller knows it), and the
 /// attempt started with it.
+/// An attempt as the statements that start attempts answer it: its action's key, number and id.
+pub(crate) fn attempt_started_from_row(row: &impl Columns) -> Result<super::AttemptStarted, StoreError> {
+    let (key, number) = keyed_number(row, "action_key", "number")?;
+    Ok(super::AttemptStarted { key, number, id: row.int("id")? })
+}
+
 pub(crate) fn claimed_from_row(row: &impl Columns) -> Result<super::Claimed, StoreError> {
     let mut action = action_from_row(row)?;
     if row.int("starts")? == 0 {

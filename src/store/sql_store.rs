@@ -3,15 +3,15 @@
 use super::backend::{Backend, Statement};
 use super::one_command::OneCommandTx;
 use super::rows::{
-    Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, claimed_from_row,
-    delivery_from_row, keyed_number, lookup_failures_from_row, lookup_from_row, proposal_from_row, purge_from_row,
+    Columns as _, action_from_row, attempt_from_row, attempt_started_from_row, audit_from_row, backoff_from_row,
+    claimed_from_row, delivery_from_row, lookup_failures_from_row, lookup_from_row, proposal_from_row, purge_from_row,
     refusal_from_row, state_count_from_row, state_figures_from_row, state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::{
-    AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, LookupFailures,
-    SchemaStatus, StateFigures, Store, StoreError,
+    AttemptStart, AttemptStarted, ClaimRequest, Claimed, Clock, LedgerTx, ListFilter, LookupFailures, SchemaStatus,
+    StateFigures, Store, StoreError,
 };
 use crate::domain::record::from_millis;
 use crate::domain::{
@@ -20,7 +20,6 @@ use crate::domain::{
 };
 use crate::domain::{Evidence, Transition};
 use std::future::Future;
-use std::time::Duration;
 
 /// A store on one of the databases: what the shared [`Store`] implementation needs of it, and the
 /// features only some databases have.
@@ -64,18 +63,11 @@ impl<S: SqlStore> Store for S {
         Ok(from_millis(ms + SqlStore::clock(self).shift_ms()))
     }
 
-    async fn claim_with_audit(
-        &self,
-        worker: &str,
-        lease: Duration,
-        limit: i64,
-        scope: &ClaimScope,
-        audit: ClaimAudit,
-        starts: &StartsAtClaim,
-    ) -> Result<Vec<Claimed>, StoreError> {
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-        let destinations = scope.destinations_json();
+    async fn claim_with_audit(&self, request: &ClaimRequest<'_>) -> Result<Vec<Claimed>, StoreError> {
+        let ClaimRequest { worker, lease, limit, scope, audit, starts } = *request;
         if S::Backend::DIALECT.writes_in_one_statement {
+            let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+            let destinations = scope.destinations_json();
             let Transition { event, from, to } = audit.transition;
             let sql = if starts.is_empty() {
                 sql::pg_claim_with_audit_sql(limit)
@@ -104,26 +96,21 @@ impl<S: SqlStore> Store for S {
         if S::Backend::DIALECT.statements_in_one_command
             && usize::try_from(limit).is_ok_and(|limit| limit <= sql::CLAIMS_PER_COUNT)
         {
-            return claim_in_two_commands(self, worker, lease, limit, scope, audit, starts).await;
+            return claim_in_two_commands(self, request).await;
         }
+        // Any other store that cannot write the claims and their audit entries in one statement
+        // (SQLite, for a claim of more than fits one command): one transaction of statements.
         let mut tx = self.begin().await?;
         let claimed = async {
             let now = tx.now().await?;
-            let claimed = tx.claim_pending(worker, now, now + lease, limit, scope).await?;
+            let claimed = tx.sqlite_claim(worker, now, now + lease, limit, scope).await?;
             for action in &claimed {
                 tx.append_audit(&audit.entry(action, worker)).await?;
             }
             // The attempts the claim starts, in the same transaction, as a start would make them.
             let starting = starting_at_claim(&claimed, starts, worker);
             let started = start_in_tx(&mut tx, &starting, now).await?;
-            let mut started: std::collections::HashMap<ActionKey, AttemptStarted> =
-                started.into_iter().map(|s| (s.key.clone(), s)).collect();
-            Ok::<_, StoreError>(
-                claimed
-                    .iter()
-                    .map(|action| Claimed { action: action.clone(), started: started.remove(&action.key) })
-                    .collect::<Vec<_>>(),
-            )
+            Ok::<_, StoreError>(with_started(claimed, started))
         }
         .await;
         match claimed {
@@ -338,8 +325,7 @@ async fn start_in_one_statement<S: SqlStore>(
     for chunk in starts.chunks(sql::CLAIMS_PER_COUNT) {
         let statement = sql::pg_start_attempts(SqlStore::clock(store).shift_ms(), chunk);
         for row in autocommitted(store, statement).await? {
-            let (key, number) = keyed_number(&row, "action_key", "number")?;
-            started.push(AttemptStarted { key, number, id: row.int("id")? });
+            started.push(attempt_started_from_row(&row)?);
         }
     }
     Ok(started)
@@ -353,24 +339,10 @@ async fn start_in_one_statement<S: SqlStore>(
 /// The time is this host's (SQLite's clock), read before the write lock is taken: a claim that
 /// waited for the lock has a lease shorter by that wait, never longer, and an action whose backoff
 /// ended during the wait is left for the next claim.
-async fn claim_in_two_commands<S: SqlStore>(
-    store: &S,
-    worker: &str,
-    lease: Duration,
-    limit: i64,
-    scope: &ClaimScope,
-    audit: ClaimAudit,
-    starts: &StartsAtClaim,
-) -> Result<Vec<Claimed>, StoreError> {
+async fn claim_in_two_commands<S: SqlStore>(store: &S, request: &ClaimRequest<'_>) -> Result<Vec<Claimed>, StoreError> {
+    let ClaimRequest { worker, lease, limit, scope, audit, starts } = *request;
     let now = Store::now(store).await?;
-    let destinations = scope.destinations_json();
-    let claim = Statement::new(S::Backend::DIALECT.claim)
-        .text(worker)
-        .int(now.timestamp_millis())
-        .int((now + lease).timestamp_millis())
-        .int(limit)
-        .text(destinations.as_deref())
-        .flag(scope.include_unassigned);
+    let claim = sql::sqlite_claim(worker, now, now + lease, limit, scope);
     let mut tx = OneCommandTx::acquire(store.connections()).await?;
     let claimed: Vec<ActionRecord> =
         tx.begin_with(claim).await?.iter().map(action_from_row).collect::<Result<_, _>>()?;
@@ -381,16 +353,15 @@ async fn claim_in_two_commands<S: SqlStore>(
     if let Some(append) = last.take_if(|_| !starting.is_empty()) {
         last = Some(sql::then_sqlite_start_attempts(append, now.timestamp_millis(), &starting));
     }
-    let mut started: std::collections::HashMap<ActionKey, AttemptStarted> = tx
-        .commit_with(last)
-        .await?
-        .iter()
-        .map(|row| {
-            let (key, number) = keyed_number(row, "action_key", "number")?;
-            Ok((key.clone(), AttemptStarted { key, number, id: row.int("id")? }))
-        })
-        .collect::<Result<_, StoreError>>()?;
-    Ok(claimed.into_iter().map(|action| Claimed { started: started.remove(&action.key), action }).collect())
+    let started = tx.commit_with(last).await?.iter().map(attempt_started_from_row).collect::<Result<Vec<_>, _>>()?;
+    Ok(with_started(claimed, started))
+}
+
+/// Each claimed action with the attempt its claim started, if it started one.
+fn with_started(claimed: Vec<ActionRecord>, started: Vec<AttemptStarted>) -> Vec<Claimed> {
+    let mut started: std::collections::HashMap<ActionKey, AttemptStarted> =
+        started.into_iter().map(|s| (s.key.clone(), s)).collect();
+    claimed.into_iter().map(|action| Claimed { started: started.remove(&action.key), action }).collect()
 }
 
 /// [`Store::start_attempts`] as one command (SQLite, see [`OneCommandTx`] and
@@ -402,12 +373,7 @@ async fn start_in_one_command<S: SqlStore>(
     let now = Store::now(store).await?;
     let statement = sql::sqlite_start_attempts(now.timestamp_millis(), starts);
     let rows = OneCommandTx::acquire(store.connections()).await?.run(statement).await?;
-    rows.iter()
-        .map(|row| {
-            let (key, number) = keyed_number(row, "action_key", "number")?;
-            Ok(AttemptStarted { key, number, id: row.int("id")? })
-        })
-        .collect()
+    rows.iter().map(attempt_started_from_row).collect()
 }
 
 /// Names as a JSON list, as the claim statements take them.

@@ -65,6 +65,21 @@ impl<B: Backend> SqlTx<B> {
         }
         Ok(())
     }
+
+    /// Claims up to `limit` runnable pending actions with `sqlite_claim`, for a store whose
+    /// statements cannot also write the claims' audit entries
+    /// ([`super::backend::Dialect::writes_in_one_statement`]): SQLite, one writer at a time.
+    pub(crate) async fn sqlite_claim(
+        &mut self,
+        worker: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+        scope: &ClaimScope,
+    ) -> Result<Vec<ActionRecord>, StoreError> {
+        let claim = sql::sqlite_claim(worker, now, lease_until, limit, scope);
+        B::fetch_all(&mut *self.tx, claim).await?.iter().map(action_from_row).collect()
+    }
 }
 
 impl<B: Backend> LedgerTx for SqlTx<B> {
@@ -158,25 +173,6 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
             written += B::execute(&mut *self.tx, sql::update_actions(chunk)).await?;
         }
         Ok(written)
-    }
-
-    async fn claim_pending(
-        &mut self,
-        worker: &str,
-        now: Timestamp,
-        lease_until: Timestamp,
-        limit: i64,
-        scope: &ClaimScope,
-    ) -> Result<Vec<ActionRecord>, StoreError> {
-        let destinations = scope.destinations_json();
-        let claim = Statement::new(B::DIALECT.claim)
-            .text(worker)
-            .int(now.timestamp_millis())
-            .int(lease_until.timestamp_millis())
-            .int(limit)
-            .text(destinations.as_deref())
-            .flag(scope.include_unassigned);
-        B::fetch_all(&mut *self.tx, claim).await?.iter().map(action_from_row).collect()
     }
 
     async fn renew_lease(

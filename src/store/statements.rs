@@ -17,9 +17,10 @@
 use super::backend::{Backend, Dialect, Params, Statement};
 use super::batch::{Cell, Column, binds_per_row, names, set_from, values, values_from};
 use super::sql_text::{Template, named, template};
-use super::{AttemptStart, ListFilter, ListOrder, PageStart};
+use super::{AttemptStart, ClaimScope, ListFilter, ListOrder, PageStart};
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AttemptOutcome, AuditEntry, Delivery, LookupRecord, RefusedSubmission, State,
+    Timestamp,
 };
 use Cell::{BigInt, Boolean, Constant, Text};
 
@@ -60,7 +61,6 @@ pub(crate) const SQLITE: Dialect = Dialect {
     begin: "BEGIN IMMEDIATE",
     clock: None,
     lock_suffix: "",
-    claim: named(CLAIMS, "sqlite_claim"),
     writes_in_one_statement: false,
     statements_in_one_command: true,
     purge_permission: None,
@@ -74,7 +74,6 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     begin: "BEGIN",
     clock: Some(named(POSTGRES_OWN, "clock")),
     lock_suffix: "\nFOR UPDATE",
-    claim: named(CLAIMS, "pg_claim"),
     writes_in_one_statement: true,
     statements_in_one_command: false,
     purge_permission: Some(named(POSTGRES_OWN, "purge_permission")),
@@ -422,6 +421,26 @@ pub(crate) fn contains_pattern(text: &str) -> String {
 }
 
 // The worker's claims and the attempts they start (sql/claims.sql).
+
+/// See `sqlite_claim` in sql/claims.sql. PostgreSQL claims with [`pg_claim_with_audit_sql`] or
+/// [`pg_claim_and_start_sql`], which write the audit entries in the same statement.
+pub(crate) const SQLITE_CLAIM: &str = named(CLAIMS, "sqlite_claim");
+
+pub(crate) fn sqlite_claim<B: Backend>(
+    worker: &str,
+    now: Timestamp,
+    lease_until: Timestamp,
+    limit: i64,
+    scope: &ClaimScope,
+) -> Statement<B> {
+    Statement::new(SQLITE_CLAIM)
+        .text(worker)
+        .int(now.timestamp_millis())
+        .int(lease_until.timestamp_millis())
+        .int(limit)
+        .text(scope.destinations_json().as_deref())
+        .flag(scope.include_unassigned)
+}
 
 const PG_CLAIM_WITH_AUDIT: Template<1> = template(named(CLAIMS, "pg_claim_with_audit"), ["{limit}"]);
 const PG_CLAIM_AND_START: Template<1> = template(named(CLAIMS, "pg_claim_and_start"), ["{limit}"]);

@@ -25,6 +25,7 @@ conformance!(
     the_idempotency_window_counts_from_the_claim,
     a_takeover_after_a_crash_between_claim_and_send_follows_the_destination,
     a_worker_killed_between_claim_and_send_leaves_one_record_on_each_path,
+    a_claim_of_more_than_one_command_holds_claims_audits_and_starts_each_action_once,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -152,6 +153,31 @@ async fn a_claim_starts_its_attempt_exactly_where_the_destination_protects_again
         assert_eq!(find(&db, k).await.state, State::Completed, "{k}");
         let attempts = l.store().attempts(&key(k)).await.unwrap();
         assert_eq!(attempts.last().unwrap().outcome, Some(AttemptOutcome::Succeeded), "{k}");
+    }
+}
+
+/// A claim larger than SQLite sends as one command (400 claims) goes through a transaction of
+/// separate statements there, and through one statement on PostgreSQL: either way each action is
+/// claimed once, with its audit entry, and its attempt started once where its destination allows.
+async fn a_claim_of_more_than_one_command_holds_claims_audits_and_starts_each_action_once<S: Store>(db: TestDb<S>) {
+    const ACTIONS: usize = 450;
+    let ledger = declared(&db);
+    let page: Vec<RawSubmission> =
+        (0..ACTIONS).map(|n| raw(&format!("big:{n}"), Some(if n % 2 == 0 { "looked" } else { "bare" }))).collect();
+    assert!(ledger.submit_many(&page).await.unwrap().iter().all(Result::is_ok));
+    let claims = by_key(ledger.claim("big-worker", LEASE, 1000).await.unwrap());
+    assert_eq!(claims.len(), ACTIONS, "every pending action claimed, each once");
+    assert!(ledger.claim("other", LEASE, 1000).await.unwrap().is_empty(), "nothing left to claim");
+    for n in 0..ACTIONS {
+        let k = format!("big:{n}");
+        let action = find(&db, &k).await;
+        assert_eq!((action.state, action.claimed_by.as_deref()), (State::InProgress, Some("big-worker")), "{k}");
+        let claimed = ledger.store().audit_trail(&key(&k)).await.unwrap();
+        assert_eq!(claimed.iter().filter(|e| e.event == Event::Claimed).count(), 1, "{k}: one audit entry");
+        let starts = n % 2 == 0;
+        assert_eq!(claims[&k].started.is_some(), starts, "{k}");
+        let attempts = ledger.store().attempts(&key(&k)).await.unwrap().len();
+        assert_eq!((attempts, action.attempts), if starts { (1, 1) } else { (0, 0) }, "{k}");
     }
 }
 

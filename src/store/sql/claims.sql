@@ -14,7 +14,8 @@
 
 -- name: sqlite_claim
 -- SQLite: claims runnable pending actions, oldest first; returns the claimed rows. SQLite has one
--- writer at a time, so there is nothing to lock row by row.
+-- writer at a time, so there is nothing to lock row by row. PostgreSQL claims with
+-- pg_claim_with_audit or pg_claim_and_start, which write the claims' audit entries too.
 -- $1 worker: who claims
 -- $2 now: the time
 -- $3 lease_expires_at: the end of the claims' lease
@@ -51,49 +52,10 @@ RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_finge
           old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
           idempotency_key, updates_key, updates_destination_id;
 
--- name: pg_claim
--- PostgreSQL: sqlite_claim, skipping rows another worker is claiming at the same moment.
--- $1 worker: who claims
--- $2 now: the time
--- $3 lease_expires_at: the end of the claims' lease
--- $4 limit: at most this many
--- $5 destinations: JSON list of the destinations claimed for, or NULL for all
--- $6 unassigned: whether actions without a destination are claimed too
-WITH picked AS MATERIALIZED (
-    SELECT a.id
-    FROM actions a
-    WHERE a.state = 'pending'
-      AND (a.not_before IS NULL OR a.not_before <= $2)
-      AND a.proposed_payload IS NULL
-      AND (CAST($5 AS TEXT) IS NULL
-           OR a.destination IN (SELECT json_array_elements_text($5::json))
-           OR (a.destination IS NULL AND $6))
-      AND (a.after_key IS NULL
-           OR EXISTS (SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed'))
-    ORDER BY a.id
-    LIMIT $4
-    FOR UPDATE OF a SKIP LOCKED
-)
-UPDATE actions
-SET state = 'in_progress',
-    claimed_by = $1,
-    ownership_version = ownership_version + 1,
-    revision = revision + 1,
-    lease_expires_at = $3,
-    not_before = NULL,
-    updated_at = $2
-WHERE id IN (SELECT id FROM picked) AND state = 'pending'
-RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
-          proposed_source_version, resume_state, source, source_version, destination, after_key,
-          claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
-          attempts_in_round, assignee, destination_id, first_sent_at, window_started_at, late_results,
-          old_worker_may_act, may_have_written, last_error, created_at, updated_at, payload_revision,
-          idempotency_key, updates_key, updates_destination_id;
-
 -- name: pg_claim_with_audit
 -- PostgreSQL: the whole claim as one autocommitted statement (one round trip, one commit, no
 -- BEGIN or COMMIT of its own): reads the database's clock, claims runnable actions with a lease
--- from that time, and appends each claim's audit entry, with the version and revision the claim
+-- from that time (as sqlite_claim, skipping rows another worker is claiming at the same moment), and appends each claim's audit entry, with the version and revision the claim
 -- gave the action. Returns the claimed rows. The guard triggers fire on each row as they do for
 -- separate statements; if any refuses, nothing is claimed.
 --

@@ -33,6 +33,7 @@ mod plans;
 mod properties;
 mod reconcile;
 mod retention;
+mod review_owners;
 mod roles;
 mod scale;
 mod schema;

@@ -91,6 +91,7 @@ impl Destinations {
 
     /// These destinations with `owners` as who reviews what, in the catalogue the ledger
     /// decides with.
+    #[must_use]
     pub fn with_review_owners(mut self, owners: crate::domain::ReviewOwners) -> Self {
         self.catalog = self.catalog.with_review_owners(owners);
         self

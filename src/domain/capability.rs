@@ -169,6 +169,7 @@ impl DestinationCatalog {
     }
 
     /// The catalogue with these review owners.
+    #[must_use]
     pub fn with_review_owners(mut self, review_owners: ReviewOwners) -> Self {
         self.review_owners = review_owners;
         self

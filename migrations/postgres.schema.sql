@@ -442,6 +442,10 @@ DECLARE
     may_review     BOOLEAN;
     by_a_worker    BOOLEAN;
     by_a_person    BOOLEAN;
+    -- 0093: an action that needs a person, with nobody assigned, is assigned to its review owner
+    -- in the write that moves it, by whoever writes it.
+    routed_to_review_owner BOOLEAN := OLD.assignee IS NULL AND NEW.assignee IS NOT NULL
+        AND NEW.state IN ('unknown', 'failed', 'held', 'conflict');
 BEGIN
     IF NEW.key <> OLD.key OR NEW.ownership_version < OLD.ownership_version THEN
         RAISE EXCEPTION 'actionledger: the key and ownership version of an action never go back';
@@ -468,7 +472,7 @@ BEGIN
                 current_user, OLD.state, NEW.state);
         END IF;
         IF NEW.payload IS DISTINCT FROM OLD.payload OR NEW.fingerprint IS DISTINCT FROM OLD.fingerprint
-           OR NEW.assignee IS DISTINCT FROM OLD.assignee
+           OR (NEW.assignee IS DISTINCT FROM OLD.assignee AND NOT routed_to_review_owner)
            OR (OLD.proposed_payload IS NOT NULL AND NEW.proposed_payload IS NULL) THEN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
                 'actionledger: role %s may not change the approved payload, the assignee or decide a proposal: '

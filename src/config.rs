@@ -3,7 +3,8 @@
 //! Credentials are never written here or in the ledger: a header value may name an environment
 //! variable, read when the worker starts.
 
-use crate::domain::input::{InputError, validate_destination_name};
+use crate::domain::ReviewOwners;
+use crate::domain::input::{InputError, Person, validate_destination_name};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,19 @@ pub struct Config {
     /// Webhook intakes for `actionledger serve`: `POST /v1/hooks/NAME` maps a sender's body.
     #[serde(default)]
     pub intake: BTreeMap<String, IntakeConfig>,
+    /// Who reviews the actions whose keys start with a prefix (`[[review_owners]]`): the longest
+    /// matching prefix wins over a destination's `review_owner`.
+    #[serde(default)]
+    pub review_owners: Vec<ReviewOwnerRule>,
+}
+
+/// One `[[review_owners]]` rule: actions whose key starts with `prefix` go to `owner` when they
+/// need a person and nobody is assigned.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewOwnerRule {
+    pub prefix: String,
+    pub owner: String,
 }
 
 /// How a webhook body becomes a submission (`[intake.NAME]`). Templates take
@@ -163,6 +177,10 @@ pub struct DestinationConfig {
     /// from the environment: their values are masked in anything kept, logged or printed.
     #[serde(default)]
     pub secret_headers: Vec<String>,
+    /// The person its actions are assigned to when they need a person (unknown, failed, held,
+    /// conflict) and nobody is assigned yet.
+    #[serde(default)]
+    pub review_owner: Option<String>,
 }
 
 /// How the body of a request is written.
@@ -359,6 +377,12 @@ pub enum ConfigError {
     /// One webhook intake's settings cannot be used.
     #[error("intake {name}: {problem}")]
     Intake { name: String, problem: IntakeSettingError },
+    /// A review owner that is not a person's name.
+    #[error("{place}: review owner {owner:?}: {problem}")]
+    ReviewOwner { place: String, owner: String, problem: InputError },
+    /// A `[[review_owners]]` prefix that is empty or given twice.
+    #[error("review_owners: prefix {0:?} is empty or given twice")]
+    ReviewOwnerPrefix(String),
 }
 
 /// What is wrong with one webhook intake's settings.
@@ -442,7 +466,31 @@ impl Config {
             validate_destination_name(name)?;
             intake.check().map_err(|problem| ConfigError::Intake { name: name.clone(), problem })?;
         }
+        self.review_owner_rules()?;
         Ok(())
+    }
+
+    /// Who reviews what, as the ledger routes actions that need a person: each owner checked
+    /// as a person's name, each prefix given once.
+    pub fn review_owner_rules(&self) -> Result<ReviewOwners, ConfigError> {
+        let person = |place: String, owner: &str| {
+            Person::parse(owner).map_err(|problem| ConfigError::ReviewOwner { place, owner: owner.to_owned(), problem })
+        };
+        let mut owners = ReviewOwners::default();
+        for (name, destination) in &self.destinations {
+            if let Some(owner) = &destination.review_owner {
+                let owner = person(format!("destination {name}"), owner)?;
+                owners.by_destination.insert(name.clone(), owner.as_str().to_owned());
+            }
+        }
+        for rule in &self.review_owners {
+            let owner = person(format!("review_owners prefix {:?}", rule.prefix), &rule.owner)?;
+            if rule.prefix.is_empty() || owners.by_prefix.iter().any(|(prefix, _)| *prefix == rule.prefix) {
+                return Err(ConfigError::ReviewOwnerPrefix(rule.prefix.clone()));
+            }
+            owners.by_prefix.push((rule.prefix.clone(), owner.as_str().to_owned()));
+        }
+        Ok(owners)
     }
 
     /// The configured destination names.

@@ -15,6 +15,9 @@ use serde::Serialize;
 pub struct Inspection {
     pub found: Found,
     pub report: LookupReport,
+    /// Where exactly one record was found: the `compare` fields on which it differs from what
+    /// the action sends, by the same comparison that makes the lookup's `mismatch`.
+    pub changed_fields: Vec<String>,
 }
 
 /// Asks the destination now what it holds for `action`, and judges it: found and matching, not
@@ -30,7 +33,11 @@ pub async fn inspect<S: Store>(
     };
     let found = destination.lookup(action, after.as_ref()).await?;
     let report = destination.judge(action, after.as_ref(), &found)?;
-    Ok(Inspection { found, report })
+    let changed_fields = match found.records.as_slice() {
+        [one] => destination.changed_fields(action, after.as_ref(), &one.record)?,
+        _ => Vec::new(),
+    };
+    Ok(Inspection { found, report, changed_fields })
 }
 
 /// What [`look_up`] did to the action.
@@ -86,7 +93,7 @@ pub async fn look_up<S: Store>(
     actor_kind: ActorKind,
     note: Option<&str>,
 ) -> Result<LookedUp, Error> {
-    let Inspection { report, found } = inspect(ledger, destination, action).await?;
+    let Inspection { report, found, .. } = inspect(ledger, destination, action).await?;
     let settlement = settle(ledger, action, report.clone(), actor, actor_kind, note).await?;
     Ok(LookedUp { report, found_ids: found.ids(), settlement })
 }
@@ -162,6 +169,10 @@ pub struct Finding {
     pub state: State,
     pub kind: FindingKind,
     pub detail: String,
+    /// The destination's fields (JSON pointers) that differ from what the action sent, for a
+    /// changed record.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
     /// The state an `unknown` action was settled to, with `--apply`.
     pub settled_to: Option<State>,
 }
@@ -175,6 +186,9 @@ pub enum FindingKind {
     DuplicateRecords,
     /// The destination's record id differs from the one the ledger kept.
     DestinationIdMismatch,
+    /// Completed in the ledger, but the destination's record differs from what was sent on the
+    /// destination's `compare` fields: changed there since.
+    ChangedAtDestination,
     /// An `unknown` action that a lookup can settle now.
     Settleable,
     /// A record exists for an action the ledger considers not performed.
@@ -238,7 +252,7 @@ async fn compare<S: Store>(
     apply: Option<&Apply>,
     report: &mut DestinationReport,
 ) -> Result<(), Error> {
-    let Ok(Inspection { found, report: judged }) = inspect(ledger, destination, action).await else {
+    let Ok(Inspection { found, report: judged, changed_fields }) = inspect(ledger, destination, action).await else {
         report.lookup_errors += 1;
         return Ok(());
     };
@@ -247,6 +261,7 @@ async fn compare<S: Store>(
         state: action.state,
         kind,
         detail,
+        fields: Vec::new(),
         settled_to: None,
     };
     let ids: Vec<String> = found.records.iter().map(|r| r.id.clone().unwrap_or_else(|| "?".to_owned())).collect();
@@ -263,6 +278,18 @@ async fn compare<S: Store>(
                 FindingKind::DestinationIdMismatch,
                 format!("the ledger kept {kept}, the destination holds {}", one.id.as_deref().unwrap_or("?")),
             )),
+            ([one], _) if !changed_fields.is_empty() => {
+                let mut changed = finding(
+                    FindingKind::ChangedAtDestination,
+                    format!(
+                        "record {} differs from what the ledger sent at {}",
+                        one.id.as_deref().unwrap_or("?"),
+                        changed_fields.join(", ")
+                    ),
+                );
+                changed.fields = changed_fields;
+                report.findings.push(changed);
+            }
             _ => {}
         },
         State::Unknown => {

@@ -82,7 +82,21 @@ impl Destinations {
             .iter()
             .map(|(name, c)| Destination::new(name, c.clone()).map(|d| (name.clone(), d)))
             .collect::<Result<_, _>>()?;
-        Ok(Self::new(by_name, config.worker.default_destination.clone()))
+        let mut destinations = Self::new(by_name, config.worker.default_destination.clone());
+        // Checked when the configuration was read; a configuration built in code without them
+        // routes nobody rather than fail.
+        if let Ok(owners) = config.review_owner_rules() {
+            destinations = destinations.with_review_owners(owners);
+        }
+        Ok(destinations)
+    }
+
+    /// These destinations with `owners` as who reviews what, in the catalogue the ledger
+    /// decides with.
+    #[must_use]
+    pub fn with_review_owners(mut self, owners: crate::domain::ReviewOwners) -> Self {
+        self.catalog = self.catalog.with_review_owners(owners);
+        self
     }
 
     /// The destination an action goes to, if it is configured here.
@@ -694,10 +708,26 @@ impl Destination {
 
     /// Whether a found record matches what this action sends, on the configured fields.
     pub fn matches(&self, sent: &Value, found: &Value) -> bool {
-        self.config
-            .lookup
-            .as_ref()
-            .is_none_or(|l| l.compare.iter().all(|pointer| sent.pointer(pointer) == found.pointer(pointer)))
+        self.differing_fields(sent, found).is_empty()
+    }
+
+    /// The configured `compare` fields (JSON pointers) on which a found record differs from what
+    /// this action sends, in the order configured: the one comparison behind [`Self::judge`]'s
+    /// `mismatch` and reconciliation's changed records.
+    pub fn differing_fields(&self, sent: &Value, found: &Value) -> Vec<String> {
+        self.config.lookup.as_ref().map_or_else(Vec::new, |l| {
+            l.compare.iter().filter(|pointer| sent.pointer(pointer) != found.pointer(pointer)).cloned().collect()
+        })
+    }
+
+    /// [`Self::differing_fields`] of `record` against what `action` sends here.
+    pub fn changed_fields(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+        record: &Value,
+    ) -> Result<Vec<String>, DestinationError> {
+        Ok(self.differing_fields(&self.body(action, after)?, record))
     }
 }
 

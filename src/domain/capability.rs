@@ -186,11 +186,70 @@ impl ClaimFacts {
 pub struct DestinationCatalog {
     by_name: BTreeMap<String, Capabilities>,
     default_destination: Option<String>,
+    review_owners: ReviewOwners,
+}
+
+/// Who reviews what: the person each destination names, and key prefixes mapped to a person.
+/// Names are checked as persons' names when the configuration is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReviewOwners {
+    /// `review_owner` of each destination that declares one.
+    pub by_destination: BTreeMap<String, String>,
+    /// `[[review_owners]]`: a key prefix and its owner, in the order given.
+    pub by_prefix: Vec<(String, String)>,
+}
+
+/// The person an action that needs a person is routed to, and the rule that named them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing<'a> {
+    pub owner: &'a str,
+    /// The rule, worded for the audit trail: `key prefix "acme:"` or `destination crm`.
+    pub rule: String,
+}
+
+impl ReviewOwners {
+    /// Whether any rule is declared.
+    pub fn is_empty(&self) -> bool {
+        self.by_destination.is_empty() && self.by_prefix.is_empty()
+    }
+
+    /// The owner of `key` going to `destination`: the longest key prefix that matches, else the
+    /// destination's own review owner. A prefix names the work (a customer, a flow) more
+    /// precisely than the system it goes to, so it wins.
+    pub fn route<'a>(&'a self, key: &str, destination: Option<&str>) -> Option<Routing<'a>> {
+        let by_prefix = self
+            .by_prefix
+            .iter()
+            .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(prefix, owner)| Routing { owner, rule: format!("key prefix {prefix:?}") });
+        by_prefix.or_else(|| {
+            let destination = destination?;
+            let owner = self.by_destination.get(destination)?;
+            Some(Routing { owner, rule: format!("review owner of destination {destination}") })
+        })
+    }
 }
 
 impl DestinationCatalog {
     pub fn new(by_name: BTreeMap<String, Capabilities>, default_destination: Option<String>) -> Self {
-        Self { by_name, default_destination }
+        Self { by_name, default_destination, review_owners: ReviewOwners::default() }
+    }
+
+    /// The catalogue with these review owners.
+    #[must_use]
+    pub fn with_review_owners(mut self, review_owners: ReviewOwners) -> Self {
+        self.review_owners = review_owners;
+        self
+    }
+
+    /// Whom `action` goes to for review, if it needs a person, has nobody assigned and a rule
+    /// names someone: decided here once, applied by the ledger wherever it writes an action.
+    pub fn review_routing<'a>(&'a self, action: &ActionRecord) -> Option<Routing<'a>> {
+        if !action.state.needs_person() || action.assignee.is_some() {
+            return None;
+        }
+        self.review_owners.route(action.key.as_str(), self.destination_name(action))
     }
 
     /// Whether any destination here declares a lookup.

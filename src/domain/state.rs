@@ -41,6 +41,11 @@ impl State {
         }
     }
 
+    /// Whether an action in this state waits for a person: what the review owners are routed.
+    pub fn needs_person(self) -> bool {
+        matches!(self, Self::Unknown | Self::Failed | Self::Held | Self::Conflict)
+    }
+
     /// Completed and cancelled actions never change state again.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Cancelled)

@@ -1,7 +1,7 @@
 //! Claims and leases: the atomic claim, heartbeats, attempts started before anything is sent, and a
 //! claim given back or held before sending.
 
-use super::tx::{audit_entry, refuse_repeated_keys, retrying, write_action};
+use super::tx::{Writer, audit_entry, refuse_repeated_keys, retrying, write_action};
 use super::{Claim, Ledger, LedgerError, StartedAttempt};
 use crate::domain::text::escape_untrusted;
 use crate::domain::{
@@ -160,7 +160,9 @@ impl<S: Store> Ledger<S> {
                     tx.finish_attempts(&[not_sent(claim, started, outcome, reason, now)]).await?;
                     action.attempts_in_round = (action.attempts_in_round - 1).max(0);
                 }
-                write_action(tx, &mut action).await?;
+                let by =
+                    Writer { routing: &self.destinations, actor: &claim.worker, actor_kind: ActorKind::Worker, now };
+                write_action(tx, &mut action, by).await?;
                 let entry =
                     audit_entry(&action, transition, &claim.worker, ActorKind::Worker, Some(reason.to_owned()), now);
                 tx.append_audit(&entry).await?;

@@ -2,7 +2,7 @@
 //! each conditional on what the person saw and decided by the same rules as automatic work.
 
 use super::recovery::cut_off;
-use super::tx::{audit_entry, purge_of_settled, write_action};
+use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
 use super::{Ledger, LedgerError, ManualOutcome, ManualRequest};
 use crate::domain::{
     ActionRecord, ActorKind, ClaimFacts, Event, ManualCommand, ProposalDecision, Refusal, State, Timestamp, Transition,
@@ -102,7 +102,9 @@ impl<S: Store> Ledger<S> {
                 } else {
                     0
                 };
-                write_action(tx, &mut action).await?;
+                let by =
+                    Writer { routing: &self.destinations, actor: person.as_str(), actor_kind: ActorKind::Person, now };
+                write_action(tx, &mut action, by).await?;
                 let update = if plan.event == Event::Approved && plan.from == State::Completed {
                     Some(record_update_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
                 } else {

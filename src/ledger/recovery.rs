@@ -1,7 +1,7 @@
 //! Recovery: expired claims taken over or held (rule 5), and uncertain outcomes settled by what a
 //! lookup found (rule 2).
 
-use super::tx::{audit_entry, write_action};
+use super::tx::{Writer, audit_entry, write_action};
 use super::{Claim, Ledger, LedgerError, LookupReport, Recovery};
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Event, LookupRecord, LookupVerdict, Person, State, Timestamp, Transition,
@@ -36,6 +36,7 @@ impl<S: Store> Ledger<S> {
                 return Ok(Recovery::NotExpired);
             }
             let previous = action.claimed_by.clone().unwrap_or_default();
+            let by = Writer { routing: &self.destinations, actor: worker, actor_kind: ActorKind::Worker, now };
             let facts = self.claim_facts(tx, &action, now).await?;
             cut_off(tx, &mut action).await?;
             let recovery = if facts.takeover_is_safe() {
@@ -44,7 +45,7 @@ impl<S: Store> Ledger<S> {
                 action.claimed_by = Some(worker.to_owned());
                 action.lease_expires_at = Some(now + lease);
                 action.updated_at = now;
-                write_action(tx, &mut action).await?;
+                write_action(tx, &mut action, by).await?;
                 let why = if facts.sent_under_claim {
                     "the destination protects against a second effect"
                 } else {
@@ -62,7 +63,7 @@ impl<S: Store> Ledger<S> {
                 );
                 action.last_error = Some(reason.clone());
                 action.old_worker_may_act = true;
-                write_action(tx, &mut action).await?;
+                write_action(tx, &mut action, by).await?;
                 tx.append_audit(&audit_entry(&action, transition, worker, ActorKind::Worker, Some(reason), now))
                     .await?;
                 Recovery::Held(action)
@@ -140,7 +141,7 @@ impl<S: Store> Ledger<S> {
                         None => then,
                     });
                 }
-                write_action(tx, &mut action).await?;
+                write_action(tx, &mut action, Writer { routing: &self.destinations, actor, actor_kind, now }).await?;
                 tx.insert_lookup(&lookup_record(&action.key, actor, report, now)).await?;
                 tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, detail, now)).await?;
                 Ok(Some(action))

@@ -2,7 +2,7 @@
 //! an obsolete owner is kept and sent to review (rule 8).
 
 use super::claim::is_current;
-use super::tx::{audit_entry, finish, purge_of_settled, refuse_repeated_keys, retrying, write_actions};
+use super::tx::{Writer, audit_entry, finish, purge_of_settled, refuse_repeated_keys, retrying, write_actions};
 use super::{Claim, Ledger, LedgerError, Outcome, Recorded, Report, StartedAttempt};
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, DestinationCatalog, Event, RetryPolicy, State,
@@ -61,7 +61,7 @@ impl<S: Store> Ledger<S> {
         let mut tx = self.store.begin().await?;
         let recorded = async {
             let (locked, now) = tx.lock_actions_now(&keys).await?;
-            let recorded = record_results_in(&mut tx, locked, results, &self.destinations, now).await;
+            let recorded = record_results_in(&mut tx, &self.destinations, locked, results, now).await;
             crate::faults::crash_point(crate::faults::DURING_RECORD);
             recorded
         }
@@ -75,9 +75,9 @@ impl<S: Store> Ledger<S> {
 /// attempts and the actions a statement each.
 pub(super) async fn record_results_in<T: LedgerTx>(
     tx: &mut T,
+    destinations: &DestinationCatalog,
     locked: Vec<ActionRecord>,
     results: &[(&Claim, StartedAttempt, &Report)],
-    destinations: &DestinationCatalog,
     now: Timestamp,
 ) -> Result<Vec<Recorded>, LedgerError> {
     let mut locked: HashMap<ActionKey, ActionRecord> = locked.into_iter().map(|a| (a.key.clone(), a)).collect();
@@ -146,8 +146,17 @@ pub(super) async fn record_results_in<T: LedgerTx>(
         }
         tx.append_audit(&entry).await?;
     }
+    let written_by = decided.iter().zip(results).filter(|(d, _)| !d.tombstone);
+    let by: Vec<Writer<'_>> = written_by
+        .map(|(_, &(claim, _, _))| Writer {
+            routing: destinations,
+            actor: &claim.worker,
+            actor_kind: ActorKind::Worker,
+            now,
+        })
+        .collect();
     let mut writes: Vec<ActionRecord> = decided.iter().filter(|d| !d.tombstone).map(|d| d.action.clone()).collect();
-    write_actions(tx, &mut writes).await?;
+    write_actions(tx, &mut writes, &by).await?;
     let mut written = writes.into_iter();
     let recorded = decided
         .into_iter()

@@ -1,12 +1,12 @@
 //! Submitting intended actions: validation, the refusal record, new keys and repeated deliveries
 //! (the fingerprint is compared on every path), and `after` chains that would never run.
 
-use super::tx::{audit_entry, purge_of_settled, write_action};
+use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
 use super::{Ledger, LedgerError, SubmitReport};
 use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Delivery, Event, ProposalRecord, RawSubmission, RefusedSubmission, State,
-    Submission, SubmissionRefused, SubmitOutcome, Timestamp, Transition,
+    ActionKey, ActionRecord, ActorKind, Delivery, DestinationCatalog, Event, ProposalRecord, RawSubmission,
+    RefusedSubmission, State, Submission, SubmissionRefused, SubmitOutcome, Timestamp, Transition,
 };
 use crate::store::{LedgerTx, Store};
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,11 @@ impl<S: Store> Ledger<S> {
         let submission = &submission;
         self.transact(|tx, now, _| {
             Box::pin(async move {
-                match submit_in(tx, &[submission], now).await?.pop().expect("one report per submission") {
+                match submit_in(tx, &self.destinations, &[submission], now)
+                    .await?
+                    .pop()
+                    .expect("one report per submission")
+                {
                     Ok(report) => Ok(Ok(report)),
                     // Refused inside the transaction (an `after` cycle): the refusal is recorded
                     // and committed, and nothing else was written.
@@ -78,7 +82,7 @@ impl<S: Store> Ledger<S> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
                 let valid: Vec<&Submission> = order.iter().filter_map(|&i| validated[i].as_ref().ok()).collect();
-                let mut recorded = submit_in(tx, &valid, now).await?.into_iter();
+                let mut recorded = submit_in(tx, &self.destinations, &valid, now).await?.into_iter();
                 let mut reports: Vec<Option<Result<SubmitReport, LedgerError>>> = raws.iter().map(|_| None).collect();
                 for &index in order {
                     reports[index] = Some(match &validated[index] {
@@ -108,6 +112,7 @@ impl<S: Store> Ledger<S> {
 /// where the chain is read: its refusal is returned in its place and nothing of it is written.
 pub(super) async fn submit_in<T: LedgerTx>(
     tx: &mut T,
+    routing: &DestinationCatalog,
     submissions: &[&Submission],
     now: Timestamp,
 ) -> Result<Vec<Result<SubmitReport, SubmissionRefused>>, LedgerError> {
@@ -133,7 +138,7 @@ pub(super) async fn submit_in<T: LedgerTx>(
             tx.append_audit(&audit_entry(&action, creation, &actor, ActorKind::Source, None, now)).await?;
             SubmitReport { outcome: SubmitOutcome::Created, action }
         } else {
-            submit_existing(tx, submission, &actor, now).await?
+            submit_existing(tx, routing, submission, &actor, now).await?
         };
         deliveries.push(Delivery {
             id: 0,
@@ -200,6 +205,7 @@ pub(super) async fn after_cycles<T: LedgerTx>(
 /// only on insert.
 pub(super) async fn submit_existing<T: LedgerTx>(
     tx: &mut T,
+    routing: &DestinationCatalog,
     submission: &Submission,
     actor: &str,
     now: Timestamp,
@@ -265,7 +271,7 @@ pub(super) async fn submit_existing<T: LedgerTx>(
             action.updated_at = now;
             Transition { event: Event::PayloadChanged, from, to: from }
         };
-        write_action(tx, &mut action).await?;
+        write_action(tx, &mut action, Writer { routing, actor, actor_kind: ActorKind::Source, now }).await?;
         let reason = format!(
             "proposed payload {} differs from approved {}; {} proposal(s) waiting",
             fingerprint.short(),

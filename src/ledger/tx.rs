@@ -4,7 +4,8 @@
 
 use super::{Ledger, LedgerError};
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, AuditEntry, Event, PurgeRecord, Refusal, Timestamp, Transition,
+    ActionKey, ActionRecord, ActorKind, AuditEntry, DestinationCatalog, Event, PurgeRecord, Refusal, Timestamp,
+    Transition,
 };
 use crate::store::{LedgerTx, Store};
 use std::collections::HashSet;
@@ -103,20 +104,63 @@ pub(super) async fn finish<T: LedgerTx, R>(tx: T, result: Result<R, LedgerError>
     }
 }
 
-/// Writes the action back, conditional on the revision it was read at.
-pub(super) async fn write_action<T: LedgerTx>(tx: &mut T, action: &mut ActionRecord) -> Result<(), LedgerError> {
-    write_actions(tx, std::slice::from_mut(action)).await
+/// Who writes an action back, and with what rules: named in the audit entry of what the write
+/// adds of its own, the assignment of an action that needs a person to its review owner.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Writer<'a> {
+    /// The destinations as configured, with who reviews what.
+    pub routing: &'a DestinationCatalog,
+    pub actor: &'a str,
+    pub actor_kind: ActorKind,
+    pub now: Timestamp,
+}
+
+/// Writes the action back, conditional on the revision it was read at; see [`write_actions`].
+pub(super) async fn write_action<T: LedgerTx>(
+    tx: &mut T,
+    action: &mut ActionRecord,
+    by: Writer<'_>,
+) -> Result<(), LedgerError> {
+    write_actions(tx, std::slice::from_mut(action), &[by]).await
 }
 
 /// Writes actions back in one statement, each conditional on the revision it was read at; all
-/// or none.
-pub(super) async fn write_actions<T: LedgerTx>(tx: &mut T, actions: &mut [ActionRecord]) -> Result<(), LedgerError> {
+/// or none. `by` names the writer of each action (one for all when it holds one).
+///
+/// An action that needs a person (unknown, failed, held, conflict) and has nobody assigned is
+/// assigned here to the owner the review rules name, in the same write: every path that moves
+/// an action routes it without knowing of the rules. The assignment is one more audit entry
+/// (`assigned`, by the writer, naming the rule) with the same revision as the change that made
+/// it, since both are one write of the row.
+pub(super) async fn write_actions<T: LedgerTx>(
+    tx: &mut T,
+    actions: &mut [ActionRecord],
+    by: &[Writer<'_>],
+) -> Result<(), LedgerError> {
+    let writer = |index: usize| by.get(index).or(by.last()).copied();
+    let mut routed = Vec::new();
+    for (index, action) in actions.iter_mut().enumerate() {
+        let Some(by) = writer(index) else { continue };
+        if let Some(routing) = by.routing.review_routing(action) {
+            let reason = format!(
+                "routed to review owner {} by {}: it is {} and nobody was assigned",
+                routing.owner, routing.rule, action.state
+            );
+            action.assignee = Some(routing.owner.to_owned());
+            routed.push((index, by, reason));
+        }
+    }
     let written = tx.update_actions(&actions.iter().collect::<Vec<_>>()).await?;
     if written != actions.len() as u64 {
         return Err(Refusal::ChangedWhileWriting { keys: actions.iter().map(|a| a.key.clone()).collect() }.into());
     }
-    for action in actions {
+    for action in actions.iter_mut() {
         action.revision += 1;
+    }
+    for (index, by, reason) in routed {
+        let action = &actions[index];
+        let stays = Transition { event: Event::Assigned, from: action.state, to: action.state };
+        tx.append_audit(&audit_entry(action, stays, by.actor, by.actor_kind, Some(reason), by.now)).await?;
     }
     Ok(())
 }

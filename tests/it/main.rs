@@ -34,6 +34,7 @@ mod plans;
 mod properties;
 mod reconcile;
 mod retention;
+mod review_owners;
 mod roles;
 mod scale;
 mod schema;

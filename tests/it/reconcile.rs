@@ -6,7 +6,7 @@ use crate::support::{self, TestDb, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
-use actionledger::domain::{ActionKey, Evidence};
+use actionledger::domain::{ActionKey, Evidence, LookupVerdict, State};
 use actionledger::ledger::{Outcome, Recorded, Report};
 use actionledger::reconcile::{self, Apply, FindingKind};
 use actionledger::sim_crm::{Options, SimCrm};
@@ -15,7 +15,10 @@ use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-conformance!(missing_and_mismatched_records_are_reported_and_nothing_changes);
+conformance!(
+    missing_and_mismatched_records_are_reported_and_nothing_changes,
+    a_record_changed_at_the_destination_is_reported_with_its_fields_as_the_lookup_judges_it,
+);
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -113,4 +116,66 @@ async fn missing_and_mismatched_records_are_reported_and_nothing_changes<S: Stor
         assert_eq!(snapshot().await, before, "nothing changed in the ledger (apply: {})", apply.is_some());
         assert_eq!(crm.stats().records, records_before, "nothing sent to the CRM");
     }
+}
+
+/// A record changed at the destination after the ledger completed its action: `reconcile`
+/// reports it as changed, naming the `compare` field that differs, and the lookup of the same
+/// action calls it a `mismatch`; an untouched one beside it is no finding. Nothing changes.
+async fn a_record_changed_at_the_destination_is_reported_with_its_fields_as_the_lookup_judges_it<S: Store>(
+    db: TestDb<S>,
+) {
+    let crm = crm().await;
+    let dests = destinations(&crm);
+    let l = &db.ledger;
+    for key in ["acme:rc:changed", "acme:rc:same"] {
+        l.submit(&order(key, r#"{"qty":1}"#)).await.unwrap();
+    }
+    let options = WorkerOptions {
+        id: "w".to_owned(),
+        concurrency: 1,
+        batch: 1,
+        lease: LEASE,
+        poll_interval: Duration::from_millis(10),
+        drain: true,
+        destinations: Destinations::new(destinations(&crm), None),
+        progress: false,
+    };
+    tokio::time::timeout(Duration::from_mins(1), worker::run(l.clone(), options, std::future::pending()))
+        .await
+        .expect("the worker drained in time")
+        .expect("the worker ran");
+    let changed = l.store().find(&ActionKey::parse("acme:rc:changed").unwrap()).await.unwrap().unwrap();
+    assert_eq!(changed.state, State::Completed);
+    let id = changed.destination_id.clone().unwrap();
+    // Someone edits the record at the CRM.
+    let edited = reqwest::Client::new()
+        .patch(format!("http://{}/tasks/{id}", crm.addr()))
+        .header("content-type", "application/json")
+        .body(r#"{"data":{"qty":7}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(edited.status().as_u16(), 200);
+    let records_before = crm.stats().records;
+    let audit_before = l.detail(&changed.key).await.unwrap().audit;
+
+    let report = reconcile::reconcile(l, &dests["crm"], false, None, None).await.unwrap();
+    assert_eq!((report.checked, report.lookup_errors), (2, 0));
+    let found: Vec<(&str, FindingKind, &[String])> =
+        report.findings.iter().map(|f| (f.key.as_str(), f.kind, f.fields.as_slice())).collect();
+    assert_eq!(found, [("acme:rc:changed", FindingKind::ChangedAtDestination, &["/data".to_owned()][..])]);
+    assert_eq!(report.findings[0].detail, format!("record {id} differs from what the ledger sent at /data"));
+    let json = serde_json::to_value(&report.findings[0]).unwrap();
+    assert_eq!((json["kind"].as_str(), json["fields"][0].as_str()), (Some("changed_at_destination"), Some("/data")));
+
+    // The lookup of the same action judges it the same way.
+    let inspection = reconcile::inspect(l, &dests["crm"], &changed).await.unwrap();
+    assert_eq!(inspection.report.verdict, LookupVerdict::Mismatch);
+    assert_eq!(inspection.changed_fields, ["/data"]);
+    let same = l.store().find(&ActionKey::parse("acme:rc:same").unwrap()).await.unwrap().unwrap();
+    assert_eq!(reconcile::inspect(l, &dests["crm"], &same).await.unwrap().report.verdict, LookupVerdict::Found);
+
+    assert_eq!(crm.stats().records, records_before, "nothing sent to the CRM");
+    assert_eq!(l.detail(&changed.key).await.unwrap().audit, audit_before, "nothing changed in the ledger");
+    assert_eq!(l.store().find(&changed.key).await.unwrap().unwrap(), changed);
 }

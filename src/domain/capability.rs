@@ -286,11 +286,8 @@ mod tests {
 
     #[test]
     fn failed_lookups_are_backed_off_and_bounded() {
-        let retry = RetryPolicy {
-            max_attempts: 3,
-            backoff_base: Duration::from_secs(10),
-            backoff_max: Duration::from_mins(1),
-        };
+        let retry =
+            RetryPolicy { max_attempts: 3, backoff_base: Duration::from_secs(10), backoff_max: Duration::from_mins(1) };
         let t0 = Timestamp::default();
         let at = |s: i64| t0 + chrono::Duration::seconds(s);
         assert_eq!(retry.lookup_due(0, None, t0), LookupDue::Now);

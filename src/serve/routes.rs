@@ -303,7 +303,8 @@ async fn list<S: Store>(
         ..ListFilter::default()
     };
     let actions = app.ledger.list(&filter).await?;
-    Ok(json_response(StatusCode::OK, &document::actions(&actions, limit)))
+    let blocked = app.ledger.blocked_among(&actions).await?;
+    Ok(json_response(StatusCode::OK, &document::actions(&actions, &blocked, limit)))
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,11 +4,12 @@
 
 use crate::domain::text::escape_untrusted;
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalRecord, PurgeRecord, RefusedSubmission,
-    Timestamp,
+    ActionKey, ActionRecord, Attempt, AuditEntry, Blocked, Delivery, LookupRecord, ProposalRecord, PurgeRecord,
+    RefusedSubmission, Timestamp,
 };
 use crate::ledger::{ActionDetail, ManualOutcome, ManualRequest, SubmitReport};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// A recorded time as the documents show it: RFC 3339 in UTC, to the millisecond.
 pub fn time(t: Timestamp) -> String {
@@ -54,6 +55,18 @@ pub fn action_json(a: &ActionRecord) -> Value {
         "created_at": time(a.created_at),
         "updated_at": time(a.updated_at),
     })
+}
+
+/// An action as the reads show it (`list`, `show`, the HTTP API's reads): [`action_json`] with
+/// `blocked`, `null` or why the action cannot run until a person acts. The answers to a
+/// submission or a command leave `blocked` out rather than guess it.
+pub fn shown_action_json(a: &ActionRecord, blocked: Option<&Blocked>) -> Value {
+    let mut value = action_json(a);
+    value["blocked"] = blocked.map_or(
+        Value::Null,
+        |b| json!({ "after": b.after.as_str(), "after_state": b.after_state, "reason": b.reason() }),
+    );
+    value
 }
 
 pub(crate) fn delivery_json(d: &Delivery) -> Value {
@@ -141,9 +154,10 @@ pub fn explanation(report: &SubmitReport) -> String {
     }
 }
 
-/// One page of actions (`list --json`), with the cursor of the next page when it may have more.
-pub fn actions(actions: &[ActionRecord], limit: i64) -> Value {
-    let items: Vec<Value> = actions.iter().map(action_json).collect();
+/// One page of actions (`list --json`), each marked where it is blocked, with the cursor of the
+/// next page when it may have more.
+pub fn actions(actions: &[ActionRecord], blocked: &BTreeMap<ActionKey, Blocked>, limit: i64) -> Value {
+    let items: Vec<Value> = actions.iter().map(|a| shown_action_json(a, blocked.get(&a.key))).collect();
     json!({ "actions": items, "next_before": next_cursor(actions.len(), limit, actions.last().map(|a| a.id)) })
 }
 
@@ -164,7 +178,7 @@ pub fn refused(refused: &[RefusedSubmission], limit: i64) -> Value {
 /// Everything known about one action (`show --json`).
 pub fn detail(d: &ActionDetail) -> Value {
     json!({
-        "action": action_json(&d.action),
+        "action": shown_action_json(&d.action, d.blocked.as_ref()),
         "purge": d.purge.as_ref().map(purge),
         "deliveries": d.deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
         "attempts": d.attempts.iter().map(attempt_json).collect::<Vec<_>>(),

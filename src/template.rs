@@ -164,12 +164,74 @@ pub fn render_body(template: &toml::Value, context: &Context<'_>) -> Result<Valu
 pub enum HookTemplateError {
     #[error("the body has no field {path}")]
     NoBodyField { path: String },
+    /// A body field that is there but cannot name anything: see [`Unusable`].
+    #[error("the body field {path} is {found}, and a value the intake builds on must be text or a number")]
+    UnusableBodyField { path: String, found: Unusable },
+    /// `{{body}}` for a body that is not text or a number.
+    #[error("the body is {found}, and a value the intake builds on must be text or a number")]
+    UnusableBody { found: Unusable },
     #[error("the request has no header {name}")]
     NoHeader { name: String },
+    #[error("the request's header {name} is empty")]
+    EmptyHeader { name: String },
     #[error("unknown placeholder {{{{{placeholder}}}}}; use body.FIELD or header.NAME")]
     UnknownPlaceholder { placeholder: String },
     #[error(transparent)]
     Template(#[from] TemplateError),
+}
+
+impl HookTemplateError {
+    /// The placeholder whose value was missing or unusable, as the template names it
+    /// (`body.id`, `header.X-Event-Id`), so that a refusal can point at the field to fix.
+    pub fn field(&self) -> Option<String> {
+        match self {
+            Self::UnusableBody { .. } => Some("body".to_owned()),
+            Self::NoBodyField { path } | Self::UnusableBodyField { path, .. } => Some(format!("body.{path}")),
+            Self::NoHeader { name } | Self::EmptyHeader { name } => Some(format!("header.{name}")),
+            Self::UnknownPlaceholder { .. } | Self::Template(_) => None,
+        }
+    }
+}
+
+/// What a body field held that an intake cannot build a key, event id or version from. Each
+/// would make a key that names no record (`shop:order:null:create-task`, `shop:order::create-task`)
+/// under which unrelated deliveries merge as duplicates, or splice JSON text into it.
+///
+/// A boolean is refused too: `true` tells two records apart no better than `null` does, and a
+/// template that reads one has almost certainly named the wrong field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unusable {
+    Null,
+    /// Text that is empty, or white space only.
+    Empty,
+    Boolean,
+    Object,
+    Array,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Null => "null",
+            Self::Empty => "empty",
+            Self::Boolean => "a boolean",
+            Self::Object => "an object",
+            Self::Array => "an array",
+        })
+    }
+}
+
+/// A body value as text for a key, event id or version: non-empty text or a number, nothing else.
+fn hook_text(value: &Value) -> Result<String, Unusable> {
+    match value {
+        Value::String(s) if s.trim().is_empty() => Err(Unusable::Empty),
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Null => Err(Unusable::Null),
+        Value::Bool(_) => Err(Unusable::Boolean),
+        Value::Object(_) => Err(Unusable::Object),
+        Value::Array(_) => Err(Unusable::Array),
+    }
 }
 
 /// Checks an intake template's placeholders before any request arrives.
@@ -184,7 +246,10 @@ pub fn intake_placeholders(template: &str) -> Result<(), HookTemplateError> {
 }
 
 /// Fills an intake template from a webhook's JSON body and its headers (by lower-case name).
-/// The text is taken as it is: the ledger validates the key, event id and version it makes.
+/// Every placeholder must find a value that names something: a body field that is absent, null,
+/// empty, a boolean, an object or an array is refused, as is a header that is absent or empty
+/// (see [`Unusable`]). The text is otherwise taken as it is: the ledger validates the key, event
+/// id and version it makes.
 pub fn render_hook(
     template: &str,
     body: &Value,
@@ -198,14 +263,19 @@ pub fn render_hook(
         }
         let name = piece.trim();
         if name == "body" {
-            out.push_str(&as_text(body));
+            out.push_str(&hook_text(body).map_err(|found| HookTemplateError::UnusableBody { found })?);
         } else if let Some(path) = name.strip_prefix("body.") {
             let value = field(body, path).ok_or_else(|| HookTemplateError::NoBodyField { path: path.to_owned() })?;
-            out.push_str(&as_text(&value));
+            let text = hook_text(&value)
+                .map_err(|found| HookTemplateError::UnusableBodyField { path: path.to_owned(), found })?;
+            out.push_str(&text);
         } else if let Some(header) = name.strip_prefix("header.") {
             let value = headers
                 .get(&header.to_ascii_lowercase())
                 .ok_or_else(|| HookTemplateError::NoHeader { name: header.to_owned() })?;
+            if value.trim().is_empty() {
+                return Err(HookTemplateError::EmptyHeader { name: header.to_owned() });
+            }
             out.push_str(value);
         } else {
             return Err(HookTemplateError::UnknownPlaceholder { placeholder: name.to_owned() });
@@ -303,5 +373,41 @@ mod tests {
         );
         assert!(intake_placeholders("{{payload.id}}").is_err());
         assert!(intake_placeholders("a:{{body.id}}:{{header.x}}").is_ok());
+    }
+
+    #[test]
+    fn hook_values_that_name_nothing_are_refused_with_their_field() {
+        let headers = std::collections::BTreeMap::from([("x-event".to_owned(), " ".to_owned())]);
+        let refused = |body: Value, template: &str| render_hook(template, &body, &headers).unwrap_err();
+        let key = "shop:order:{{body.id}}:create-task";
+        for (body, found) in [
+            (serde_json::json!({"id": null}), Unusable::Null),
+            (serde_json::json!({"id": ""}), Unusable::Empty),
+            (serde_json::json!({"id": "  "}), Unusable::Empty),
+            (serde_json::json!({"id": true}), Unusable::Boolean),
+            (serde_json::json!({"id": {"n": 1}}), Unusable::Object),
+            (serde_json::json!({"id": [1]}), Unusable::Array),
+        ] {
+            let error = refused(body.clone(), key);
+            assert_eq!(error, HookTemplateError::UnusableBodyField { path: "id".into(), found }, "{body}");
+            assert_eq!(error.field().as_deref(), Some("body.id"));
+            assert!(error.to_string().starts_with(&format!("the body field id is {found}")), "{error}");
+        }
+        let absent = refused(serde_json::json!({"order": {"id": 1}}), "{{body.order.number}}");
+        assert_eq!(absent.field().as_deref(), Some("body.order.number"));
+        assert_eq!(absent.to_string(), "the body has no field order.number");
+        let empty_header = refused(serde_json::json!({}), "{{header.X-Event}}");
+        assert_eq!(empty_header, HookTemplateError::EmptyHeader { name: "X-Event".into() });
+        assert_eq!(empty_header.field().as_deref(), Some("header.X-Event"));
+        assert_eq!(refused(serde_json::json!({}), "{{header.X-None}}").field().as_deref(), Some("header.X-None"));
+        let whole = refused(serde_json::json!({"id": 1}), "k:{{body}}");
+        assert_eq!(
+            (whole.field().as_deref(), whole.to_string().as_str()),
+            (Some("body"), "the body is an object, and a value the intake builds on must be text or a number")
+        );
+        // Text and numbers, nested and in arrays, are what keys are made of.
+        let body = serde_json::json!({"id": "ORD-1", "n": 0, "x": 1.5, "items": [{"sku": "A"}]});
+        let made = render_hook("{{body.id}}:{{body.n}}:{{body.x}}:{{body.items.0.sku}}", &body, &headers).unwrap();
+        assert_eq!(made, "ORD-1:0:1.5:A");
     }
 }

@@ -5,8 +5,8 @@ use crate::document::{self, time};
 use crate::domain::retention::states_text;
 use crate::domain::text::{escape_untrusted, escape_untrusted_lines};
 use crate::domain::{
-    ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ManualCommand, ProposalRecord, PurgeRecord, Refusal,
-    RefusedSubmission, WayOut,
+    ActionRecord, Attempt, AuditEntry, Blocked, Delivery, LookupRecord, ManualCommand, ProposalRecord, PurgeRecord,
+    Refusal, RefusedSubmission, WayOut,
 };
 use crate::error::Kind;
 use crate::ledger::{ActionDetail, LedgerError, ManualOutcome, ManualRequest, PurgeReport, SubmitReport};
@@ -35,10 +35,15 @@ pub fn submitted(report: &SubmitReport, as_json: bool) {
     }
 }
 
-pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
+pub fn actions(
+    actions: &[ActionRecord],
+    blocked: &std::collections::BTreeMap<crate::domain::ActionKey, Blocked>,
+    limit: i64,
+    as_json: bool,
+) {
     let next = document::next_cursor(actions.len(), limit, actions.last().map(|a| a.id));
     if as_json {
-        print_json(&document::actions(actions, limit));
+        print_json(&document::actions(actions, blocked, limit));
         return;
     }
     if actions.is_empty() {
@@ -54,7 +59,7 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
         // A proposal waiting for a decision is marked in every state.
         let state = if a.proposal.is_some() { format!("{}*", a.state) } else { a.state.to_string() };
         println!(
-            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}{}",
+            "{:>6}  {:<11}  {:>3}  {:<12}  {:<16}  {:<20}  {}{}{}",
             a.id,
             state,
             a.attempts,
@@ -62,11 +67,15 @@ pub fn actions(actions: &[ActionRecord], limit: i64, as_json: bool) {
             escape_untrusted(owner),
             a.updated_at.format("%Y-%m-%d %H:%M:%S"),
             escape_untrusted(a.key.as_str()),
-            late_marker(a)
+            late_marker(a),
+            blocked.get(&a.key).map(|b| format!("  [BLOCKED: {}]", escape_untrusted(&b.reason()))).unwrap_or_default()
         );
     }
     if actions.iter().any(|a| a.proposal.is_some()) {
         println!("* a proposed payload waits for approve or reject (actionledger show KEY)");
+    }
+    if !blocked.is_empty() {
+        println!("BLOCKED: runs only once the action it waits on is retried (if failed); or cancel it");
     }
     if let Some(id) = next {
         println!("more: --before {id}");
@@ -115,6 +124,14 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
         return;
     }
     print_record(&d.action);
+    if let Some(blocked) = &d.blocked {
+        println!(
+            "  {:<18} {}; {}",
+            "BLOCKED",
+            escape_untrusted(&blocked.reason()),
+            blocked_way_out(&d.action, blocked)
+        );
+    }
     print_late_results(d);
     if let Some(purge) = &d.purge {
         print_purge(&d.action, purge);
@@ -125,6 +142,20 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
     print_attempts(&d.attempts);
     print_lookups(&d.lookups);
     print_audit(&d.audit);
+}
+
+/// What a person can do about a blocked action, in the command line's terms.
+fn blocked_way_out(a: &ActionRecord, blocked: &Blocked) -> String {
+    let after = escape_untrusted(blocked.after.as_str());
+    let cancel = format!("actionledger cancel {} --owner NAME --reason TEXT", escape_untrusted(a.key.as_str()));
+    if blocked.after_can_be_retried() {
+        format!(
+            "it runs once {after} completes: retry that (actionledger retry {after} --owner NAME --reason TEXT), or \
+             cancel this one ({cancel})"
+        )
+    } else {
+        format!("it can never run: cancel it ({cancel})")
+    }
 }
 
 fn print_record(a: &ActionRecord) {
@@ -605,6 +636,7 @@ pub fn stats(stats: &crate::ledger::LedgerStats, as_json: bool) {
     println!("oldest unknown:  {}", age(stats.oldest_unknown_seconds));
     println!("oldest held:     {}", age(stats.oldest_held_seconds));
     println!("oldest conflict: {}", age(stats.oldest_conflict_seconds));
+    println!("blocked (waiting on a cancelled or failed action): {}", stats.blocked);
 }
 
 /// A wait in seconds as days, hours, minutes and seconds: `2h 5m 0s`.

@@ -128,7 +128,8 @@ pub(super) async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result
         ..ListFilter::default()
     };
     let actions = ledger.list(&filter).await?;
-    render::actions(&actions, args.limit, args.json);
+    let blocked = ledger.blocked_among(&actions).await?;
+    render::actions(&actions, &blocked, args.limit, args.json);
     Ok(exit::OK)
 }
 

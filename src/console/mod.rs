@@ -271,6 +271,10 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
                 .await?,
         ),
     };
+    let blocked = match &rows {
+        Rows::Actions(actions) => ledger.blocked_among(actions).await?,
+        Rows::Refused(_) => std::collections::BTreeMap::new(),
+    };
     let counts = if request.with_counts {
         Some(Counts {
             by_state: match &matching {
@@ -285,7 +289,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     } else {
         None
     };
-    Ok(Snapshot { counts, now, rows })
+    Ok(Snapshot { counts, now, rows, blocked })
 }
 
 fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {

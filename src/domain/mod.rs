@@ -1,5 +1,6 @@
 //! Domain types: plain data and pure rules, no I/O.
 
+pub mod blocked;
 pub mod capability;
 mod exact_json;
 pub mod input;
@@ -13,6 +14,7 @@ pub mod retention;
 pub mod state;
 pub mod text;
 
+pub use blocked::Blocked;
 pub use capability::{
     Capabilities, ClaimFacts, DestinationCatalog, LookupDue, RetryPolicy, ReviewOwners, Routing, StartsAtClaim,
 };

@@ -164,6 +164,9 @@ pub struct SubmitReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionDetail {
     pub action: ActionRecord,
+    /// Why the action cannot run until a person acts, when it waits on one that is cancelled or
+    /// failed ([`Ledger::blocked_among`]).
+    pub blocked: Option<crate::domain::Blocked>,
     /// The purge run that reduced the action to its tombstone, if one did: its payload, last
     /// error, deliveries, attempts and lookups are gone; its audit trail is kept in full.
     pub purge: Option<PurgeRecord>,

@@ -1,15 +1,19 @@
 //! Queries: one action in full, lists, counts and figures, and readiness.
 
 use super::{ActionDetail, Ledger, LedgerError, LedgerStats, NotReady};
-use crate::domain::{ActionKey, ActionRecord, RefusedSubmission, State};
+use crate::domain::blocked::blocks_dependents;
+use crate::domain::{ActionKey, ActionRecord, Blocked, RefusedSubmission, State};
 use crate::store::{ListFilter, Store};
+use std::collections::BTreeMap;
 
 impl<S: Store> Ledger<S> {
     /// One action with its deliveries, attempts and audit trail, and the purge run that reduced
     /// it to its tombstone, if one did.
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+        let blocked = self.blocked_among(std::slice::from_ref(&action)).await?.remove(&action.key);
         Ok(ActionDetail {
+            blocked,
             purge: self.store.purge_of(key).await?,
             action,
             deliveries: self.store.deliveries(key).await?,
@@ -22,6 +26,26 @@ impl<S: Store> Ledger<S> {
 
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, LedgerError> {
         Ok(self.store.list(filter).await?)
+    }
+
+    /// Which of `actions` are blocked, by key: pending, and waiting on an action that will not
+    /// complete unless a person moves it on ([`Blocked::of`]). Every front end that shows actions
+    /// asks this, so that a blocked action reads the same in `list`, `show`, the HTTP API and the
+    /// console. One query for the actions waited on, whatever the number of actions.
+    pub async fn blocked_among(&self, actions: &[ActionRecord]) -> Result<BTreeMap<ActionKey, Blocked>, LedgerError> {
+        let waited_on: Vec<&ActionKey> =
+            actions.iter().filter(|a| a.state == State::Pending).filter_map(|a| a.after.as_ref()).collect();
+        if waited_on.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let states: BTreeMap<ActionKey, State> = self.store.states_of(&waited_on).await?.into_iter().collect();
+        Ok(actions
+            .iter()
+            .filter_map(|a| {
+                let after_state = a.after.as_ref().and_then(|after| states.get(after)).copied();
+                Blocked::of(a, after_state).map(|blocked| (a.key.clone(), blocked))
+            })
+            .collect())
     }
 
     pub async fn list_refused(
@@ -38,13 +62,16 @@ impl<S: Store> Ledger<S> {
         Ok(State::ALL.into_iter().map(|s| (s, found.iter().find(|(f, _)| *f == s).map_or(0, |(_, n)| *n))).collect())
     }
 
-    /// The ledger's figures now, read in one statement: what `stats`, the worker's metrics and
+    /// The ledger's figures now, read in two statements (the figures per state, and the blocked
+    /// actions): what `stats`, the worker's metrics and
     /// any other front end report, computed here once.
     #[tracing::instrument(skip_all)]
     pub async fn stats(&self) -> Result<LedgerStats, LedgerError> {
         let now = self.store.now().await?;
         let figures = self.store.state_figures(now).await?;
-        Ok(LedgerStats::from_figures(now, &figures))
+        let waiting = self.store.count_waiting_by_after_state().await?;
+        let blocked = waiting.iter().filter(|(state, _)| blocks_dependents(*state)).map(|(_, n)| n).sum();
+        Ok(LedgerStats::from_figures(now, &figures, blocked))
     }
 
     /// Whether the ledger can serve a worker now: its database answers and its schema is the one

@@ -27,6 +27,9 @@ pub struct LedgerStats {
     pub oldest_held_seconds: Option<i64>,
     /// Likewise for `conflict`.
     pub oldest_conflict_seconds: Option<i64>,
+    /// Pending actions that wait on an action that is cancelled or failed: they run only once a
+    /// person moves that action on, or cancels them (domain/blocked.rs).
+    pub blocked: i64,
 }
 
 /// A count for every state, in the order of [`State::ALL`]; written as one JSON object
@@ -51,8 +54,8 @@ impl serde::Serialize for StateCounts {
 }
 
 impl LedgerStats {
-    /// The figures from what the store read per state at `now`.
-    pub(super) fn from_figures(now: Timestamp, figures: &[StateFigures]) -> Self {
+    /// The figures from what the store read per state at `now`, and the count of blocked actions.
+    pub(super) fn from_figures(now: Timestamp, figures: &[StateFigures], blocked: i64) -> Self {
         let of = |state: State| figures.iter().find(|f| f.state == state);
         let age = |state: State| of(state).and_then(|f| f.oldest_change).map(|t| (now - t).num_seconds().max(0));
         Self {
@@ -64,6 +67,7 @@ impl LedgerStats {
             oldest_unknown_seconds: age(State::Unknown),
             oldest_held_seconds: age(State::Held),
             oldest_conflict_seconds: age(State::Conflict),
+            blocked,
         }
     }
 }
@@ -98,7 +102,7 @@ mod tests {
             },
             StateFigures { state: State::InProgress, count: 3, oldest_change: Some(from_millis(0)), expired_leases: 1 },
         ];
-        let stats = LedgerStats::from_figures(now, &figures);
+        let stats = LedgerStats::from_figures(now, &figures, 4);
         assert_eq!(stats.states.get(State::Unknown), 2);
         assert_eq!(stats.states.get(State::Pending), 0);
         assert_eq!(stats.states.0.len(), State::ALL.len());
@@ -108,5 +112,6 @@ mod tests {
         let json = serde_json::to_value(&stats).unwrap();
         assert_eq!(json["states"]["in_progress"], 3);
         assert_eq!(json["oldest_conflict_seconds"], serde_json::Value::Null);
+        assert_eq!(json["blocked"], 4);
     }
 }

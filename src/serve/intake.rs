@@ -103,38 +103,51 @@ impl Intake {
     }
 
     /// Maps a body to a submission; a body the mapping cannot use is refused, with what the
-    /// mapping could read, for the refused submissions' list.
-    pub fn map(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<RawSubmission, Box<(RawSubmission, SubmissionRefused)>> {
+    /// mapping could read (the event id too when only the key failed), for the refused
+    /// submissions' list.
+    pub fn map(&self, headers: &HeaderMap, body: &[u8]) -> Result<RawSubmission, Box<Unmapped>> {
         let mut raw = RawSubmission {
             source: Some(self.config.source.clone().unwrap_or_else(|| self.name.clone())),
             destination: self.config.destination.clone(),
             ..RawSubmission::default()
         };
-        let refuse = |raw: &RawSubmission, message: String| {
-            Box::new((raw.clone(), SubmissionRefused { problem: "hook_unmapped", message }))
+        let refuse = |raw: &RawSubmission, message: String, field: Option<String>| {
+            Box::new(Unmapped {
+                raw: raw.clone(),
+                refusal: SubmissionRefused { problem: "hook_unmapped", message },
+                field,
+            })
         };
         let value: Value = match serde_json::from_slice(body) {
             Ok(value) => value,
-            Err(e) => return Err(refuse(&raw, format!("the intake {} needs a JSON body: {e}", self.name))),
+            Err(e) => return Err(refuse(&raw, format!("the intake {} needs a JSON body: {e}", self.name), None)),
         };
         let headers = header_texts(headers);
         let fill = |field: &str, template: &str| {
             render_hook(template, &value, &headers).map_err(|e| {
-                format!("the intake {} cannot make the {field} from this body: {e} (template {template:?})", self.name)
+                let message = format!(
+                    "the intake {} cannot make the {field} from this body: {e} (template {template:?})",
+                    self.name
+                );
+                (message, e.field())
             })
         };
-        raw.key = Some(fill("key", &self.config.key).map_err(|m| refuse(&raw, m))?);
-        if let Some(template) = &self.config.event_id {
-            raw.event_id = Some(fill("event id", template).map_err(|m| refuse(&raw, m))?);
-        }
-        if let Some(template) = &self.config.source_version {
-            let text = fill("source version", template).map_err(|m| refuse(&raw, m))?;
+        let key = fill("key", &self.config.key);
+        let event_id = self.config.event_id.as_ref().map(|template| fill("event id", template)).transpose();
+        let version = self.config.source_version.as_ref().map(|template| fill("source version", template)).transpose();
+        // What could be read is kept with a refusal, so a reviewer can find the delivery.
+        raw.key = key.as_ref().ok().cloned();
+        raw.event_id = event_id.as_ref().ok().cloned().flatten();
+        let failed = |(message, field)| refuse(&raw, message, field);
+        key.map_err(failed)?;
+        event_id.map_err(failed)?;
+        if let Some(text) = version.map_err(failed)? {
             raw.source_version = Some(text.trim().parse().map_err(|_| {
-                refuse(&raw, format!("the intake {}'s source version is {text:?}, not a whole number", self.name))
+                refuse(
+                    &raw,
+                    format!("the intake {}'s source version is {text:?}, not a whole number", self.name),
+                    self.config.source_version.as_deref().and_then(single_field),
+                )
             })?);
         }
         raw.payload = match &self.config.payload {
@@ -147,6 +160,7 @@ impl Intake {
                         refuse(
                             &raw,
                             format!("the intake {}'s payload needs the body field {path}, which is missing", self.name),
+                            Some(format!("body.{path}")),
                         )
                     })?;
                     place(&mut payload, path, found);
@@ -156,6 +170,21 @@ impl Intake {
         };
         Ok(raw)
     }
+}
+
+/// A webhook body the intake's mapping cannot use: what the mapping could read, why the body is
+/// refused, and the field to blame where one is (`body.id`, `header.X-Event-Id`).
+#[derive(Debug, Clone)]
+pub struct Unmapped {
+    pub raw: RawSubmission,
+    pub refusal: SubmissionRefused,
+    pub field: Option<String>,
+}
+
+/// The field a template made of one placeholder reads (`{{body.version}}` reads `body.version`).
+fn single_field(template: &str) -> Option<String> {
+    let name = template.trim().strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    (!name.contains("{{")).then(|| name.to_owned())
 }
 
 /// Puts `value` at the dotted `path` of `payload`, making the objects on the way.
@@ -242,10 +271,37 @@ mod tests {
         assert_eq!(raw.source.as_deref(), Some("shop"));
         assert_eq!(String::from_utf8(raw.payload).unwrap(), r#"{"customer":{"email":"a@b.c"},"id":42}"#);
         let refused = intake("").map(&headers, br#"{"version": 3}"#).unwrap_err();
-        assert_eq!(refused.1.problem, "hook_unmapped");
-        assert!(refused.1.message.contains("the body has no field id"), "{}", refused.1.message);
+        assert_eq!(refused.refusal.problem, "hook_unmapped");
+        assert!(refused.refusal.message.contains("the body has no field id"), "{}", refused.refusal.message);
+        assert_eq!(refused.field.as_deref(), Some("body.id"));
+        assert_eq!(refused.raw.event_id.as_deref(), Some("ev-7"), "the event id is kept with the refusal");
         let refused = intake("").map(&headers, br#"{"id": 1, "version": "x"}"#).unwrap_err();
-        assert!(refused.1.message.contains("not a whole number"), "{}", refused.1.message);
+        assert!(refused.refusal.message.contains("not a whole number"), "{}", refused.refusal.message);
+        assert_eq!(refused.field.as_deref(), Some("body.version"));
+    }
+
+    #[test]
+    fn missing_values_are_refused_naming_their_field() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-event-id", "ev-8".parse().unwrap());
+        for (body, field, words) in [
+            (r#"{"id": null, "version": 1}"#, "body.id", "the body field id is null"),
+            (r#"{"id": "", "version": 1}"#, "body.id", "the body field id is empty"),
+            (r#"{"id": {"n": 1}, "version": 1}"#, "body.id", "the body field id is an object"),
+            (r#"{"id": 1, "version": null}"#, "body.version", "the body field version is null"),
+            (r#"{"id": 1}"#, "body.version", "the body has no field version"),
+        ] {
+            let refused = intake("").map(&headers, body.as_bytes()).unwrap_err();
+            assert_eq!(refused.field.as_deref(), Some(field), "{body}");
+            assert!(refused.refusal.message.contains(words), "{body}: {}", refused.refusal.message);
+            assert_eq!(refused.raw.event_id.as_deref(), Some("ev-8"), "{body}");
+        }
+        let mut empty = HeaderMap::new();
+        empty.insert("x-event-id", "".parse().unwrap());
+        let refused = intake("").map(&empty, br#"{"id": 1, "version": 1}"#).unwrap_err();
+        assert_eq!(refused.field.as_deref(), Some("header.X-Event-Id"));
+        assert_eq!(refused.raw.key.as_deref(), Some("shop:order:1:create-task"), "the key is kept with the refusal");
+        assert_eq!(refused.raw.event_id, None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use super::App;
 use super::auth::{Grant, Need};
+use super::intake::Unmapped;
 use super::problem::Problem;
 use crate::document;
 use crate::domain::input::Label;
@@ -302,7 +303,8 @@ async fn list<S: Store>(
         ..ListFilter::default()
     };
     let actions = app.ledger.list(&filter).await?;
-    Ok(json_response(StatusCode::OK, &document::actions(&actions, limit)))
+    let blocked = app.ledger.blocked_among(&actions).await?;
+    Ok(json_response(StatusCode::OK, &document::actions(&actions, &blocked, limit)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -443,15 +445,19 @@ async fn hook<S: Store>(
         admit(&app, &headers, Need::Submit)?;
         read_body(&headers, body, app.options.body_limit).await?
     };
-    let result = match intake.map(&headers, &bytes) {
-        Ok(raw) => app.ledger.submit(&raw).await,
-        Err(refused) => {
-            let (raw, refusal) = *refused;
-            Err(app.ledger.refuse(&raw, refusal).await)
+    let (result, field) = match intake.map(&headers, &bytes) {
+        Ok(raw) => (app.ledger.submit(&raw).await, None),
+        Err(unmapped) => {
+            let Unmapped { raw, refusal, field } = *unmapped;
+            (Err(app.ledger.refuse(&raw, refusal).await), field)
         }
     };
     tracing::info!(intake = %name, outcome = outcome_word(&result), "webhook");
-    Ok(submitted_response(result))
+    match (result, field) {
+        // The problem names the field the sender has to fix.
+        (Err(refused), Some(field)) => Err(Problem::from(refused).with("field", field)),
+        (result, _) => Ok(submitted_response(result)),
+    }
 }
 
 async fn openapi() -> Response {

@@ -389,6 +389,13 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
+    /// The state of each recorded action among `keys` (a key not recorded is left out).
+    fn states_of(
+        &self,
+        keys: &[&ActionKey],
+    ) -> impl Future<Output = Result<Vec<(ActionKey, State)>, StoreError>> + Send;
+    /// How many pending actions wait (`after`) on an action in each state.
+    fn count_waiting_by_after_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// Every state present with its figures, read in one statement at database time `now`.
     fn state_figures(&self, now: Timestamp) -> impl Future<Output = Result<Vec<StateFigures>, StoreError>> + Send;
     /// Where the ledger's schema stands against this build's migrations, read on a pooled

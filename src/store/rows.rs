@@ -270,6 +270,11 @@ pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), S
     Ok((state(&row.text("state")?)?, row.int("count")?))
 }
 
+/// An action's key and state, from `select_states`.
+pub(crate) fn key_state_from_row(row: &impl Columns) -> Result<(ActionKey, State), StoreError> {
+    Ok((key(&row.text("key")?)?, state(&row.text("state")?)?))
+}
+
 /// One state's figures from [`super::statements::LEDGER_STATS`].
 pub(crate) fn state_figures_from_row(row: &impl Columns) -> Result<super::StateFigures, StoreError> {
     Ok(super::StateFigures {

@@ -4,8 +4,9 @@ use super::backend::{Backend, Statement};
 use super::one_command::OneCommandTx;
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, attempt_started_from_row, audit_from_row, backoff_from_row,
-    claimed_from_row, delivery_from_row, lookup_failures_from_row, lookup_from_row, proposal_from_row, purge_from_row,
-    refusal_from_row, state_count_from_row, state_figures_from_row, state_pair_from_row,
+    claimed_from_row, delivery_from_row, key_state_from_row, lookup_failures_from_row, lookup_from_row,
+    proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
+    state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
@@ -201,6 +202,18 @@ impl<S: SqlStore> Store for S {
 
     async fn count_by_state(&self) -> Result<Vec<(State, i64)>, StoreError> {
         autocommitted(self, Statement::new(sql::COUNT_BY_STATE)).await?.iter().map(state_count_from_row).collect()
+    }
+
+    async fn states_of(&self, keys: &[&ActionKey]) -> Result<Vec<(ActionKey, State)>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        autocommitted(self, sql::select_states(keys)).await?.iter().map(key_state_from_row).collect()
+    }
+
+    async fn count_waiting_by_after_state(&self) -> Result<Vec<(State, i64)>, StoreError> {
+        let statement = Statement::new(sql::COUNT_WAITING_BY_AFTER_STATE);
+        autocommitted(self, statement).await?.iter().map(state_count_from_row).collect()
     }
 
     async fn state_figures(&self, now: Timestamp) -> Result<Vec<StateFigures>, StoreError> {

@@ -120,6 +120,8 @@ pub(crate) const EXPIRED_CLAIMS: &str = named(ACTIONS, "expired_claims");
 pub(crate) const PENDING_BACKOFFS: &str = named(ACTIONS, "pending_backoffs");
 pub(crate) const LEDGER_STATS: &str = named(ACTIONS, "ledger_stats");
 pub(crate) const COUNT_BY_STATE: &str = named(ACTIONS, "count_by_state");
+const SELECT_STATES: Template<1> = template(named(ACTIONS, "select_states"), ["{keys}"]);
+pub(crate) const COUNT_WAITING_BY_AFTER_STATE: &str = named(ACTIONS, "count_waiting_by_after_state");
 pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str = named(ACTIONS, "count_proposed_elsewhere");
 const LIST_ACTIONS: &str = named(ACTIONS, "list_actions");
 const COUNT_MATCHING_BY_STATE: Template<1> = template(named(ACTIONS, "count_matching_by_state"), ["{terms}"]);
@@ -132,6 +134,15 @@ pub(crate) fn lock_actions_sql(dialect: Dialect, keys: usize) -> String {
 
 pub(crate) fn lock_actions<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
     bind_keys(Statement::new(lock_actions_sql(B::DIALECT, keys.len())), keys.iter().copied())
+}
+
+/// See `select_states` in sql/actions.sql.
+pub(crate) fn select_states_sql(params: Params, keys: usize) -> String {
+    SELECT_STATES.fill([&param_list(params, 1, keys)])
+}
+
+pub(crate) fn select_states<B: Backend>(keys: &[&ActionKey]) -> Statement<B> {
+    bind_keys(Statement::new(select_states_sql(B::DIALECT.params, keys.len())), keys.iter().copied())
 }
 
 /// See `pg_lock_actions_now` in sql/actions.sql.

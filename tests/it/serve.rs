@@ -23,6 +23,7 @@ conformance!(
     every_refusal_code_writes_nothing,
     an_oversized_body_still_being_sent_gets_its_413,
     a_signed_webhook_with_a_wrong_or_stale_signature_is_refused,
+    a_webhook_value_that_names_nothing_is_refused_naming_its_field,
     each_role_is_refused_what_it_may_not_do,
     a_batch_answers_each_submission,
     every_route_of_the_openapi_document_answers,
@@ -371,6 +372,60 @@ async fn a_signed_webhook_with_a_wrong_or_stale_signature_is_refused<S: Store>(d
             .await;
     assert_eq!(status, 404);
     assert_eq!(written(&db.ledger).await, (1, 1));
+}
+
+/// A key part or event id that is absent, null, empty, a boolean, an object or an array would
+/// make a key that names no record (`storm:null`, `storm:`), under which unrelated orders merge
+/// as duplicates: each is refused with a 422 naming the field, kept for review with the event id
+/// when that could be read, and no action is made.
+async fn a_webhook_value_that_names_nothing_is_refused_naming_its_field<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let url = format!("{base}/v1/hooks/orders");
+    let cases = [
+        (r#"{"n": null}"#, "is null"),
+        // Twice: a second order with an empty id is refused too, not taken for a duplicate.
+        (r#"{"n": ""}"#, "is empty"),
+        (r#"{"n": ""}"#, "is empty"),
+        (r#"{"n": "   "}"#, "is empty"),
+        (r#"{"n": {"id": 1}}"#, "is an object"),
+        (r#"{"n": [1]}"#, "is an array"),
+        (r#"{"n": true}"#, "is a boolean"),
+        (r#"{"m": 1}"#, "has no field n"),
+    ];
+    for (i, (body, words)) in cases.iter().enumerate() {
+        let event = [("X-Event-Id", format!("ev-missing-{i}"))];
+        let (status, kind, problem) =
+            call(&client, reqwest::Method::POST, &url, Some(SOURCE), Some((*body).to_owned()), &event).await;
+        assert_eq!((status, kind.as_str()), (422, "application/problem+json"), "{body}: {problem}");
+        assert_eq!(problem["problem"], "hook_unmapped", "{body}");
+        assert_eq!(problem["outcome"], "refused", "{body}");
+        assert_eq!(problem["field"], "body.n", "{body}: {problem}");
+        assert!(problem["detail"].as_str().unwrap().contains(words), "{body}: {problem}");
+    }
+    // An event id header sent empty is refused the same way; the key it could read is kept.
+    let empty_event = [("X-Event-Id", String::new())];
+    let (status, _, problem) =
+        call(&client, reqwest::Method::POST, &url, Some(SOURCE), Some(r#"{"n": 5}"#.into()), &empty_event).await;
+    assert_eq!((status, &problem["field"]), (422, &json!("header.X-Event-Id")), "{problem}");
+    assert_eq!(written(&db.ledger).await, (0, cases.len() + 1), "no action, every refusal kept");
+    let refused = db.ledger.list_refused(None, 100).await.unwrap();
+    assert!(refused.iter().all(|r| r.problem == "hook_unmapped" && r.source.as_deref() == Some("orders")));
+    // Newest first: the empty event id, then the cases in reverse.
+    assert_eq!((refused[0].event_id.as_deref(), refused[0].key_excerpt.as_deref()), (None, Some("storm:5")));
+    assert!(refused[0].message.contains("header X-Event-Id is empty"), "{}", refused[0].message);
+    for (i, (body, words)) in cases.iter().enumerate() {
+        let record = &refused[cases.len() - i];
+        assert_eq!(record.event_id, Some(format!("ev-missing-{i}")), "{body}: the event id is kept");
+        assert_eq!(record.key_excerpt, None, "{body}: no key was made");
+        assert!(record.message.contains(words) && record.message.contains("field n"), "{body}: {}", record.message);
+    }
+    // A usable value still makes its action.
+    let event = [("X-Event-Id", "ev-usable".to_owned())];
+    let (status, _, created) =
+        call(&client, reqwest::Method::POST, &url, Some(SOURCE), Some(r#"{"n": "ORD-1"}"#.into()), &event).await;
+    assert_eq!((status, &created["action"]["key"]), (201, &json!("storm:ORD-1")), "{created}");
+    assert_eq!(written(&db.ledger).await, (1, cases.len() + 1));
 }
 
 async fn each_role_is_refused_what_it_may_not_do<S: Store>(db: TestDb<S>) {

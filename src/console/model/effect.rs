@@ -2,10 +2,11 @@
 //! the messages ([`Msg`], with an effect's result as [`Done`]) that come back to it.
 
 use super::state::{Failure, FilterTerms, Pane, Rows};
-use crate::domain::{ActionKey, ActionRecord, Person, Reason, State, Timestamp};
+use crate::domain::{ActionKey, ActionRecord, Blocked, Person, Reason, State, Timestamp};
 use crate::ledger::{ActionDetail, ManualRequest};
 use crate::store::ListOrder;
 use ratatui::crossterm::event::KeyEvent;
+use std::collections::BTreeMap;
 
 /// Which rows of a pane to fetch: always just one screen of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +101,8 @@ pub struct Snapshot {
     pub counts: Option<Counts>,
     pub now: Timestamp,
     pub rows: Rows,
+    /// Which of the rows are blocked, as the ledger decides it.
+    pub blocked: BTreeMap<ActionKey, Blocked>,
 }
 
 /// The result of an effect, fed back to `update`.

@@ -227,6 +227,7 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     }
     model.at_newest = matches!(request.window, Window::Newest) || (matches!(request.window, Window::Oldest) && short);
     model.rows = snapshot.rows;
+    model.blocked = snapshot.blocked;
     if let Rows::Actions(rows) = &model.rows {
         // A marked action as the person now sees it: the version a bulk command is checked against.
         for row in rows {

@@ -356,6 +356,8 @@ pub struct Model {
     pub height: u16,
     pub pane: Pane,
     pub rows: Rows,
+    /// Which of the rows shown are blocked (pending, waiting on a cancelled or failed action).
+    pub blocked: std::collections::BTreeMap<crate::domain::ActionKey, crate::domain::Blocked>,
     pub selected: usize,
     pub at_newest: bool,
     pub counts: Vec<(State, i64)>,
@@ -429,6 +431,7 @@ impl Model {
             height,
             pane: Pane::Pending,
             rows: Rows::Actions(Vec::new()),
+            blocked: std::collections::BTreeMap::new(),
             selected: 0,
             at_newest: true,
             counts: Vec::new(),

@@ -32,7 +32,12 @@ fn loaded(rows: Vec<ActionRecord>) -> Model {
     let mut model = Model::new("sqlite://test.db", Person::parse("ana").unwrap(), 80, 24);
     let _ = update(&mut model, key(KeyCode::Char('5')));
     let Some(Effect::Load(request)) = model.start().pop() else { panic!("a load") };
-    let snapshot = Snapshot { counts: None, now: Timestamp::default(), rows: Rows::Actions(rows) };
+    let snapshot = Snapshot {
+        counts: None,
+        now: Timestamp::default(),
+        rows: Rows::Actions(rows),
+        blocked: std::collections::BTreeMap::new(),
+    };
     update(&mut model, Msg::Done(Done::Loaded { request, result: Ok(snapshot) }));
     model
 }
@@ -127,7 +132,12 @@ fn refresh_keeps_the_selection_on_the_same_key() {
         action(2, "acme:b", State::Failed),
         action(1, "acme:a", State::Failed),
     ];
-    let snapshot = Snapshot { counts: None, now: Timestamp::default(), rows: Rows::Actions(rows) };
+    let snapshot = Snapshot {
+        counts: None,
+        now: Timestamp::default(),
+        rows: Rows::Actions(rows),
+        blocked: std::collections::BTreeMap::new(),
+    };
     update(&mut model, Msg::Done(Done::Loaded { request: request.clone(), result: Ok(snapshot) }));
     assert_eq!(model.selected_action().unwrap().key.as_str(), "acme:b");
     assert_eq!(update(&mut model, Msg::Tick).len(), 1);

@@ -149,6 +149,17 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             a.after.as_ref().map(|k| format!("  runs after {}", safe(k.as_str()))).unwrap_or_default()
         )),
     ];
+    if let Some(blocked) = &detail.blocked {
+        out.push(Line::styled(format!("BLOCKED: {}", safe(&blocked.reason())), theme.warn()));
+        out.push(Line::raw(if blocked.after_can_be_retried() {
+            format!(
+                "It runs once {} completes: retry that one (the failed pane, 5, then r), or cancel this one (x).",
+                safe(blocked.after.as_str())
+            )
+        } else {
+            "It can never run by itself: cancel it (x) if it must not happen.".to_owned()
+        }));
+    }
     if let Some(updated) = &a.updates {
         out.push(Line::raw(format!(
             "updates {} (destination record {})",

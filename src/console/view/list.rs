@@ -69,9 +69,11 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
                             &late_marker(
                                 a,
                                 &format!(
-                                    "{}{}{}",
+                                    "{}{}{}{}",
                                     mark(model, a),
                                     if a.proposal.is_some() && a.state != State::Conflict { "* " } else { "" },
+                                    // In front, like the late marker: a long key cut short never hides it.
+                                    if model.blocked.contains_key(&a.key) { "[BLOCKED] " } else { "" },
                                     SafeText::new(a.key.as_str()).as_str()
                                 ),
                             ),

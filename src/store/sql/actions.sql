@@ -221,6 +221,24 @@ SELECT state, COUNT(*) AS count, MIN(updated_at) AS oldest,
 FROM actions
 GROUP BY state;
 
+-- name: select_states
+-- The state of each recorded action among some keys: what the actions that wait on them are
+-- waiting for (a blocked dependent, see domain/blocked.rs). A key not recorded answers no row.
+-- {keys}: one parameter per key
+SELECT key, state
+FROM actions
+WHERE key IN ({keys});
+
+-- name: count_waiting_by_after_state
+-- How many pending actions wait on an action in each state: `stats` counts those the ledger calls
+-- blocked (the states that block are decided in domain/blocked.rs, not here). Each waiting action
+-- finds the action it waits on by its key, which is indexed.
+SELECT p.state AS state, COUNT(*) AS count
+FROM actions a
+JOIN actions p ON p.key = a.after_key
+WHERE a.state = 'pending' AND a.after_key IS NOT NULL
+GROUP BY p.state;
+
 -- name: count_by_state
 -- How many actions are in each state.
 SELECT state, COUNT(*) AS count

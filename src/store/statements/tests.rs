@@ -23,6 +23,7 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
         ("pending_backoffs", PENDING_BACKOFFS),
         ("ledger_stats", LEDGER_STATS),
         ("count_by_state", COUNT_BY_STATE),
+        ("count_waiting_by_after_state", COUNT_WAITING_BY_AFTER_STATE),
         ("count_proposed_elsewhere", COUNT_PROPOSED_ELSEWHERE),
         ("enforced_pairs", ENFORCED_PAIRS),
         ("attempt_started_under", ATTEMPT_STARTED_UNDER),
@@ -72,6 +73,7 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
     for n in [1, 3] {
         let rows = if n == 1 { "1 row".to_owned() } else { format!("{n} rows") };
         generated("lock_actions", &rows, lock_actions_sql(dialect, n));
+        generated("select_states", &rows, select_states_sql(params, n));
         generated("insert_actions", &rows, insert_actions_sql(params, n));
         generated("update_actions", &rows, update_actions_sql(params, n));
         generated("count_attempts", &rows, count_attempts_sql(params, n));

@@ -38,7 +38,11 @@ pub const PROTECTED: &str = "bench-keyed";
 /// The ledger of the protected per-action case: `ledger`, knowing that [`PROTECTED`] takes an
 /// idempotency key (kept a day).
 pub(super) fn protected<S: Store>(ledger: &Ledger<S>) -> Ledger<S> {
-    let keyed = crate::domain::Capabilities { idempotency_retention: Some(Duration::from_hours(24)), lookup: false };
+    let keyed = crate::domain::Capabilities {
+        idempotency_retention: Some(Duration::from_hours(24)),
+        lookup: false,
+        ..crate::domain::Capabilities::default()
+    };
     ledger.clone().with_destinations(crate::domain::DestinationCatalog::new(
         std::collections::BTreeMap::from([(PROTECTED.to_owned(), keyed)]),
         None,

@@ -115,6 +115,10 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
         return;
     }
     print_record(&d.action);
+    if let Some(guard) = d.update_guard {
+        let record = d.action.updates_destination_id.as_deref().unwrap_or("?");
+        println!("  {:<18} {}", "update", escape_untrusted(&guard.describe(record)));
+    }
     print_late_results(d);
     if let Some(purge) = &d.purge {
         print_purge(&d.action, purge);

@@ -153,6 +153,10 @@ pub enum SendOutcome {
     Uncertain { error: String, response: Option<Response> },
     /// The external reference already exists at the destination (409).
     AlreadyExists { response: Response },
+    /// A conditional update was refused (412 to its `If-Match`): the record changed at the
+    /// destination since the ledger last wrote it, and nothing was written. `current_version` is
+    /// the entity tag the refusal named, if any.
+    PreconditionFailed { response: Response, current_version: Option<String> },
     /// Nothing was sent: the worker stopped while the request waited for its turn (the rate limit,
     /// or a `Retry-After` pause that still has `pause_left`).
     Stopped { pause_left: Duration },
@@ -283,6 +287,9 @@ impl Destination {
                 SendOutcome::Uncertain { error: text(error), response: r.map(response) }
             }
             SendOutcome::AlreadyExists { response: r } => SendOutcome::AlreadyExists { response: response(r) },
+            SendOutcome::PreconditionFailed { response: r, current_version } => {
+                SendOutcome::PreconditionFailed { response: response(r), current_version }
+            }
             stopped @ SendOutcome::Stopped { .. } => stopped,
         }
     }
@@ -308,10 +315,7 @@ impl Destination {
 
     /// What this destination declares against a second effect, for the ledger's decisions.
     pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            idempotency_retention: self.config.idempotency.as_ref().map(|i| i.retention),
-            lookup: self.config.lookup.is_some(),
-        }
+        capabilities_of(&self.config)
     }
 
     fn context<'a>(
@@ -339,6 +343,21 @@ impl Destination {
     /// Whether this destination declares how to update a record.
     pub fn can_update(&self) -> bool {
         self.config.update.is_some()
+    }
+
+    /// The condition this destination's update requests carry, if it declares one.
+    pub fn update_condition(&self) -> Option<crate::domain::UpdateCondition> {
+        self.config.update.as_ref().and_then(|u| u.conditional)
+    }
+
+    /// The record's version named in an answer this destination gave to a create or an update
+    /// (kept as an attempt's evidence body), as the entity tag an `If-Match` carries: a value
+    /// that is not already a quoted tag is quoted.
+    pub fn version_in(&self, body: &str) -> Option<String> {
+        let pointer = self.config.update.as_ref()?.version_pointer.as_deref()?;
+        let version = pointer_text(&serde_json::from_str(body).ok()?, pointer)?;
+        let quoted = version.starts_with('"') || version.starts_with("W/\"");
+        Some(if quoted { version } else { format!("\"{version}\"") })
     }
 
     /// The body the action's request sends: the create body, or the update body for an update
@@ -414,6 +433,18 @@ impl Destination {
         after: Option<&ActionRecord>,
         stop: impl Future<Output = ()>,
     ) -> Result<SendOutcome, DestinationError> {
+        self.send_if_match_or_stop(action, after, None, stop).await
+    }
+
+    /// [`Destination::send_or_stop`] with `If-Match: if_match` on the request where given (a
+    /// conditional update): a 412 answer is then [`SendOutcome::PreconditionFailed`].
+    pub async fn send_if_match_or_stop(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+        if_match: Option<&str>,
+        stop: impl Future<Output = ()>,
+    ) -> Result<SendOutcome, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
         let (method, url) = match (&action.updates, &self.config.update) {
@@ -437,6 +468,9 @@ impl Destination {
         if let Some(fencing) = &self.config.fencing {
             request = request.header(fencing.header.as_str(), action.ownership_version.to_string());
         }
+        if let Some(tag) = if_match {
+            request = request.header(reqwest::header::IF_MATCH, tag);
+        }
         tokio::select! {
             biased;
             () = self.wait_turn() => {}
@@ -447,7 +481,7 @@ impl Destination {
         crate::faults::crash_point(crate::faults::AFTER_RESPONSE);
         let outcome = match sent {
             Err(error) => classify_error(&error),
-            Ok(response) => self.classify_response(response, action, after).await,
+            Ok(response) => self.classify_response(response, action, after, if_match.is_some()).await,
         };
         Ok(self.masked(outcome))
     }
@@ -460,11 +494,13 @@ impl Destination {
         response: reqwest::Response,
         action: &ActionRecord,
         after: Option<&ActionRecord>,
+        conditional: bool,
     ) -> SendOutcome {
         let status = response.status().as_u16();
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
         let location = header("location");
+        let etag = header("etag");
         let header_id = self.config.create.id_header.as_deref().and_then(header).and_then(|v| self.id_from_header(&v));
         self.honour_retry_after(status, retry_after);
         let (body, cut) = match read_capped(response, self.config.max_response_bytes).await {
@@ -505,6 +541,7 @@ impl Destination {
                 }
             }
             409 => SendOutcome::AlreadyExists { response },
+            412 if conditional => SendOutcome::PreconditionFailed { response, current_version: etag },
             408 | 429 | 503 => SendOutcome::BeforeWrite {
                 error: format!("HTTP {status}: the destination did not accept the request"),
                 response: Some(response),
@@ -692,6 +729,22 @@ impl Destination {
             .as_ref()
             .is_none_or(|l| l.compare.iter().all(|pointer| sent.pointer(pointer) == found.pointer(pointer)))
     }
+}
+
+/// What a destination's configuration declares against a second effect.
+pub fn capabilities_of(config: &DestinationConfig) -> Capabilities {
+    Capabilities {
+        idempotency_retention: config.idempotency.as_ref().map(|i| i.retention),
+        lookup: config.lookup.is_some(),
+        update_condition: config.update.as_ref().and_then(|u| u.conditional),
+    }
+}
+
+/// The capabilities a configuration declares, without building any destination (no credential
+/// is read): for a command that only says what the destinations declare.
+pub fn catalog_of(config: &crate::config::Config) -> DestinationCatalog {
+    let capabilities = config.destinations.iter().map(|(name, c)| (name.clone(), capabilities_of(c))).collect();
+    DestinationCatalog::new(capabilities, config.worker.default_destination.clone())
 }
 
 /// The record id a stored response body names at `pointer` (a destination's configured id

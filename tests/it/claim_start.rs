@@ -49,12 +49,16 @@ fn report(outcome: Outcome) -> Report {
 /// A destination for each kind of declaration: an idempotency key kept an hour (`keyed`), or a
 /// minute (`keyed-short`), a lookup (`looked`), nothing (`bare`); no default destination.
 fn catalog() -> DestinationCatalog {
-    let keyed = |retention| Capabilities { idempotency_retention: Some(retention), lookup: false };
+    let keyed =
+        |retention| Capabilities { idempotency_retention: Some(retention), lookup: false, ..Capabilities::default() };
     DestinationCatalog::new(
         BTreeMap::from([
             ("keyed".to_owned(), keyed(Duration::from_hours(1))),
             ("keyed-short".to_owned(), keyed(Duration::from_mins(1))),
-            ("looked".to_owned(), Capabilities { idempotency_retention: None, lookup: true }),
+            (
+                "looked".to_owned(),
+                Capabilities { idempotency_retention: None, lookup: true, ..Capabilities::default() },
+            ),
             ("bare".to_owned(), Capabilities::default()),
         ]),
         None,

@@ -895,6 +895,21 @@ mod tests {
     }
 
     #[test]
+    fn a_conditional_update_needs_a_version_pointer_and_sends_it_as_an_entity_tag() {
+        let update = "update = { url = \"http://x/{{destination_id}}\", conditional = \"if-match\" }";
+        let text = format!("[destinations.d]\ncreate = {{ url = \"http://x\" }}\n{update}");
+        let refused = crate::config::Config::parse(&text).unwrap_err().to_string();
+        assert!(refused.contains("needs update.version_pointer"), "{refused}");
+        let d = destination(&update.replace(" }", ", version_pointer = \"/meta/etag\" }"));
+        assert_eq!(d.capabilities().update_condition, Some(crate::domain::UpdateCondition::IfMatch));
+        assert_eq!(d.version_in(r#"{"meta":{"etag":3}}"#).as_deref(), Some("\"3\""), "a bare version is quoted");
+        assert_eq!(d.version_in(r#"{"meta":{"etag":"W/\"a1\""}}"#).as_deref(), Some("W/\"a1\""), "a tag is kept");
+        assert_eq!(d.version_in(r#"{"meta":{}}"#), None);
+        assert_eq!(d.version_in("not json"), None);
+        assert_eq!(destination("").version_in(r#"{"meta":{"etag":3}}"#), None, "no declaration, no version");
+    }
+
+    #[test]
     fn form_bodies_nest_as_payment_apis_read_them() {
         let body = serde_json::json!({
             "amount": 1250, "paid": false, "note": null, "customer": {"name": "Ana & Co"},

@@ -31,6 +31,7 @@ conformance!(
     a_conditional_update_of_a_record_changed_at_the_crm_goes_to_conflict_and_overwrites_nothing,
     a_conditional_update_of_an_unchanged_record_completes_and_the_next_expects_its_version,
     an_update_without_a_condition_overwrites_and_show_says_so,
+    a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -379,4 +380,24 @@ async fn an_update_without_a_condition_overwrites_and_show_says_so<S: Store>(db:
     let stats = crm.stats();
     assert_eq!((stats.records, stats.updates, stats.preconditions_failed), (1, 1, 0), "{stats:?}");
     assert_eq!(crm.record("tasks", "R-000001").unwrap()["data"], json!({"qty": 2}), "the note was overwritten");
+}
+
+/// The create completed without an answer naming a version (as when a lookup or a person settles
+/// it): the update is held for a person rather than sent without its condition.
+async fn a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent<S: Store>(db: TestDb<S>) {
+    let crm = start_crm().await;
+    let k = "acme:order:9:create-task";
+    completed(&db.ledger, k, r#"{"qty":1}"#, "R-000001").await;
+    db.ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
+    let approved = db.ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
+    let update = approved.update.unwrap().key;
+    // The update action goes to the CRM like the action it updates (which named no destination).
+    let config = crm_config(&crm, true) + "[worker]\ndefault_destination = \"crm\"\n";
+    let summary = drain(&db.ledger, &config).await;
+    assert_eq!(summary.held, 1, "{summary:?}");
+    assert_eq!(crm.stats().requests, 0, "nothing was sent");
+    let held = db.ledger.store().find(&update).await.unwrap().unwrap();
+    assert_eq!(held.state, State::Held);
+    let reason = held.last_error.unwrap_or_default();
+    assert!(reason.contains("updates only with If-Match") && reason.contains("names no version"), "{reason}");
 }

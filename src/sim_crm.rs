@@ -382,6 +382,9 @@ pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> St
         "# rate_limit = { per_second = 10, burst = 5 }    # this worker's pace here, all tasks and lookups\n\
          # max_response_bytes = 65536                      # read at most this much of an answer\n\
          # secret_headers = [\"X-Api-Key\"]                  # masked in evidence, like Authorization\n\
+         # Updates that never overwrite a change made at the CRM (its answers name each record's version):\n\
+         # update = { url = \"{{base_url}}/tasks/{{destination_id}}\", body = { data = \"{{payload}}\" }, \
+         conditional = \"if-match\", version_pointer = \"/version\" }\n\
          # A form body and the id from Location (this CRM answers so with ?respond=location):\n\
          # create = { url = \"{{base_url}}/tasks?respond=location\", format = \"form\", id_header = \"Location\", \
          body = { external_ref = \"{{external_ref}}\", order = \"{{payload.order}}\" } }\n",

@@ -139,7 +139,7 @@ CREATE TABLE lookups (
     detail text,
     CONSTRAINT lookups_action_key_fkey FOREIGN KEY (action_key) REFERENCES actions(key),
     CONSTRAINT lookups_pkey PRIMARY KEY (id),
-    CONSTRAINT lookups_verdict_check CHECK (verdict = ANY (ARRAY['found'::text, 'not_found'::text, 'mismatch'::text, 'duplicates'::text]))
+    CONSTRAINT lookups_verdict_check CHECK (verdict = ANY (ARRAY['found'::text, 'not_found'::text, 'mismatch'::text, 'duplicates'::text, 'failed'::text]))
 );
 
 CREATE TABLE person_logins (

@@ -97,12 +97,12 @@ CREATE TABLE deliveries (
     received_at INTEGER NOT NULL
 ) STRICT;
 
-CREATE TABLE lookups (
+CREATE TABLE "lookups" (
     id INTEGER PRIMARY KEY,
     action_key TEXT NOT NULL REFERENCES actions (key),
     at INTEGER NOT NULL,
     actor TEXT NOT NULL,
-    verdict TEXT NOT NULL CHECK (verdict IN ('found', 'not_found', 'mismatch', 'duplicates')),
+    verdict TEXT NOT NULL CHECK (verdict IN ('found', 'not_found', 'mismatch', 'duplicates', 'failed')),
     records INTEGER NOT NULL,
     destination_id TEXT,
     response_status INTEGER,

@@ -403,7 +403,7 @@ async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(
     let per_worker = claims.div_ceil(workers);
     // The benchmark's actions go to a destination that protects against a repeat, so every
     // claim is taken over.
-    let protected = Capabilities { idempotency_retention: None, lookup: true, ..Capabilities::default() };
+    let protected = Capabilities { idempotency_retention: None, lookup: true, ..Default::default() };
     let ledger = ledger.clone().with_destinations(DestinationCatalog::new(
         std::collections::BTreeMap::from([("bench".to_owned(), protected)]),
         Some("bench".to_owned()),

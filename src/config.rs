@@ -322,14 +322,16 @@ fn default_timeout() -> Duration {
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(3)
 }
+// The retry budget's defaults are the domain's, so that an action whose destination is not
+// configured here is bounded exactly as a configured one that names none.
 fn default_max_attempts() -> i64 {
-    5
+    crate::domain::RetryPolicy::default().max_attempts
 }
 fn default_backoff_base() -> Duration {
-    Duration::from_millis(500)
+    crate::domain::RetryPolicy::default().backoff_base
 }
 fn default_backoff_max() -> Duration {
-    Duration::from_mins(1)
+    crate::domain::RetryPolicy::default().backoff_max
 }
 fn default_max_response_bytes() -> usize {
     64 * 1024

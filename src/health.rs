@@ -72,6 +72,7 @@ fn gauges(stats: &LedgerStats) -> metrics::LedgerGauges {
         actions: stats.states.0.clone(),
         stale_claims: stats.stale_claims,
         oldest_age_seconds: vec![
+            (DomainState::Pending, stats.oldest_pending_seconds),
             (DomainState::Unknown, stats.oldest_unknown_seconds),
             (DomainState::Held, stats.oldest_held_seconds),
             (DomainState::Conflict, stats.oldest_conflict_seconds),

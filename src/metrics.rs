@@ -29,10 +29,17 @@ struct Metrics {
     ready: Gauge,
     attempts: Family<Labels, Counter>,
     request_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    sends: Family<Labels, Histogram, fn() -> Histogram>,
     settled_by_lookup: Counter,
     fenced_writes: Counter,
     claims: Counter,
     lease_renewals: Counter,
+}
+
+/// Which send of its action each request was: 1 to 20, for a loop that sends one action again
+/// and again to stand out from many actions sent once.
+fn sends_histogram() -> Histogram {
+    Histogram::new([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0])
 }
 
 /// Request latency buckets: 5 ms to about 20 s, doubling.
@@ -51,6 +58,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         ready: Gauge::default(),
         attempts: Family::default(),
         request_seconds: Family::new_with_constructor(request_histogram),
+        sends: Family::new_with_constructor(sends_histogram),
         settled_by_lookup: Counter::default(),
         fenced_writes: Counter::default(),
         claims: Counter::default(),
@@ -64,8 +72,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     );
     registry.register(
         "oldest_action_age_seconds",
-        "Seconds since the least recently changed action in an uncertain state (unknown, held, conflict) last \
-         changed; 0 when there is none",
+        "Seconds since the least recently changed action in each state last changed: pending (how long the \
+         queue's oldest work has waited) and the uncertain states (unknown, held, conflict); 0 when there is none",
         metrics.oldest_age.clone(),
     );
     registry.register(
@@ -87,6 +95,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "request_duration_seconds",
         "Time from sending a request to a destination until its outcome is known",
         metrics.request_seconds.clone(),
+    );
+    registry.register(
+        "sends_per_action",
+        "Which send of its action each request to a destination was (1 for the first): sends that climb past the \
+         destinations' max_attempts show an action sent again and again",
+        metrics.sends.clone(),
     );
     registry.register(
         "settled_by_lookup",
@@ -131,13 +145,21 @@ pub fn attempt(destination: &str, outcome: &'static str, took: Duration) {
     METRICS.request_seconds.get_or_create(&vec![("destination", name)]).observe(took.as_secs_f64());
 }
 
+/// Counts one send of an action to `destination`, the `number`-th of that action.
+pub fn sent(destination: &str, number: i64) {
+    #[allow(clippy::cast_precision_loss)] // send counts stay far below 2^52
+    let number = number as f64;
+    METRICS.sends.get_or_create(&vec![("destination", destination.to_owned())]).observe(number);
+}
+
 /// The ledger figures the gauges show, from one reading (see `crate::ledger::LedgerStats`).
 #[derive(Debug, Clone, Default)]
 pub struct LedgerGauges {
     /// Every state with its count.
     pub actions: Vec<(State, i64)>,
     pub stale_claims: i64,
-    /// Seconds the oldest action of each uncertain state has waited; `None` when there is none.
+    /// Seconds the oldest action of each state shown (pending and the uncertain ones) has waited;
+    /// `None` when there is none.
     pub oldest_age_seconds: Vec<(State, Option<i64>)>,
     /// When the figures were read, in milliseconds since 1970 by the database's clock.
     pub read_at_ms: i64,

@@ -109,8 +109,16 @@ pub async fn look_up_for_person<S: Store>(
         return Err(LedgerError::from(Refusal::changed_since_read("look up", &action, seen)).into());
     }
     let destination = destinations.require(&action)?;
-    let mut looked =
-        look_up(ledger, destination, &action, person.as_str(), ActorKind::Person, Some(reason.as_str())).await?;
+    let looked = look_up(ledger, destination, &action, person.as_str(), ActorKind::Person, Some(reason.as_str())).await;
+    let mut looked = match looked {
+        // A lookup of an uncertain action that got no answer is evidence too, as the worker's are.
+        Err(Error::Destination(failure)) => {
+            let kept = format!("{} (lookup failed: {failure})", reason.as_str());
+            ledger.keep_failed_lookup(&action.key, person.as_str(), &kept, &crate::domain::Evidence::default()).await?;
+            return Err(failure.into());
+        }
+        other => other?,
+    };
     if looked.settlement == Settlement::NotUncertain {
         // Nothing to settle, but what the person found is evidence all the same: kept with the
         // action and in its audit trail, in the person's name.

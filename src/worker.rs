@@ -6,7 +6,7 @@
 
 use crate::destination::{self, Destination, Destinations, SendOutcome};
 use crate::domain::text::escape_untrusted;
-use crate::domain::{ActionRecord, ActorKind, Evidence, LookupVerdict, State, UpdateCondition};
+use crate::domain::{ActionRecord, ActorKind, Evidence, LookupDue, LookupVerdict, State, UpdateCondition};
 use crate::error::Error;
 use crate::ledger::{Claim, Ledger, LedgerError, LookupReport, Outcome, Recorded, Recovery, Report};
 use crate::reconcile::{self, Settlement};
@@ -22,8 +22,6 @@ use tokio::task::JoinSet;
 const SETTLE_BATCH: i64 = 50;
 /// How long a worker keeps trying while the database fails before it gives up.
 const DATABASE_PATIENCE: Duration = Duration::from_mins(2);
-/// How long to wait before looking up the same unknown action again after a failed lookup.
-const LOOKUP_RETRY: Duration = Duration::from_secs(5);
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -157,14 +155,13 @@ pub async fn run<S: Store>(
     let ledger = ledger.with_destinations(options.destinations.catalog());
     let shared = Arc::new(Shared { ledger, options, summary: Mutex::new(summary), stopping });
     let mut tasks: JoinSet<()> = JoinSet::new();
-    let mut lookup_after: HashMap<String, tokio::time::Instant> = HashMap::new();
     tokio::pin!(shutdown);
     let mut failing_since: Option<tokio::time::Instant> = None;
     loop {
         while tasks.try_join_next().is_some() {}
         // A lost connection or a restarting database is waited out: claims in flight expire and
         // are recovered by the rules, so nothing is repeated blindly.
-        let busy = match round(&shared, &mut tasks, &mut lookup_after).await {
+        let busy = match round(&shared, &mut tasks).await {
             Ok(busy) => {
                 failing_since = None;
                 busy
@@ -189,7 +186,7 @@ pub async fn run<S: Store>(
             && shared.options.drain
             && !busy
             && tasks.is_empty()
-            && !work_due_soon(&shared, &lookup_after).await.unwrap_or(true)
+            && !work_due_soon(&shared).await.unwrap_or(true)
         {
             break;
         }
@@ -210,17 +207,13 @@ pub async fn run<S: Store>(
 
 /// One round of the main loop: recover expired claims, settle what lookups can, claim what there
 /// is room for. Returns whether there was work.
-async fn round<S: Store>(
-    shared: &Arc<Shared<S>>,
-    tasks: &mut JoinSet<()>,
-    lookup_after: &mut HashMap<String, tokio::time::Instant>,
-) -> Result<bool, Error> {
+async fn round<S: Store>(shared: &Arc<Shared<S>>, tasks: &mut JoinSet<()>) -> Result<bool, Error> {
     let mut busy = false;
     let free = shared.options.concurrency.saturating_sub(tasks.len());
     if free > 0 {
         busy |= recover_expired(shared, tasks, free).await?;
     }
-    busy |= settle_unknowns(shared, lookup_after).await? > 0;
+    busy |= settle_unknowns(shared).await? > 0;
     let free = shared.options.concurrency.saturating_sub(tasks.len());
     if free > 0 && !shared.stopping() {
         let batch = shared.options.batch.max(1);
@@ -256,10 +249,7 @@ fn claim_scope<S: Store>(shared: &Shared<S>) -> ClaimScope {
 
 /// For a draining worker: is a retry waiting out its backoff, or an uncertain outcome about to
 /// become settleable, so that waiting finishes the work?
-async fn work_due_soon<S: Store>(
-    shared: &Shared<S>,
-    lookup_after: &HashMap<String, tokio::time::Instant>,
-) -> Result<bool, Error> {
+async fn work_due_soon<S: Store>(shared: &Shared<S>) -> Result<bool, Error> {
     // A retry of ours waiting out its backoff is work still to do, however long the wait. One
     // that came due a while ago and is still not claimable waits on something else (a
     // predecessor), which draining cannot finish.
@@ -276,16 +266,40 @@ async fn work_due_soon<S: Store>(
     if store.pending_backoffs().await?.iter().any(|(destination, until)| ours(destination) && *until > due_soon_after) {
         return Ok(true);
     }
+    // An uncertain outcome a lookup can settle, once its settle delay or the backoff after a
+    // failed lookup has passed; not one whose lookups reached their bound.
+    let (unknown, _) = unknown_with_lookups_due(shared).await?;
+    Ok(unknown.iter().any(|(_, due)| *due != LookupDue::GivenUp))
+}
+
+/// The `unknown` actions this worker could look up (at most [`SETTLE_BATCH`]), each with when
+/// its next automatic lookup may go out ([`RetryPolicy::lookup_due`](crate::domain::RetryPolicy::lookup_due)),
+/// and the database's time they were judged at.
+async fn unknown_with_lookups_due<S: Store>(
+    shared: &Shared<S>,
+) -> Result<(Vec<(ActionRecord, LookupDue)>, crate::domain::Timestamp), Error> {
+    let store = shared.ledger.store();
     let unknown = shared
         .ledger
         .list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() })
         .await?;
-    // An uncertain outcome a lookup can settle once its settle delay has passed.
-    Ok(unknown.iter().any(|action| {
-        let retry_pending = lookup_after.get(action.key.as_str()).is_some_and(|t| *t > tokio::time::Instant::now());
-        let has_lookup = shared.destination_of(action).is_some_and(|d| d.config.lookup.is_some());
-        has_lookup && !retry_pending
-    }))
+    if unknown.is_empty() {
+        return Ok((Vec::new(), store.now().await?));
+    }
+    let failures: HashMap<String, (i64, crate::domain::Timestamp)> =
+        store.unknown_lookup_failures().await?.into_iter().map(|f| (f.key, (f.failures, f.last_at))).collect();
+    let now = store.now().await?;
+    let due = unknown
+        .into_iter()
+        .filter_map(|action| {
+            let destination = shared.destination_of(&action)?;
+            destination.config.lookup.as_ref()?;
+            let (count, last) = failures.get(action.key.as_str()).map_or((0, None), |(n, at)| (*n, Some(*at)));
+            let due = destination.capabilities().retry.lookup_due(count, last, now);
+            Some((action, due))
+        })
+        .collect();
+    Ok((due, now))
 }
 
 /// Rule 5: hands each expired claim of this worker's destinations to the ledger, which takes it
@@ -329,39 +343,60 @@ async fn recover_expired<S: Store>(
 }
 
 /// Settles `unknown` actions whose destination offers a lookup, once the settle delay after the
-/// uncertain send has passed. Returns how many were settled.
-async fn settle_unknowns<S: Store>(
-    shared: &Shared<S>,
-    lookup_after: &mut HashMap<String, tokio::time::Instant>,
-) -> Result<usize, Error> {
-    let unknown = shared
-        .ledger
-        .list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() })
-        .await?;
-    let now = shared.ledger.store().now().await?;
+/// uncertain send has passed, and the backoff after a lookup that got no answer. Returns how
+/// many were settled.
+async fn settle_unknowns<S: Store>(shared: &Shared<S>) -> Result<usize, Error> {
+    let (unknown, now) = unknown_with_lookups_due(shared).await?;
     let mut settled = 0;
-    for action in unknown {
+    for (action, due) in unknown {
         let Some(destination) = shared.destination_of(&action) else { continue };
         let Some(lookup) = &destination.config.lookup else { continue };
         // A paused destination is looked up once its pause is over.
-        if destination.paused() {
+        if destination.paused() || due != LookupDue::Now {
             continue;
         }
         let settle = chrono::Duration::from_std(lookup.settle).unwrap_or_default();
-        let retry_pending = lookup_after.get(action.key.as_str()).is_some_and(|t| *t > tokio::time::Instant::now());
-        if action.updated_at + settle > now || retry_pending {
+        if action.updated_at + settle > now {
             continue;
         }
         match settle_one(shared, destination, &action).await {
             Ok(true) => settled += 1,
             Ok(false) => {}
-            Err(error) => {
-                shared.trouble(&action, "lookup_failed", &format!("lookup failed, will try again: {error}"));
-                lookup_after.insert(action.key.to_string(), tokio::time::Instant::now() + LOOKUP_RETRY);
-            }
+            Err(error) => lookup_failed(shared, &action, &error).await?,
         }
     }
     Ok(settled)
+}
+
+/// Keeps a lookup that got no answer as evidence on the action, where a person sees it and the
+/// next sweep counts it towards the bound on lookups; says so in the log, and when the bound is
+/// reached, that only a person looks again.
+async fn lookup_failed<S: Store>(shared: &Shared<S>, action: &ActionRecord, error: &Error) -> Result<(), Error> {
+    let failure = format!("lookup failed: {error}");
+    // Only the destination's failure is the lookup's: the ledger's own is the round's error.
+    if !matches!(error, Error::Destination(_)) {
+        shared.trouble(action, "error", &format!("{failure}; a later sweep tries again"));
+        return Ok(());
+    }
+    if !shared.ledger.keep_failed_lookup(&action.key, &shared.options.id, &failure, &Evidence::default()).await? {
+        return Ok(());
+    }
+    let failures = shared
+        .ledger
+        .store()
+        .unknown_lookup_failures()
+        .await?
+        .into_iter()
+        .find(|f| f.key == action.key.as_str())
+        .map_or(1, |f| f.failures);
+    let retry = shared.destination_of(action).map(|d| d.capabilities().retry).unwrap_or_default();
+    let then = if retry.spent(failures) {
+        format!("{failures} lookups got no answer: not looked up again automatically, a person looks or resolves")
+    } else {
+        format!("lookup {failures} of {} got no answer; tried again after a backoff", retry.max_attempts)
+    };
+    shared.trouble(action, "lookup_failed", &format!("{failure}; {then}"));
+    Ok(())
 }
 
 /// Looks one unknown action up and settles it. `Ok(false)` if it changed meanwhile.
@@ -483,6 +518,7 @@ async fn perform_batch<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) ->
                     let report = exchange(&shared, &item).await;
                     if let Some(destination) = shared.destination_of(&item.claim.action) {
                         crate::metrics::attempt(&destination.name, outcome_label(&report.outcome), sent_at.elapsed());
+                        crate::metrics::sent(&destination.name, attempt.number);
                     }
                     (item.claim, attempt, report)
                 });
@@ -774,8 +810,10 @@ async fn settle_after_send<S: Store>(shared: &Shared<S>, uncertain: Vec<ActionRe
     tokio::time::sleep(settle).await;
     for action in uncertain {
         let Some(destination) = shared.destination_of(&action) else { continue };
-        if let Err(error) = settle_one(shared, destination, &action).await {
-            shared.trouble(&action, "lookup_failed", &format!("lookup failed, a later sweep will try again: {error}"));
+        if let Err(error) = settle_one(shared, destination, &action).await
+            && let Err(error) = lookup_failed(shared, &action, &error).await
+        {
+            shared.trouble(&action, "error", &format!("the failed lookup was not kept: {error}"));
         }
     }
 }
@@ -857,15 +895,12 @@ fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutc
         SendOutcome::BeforeWrite { error, response, retry_after } => {
             // `attempts_in_round` was counted when this attempt started.
             let used = action.attempts_in_round + 1;
-            let outcome = if used >= destination.config.max_attempts {
-                Outcome::Failed { permanent: false }
+            let retry = destination.capabilities().retry;
+            let (outcome, error) = if retry.spent(used) {
+                let error = format!("{error} (attempt {used} of {}: giving up)", retry.max_attempts);
+                (Outcome::Failed { permanent: false }, error)
             } else {
-                Outcome::RetryLater { after: destination::backoff(&destination.config, used, retry_after) }
-            };
-            let error = if used >= destination.config.max_attempts {
-                format!("{error} (attempt {used} of {}: giving up)", destination.config.max_attempts)
-            } else {
-                error
+                (Outcome::RetryLater { after: retry.backoff(used, retry_after, fastrand::f64()) }, error)
             };
             Report { outcome, error: Some(error), evidence: evidence(response.as_ref(), None) }
         }

@@ -41,7 +41,7 @@ pub(super) fn protected<S: Store>(ledger: &Ledger<S>) -> Ledger<S> {
     let keyed = crate::domain::Capabilities {
         idempotency_retention: Some(Duration::from_hours(24)),
         lookup: false,
-        ..crate::domain::Capabilities::default()
+        ..Default::default()
     };
     ledger.clone().with_destinations(crate::domain::DestinationCatalog::new(
         std::collections::BTreeMap::from([(PROTECTED.to_owned(), keyed)]),

@@ -48,14 +48,27 @@ pub struct ManualArgs {
     /// (default: actionledger.toml if it exists).
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    confirmed: Confirmations,
+    /// Print the outcome as one JSON object (errors too: {"error", "exit_code"}).
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+/// What the person confirms with a command that needs it.
+#[derive(Debug, Args)]
+struct Confirmations {
     /// Confirm that the worker of an expired claim, held because taking it over was unsafe, can no
     /// longer act (its process stopped, or it can no longer reach the destination): `retry`,
     /// `resolve --as not-written` and `approve` need it for such an action.
     #[arg(long)]
     old_worker_stopped: bool,
-    /// Print the outcome as one JSON object (errors too: {"error", "exit_code"}).
+    /// Confirm that you checked the destination and it holds no record of the action: `retry`
+    /// needs it where an earlier request may have written and the destination cannot recognise
+    /// a repeat (no lookup, no idempotency key that still covers the earlier requests), since a
+    /// retry there creates a second record if the first was written.
     #[arg(long)]
-    pub(super) json: bool,
+    confirm_not_written: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -134,7 +147,8 @@ pub(super) async fn manual<S: Store>(
         reason: Reason::parse(&args.reason)?,
         expect_version: args.expect_version,
         command,
-        old_worker_stopped: args.old_worker_stopped,
+        old_worker_stopped: args.confirmed.old_worker_stopped,
+        confirmed_not_written: args.confirmed.confirm_not_written,
     };
     if args.dry_run {
         let answer = ledger.manual_dry_run(&request).await;
@@ -184,7 +198,8 @@ async fn bulk<S: Store>(ledger: &Ledger<S>, args: ManualArgs, command: ManualCom
             reason: reason.clone(),
             expect_version: Some(action.revision),
             command: command.clone(),
-            old_worker_stopped: args.old_worker_stopped,
+            old_worker_stopped: args.confirmed.old_worker_stopped,
+            confirmed_not_written: args.confirmed.confirm_not_written,
         })
         .collect();
     let answers = ledger.manual_each(&requests, args.dry_run).await;

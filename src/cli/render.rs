@@ -503,6 +503,7 @@ pub fn refusal_text(refusal: &Refusal) -> String {
         ),
         Some(WayOut::ReadAgain) => format!("{refusal}; read it again with `actionledger show {key}`"),
         Some(WayOut::ConfirmOldWorkerStopped) => format!("{refusal} with --old-worker-stopped"),
+        Some(WayOut::ConfirmNotWritten) => format!("{refusal} with --confirm-not-written"),
         Some(WayOut::SeeLateResults) => {
             format!("{refusal}; `actionledger show {key}` lists its late results and who acknowledged them")
         }
@@ -604,6 +605,7 @@ pub fn stats(stats: &crate::ledger::LedgerStats, as_json: bool) {
     }
     println!("  {:<16}{:>10}", "total", stats.total);
     println!("stale claims (lease expired): {}", stats.stale_claims);
+    println!("oldest pending:  {}", age(stats.oldest_pending_seconds));
     println!("oldest unknown:  {}", age(stats.oldest_unknown_seconds));
     println!("oldest held:     {}", age(stats.oldest_held_seconds));
     println!("oldest conflict: {}", age(stats.oldest_conflict_seconds));

@@ -26,8 +26,8 @@ use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
 use model::{
-    Counts, Done, Effect, Failure, LoadRequest, MarkedSet, Model, Msg, OLD_WORKER_STOPPED_ANSWER, Pane, Rows, Snapshot,
-    Window,
+    Counts, Done, Effect, Failure, LoadRequest, MarkedSet, Model, Msg, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER,
+    Pane, Rows, Snapshot, Window,
 };
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
@@ -159,6 +159,10 @@ fn way_out_words(way_out: WayOut) -> String {
         WayOut::ConfirmOldWorkerStopped => {
             format!("run the command again and type {OLD_WORKER_STOPPED_ANSWER:?} when asked whether it has stopped")
         }
+        WayOut::ConfirmNotWritten => format!(
+            "check the destination; if it holds no record, run the retry again and type {NOT_WRITTEN_ANSWER:?} when \
+             asked"
+        ),
         WayOut::SeeLateResults => {
             "its attempts in the detail list its late results and who acknowledged them".to_owned()
         }

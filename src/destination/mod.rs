@@ -9,7 +9,9 @@ pub mod gate;
 use crate::config::{BodyFormat, DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::{escape_untrusted, truncate};
-use crate::domain::{ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict};
+use crate::domain::{
+    ActionRecord, Capabilities, DestinationCatalog, Evidence, LookupReport, LookupVerdict, RetryPolicy,
+};
 use crate::template::{self, Context, TemplateError};
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::Value;
@@ -736,6 +738,11 @@ pub fn capabilities_of(config: &DestinationConfig) -> Capabilities {
     Capabilities {
         idempotency_retention: config.idempotency.as_ref().map(|i| i.retention),
         lookup: config.lookup.is_some(),
+        retry: RetryPolicy {
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+        },
         update_condition: config.update.as_ref().and_then(|u| u.conditional),
     }
 }
@@ -867,14 +874,6 @@ pub fn parse_retry_after(text: &str) -> Option<Duration> {
     (at.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().ok()
 }
 
-/// Exponential backoff with full jitter, at least what the destination asked for.
-pub fn backoff(config: &DestinationConfig, attempt: i64, retry_after: Option<Duration>) -> Duration {
-    let exponent = u32::try_from(attempt.clamp(1, 30) - 1).unwrap_or(0);
-    let ceiling = config.backoff_base.saturating_mul(2u32.saturating_pow(exponent)).min(config.backoff_max);
-    let jittered = ceiling.mul_f64(0.5 + fastrand::f64() / 2.0);
-    retry_after.map_or(jittered, |asked| asked.max(jittered))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -963,18 +962,19 @@ mod tests {
     }
 
     #[test]
-    fn backoff_grows_is_capped_and_honours_retry_after() {
+    fn the_configured_backoff_is_the_retry_policy() {
         let config = crate::config::Config::parse(
-            "[destinations.d]\ncreate = { url = \"http://x\" }\nbackoff_base = \"100ms\"\nbackoff_max = \"1s\"",
+            "[destinations.d]\ncreate = { url = \"http://x\" }\nbackoff_base = \"100ms\"\nbackoff_max = \"1s\"\nmax_attempts = 3",
         )
         .unwrap()
         .destinations["d"]
             .clone();
-        for _ in 0..100 {
-            let first = backoff(&config, 1, None);
-            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
-            assert!(backoff(&config, 10, None) <= Duration::from_secs(1));
-            assert!(backoff(&config, 1, Some(Duration::from_secs(5))) >= Duration::from_secs(5));
-        }
+        let retry = Destination::new("d", config).unwrap().capabilities().retry;
+        assert_eq!(retry.max_attempts, 3);
+        assert_eq!(retry.backoff(1, None, 0.0), Duration::from_millis(50));
+        assert!(retry.backoff(1, None, 0.999) <= Duration::from_millis(100));
+        assert!(retry.backoff(2, None, 0.0) == Duration::from_millis(100), "doubles");
+        assert!(retry.backoff(10, None, 0.999) <= Duration::from_secs(1), "capped");
+        assert!(retry.backoff(1, Some(Duration::from_secs(5)), 0.5) >= Duration::from_secs(5));
     }
 }

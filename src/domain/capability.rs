@@ -1,11 +1,12 @@
-//! What each destination declares it can do against a second effect: the facts from which the
-//! ledger decides whether a repeat may go out (docs/RULES.md, rules 4 and 5).
+//! What each destination declares it can do against a second effect, and how often it may be
+//! sent to: the facts from which the ledger decides whether a repeat may go out (docs/RULES.md,
+//! rules 3 to 5).
 
 use super::record::{ActionRecord, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The protections one destination declares.
+/// The protections one destination declares, and its retry budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
     /// How long the destination recognises a repeated idempotency key; `None` when it takes none.
@@ -15,6 +16,8 @@ pub struct Capabilities {
     /// How an update request is made conditional on the record being as this ledger last wrote
     /// it; `None`: updates are unconditional and overwrite whatever the destination holds.
     pub update_condition: Option<UpdateCondition>,
+    /// How many sends a round may make, and how long to wait between them (rule 3).
+    pub retry: RetryPolicy,
 }
 
 /// A condition an update request carries, so that a change made at the destination since the
@@ -86,6 +89,71 @@ impl UpdateGuard {
             Self::Unconditional => "unconditional",
             Self::NotKnownHere => "unknown",
         }
+    }
+}
+
+/// Rule 3's bound: the sends one round of an action may make, and the backoff between them. A
+/// round starts when the action is submitted and again at a person's retry, resolution or
+/// approval; every send counts, whatever settled the one before (a failure before writing, or
+/// an uncertain outcome a lookup proved unwritten).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub max_attempts: i64,
+    /// The first wait; each later one doubles, up to `backoff_max`.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 5, backoff_base: Duration::from_millis(500), backoff_max: Duration::from_mins(1) }
+    }
+}
+
+/// Whether an uncertain action's automatic lookup may go out now, after the lookups of it that
+/// got no answer since it became uncertain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupDue {
+    Now,
+    /// Not before this time: the backoff after the last failed lookup.
+    After(Timestamp),
+    /// The failed lookups reached the round's bound: only a person looks it up again, or
+    /// resolves it.
+    GivenUp,
+}
+
+impl RetryPolicy {
+    /// Lookups are bounded and backed off as sends are: `failures` lookups failed since the action
+    /// became uncertain, the last at `last_failure`. The backoff takes the middle of its jitter,
+    /// so that every worker reaches the same time.
+    pub fn lookup_due(&self, failures: i64, last_failure: Option<Timestamp>, now: Timestamp) -> LookupDue {
+        if failures == 0 {
+            return LookupDue::Now;
+        }
+        if self.spent(failures) {
+            return LookupDue::GivenUp;
+        }
+        let wait = chrono::Duration::from_std(self.backoff(failures, None, 0.5)).unwrap_or(chrono::TimeDelta::MAX);
+        match last_failure {
+            Some(last) if last + wait > now => LookupDue::After(last + wait),
+            _ => LookupDue::Now,
+        }
+    }
+
+    /// Whether a round that has made `sent` sends may make no more.
+    pub fn spent(&self, sent: i64) -> bool {
+        sent >= self.max_attempts
+    }
+
+    /// The wait before the send after the `sent`-th: exponential with equal jitter (half the
+    /// ceiling fixed, half drawn), so a retry never comes back at once however the draw falls,
+    /// and never sooner than the destination asked (`Retry-After`). `draw` is a number in
+    /// [0, 1), given by the caller so that the rule stays pure.
+    pub fn backoff(&self, sent: i64, retry_after: Option<Duration>, draw: f64) -> Duration {
+        let exponent = u32::try_from(sent.clamp(1, 30) - 1).unwrap_or(0);
+        let ceiling = self.backoff_base.saturating_mul(2u32.saturating_pow(exponent)).min(self.backoff_max);
+        let jittered = ceiling.mul_f64(0.5 + draw.clamp(0.0, 1.0) / 2.0);
+        retry_after.map_or(jittered, |asked| asked.max(jittered))
     }
 }
 
@@ -231,10 +299,31 @@ impl DestinationCatalog {
         })
     }
 
+    /// The retry budget of the action's destination; the default budget where it is not known
+    /// here, so that no action is sent without a bound.
+    pub fn retry_policy(&self, action: &ActionRecord) -> RetryPolicy {
+        self.of(action).map(|c| c.retry).unwrap_or_default()
+    }
+
     /// Rule 5 for one action at database time `now`: whether its destination, as declared here,
     /// makes a repeat harmless. The key's window counts from the start of the current window.
     pub fn protects_against_repeat(&self, action: &ActionRecord, now: Timestamp) -> bool {
         self.of(action).is_some_and(|c| c.protects_against_repeat(action.window_started_at, now))
+    }
+
+    /// Rule 6: whether a person's retry of `action` now would be recognised as a repeat at its
+    /// destination, as the worker would treat it: a lookup finds the record before anything goes
+    /// out again, or the earlier requests went under the key the retry sends, inside a window the
+    /// retry keeps running (a retry from `held` starts a new one, and a derived key does not
+    /// cover the requests sent under the key before it).
+    pub fn retry_recognised(&self, action: &ActionRecord, now: Timestamp) -> bool {
+        self.of(action).is_some_and(|c| {
+            c.lookup
+                || (c.idempotency_retention.is_some()
+                    && action.state != super::state::State::Held
+                    && action.idempotency_key.is_none()
+                    && !c.window_passed(action.window_started_at, now))
+        })
     }
 
     /// Whether the claim of `action` may start its attempt in the same commit
@@ -279,6 +368,28 @@ mod tests {
         action.first_sent_at = first_sent;
         action.window_started_at = first_sent;
         action
+    }
+
+    #[test]
+    fn failed_lookups_are_backed_off_and_bounded() {
+        let retry =
+            RetryPolicy { max_attempts: 3, backoff_base: Duration::from_secs(10), backoff_max: Duration::from_mins(1) };
+        let t0 = Timestamp::default();
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        assert_eq!(retry.lookup_due(0, None, t0), LookupDue::Now);
+        // After the first failure: half-way through a 10 s ceiling's jitter, 7.5 s.
+        assert_eq!(retry.lookup_due(1, Some(t0), at(5)), LookupDue::After(t0 + chrono::Duration::milliseconds(7_500)));
+        assert_eq!(retry.lookup_due(1, Some(t0), at(8)), LookupDue::Now);
+        assert_eq!(retry.lookup_due(2, Some(t0), at(8)), LookupDue::After(at(15)), "the wait doubles");
+        assert_eq!(retry.lookup_due(3, Some(t0), at(3_600)), LookupDue::GivenUp);
+    }
+
+    #[test]
+    fn a_round_is_spent_at_its_bound() {
+        let retry = RetryPolicy { max_attempts: 3, ..RetryPolicy::default() };
+        assert!(!retry.spent(2));
+        assert!(retry.spent(3));
+        assert!(retry.spent(4));
     }
 
     #[test]

@@ -94,6 +94,30 @@ pub fn needs_old_worker_stopped(action: &ActionRecord, command: &ManualCommand) 
     action.old_worker_may_act && command.runs_again()
 }
 
+/// Rule 6: whether `command` on `action` could create a second effect, and so needs the person's
+/// confirmation that the destination holds no record: a retry of an action an earlier request
+/// may have written, whose destination cannot recognise the repeat (`repeat_recognised`, as the
+/// ledger establishes it: [`crate::domain::DestinationCatalog::retry_recognised`]). The front ends
+/// ask for it exactly when this is true.
+pub fn needs_not_written(action: &ActionRecord, command: &ManualCommand, repeat_recognised: bool) -> bool {
+    matches!(command, ManualCommand::Retry) && action.may_have_written && !repeat_recognised
+}
+
+/// What the person confirmed with a command, where the command needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Confirmed {
+    /// The worker of an unsafely expired claim can no longer act (rule 5).
+    pub old_worker_stopped: bool,
+    /// The destination holds no record of the action (rule 6).
+    pub not_written: bool,
+}
+
+impl Confirmed {
+    pub const NONE: Self = Self { old_worker_stopped: false, not_written: false };
+    /// Both, for describing a command before the person is asked.
+    pub const ALL: Self = Self { old_worker_stopped: true, not_written: true };
+}
+
 /// What a manual command will do, decided before anything is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ManualPlan {
@@ -174,8 +198,8 @@ pub fn choose_proposals(
 }
 
 /// Decides a command against the action as read, at database time `now`. `claim` is what the
-/// ledger established about the current claim (only asked for a takeover); `old_worker_stopped`
-/// is the person's confirmation that the worker of an unsafely expired claim can no longer act;
+/// ledger established about the current claim (for a takeover) and whether the destination
+/// recognises a repeat (for a takeover and a retry); `confirmed` is what the person confirmed;
 /// `proposals_remain` says that proposals still wait after this command ([`choose_proposals`]).
 /// The error is the refusal, worded for the person: which key, why, and when it would be allowed.
 pub fn plan(
@@ -183,7 +207,7 @@ pub fn plan(
     command: &ManualCommand,
     now: Timestamp,
     claim: ClaimFacts,
-    old_worker_stopped: bool,
+    confirmed: Confirmed,
     proposals_remain: bool,
 ) -> Result<ManualPlan, Refusal> {
     let (verb, key, from, event) = (command.verb(), &action.key, action.state, command.event());
@@ -265,8 +289,13 @@ pub fn plan(
         },
     })?;
     // Rule 5: after the state check, so that a command the state forbids says so first.
-    if needs_old_worker_stopped(action, command) && !old_worker_stopped {
+    if needs_old_worker_stopped(action, command) && !confirmed.old_worker_stopped {
         return Err(Refusal::OldWorkerMayAct { verb, key: key.clone() });
+    }
+    // Rule 6: a retry follows the automatic rules; where they would not send again, the person
+    // checked the destination.
+    if needs_not_written(action, command, claim.repeat_protected) && !confirmed.not_written {
+        return Err(Refusal::MayWriteTwice { verb, key: key.clone() });
     }
     Ok(ManualPlan { event, from, to })
 }
@@ -389,7 +418,7 @@ mod tests {
             &ManualCommand::Cancel,
             Timestamp::default(),
             ClaimFacts::WORST_CASE,
-            false,
+            Confirmed::NONE,
             false,
         );
         assert_eq!(
@@ -410,7 +439,7 @@ mod tests {
                 &ManualCommand::Takeover,
                 now,
                 ClaimFacts { sent_under_claim, repeat_protected },
-                false,
+                Confirmed::NONE,
                 false,
             )
             .unwrap()
@@ -420,7 +449,7 @@ mod tests {
         assert_eq!(takeover(true, true), State::Pending);
         assert_eq!(takeover(false, false), State::Pending);
         claimed.lease_expires_at = Some(now + Duration::seconds(30));
-        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, false, false)
+        let live = plan(&claimed, &ManualCommand::Takeover, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false)
             .unwrap_err()
             .to_string();
         assert!(live.contains("live for 30 more seconds"), "{live}");
@@ -438,8 +467,15 @@ mod tests {
         let now = Timestamp::default();
         let mut done = proposed(action(State::Completed), r#"{"q":2}"#);
         done.destination_id = Some("R-1".into());
-        let p =
-            plan(&done, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false).unwrap();
+        let p = plan(
+            &done,
+            &ManualCommand::Approve { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap();
         assert_eq!((p.from, p.to), (State::Completed, State::Completed));
         assert_eq!(apply(&mut done, &ManualCommand::Approve { proposal: None }, p, now).unwrap(), None);
         assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 2, true));
@@ -451,10 +487,16 @@ mod tests {
 
         let mut long = proposed(action(State::Completed), r#"{"q":2}"#);
         long.key = ActionKey::parse(&"k".repeat(250)).unwrap();
-        let refused =
-            plan(&long, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
-                .unwrap_err()
-                .to_string();
+        let refused = plan(
+            &long,
+            &ManualCommand::Approve { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(refused.contains("is 259 bytes long; at most 255"), "{refused}");
     }
 
@@ -462,16 +504,30 @@ mod tests {
     fn approving_after_a_send_derives_an_idempotency_key() {
         let now = Timestamp::default();
         let mut fresh = proposed(action(State::Conflict), r#"{"q":2}"#);
-        let p = plan(&fresh, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
-            .unwrap();
+        let p = plan(
+            &fresh,
+            &ManualCommand::Approve { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap();
         apply(&mut fresh, &ManualCommand::Approve { proposal: None }, p, now).unwrap();
         assert_eq!((fresh.sending_key(), fresh.payload_revision), ("k", 2), "nothing was sent: the key is unused");
 
         let mut sent = proposed(action(State::Conflict), r#"{"q":2}"#);
         sent.first_sent_at = Some(now);
         sent.attempts = 1;
-        let p =
-            plan(&sent, &ManualCommand::Approve { proposal: None }, now, ClaimFacts::WORST_CASE, false, false).unwrap();
+        let p = plan(
+            &sent,
+            &ManualCommand::Approve { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap();
         apply(&mut sent, &ManualCommand::Approve { proposal: None }, p, now).unwrap();
         assert_eq!((sent.state, sent.sending_key(), sent.key.as_str()), (State::Pending, "k#rev-2", "k"));
     }
@@ -481,7 +537,9 @@ mod tests {
         let sent = Some(Timestamp::default());
         let mut held = action(State::Held);
         (held.first_sent_at, held.window_started_at) = (sent, sent);
-        let p = plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false, false).unwrap();
+        let p =
+            plan(&held, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, Confirmed::NONE, false)
+                .unwrap();
         apply(&mut held, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!((held.state, held.window_started_at), (State::Pending, None), "a new window");
         assert_eq!(held.first_sent_at, sent, "the evidence that something may have been sent stays");
@@ -489,14 +547,15 @@ mod tests {
         let mut unknown = action(State::Unknown);
         (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
         let p =
-            plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, false, false).unwrap();
+            plan(&unknown, &ManualCommand::Retry, Timestamp::default(), ClaimFacts::WORST_CASE, Confirmed::NONE, false)
+                .unwrap();
         apply(&mut unknown, &ManualCommand::Retry, p, Timestamp::default()).unwrap();
         assert_eq!(unknown.window_started_at, sent, "inside the window the destination still knows the key");
 
         let mut unknown = action(State::Unknown);
         (unknown.first_sent_at, unknown.window_started_at) = (sent, sent);
         let command = ManualCommand::ResolveNotWritten;
-        let p = plan(&unknown, &command, Timestamp::default(), ClaimFacts::WORST_CASE, false, false).unwrap();
+        let p = plan(&unknown, &command, Timestamp::default(), ClaimFacts::WORST_CASE, Confirmed::NONE, false).unwrap();
         apply(&mut unknown, &command, p, Timestamp::default()).unwrap();
         assert_eq!((unknown.first_sent_at, unknown.window_started_at), (sent, None));
     }
@@ -507,15 +566,23 @@ mod tests {
         let mut held = action(State::Held);
         held.old_worker_may_act = true;
         for command in [ManualCommand::Retry, ManualCommand::ResolveNotWritten] {
-            let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, false, false).unwrap_err();
+            let refused = plan(&held, &command, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false).unwrap_err();
             assert!(matches!(refused, Refusal::OldWorkerMayAct { .. }), "{refused}");
             assert_eq!(refused.way_out(), Some(crate::domain::WayOut::ConfirmOldWorkerStopped), "{refused}");
         }
         assert!(
-            plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, false, false).is_ok(),
+            plan(&held, &ManualCommand::Cancel, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false).is_ok(),
             "cancel needs none"
         );
-        let p = plan(&held, &ManualCommand::Retry, now, ClaimFacts::WORST_CASE, true, false).unwrap();
+        let p = plan(
+            &held,
+            &ManualCommand::Retry,
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed { old_worker_stopped: true, not_written: false },
+            false,
+        )
+        .unwrap();
         apply(&mut held, &ManualCommand::Retry, p, now).unwrap();
         assert!(!held.old_worker_may_act, "confirmed once, for good");
     }
@@ -525,16 +592,37 @@ mod tests {
         let now = Timestamp::default();
         let mut conflict = proposed(action(State::Conflict), r#"{"q":2}"#);
         conflict.resume_state = Some(State::Failed);
-        let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
-            .unwrap();
+        let p = plan(
+            &conflict,
+            &ManualCommand::Reject { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap();
         assert_eq!(p.to, State::Failed, "known not written: back to failed");
         conflict.may_have_written = true;
-        let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
-            .unwrap();
+        let p = plan(
+            &conflict,
+            &ManualCommand::Reject { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap();
         assert_eq!(p.to, State::Conflict, "a request may have written: not failed");
         conflict.resume_state = Some(State::Held);
-        let p = plan(&conflict, &ManualCommand::Reject { proposal: None }, now, ClaimFacts::WORST_CASE, false, false)
-            .unwrap();
+        let p = plan(
+            &conflict,
+            &ManualCommand::Reject { proposal: None },
+            now,
+            ClaimFacts::WORST_CASE,
+            Confirmed::NONE,
+            false,
+        )
+        .unwrap();
         assert_eq!(p.to, State::Held, "other states are honest whatever was written");
     }
 
@@ -578,7 +666,7 @@ mod tests {
             &ManualCommand::Reject { proposal: None },
             Timestamp::default(),
             ClaimFacts::WORST_CASE,
-            false,
+            Confirmed::NONE,
             true,
         )
         .unwrap();
@@ -590,11 +678,34 @@ mod tests {
         let now = Timestamp::default();
         let mut completed = action(State::Completed);
         let refused =
-            plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false, false).unwrap_err();
+            plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false)
+                .unwrap_err();
         assert!(matches!(refused, Refusal::NothingToAcknowledge { .. }));
         completed.late_results = 2;
-        let p = plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, false, false).unwrap();
+        let p =
+            plan(&completed, &ManualCommand::Acknowledge, now, ClaimFacts::WORST_CASE, Confirmed::NONE, false).unwrap();
         assert_eq!(apply(&mut completed, &ManualCommand::Acknowledge, p, now).unwrap(), None);
         assert_eq!((completed.state, completed.late_results), (State::Completed, 0));
+    }
+
+    #[test]
+    fn a_retry_that_could_write_twice_needs_the_persons_check() {
+        let now = Timestamp::default();
+        let mut unknown = action(State::Unknown);
+        unknown.may_have_written = true;
+        let blind = ClaimFacts { sent_under_claim: true, repeat_protected: false };
+        let refused = plan(&unknown, &ManualCommand::Retry, now, blind, Confirmed::NONE, false).unwrap_err();
+        assert!(matches!(refused, Refusal::MayWriteTwice { .. }), "{refused}");
+        assert_eq!(refused.way_out(), Some(crate::domain::WayOut::ConfirmNotWritten));
+        let checked = Confirmed { not_written: true, ..Confirmed::NONE };
+        assert_eq!(plan(&unknown, &ManualCommand::Retry, now, blind, checked, false).unwrap().to, State::Pending);
+        let recognised = ClaimFacts { repeat_protected: true, ..blind };
+        assert!(plan(&unknown, &ManualCommand::Retry, now, recognised, Confirmed::NONE, false).is_ok());
+        // Only a retry sends blind: cancelling or resolving asks nothing of the destination.
+        assert!(plan(&unknown, &ManualCommand::Cancel, now, blind, Confirmed::NONE, false).is_ok());
+        assert!(plan(&unknown, &ManualCommand::ResolveNotWritten, now, blind, Confirmed::NONE, false).is_ok());
+        // Nothing can have been written: nothing to check.
+        unknown.may_have_written = false;
+        assert!(plan(&unknown, &ManualCommand::Retry, now, blind, Confirmed::NONE, false).is_ok());
     }
 }

@@ -13,7 +13,9 @@ pub mod retention;
 pub mod state;
 pub mod text;
 
-pub use capability::{Capabilities, ClaimFacts, DestinationCatalog, StartsAtClaim, UpdateCondition, UpdateGuard};
+pub use capability::{
+    Capabilities, ClaimFacts, DestinationCatalog, LookupDue, RetryPolicy, StartsAtClaim, UpdateCondition, UpdateGuard,
+};
 pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan, ProposalChoice};

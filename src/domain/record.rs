@@ -431,10 +431,13 @@ pub enum LookupVerdict {
     Mismatch,
     /// More than one record for one external reference.
     Duplicates,
+    /// The lookup got no answer it could judge (the destination was unreachable, answered an
+    /// error, or something unreadable): kept as evidence, it settles nothing.
+    Failed,
 }
 
 impl LookupVerdict {
-    pub const ALL: [Self; 4] = [Self::Found, Self::NotFound, Self::Mismatch, Self::Duplicates];
+    pub const ALL: [Self; 5] = [Self::Found, Self::NotFound, Self::Mismatch, Self::Duplicates, Self::Failed];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -442,6 +445,7 @@ impl LookupVerdict {
             Self::NotFound => "not_found",
             Self::Mismatch => "mismatch",
             Self::Duplicates => "duplicates",
+            Self::Failed => "failed",
         }
     }
 

@@ -103,6 +103,16 @@ pub enum Refusal {
          no longer reach the destination) and what the destination holds for this key, then confirm it"
     )]
     OldWorkerMayAct { verb: &'static str, key: ActionKey },
+    /// A retry that could create a second effect, without the person's confirmation that the
+    /// destination holds no record (rule 6): an earlier request may have written, and the
+    /// destination can recognise a repeat neither by a lookup nor by an idempotency key.
+    #[error(
+        "cannot {verb} {key} yet: an earlier request may have written at the destination, and the destination \
+         cannot recognise a repeat (no lookup, no idempotency key that still covers the earlier requests); if the \
+         first request was written, this creates a second record: check the destination for it first, then \
+         confirm that it holds none, or resolve the action as completed if it does"
+    )]
+    MayWriteTwice { verb: &'static str, key: ActionKey },
     /// The transition table does not allow the change.
     #[error(transparent)]
     Transition(#[from] TransitionRefused),
@@ -118,6 +128,9 @@ pub enum WayOut {
     ReadAgain,
     /// Confirm, as part of the command, that the old worker can no longer act (rule 5).
     ConfirmOldWorkerStopped,
+    /// Confirm, as part of the command, that the destination holds no record of the action
+    /// (rule 6).
+    ConfirmNotWritten,
     /// The action's detail lists its late results and who acknowledged them.
     SeeLateResults,
 }
@@ -129,6 +142,7 @@ impl Refusal {
             Self::ProposalNotChosen { .. } | Self::ProposalNotFound { .. } => Some(WayOut::NameProposal),
             Self::ChangedSinceRead { .. } | Self::ChangedWhileWriting { .. } => Some(WayOut::ReadAgain),
             Self::OldWorkerMayAct { .. } => Some(WayOut::ConfirmOldWorkerStopped),
+            Self::MayWriteTwice { .. } => Some(WayOut::ConfirmNotWritten),
             Self::NothingToAcknowledge { .. } => Some(WayOut::SeeLateResults),
             _ => None,
         }
@@ -150,7 +164,8 @@ impl Refusal {
             | Self::Purged { key, .. }
             | Self::RepeatedKey { key }
             | Self::NothingToAcknowledge { key }
-            | Self::OldWorkerMayAct { key, .. } => Some(key),
+            | Self::OldWorkerMayAct { key, .. }
+            | Self::MayWriteTwice { key, .. } => Some(key),
             Self::ChangedWhileWriting { keys } => keys.first(),
             Self::Transition(_) => None,
         }

@@ -251,6 +251,8 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     (E::LeaseExpired, InProgress, Held),
     (E::LookupFound, Unknown, Completed),
     (E::LookupNotFound, Unknown, Pending),
+    // Rule 3: nothing was written, and the round has no send left.
+    (E::LookupNotFound, Unknown, Failed),
     (E::LookupMismatch, Unknown, Conflict),
     (E::ChangedAtDestination, InProgress, Conflict),
     (E::Retry, Failed, Pending),

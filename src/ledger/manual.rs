@@ -6,7 +6,7 @@ use super::tx::{audit_entry, purge_of_settled, write_action};
 use super::{Ledger, LedgerError, ManualOutcome, ManualRequest};
 use crate::domain::{
     ActionRecord, ActorKind, ClaimFacts, Event, ManualCommand, ProposalDecision, Refusal, State, Timestamp, Transition,
-    manual,
+    manual::{self, Confirmed},
 };
 use crate::store::{LedgerTx, Store};
 
@@ -45,7 +45,9 @@ impl<S: Store> Ledger<S> {
         commit: bool,
         request: &ManualRequest,
     ) -> Result<ManualOutcome, LedgerError> {
-        let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped } = request;
+        let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped, confirmed_not_written } =
+            request;
+        let confirmed = Confirmed { old_worker_stopped: *old_worker_stopped, not_written: *confirmed_not_written };
         self.transact_then(commit, |tx, now, _| {
             Box::pin(async move {
                 let mut action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
@@ -64,23 +66,35 @@ impl<S: Store> Ledger<S> {
                 {
                     return Err(Refusal::changed_since_read(command.verb(), &action, expected).into());
                 }
-                let facts = if matches!(command, ManualCommand::Takeover) && action.state == State::InProgress {
-                    self.claim_facts(tx, &action, now).await?
-                } else {
-                    ClaimFacts::WORST_CASE
+                let facts = match command {
+                    ManualCommand::Takeover if action.state == State::InProgress => {
+                        self.claim_facts(tx, &action, now).await?
+                    }
+                    // Rule 6: whether the destination would recognise this retry as a repeat.
+                    ManualCommand::Retry => ClaimFacts {
+                        repeat_protected: self.destinations.retry_recognised(&action, now),
+                        ..ClaimFacts::WORST_CASE
+                    },
+                    _ => ClaimFacts::WORST_CASE,
                 };
                 let choice = choose_proposals(tx, &action, command).await?;
                 if let Some(approved) = &choice.approved {
                     action.proposal = Some(approved.proposal());
                 }
                 let proposals_remain = !choice.remaining.is_empty();
-                let plan = manual::plan(&action, command, now, facts, *old_worker_stopped, proposals_remain)?;
+                let plan = manual::plan(&action, command, now, facts, confirmed, proposals_remain)?;
                 let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
+                let checked_not_written = manual::needs_not_written(&action, command, facts.repeat_protected);
                 if matches!(command, ManualCommand::Takeover) {
                     cut_off(tx, &mut action).await?;
                 }
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
+                if checked_not_written {
+                    // Known not written, on the person's word: a failure from here on may be
+                    // `failed` again, as after a resolution as not written.
+                    action.may_have_written = false;
+                }
                 choice.keep_latest_waiting(&mut action);
                 decide_proposals(tx, &choice, person.as_str(), now).await?;
                 let acknowledged = if matches!(command, ManualCommand::Acknowledge) {
@@ -98,19 +112,7 @@ impl<S: Store> Ledger<S> {
                 let detail = match command {
                     // The revision history of the payload, kept in the audit trail.
                     ManualCommand::Approve { .. } => {
-                        let then = match (&update, &action.idempotency_key) {
-                            (Some(update), _) => format!("; performed by update action {}", update.key),
-                            (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
-                            (None, None) => String::new(),
-                        };
-                        format!(
-                            "{}; payload revision {} ({}) replaced by revision {} ({}){then}",
-                            reason.as_str(),
-                            before.0,
-                            before.1,
-                            action.payload_revision,
-                            action.payload.fingerprint().short()
-                        )
+                        approval_detail(reason.as_str(), &before, &action, update.as_ref())
                     }
                     ManualCommand::ResolveCompleted { destination_id } => {
                         format!("{} (destination id {destination_id})", reason.as_str())
@@ -124,10 +126,7 @@ impl<S: Store> Ledger<S> {
                     ManualCommand::Acknowledge => {
                         format!("{} ({acknowledged} late result(s) acknowledged)", reason.as_str())
                     }
-                    _ if confirmed_stopped => {
-                        format!("{}; the person confirmed that the old worker can no longer act", reason.as_str())
-                    }
-                    _ => reason.as_str().to_owned(),
+                    _ => confirmed_detail(reason.as_str(), confirmed_stopped, checked_not_written),
                 };
                 let detail = format!("{detail}{settled}");
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
@@ -138,6 +137,41 @@ impl<S: Store> Ledger<S> {
         })
         .await
     }
+}
+
+/// An approval's audit detail: the payload's revision history, and how the new one goes out.
+fn approval_detail(
+    reason: &str,
+    (revision, fingerprint): &(i64, String),
+    action: &ActionRecord,
+    update: Option<&ActionRecord>,
+) -> String {
+    let then = match (update, &action.idempotency_key) {
+        (Some(update), _) => format!("; performed by update action {}", update.key),
+        (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
+        (None, None) => String::new(),
+    };
+    format!(
+        "{reason}; payload revision {revision} ({fingerprint}) replaced by revision {} ({}){then}",
+        action.payload_revision,
+        action.payload.fingerprint().short()
+    )
+}
+
+/// A command's audit detail with what the person confirmed, where the command needed it (rules 5
+/// and 6).
+fn confirmed_detail(reason: &str, old_worker_stopped: bool, not_written: bool) -> String {
+    let mut detail = reason.to_owned();
+    if old_worker_stopped {
+        detail.push_str("; the person confirmed that the old worker can no longer act");
+    }
+    if not_written {
+        detail.push_str(
+            "; the destination cannot recognise a repeat, and the person confirmed that it holds no record of this \
+             action",
+        );
+    }
+    detail
 }
 
 /// Records the update action for an approved new payload of the completed `original` (already

@@ -132,6 +132,9 @@ pub struct ManualRequest {
     /// The person confirms that the worker of an expired claim, held because taking it over was
     /// unsafe, can no longer act; a command that would run such an action again needs it (rule 5).
     pub old_worker_stopped: bool,
+    /// The person checked the destination and confirms it holds no record of the action; a
+    /// retry that could create a second effect needs it (rule 6).
+    pub confirmed_not_written: bool,
 }
 
 /// The result of a manual command.

@@ -78,8 +78,10 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Settles an `unknown` action from what a lookup found: completed when the record is there
-    /// and matches, pending when nothing was written, conflict when it differs or is duplicated.
-    /// Returns `None` (and changes nothing) if the action changed since `seen_revision`.
+    /// and matches; when nothing was written, pending after the backoff while the round has a
+    /// send left, else failed (rule 3); conflict when it differs or is duplicated. Returns `None`
+    /// (and changes nothing) if the action changed since `seen_revision`, or the lookup got no
+    /// answer.
     #[tracing::instrument(skip_all, fields(key = %key, verdict = report.verdict.as_str()))]
     pub async fn settle_unknown(
         &self,
@@ -95,24 +97,52 @@ impl<S: Store> Ledger<S> {
                 if action.state != State::Unknown || action.revision != seen_revision {
                     return Ok(None);
                 }
+                // Rule 3: the sends of the round stay counted. A lookup that found nothing proves
+                // the last send did not write, not that the next one will: it goes out after the
+                // backoff, and only while the round has a send left.
+                let retry = self.destinations.retry_policy(&action);
+                let round_spent = retry.spent(action.attempts_in_round);
                 let (event, target) = match report.verdict {
                     LookupVerdict::Found => (Event::LookupFound, State::Completed),
+                    LookupVerdict::NotFound if round_spent => (Event::LookupNotFound, State::Failed),
                     LookupVerdict::NotFound => (Event::LookupNotFound, State::Pending),
                     LookupVerdict::Mismatch | LookupVerdict::Duplicates => (Event::LookupMismatch, State::Conflict),
+                    // No answer settles nothing: it is kept by `keep_failed_lookup`, and nothing
+                    // is applied here.
+                    LookupVerdict::Failed => return Ok(None),
                 };
                 let transition = action.transition(event, target, now)?;
+                let mut detail = report.detail.clone();
                 if report.verdict == LookupVerdict::Found {
                     action.destination_id.clone_from(&report.destination_id);
                 }
                 if report.verdict == LookupVerdict::NotFound {
-                    action.attempts_in_round = 0;
                     // Known not written: a failure from here on may again be called `failed`.
                     action.may_have_written = false;
+                    let sends = action.attempts_in_round;
+                    let then = if action.state == State::Failed {
+                        format!("not written, and the round's {sends} of {} sends are used up", retry.max_attempts)
+                    } else {
+                        let wait = retry.backoff(sends, None, fastrand::f64());
+                        action.not_before = Some(now + wait);
+                        format!(
+                            "not written; send {} of {} after {} ms",
+                            sends + 1,
+                            retry.max_attempts,
+                            wait.as_millis()
+                        )
+                    };
+                    if action.state == State::Failed {
+                        action.last_error = Some(format!("a lookup found nothing: {then}"));
+                    }
+                    detail = Some(match detail {
+                        Some(found) => format!("{found}; {then}"),
+                        None => then,
+                    });
                 }
                 write_action(tx, &mut action).await?;
                 tx.insert_lookup(&lookup_record(&action.key, actor, report, now)).await?;
-                tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, report.detail.clone(), now))
-                    .await?;
+                tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, detail, now)).await?;
                 Ok(Some(action))
             })
         })
@@ -122,6 +152,37 @@ impl<S: Store> Ledger<S> {
                 metrics::settled_by_lookup();
             }
         })
+    }
+
+    /// Keeps a lookup of an `unknown` action that got no answer it could judge, as evidence
+    /// beside the others (verdict `failed`): it settles nothing and changes nothing else, and the
+    /// worker counts such lookups towards their own bound ([`crate::domain::RetryPolicy::lookup_due`]).
+    /// Returns `false` (and keeps nothing) when the action is no longer `unknown`.
+    pub async fn keep_failed_lookup(
+        &self,
+        key: &ActionKey,
+        actor: &str,
+        failure: &str,
+        evidence: &crate::domain::Evidence,
+    ) -> Result<bool, LedgerError> {
+        self.transact(|tx, now, _| {
+            Box::pin(async move {
+                let action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
+                if action.state != State::Unknown {
+                    return Ok(false);
+                }
+                let report = LookupReport {
+                    verdict: LookupVerdict::Failed,
+                    records: 0,
+                    destination_id: None,
+                    evidence: evidence.clone(),
+                    detail: Some(failure.to_owned()),
+                };
+                tx.insert_lookup(&lookup_record(&action.key, actor, &report, now)).await?;
+                Ok(true)
+            })
+        })
+        .await
     }
 
     /// Keeps a person's lookup of an action that is not `unknown`: what was found goes into the

@@ -5,8 +5,8 @@ use super::claim::is_current;
 use super::tx::{audit_entry, finish, purge_of_settled, refuse_repeated_keys, retrying, write_actions};
 use super::{Claim, Ledger, LedgerError, Outcome, Recorded, Report, StartedAttempt};
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, Event, State, Timestamp, Transition,
-    record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
+    ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, DestinationCatalog, Event, RetryPolicy, State,
+    Timestamp, Transition, record::MAX_EVIDENCE_BODY_BYTES, state, text::truncate,
 };
 use crate::metrics;
 use crate::store::{LedgerTx, Store};
@@ -61,7 +61,7 @@ impl<S: Store> Ledger<S> {
         let mut tx = self.store.begin().await?;
         let recorded = async {
             let (locked, now) = tx.lock_actions_now(&keys).await?;
-            let recorded = record_results_in(&mut tx, locked, results, now).await;
+            let recorded = record_results_in(&mut tx, locked, results, &self.destinations, now).await;
             crate::faults::crash_point(crate::faults::DURING_RECORD);
             recorded
         }
@@ -77,6 +77,7 @@ pub(super) async fn record_results_in<T: LedgerTx>(
     tx: &mut T,
     locked: Vec<ActionRecord>,
     results: &[(&Claim, StartedAttempt, &Report)],
+    destinations: &DestinationCatalog,
     now: Timestamp,
 ) -> Result<Vec<Recorded>, LedgerError> {
     let mut locked: HashMap<ActionKey, ActionRecord> = locked.into_iter().map(|a| (a.key.clone(), a)).collect();
@@ -98,7 +99,18 @@ pub(super) async fn record_results_in<T: LedgerTx>(
         // never changes (rule 7). Asked only of settled actions the claim no longer holds.
         let purge = if is_current(&action, claim) { None } else { purge_of_settled(tx, &action).await? };
         let tombstone = purge.map(|purge| (action.clone(), purge));
-        let (attempt, mut decision) = decide_result(action, claim, attempt, report, now)?;
+        // A destination that keeps its answer per idempotency key (as Stripe documents) replays a
+        // failure to every repeat of the key: the same server error again proves nothing new.
+        // Asked only of uncertain server errors under a current claim, where the destination
+        // takes an idempotency key.
+        let keyed = destinations.of(&action).is_some_and(|c| c.idempotency_retention.is_some());
+        let replay_of = if keyed && is_current(&action, claim) && replayable(report) {
+            replayed_attempt(&tx.attempts_of(&action.key).await?, claim, attempt, report)
+        } else {
+            None
+        };
+        let retry = destinations.retry_policy(&action);
+        let (attempt, mut decision) = decide_result(action, claim, attempt, report, replay_of, retry, now)?;
         if let Some((action, purge)) = tombstone {
             let note = format!(
                 "{}; the action was purged by purge run {}: nothing changes",
@@ -165,6 +177,8 @@ pub(super) fn decide_result(
     claim: &Claim,
     attempt: StartedAttempt,
     report: &Report,
+    replay_of: Option<i64>,
+    retry: RetryPolicy,
     now: Timestamp,
 ) -> Result<(Attempt, ResultDecision), LedgerError> {
     let (attempt_outcome, event, target) = match &report.outcome {
@@ -212,6 +226,16 @@ pub(super) fn decide_result(
             "{}; an earlier request under this action may have written at the destination, so it is unknown, not failed",
             report.error.as_deref().unwrap_or("failed")
         ))
+    } else if let Some(number) = replay_of {
+        // Rule 3: the round's sends are used up, so that nothing goes out under this key again
+        // automatically; a lookup that finds nothing ends the action `failed`, and without a
+        // lookup it waits in `unknown` for a person.
+        action.attempts_in_round = action.attempts_in_round.max(retry.max_attempts);
+        Some(format!(
+            "{}; the destination answered exactly as it did to attempt {number} under the same idempotency key: a \
+             stored answer replayed, which proves nothing new, so nothing more is sent under this key",
+            report.error.as_deref().unwrap_or("unknown")
+        ))
     } else {
         report.error.clone()
     };
@@ -231,6 +255,23 @@ pub(super) fn decide_result(
     }
     let decision = ResultDecision { action, transition, reason, stale: false, tombstone: false };
     Ok((finished, decision))
+}
+
+/// Whether a result may be a replayed answer: an uncertain outcome with a server error.
+fn replayable(report: &Report) -> bool {
+    matches!(report.outcome, Outcome::Unknown) && report.evidence.status.is_some_and(|status| status >= 500)
+}
+
+/// The number of an earlier attempt of the action that went out under the same idempotency key
+/// and got exactly this answer (status and body, as kept), if any.
+fn replayed_attempt(earlier: &[Attempt], claim: &Claim, attempt: StartedAttempt, report: &Report) -> Option<i64> {
+    let sending = claim.action.sending_key();
+    let body = report.evidence.body.as_deref().map(|b| truncate(b, MAX_EVIDENCE_BODY_BYTES));
+    earlier
+        .iter()
+        .filter(|a| a.id != attempt.id && !a.stale && a.idempotency_key.as_deref() == Some(sending))
+        .find(|a| a.evidence.status == report.evidence.status && a.evidence.body == body)
+        .map(|a| a.number)
 }
 
 /// A result from an obsolete owner never changes the action's record (rule 8): no outcome,

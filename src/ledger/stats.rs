@@ -16,6 +16,10 @@ pub struct LedgerStats {
     pub total: i64,
     /// Claims whose lease ran out without a result (rule 5 recovers them; none should stay).
     pub stale_claims: i64,
+    /// Seconds since the least recently changed `pending` action last changed (was submitted,
+    /// or put back to wait out a backoff): how long the queue's oldest work has waited; `None`
+    /// when nothing is pending.
+    pub oldest_pending_seconds: Option<i64>,
     /// Seconds since the least recently changed `unknown` action last changed; `None` when no
     /// action is unknown.
     pub oldest_unknown_seconds: Option<i64>,
@@ -56,6 +60,7 @@ impl LedgerStats {
             states: StateCounts(State::ALL.into_iter().map(|s| (s, of(s).map_or(0, |f| f.count))).collect()),
             total: figures.iter().map(|f| f.count).sum(),
             stale_claims: figures.iter().map(|f| f.expired_leases).sum(),
+            oldest_pending_seconds: age(State::Pending),
             oldest_unknown_seconds: age(State::Unknown),
             oldest_held_seconds: age(State::Held),
             oldest_conflict_seconds: age(State::Conflict),

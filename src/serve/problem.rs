@@ -173,6 +173,7 @@ fn way_out_name(way_out: WayOut) -> &'static str {
         WayOut::NameProposal => "name_proposal",
         WayOut::ReadAgain => "read_again",
         WayOut::ConfirmOldWorkerStopped => "confirm_old_worker_stopped",
+        WayOut::ConfirmNotWritten => "confirm_not_written",
         WayOut::SeeLateResults => "see_late_results",
     }
 }
@@ -186,6 +187,10 @@ fn way_out_words(way_out: WayOut, key: &str) -> String {
         ),
         WayOut::ReadAgain => format!("read it again (GET /v1/actions/{key}) and send its \"version\""),
         WayOut::ConfirmOldWorkerStopped => "send \"old_worker_stopped\": true with the command".to_owned(),
+        WayOut::ConfirmNotWritten => {
+            "once the destination is checked and holds no record, send \"confirm_not_written\": true with the command"
+                .to_owned()
+        }
         WayOut::SeeLateResults => format!("GET /v1/actions/{key} lists its late results and who acknowledged them"),
     }
 }

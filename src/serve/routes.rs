@@ -351,6 +351,9 @@ struct CommandBody {
     to: Option<String>,
     #[serde(default)]
     old_worker_stopped: bool,
+    /// `retry`: the person checked the destination and it holds no record (rule 6).
+    #[serde(default)]
+    confirm_not_written: bool,
     /// `approve` and `reject`: the proposal's fingerprint (or its first characters); `approve`
     /// needs it when several wait, `reject` without it rejects them all.
     proposal: Option<String>,
@@ -413,6 +416,7 @@ async fn command<S: Store>(
         reason: Reason::parse(&body.reason)?,
         expect_version: body.version,
         old_worker_stopped: body.old_worker_stopped,
+        confirmed_not_written: body.confirm_not_written,
     };
     let outcome = app.ledger.manual(&request).await?;
     tracing::info!(by = %grant.name, command = request.command.verb(), "command");

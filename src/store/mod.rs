@@ -170,6 +170,14 @@ impl StoreError {
     }
 }
 
+/// The lookups of one `unknown` action that got no answer since it last changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupFailures {
+    pub key: String,
+    pub failures: i64,
+    pub last_at: Timestamp,
+}
+
 /// Filters for listing actions, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
@@ -392,6 +400,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// For each destination with pending actions waiting out a backoff, when the last of those
     /// waits ends.
     fn pending_backoffs(&self) -> impl Future<Output = Result<Vec<(Option<String>, Timestamp)>, StoreError>> + Send;
+    /// The lookups of each `unknown` action that got no answer since it last changed.
+    fn unknown_lookup_failures(&self) -> impl Future<Output = Result<Vec<LookupFailures>, StoreError>> + Send;
     /// The (from, to) state pairs the database itself will accept.
     fn enforced_state_pairs(&self) -> impl Future<Output = Result<Vec<(State, State)>, StoreError>> + Send;
 
@@ -489,6 +499,8 @@ pub trait LedgerTx: Send {
         except: i64,
     ) -> impl Future<Output = Result<i64, StoreError>> + Send;
     fn find_attempt(&mut self, id: i64) -> impl Future<Output = Result<Option<Attempt>, StoreError>> + Send;
+    /// The attempts of an action, oldest first, read inside the transaction.
+    fn attempts_of(&mut self, key: &ActionKey) -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
     fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Records attempts as they start (how each ends is written by [`LedgerTx::finish_attempts`]);
     /// returns each new attempt's id with its action's key.

@@ -1,7 +1,7 @@
 //! Row mapping: turns the rows the statements return into domain records, reading every column by
 //! name, so that the order of a statement's columns never matters.
 
-use super::StoreError;
+use super::{LookupFailures, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::{
     Acknowledgement, ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Event,
@@ -250,6 +250,14 @@ pub(crate) fn state_pair_from_row(row: &impl Columns) -> Result<(State, State), 
 /// When the last backoff of a destination's pending actions ends.
 pub(crate) fn backoff_from_row(row: &impl Columns) -> Result<(Option<String>, Timestamp), StoreError> {
     Ok((row.opt_text("destination")?, from_millis(row.int("until")?)))
+}
+
+pub(crate) fn lookup_failures_from_row(row: &impl Columns) -> Result<LookupFailures, StoreError> {
+    Ok(LookupFailures {
+        key: row.text("action_key")?,
+        failures: row.int("failures")?,
+        last_at: from_millis(row.int("last_at")?),
+    })
 }
 
 pub(crate) fn state_count_from_row(row: &impl Columns) -> Result<(State, i64), StoreError> {

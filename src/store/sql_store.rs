@@ -4,14 +4,14 @@ use super::backend::{Backend, Statement};
 use super::one_command::OneCommandTx;
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, audit_from_row, backoff_from_row, claimed_from_row,
-    delivery_from_row, keyed_number, lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row,
-    state_count_from_row, state_figures_from_row, state_pair_from_row,
+    delivery_from_row, keyed_number, lookup_failures_from_row, lookup_from_row, proposal_from_row, purge_from_row,
+    refusal_from_row, state_count_from_row, state_figures_from_row, state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::{
-    AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, SchemaStatus,
-    StateFigures, Store, StoreError,
+    AttemptStart, AttemptStarted, ClaimAudit, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, LookupFailures,
+    SchemaStatus, StateFigures, Store, StoreError,
 };
 use crate::domain::record::from_millis;
 use crate::domain::{
@@ -255,6 +255,11 @@ impl<S: SqlStore> Store for S {
 
     async fn pending_backoffs(&self) -> Result<Vec<(Option<String>, Timestamp)>, StoreError> {
         autocommitted(self, Statement::new(sql::PENDING_BACKOFFS)).await?.iter().map(backoff_from_row).collect()
+    }
+
+    async fn unknown_lookup_failures(&self) -> Result<Vec<LookupFailures>, StoreError> {
+        let failures = Statement::new(sql::UNKNOWN_LOOKUP_FAILURES);
+        autocommitted(self, failures).await?.iter().map(lookup_failures_from_row).collect()
     }
 
     async fn enforced_state_pairs(&self) -> Result<Vec<(State, State)>, StoreError> {

@@ -221,6 +221,11 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         row.as_ref().map(attempt_from_row).transpose()
     }
 
+    async fn attempts_of(&mut self, key: &ActionKey) -> Result<Vec<Attempt>, StoreError> {
+        let rows = B::fetch_all(&mut *self.tx, Statement::new(sql::SELECT_ATTEMPTS).text(key.as_str())).await?;
+        rows.iter().map(attempt_from_row).collect()
+    }
+
     async fn insert_deliveries(&mut self, deliveries: &[Delivery]) -> Result<(), StoreError> {
         for chunk in deliveries.chunks(rows_per_statement(sql::DELIVERY_ROW)) {
             B::execute(&mut *self.tx, sql::insert_deliveries(chunk)).await?;

@@ -579,6 +579,7 @@ pub(crate) fn pg_finish_attempts_with_audit<B: Backend>(attempts: &[Attempt], en
 pub(crate) const SELECT_DELIVERIES: &str = named(DELIVERIES, "select_deliveries");
 const INSERT_DELIVERIES: Template<2> = template(named(DELIVERIES, "insert_deliveries"), ["{columns}", "{rows}"]);
 pub(crate) const SELECT_LOOKUPS: &str = named(LOOKUPS, "select_lookups");
+pub(crate) const UNKNOWN_LOOKUP_FAILURES: &str = named(LOOKUPS, "unknown_lookup_failures");
 const INSERT_LOOKUP: Template<2> = template(named(LOOKUPS, "insert_lookup"), ["{columns}", "{rows}"]);
 pub(crate) const SELECT_AUDIT: &str = named(AUDIT, "select_audit");
 const APPEND_AUDIT: Template<2> = template(named(AUDIT, "append_audit"), ["{columns}", "{rows}"]);

@@ -50,15 +50,12 @@ fn report(outcome: Outcome) -> Report {
 /// minute (`keyed-short`), a lookup (`looked`), nothing (`bare`); no default destination.
 fn catalog() -> DestinationCatalog {
     let keyed =
-        |retention| Capabilities { idempotency_retention: Some(retention), lookup: false, ..Capabilities::default() };
+        |retention| Capabilities { idempotency_retention: Some(retention), lookup: false, ..Default::default() };
     DestinationCatalog::new(
         BTreeMap::from([
             ("keyed".to_owned(), keyed(Duration::from_hours(1))),
             ("keyed-short".to_owned(), keyed(Duration::from_mins(1))),
-            (
-                "looked".to_owned(),
-                Capabilities { idempotency_retention: None, lookup: true, ..Capabilities::default() },
-            ),
+            ("looked".to_owned(), Capabilities { idempotency_retention: None, lookup: true, ..Default::default() }),
             ("bare".to_owned(), Capabilities::default()),
         ]),
         None,

@@ -542,12 +542,19 @@ async fn acknowledge_and_retry_with_the_old_worker_stopped_from_the_cli() {
     assert!(stderr(&refused).contains("the old worker may still send its request"), "{}", stderr(&refused));
     assert!(stderr(&refused).contains("--old-worker-stopped"), "{}", stderr(&refused));
     assert!(json(&ws.run(&["show", key, "--json"]))["action"]["old_worker_may_act"].as_bool().unwrap());
-    let retried = ws.run(&["retry", key, "--owner", "ana", "--reason", "CRM has nothing", "--old-worker-stopped"]);
+    // The request sent under the claim may have written, and no destination is configured to
+    // recognise a repeat: the person's check of the destination is asked for too (rule 6).
+    let retry = ["retry", key, "--owner", "ana", "--reason", "CRM has nothing", "--old-worker-stopped"];
+    let refused = ws.run(&retry);
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--confirm-not-written"), "{}", stderr(&refused));
+    let retried = ws.run(&[&retry[..], &["--confirm-not-written"]].concat());
     assert!(stdout(&retried).contains("held -> pending"), "{}", stderr(&retried));
     let shown = json(&ws.run(&["show", key, "--json"]));
     assert_eq!(shown["action"]["old_worker_may_act"], false);
     let reason = shown["audit"].as_array().unwrap().last().unwrap()["reason"].as_str().unwrap().to_owned();
-    assert!(reason.ends_with("the person confirmed that the old worker can no longer act"), "{reason}");
+    assert!(reason.contains("the person confirmed that the old worker can no longer act"), "{reason}");
+    assert!(reason.ends_with("the person confirmed that it holds no record of this action"), "{reason}");
     assert!(!shown["action"]["first_sent_at"].is_null(), "the evidence of the first send stays");
 
     // Worker A resumes and reports a record: late, and it contradicts a pending action.

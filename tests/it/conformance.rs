@@ -287,7 +287,10 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                 }
                 _ => by_table,
             };
-            let result = l.manual(&person_request(&k, command.clone())).await;
+            // Decided where a lookup recognises a repeat, so that a retry after a possible write is
+            // a matter of the table alone here (tests/it/bounds.rs has the rest of rule 6).
+            let decides = crate::support::protected_by_lookup(l, &["crm"]);
+            let result = decides.manual(&person_request(&k, command.clone())).await;
             let after = l.detail(&key(&k)).await.unwrap();
             match result {
                 Ok(outcome) => {
@@ -832,11 +835,14 @@ async fn failed_means_known_not_written<S: Store>(db: TestDb<S>) {
     let action = run(Outcome::Unknown).await;
     assert_eq!(action.state, State::Unknown);
     assert!(action.may_have_written);
-    l.manual(&person_request("mw", ManualCommand::Retry)).await.unwrap();
+    // Retried where the destination recognises a repeat (a lookup): no person's word that nothing
+    // was written, so the earlier request may still have written (rule 6).
+    let looked = crate::support::protected_by_lookup(l, &["crm"]);
+    looked.manual(&person_request("mw", ManualCommand::Retry)).await.unwrap();
     for outcome in [Outcome::Failed { permanent: false }, Outcome::Failed { permanent: true }] {
         let action = run(outcome).await;
         assert_eq!(action.state, State::Unknown, "an earlier request may have written: not failed");
-        l.manual(&person_request("mw", ManualCommand::Retry)).await.unwrap();
+        looked.manual(&person_request("mw", ManualCommand::Retry)).await.unwrap();
     }
     let attempts = l.store().attempts(&key("mw")).await.unwrap();
     let outcomes: Vec<_> = attempts.iter().map(|a| a.outcome).collect();

@@ -120,14 +120,27 @@ async fn acknowledging_and_confirming_the_old_worker_from_the_keyboard<S: Store>
         act(&mut console, "6", "acme:unsafe:1", &["r", "CRM has no record", "<Enter>", "yes", "<Enter>"]).await;
     assert!(screen.contains("type \"stopped\""), "a wrong answer is not a confirmation:\n{screen}");
     assert_eq!(record(l, "acme:unsafe:1").await.action.state, State::Held);
-    let keys = ["<Backspace>", "<Backspace>", "<Backspace>", "stopped", "<Enter>", "y"];
-    for line in keys {
+    for line in ["<Backspace>", "<Backspace>", "<Backspace>", "stopped", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    // The request sent under the expired claim may have written, and the console knows no
+    // destination that could recognise a repeat: it asks for the person's check too (rule 6).
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("No record at the destination? Check it, then type \"not written\"."), "{screen}");
+    for line in ["y", "<Enter>"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("type \"not written\" once"), "a wrong answer is not a confirmation:\n{screen}");
+    assert_eq!(record(l, "acme:unsafe:1").await.action.state, State::Held);
+    for line in ["<Backspace>", "not written", "<Enter>", "y"] {
         console.press(line).await.unwrap();
     }
     let detail = record(l, "acme:unsafe:1").await;
     assert_eq!((detail.action.state, detail.action.old_worker_may_act), (State::Pending, false));
     let reason = detail.audit.last().unwrap().reason.clone().unwrap();
-    assert!(reason.ends_with("the person confirmed that the old worker can no longer act"), "{reason}");
+    assert!(reason.contains("the person confirmed that the old worker can no longer act"), "{reason}");
+    assert!(reason.ends_with("the person confirmed that it holds no record of this action"), "{reason}");
 }
 
 async fn record<S: Store>(ledger: &Ledger<S>, key: &str) -> actionledger::ledger::ActionDetail {
@@ -238,7 +251,7 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
     let mut bo = ScriptedConsole::start(l, &options("Bo"), 100, 30).await.unwrap();
     // Both see the action and prepare a command on what they saw.
     act(&mut ana, "3", "acme:contested", &["x", "duplicate order", "<Enter>"]).await;
-    act(&mut bo, "3", "acme:contested", &["r", "looks retryable", "<Enter>"]).await;
+    act(&mut bo, "3", "acme:contested", &["r", "looks retryable", "<Enter>", "not written", "<Enter>"]).await;
     ana.press("y").await.unwrap();
     bo.press("y").await.unwrap();
     let bo_screen = bo.screen().unwrap();
@@ -445,7 +458,7 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
     let key = "acme:order:ORD-2041:create-follow-up-task-for-the-regional-sales-team";
     action_in(l, key, State::Unknown).await;
     let mut bo = ScriptedConsole::start(l, &options("Bo"), 80, 24).await.unwrap();
-    act(&mut bo, "3", key, &["r", "looks retryable", "<Enter>"]).await;
+    act(&mut bo, "3", key, &["r", "looks retryable", "<Enter>", "not written", "<Enter>"]).await;
     let cancel = ManualRequest {
         key: ActionKey::parse(key).unwrap(),
         person: Person::parse("Ana").unwrap(),
@@ -453,6 +466,7 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
         expect_version: None,
         command: ManualCommand::Cancel,
         old_worker_stopped: false,
+        confirmed_not_written: false,
     };
     l.manual(&cancel).await.unwrap();
     bo.press("y").await.unwrap();
@@ -524,6 +538,7 @@ async fn the_selection_is_a_key_through_resize_refresh_and_departures<S: Store>(
         expect_version: None,
         command: ManualCommand::Cancel,
         old_worker_stopped: false,
+        confirmed_not_written: false,
     };
     l.manual(&cancel).await.unwrap();
     console.send(Msg::Tick).await.unwrap();
@@ -700,6 +715,7 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
         expect_version: None,
         command: ManualCommand::Assign { to: "ana".into() },
         old_worker_stopped: false,
+        confirmed_not_written: false,
     };
     l.manual(&assign).await.unwrap();
 

@@ -217,7 +217,12 @@ async fn bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_
     run(&mut console, &["yes", "<Enter>"]).await;
     let screen = console.screen().unwrap();
     assert!(joined(&screen).contains("type \"stopped\" once you have checked"), "{screen}");
-    run(&mut console, &["<Backspace><Backspace><Backspace>stopped", "<Enter>", "y"]).await;
+    run(&mut console, &["<Backspace><Backspace><Backspace>stopped", "<Enter>"]).await;
+    // Their requests may have written, and nothing here recognises a repeat: asked once more, for
+    // them all (rule 6); the failed one wrote nothing and needs neither.
+    let screen = console.screen().unwrap();
+    assert!(joined(&screen).contains("No record at the destination? Check it, then type \"not written\"."), "{screen}");
+    run(&mut console, &["not written", "<Enter>", "y"]).await;
     let screen = console.screen().unwrap();
     let words = joined(&screen);
     assert!(words.contains("retry: 5 done, 1 refused"), "{screen}");
@@ -237,8 +242,11 @@ async fn bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_
         assert_eq!((last.event, last.actor.as_str()), (actionledger::domain::Event::Retry, "Ana"));
         assert_eq!(
             last.reason.as_deref(),
-            Some("worker host is gone; the person confirmed that the old worker can no longer act"),
-            "the confirmation went through the ledger's own command, audited"
+            Some(
+                "worker host is gone; the person confirmed that the old worker can no longer act; the destination \
+                 cannot recognise a repeat, and the person confirmed that it holds no record of this action"
+            ),
+            "both confirmations went through the ledger's own command, audited"
         );
     }
     assert_eq!(record(l, "acme:w:3").await.action.state, State::Cancelled);
@@ -293,8 +301,11 @@ async fn cli_bulk_lists_done_and_refused_by_key_and_takes_the_old_worker_flag<S:
     assert_eq!(refused.len(), 3, "{out}");
     assert!(refused[0].starts_with("refused: acme:k:a: ") && refused[2].starts_with("refused: acme:k:d: "), "{out}");
     assert!(refused[0].contains("--old-worker-stopped"), "says what is needed:\n{out}");
-    let (code, out) =
-        cli(&db.url, [&["retry"][..], &held, &["--old-worker-stopped", "--dry-run", "--json"]].concat()).await;
+    let (code, out) = cli(
+        &db.url,
+        [&["retry"][..], &held, &["--old-worker-stopped", "--confirm-not-written", "--dry-run", "--json"]].concat(),
+    )
+    .await;
     assert_eq!(code, Some(0), "{out}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let keys = |list: &str| -> Vec<String> {
@@ -309,7 +320,9 @@ async fn cli_bulk_lists_done_and_refused_by_key_and_takes_the_old_worker_flag<S:
     // For real, one of them changed meanwhile by another person's hand: done and refused, both
     // lists by key in one document.
     l.manual(&support::person_request("acme:k:c", ManualCommand::Assign { to: "Bo".into() })).await.unwrap();
-    let (code, out) = cli(&db.url, [&["retry"][..], &held, &["--old-worker-stopped", "--json"]].concat()).await;
+    let (code, out) =
+        cli(&db.url, [&["retry"][..], &held, &["--old-worker-stopped", "--confirm-not-written", "--json"]].concat())
+            .await;
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(
@@ -358,6 +371,8 @@ async fn keystrokes_for_the_common_settlements<S: Store>(db: TestDb<S>) {
         "<Enter>",
         "stopped",
         "<Enter>",
+        "not written",
+        "<Enter>",
         "y",
         "<Esc>",
     ];
@@ -379,7 +394,8 @@ async fn keystrokes_for_the_common_settlements<S: Store>(db: TestDb<S>) {
     assert_eq!(refusals, 0, "{}", console.screen().unwrap());
     let (total, text) = keystrokes(takeover);
     eprintln!(
-        "keystrokes: take over 5 unprotected stale claims, then retry them with the old-worker question: {total} \
+        "keystrokes: take over 5 unprotected stale claims, then retry them with the old-worker and not-written \
+         questions: {total} \
          ({text} of them typing free text)"
     );
     for n in 1..=5 {
@@ -415,7 +431,7 @@ async fn bulk_screens<S: Store>(db: TestDb<S>) {
             let key = format!("acme:order:{prefix}{n:02}:create-task");
             l.manual(&support::person_request(&key, ManualCommand::Cancel)).await.unwrap();
         }
-        snap(&mut console, "bulk_result", &["stopped", "<Enter>", "y"]).await;
+        snap(&mut console, "bulk_result", &["stopped", "<Enter>", "not written", "<Enter>", "y"]).await;
         snap(&mut console, "bulk_result_end", &["G"]).await;
         // Out of the next round's way: its claims take the oldest pending actions first.
         for n in (1..=12).filter(|n| ![4, 9].contains(n)) {

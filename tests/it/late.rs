@@ -245,12 +245,22 @@ async fn an_unsafe_hold_runs_again_only_once_the_old_worker_is_confirmed_stopped
         let after = l.detail(&key(k)).await.unwrap();
         assert_eq!((after.action, after.audit.len()), (before.action, before.audit.len()), "{k}: nothing written");
 
-        let confirmed = ManualRequest { old_worker_stopped: true, ..person_request(k, command) };
+        // The retry also needs the person's check that nothing was written (rule 6): its request
+        // may have written, and no destination here recognises a repeat. Resolving as not written
+        // is that statement itself.
+        let stopped = ManualRequest { old_worker_stopped: true, ..person_request(k, command.clone()) };
+        let confirmed = if matches!(command, ManualCommand::Retry) {
+            let refused = l.manual(&stopped).await;
+            assert!(matches!(refused, Err(LedgerError::Refused(Refusal::MayWriteTwice { .. }))), "{refused:?}");
+            ManualRequest { confirmed_not_written: true, ..stopped }
+        } else {
+            stopped
+        };
         let outcome = l.manual(&confirmed).await.unwrap();
         assert_eq!((outcome.action.state, outcome.action.old_worker_may_act), (State::Pending, false));
         let entry = l.detail(&key(k)).await.unwrap().audit.pop().unwrap();
         assert!(
-            entry.reason.as_deref().unwrap().ends_with("the person confirmed that the old worker can no longer act"),
+            entry.reason.as_deref().unwrap().contains("the person confirmed that the old worker can no longer act"),
             "{k}: the confirmation is audited: {entry:?}"
         );
     }

@@ -6,6 +6,7 @@
 mod support;
 
 mod bench;
+mod bounds;
 mod canon;
 mod claim_start;
 mod cli;

@@ -309,9 +309,17 @@ impl Model {
         if matches!(command, 0 | 2 | 4) && !may_run_again {
             return false;
         }
+        // A retry after a possible write: this ledger knows no destination, so none recognises a
+        // repeat (rule 6); only with the person's word that nothing was written, which it keeps.
+        if command == 0 && a.may_have_written && !confirm {
+            return false;
+        }
         match command {
             // retry
-            0 if review && !proposal => a.state = State::Pending,
+            0 if review && !proposal => {
+                a.state = State::Pending;
+                a.may_have_written = false;
+            }
             // resolve as completed
             1 if review && !(proposal && s == State::Conflict) => {
                 a.state = State::Completed;
@@ -579,6 +587,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     expect_version: None,
                     command: manual_command(*command),
                     old_worker_stopped: *confirm,
+                    confirmed_not_written: *confirm,
                 };
                 let purged = model.actions[&(*k, 0)].purged;
                 let allowed = model.manual(*k, *command, *confirm);

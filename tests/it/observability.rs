@@ -175,6 +175,10 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert_eq!(sample(&done, "actionledger_fenced_writes_total"), "0");
     assert_eq!(sample(&done, "actionledger_ready"), "1");
     assert!(done.contains("actionledger_oldest_action_age_seconds{state=\"unknown\"} 0"), "{done}");
+    assert!(done.contains("actionledger_oldest_action_age_seconds{state=\"pending\"} 0"), "{done}");
+    // Each action sent once: every send was the first of its action.
+    assert_eq!(sample(&done, "actionledger_sends_per_action_count{destination=\"crm\"}"), records);
+    assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{destination=\"crm\",le=\"1.0\"}"), records);
 
     let summary = worker.terminate();
     assert!(summary.contains(&format!("completed {ACTIONS}")), "{summary}");

@@ -7,7 +7,7 @@ use actionledger::Ledger;
 use actionledger::domain::state::{self, StatePair};
 use actionledger::domain::{ActionKey, ManualCommand, RawSubmission, State};
 use actionledger::ledger::LedgerError;
-use actionledger::ledger::{Claim, Outcome, Report};
+use actionledger::ledger::{Claim, ManualRequest, Outcome, Report};
 use actionledger::store::{PostgresStore, Store};
 use std::time::Duration;
 
@@ -162,7 +162,9 @@ async fn a_worker_does_its_work_and_nothing_else() {
         ManualCommand::Cancel,
     ] {
         let what = command.verb();
-        not_permitted(worker.manual(&person_request("order:1", command)).await, what, "only a person's command");
+        // Confirmed as a person would, so that only the database's refusal stands in the way.
+        let request = ManualRequest { confirmed_not_written: true, ..person_request("order:1", command) };
+        not_permitted(worker.manual(&request).await, what, "only a person's command");
     }
     not_permitted(
         worker.manual(&person_request("order:1", ManualCommand::Assign { to: "Ana Lima".into() })).await,
@@ -222,7 +224,8 @@ async fn a_reviewer_changes_only_what_commands_change() {
 
     unknown_action(&admin, "a:retry").await;
     unknown_action(&admin, "a:resolve").await;
-    reviewer.manual(&person_request("a:retry", ManualCommand::Retry)).await.expect("a reviewer retries");
+    let checked = ManualRequest { confirmed_not_written: true, ..person_request("a:retry", ManualCommand::Retry) };
+    reviewer.manual(&checked).await.expect("a reviewer retries");
     reviewer
         .manual(&person_request("a:resolve", ManualCommand::ResolveCompleted { destination_id: "CRM-7".into() }))
         .await

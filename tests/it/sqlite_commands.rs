@@ -155,7 +155,7 @@ async fn a_result_whose_audit_entry_fails_records_nothing<S: Store>(db: TestDb<S
 
 async fn a_claim_whose_started_attempt_fails_claims_and_starts_nothing<S: Store>(db: TestDb<S>) {
     // A destination with a lookup protects against a repeat: its claims start their attempts.
-    let looked = Capabilities { idempotency_retention: None, lookup: true, ..Capabilities::default() };
+    let looked = Capabilities { idempotency_retention: None, lookup: true, ..Default::default() };
     let l = db.ledger.clone().with_destinations(DestinationCatalog::new(
         std::collections::BTreeMap::from([("looked".to_owned(), looked)]),
         None,

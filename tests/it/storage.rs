@@ -40,6 +40,7 @@ async fn the_database_refuses_what_the_ledger_never_writes<S: Store + RawSql>(db
         expect_version: None,
         command: ManualCommand::Cancel,
         old_worker_stopped: false,
+        confirmed_not_written: false,
     };
     l.manual(&cancel).await.unwrap();
     let revived = store.exec("UPDATE actions SET state = 'pending' WHERE key = 'k'").await;

@@ -225,7 +225,10 @@ async fn a_retry_after_an_unsafe_takeover_looks_up_before_sending_again<S: Store
         matches!(&refused, LedgerError::Refused(r) if r.way_out() == Some(WayOut::ConfirmOldWorkerStopped)),
         "{refused}"
     );
-    let retried = db.ledger.manual(&request(ManualCommand::Retry, true)).await.unwrap().action;
+    // Decided with the configuration, whose lookup recognises a repeat: the worker will look
+    // before it sends again, so no check of the destination is asked (rule 6).
+    let configured = db.ledger.clone().with_destinations(Destinations::new(dests.clone(), None).catalog());
+    let retried = configured.manual(&request(ManualCommand::Retry, true)).await.unwrap().action;
     assert_eq!(retried.state, State::Pending);
     assert_eq!(retried.first_sent_at, held.first_sent_at, "the retry keeps the evidence of the first send");
 
@@ -609,7 +612,10 @@ async fn regression_a_failure_after_a_possible_write_is_unknown_not_failed<S: St
     assert_eq!(state(&db.ledger, key).await.state, State::Unknown);
     assert_eq!(crm.stats().records, 1, "the first send wrote");
 
-    db.ledger.manual(&support::person_request(key, ManualCommand::Retry)).await.unwrap();
+    // The person's retry, decided with the configuration: its idempotency key still covers the
+    // first request, so a repeat is recognised and no check of the destination is asked.
+    let configured = db.ledger.clone().with_destinations(Destinations::new(dests(), None).catalog());
+    configured.manual(&support::person_request(key, ManualCommand::Retry)).await.unwrap();
     drain(&db.ledger, options("w2", dests())).await;
     let action = state(&db.ledger, key).await;
     assert_eq!(crm.stats().records, 1, "the CRM holds the record from the first send");

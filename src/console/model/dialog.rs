@@ -3,11 +3,12 @@
 
 use super::effect::Effect;
 use super::state::{
-    BulkResult, Dialog, DialogStage, Failure, Mode, Model, OLD_WORKER_STOPPED_ANSWER, marked_actions, text_field,
+    BulkResult, Dialog, DialogStage, Failure, Mode, Model, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER,
+    marked_actions, text_field,
 };
 use crate::console::keys::CommandKind;
 use crate::console::safe_text::SafeText;
-use crate::domain::manual::{self, ManualCommand};
+use crate::domain::manual::{self, Confirmed, ManualCommand};
 use crate::domain::{ActionKey, ActionRecord, ClaimFacts, Reason, Refusal, State};
 use crate::error::Kind;
 use crate::ledger::{ActionDetail, ManualRequest};
@@ -26,7 +27,36 @@ impl Dialog {
     pub(super) fn old_worker_confirmed(&self) -> bool {
         self.old_worker_answer.trim() == OLD_WORKER_STOPPED_ANSWER
     }
+
+    /// Whether this command asks whether the destination holds no record: the ledger refuses a
+    /// retry that could create a second effect without that confirmation (rule 6).
+    pub fn asks_not_written(&self) -> bool {
+        !self.not_written_keys.is_empty()
+    }
+
+    pub(super) fn not_written_confirmed(&self) -> bool {
+        self.not_written_answer.trim() == NOT_WRITTEN_ANSWER
+    }
 }
+
+/// The keys of `actions` whose `kind` of command could create a second effect, decided by the
+/// rule the ledger applies ([`manual::needs_not_written`]) from the destinations as configured
+/// here; the ledger decides again, locked, when it runs.
+fn needing_not_written(model: &Model, kind: CommandKind, actions: &[ActionRecord]) -> Vec<String> {
+    let Some(command) = manual_kind(kind) else { return Vec::new() };
+    actions
+        .iter()
+        .filter(|a| {
+            let now = model.now.unwrap_or(a.updated_at);
+            manual::needs_not_written(a, &command, model.destinations.retry_recognised(a, now))
+        })
+        .map(|a| a.key.to_string())
+        .collect()
+}
+
+/// The warning a retry that could create a second effect shows before the reason is typed.
+const MAY_WRITE_TWICE: &str =
+    "A second record is possible: an earlier request may have written, and the destination cannot tell a repeat.";
 
 /// Why the console does not offer a command on an action.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,7 +117,7 @@ fn takeover_outcome(model: &Model, detail: &ActionDetail) -> Result<String, Refu
         sent_under_claim: detail.sent_under_current_claim(),
         repeat_protected: model.destinations.protects_against_repeat(action, now),
     };
-    let planned = manual::plan(action, &ManualCommand::Takeover, now, facts, true, false)?;
+    let planned = manual::plan(action, &ManualCommand::Takeover, now, facts, Confirmed::ALL, false)?;
     Ok(format!("This action will go to {}: {}.", planned.to, facts.takeover_why()))
 }
 
@@ -103,7 +133,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
     let others_wait = shown.as_ref().is_some_and(|s| s.waiting > 1);
     let plan = |command: &ManualCommand| {
         let remain = others_wait && matches!(command, ManualCommand::Reject { .. });
-        manual::plan(action, command, now, ClaimFacts::WORST_CASE, true, remain)
+        manual::plan(action, command, now, ClaimFacts::WORST_CASE, Confirmed::ALL, remain)
     };
     Ok(match kind {
         CommandKind::Lookup => {
@@ -184,16 +214,31 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                 CommandKind::Takeover | CommandKind::Lookup => String::new(),
             };
             let mut lines = vec![what, change, same_key];
-            if manual::needs_old_worker_stopped(action, &command) {
-                lines.push(
-                    "Its expired claim could not be taken over safely: the old worker may still act. You will be \
-                     asked to confirm that it stopped."
-                        .to_owned(),
-                );
-            }
+            lines.extend(confirmations_asked(model, kind, action, &command));
             lines
         }
     })
+}
+
+/// What the dialog will ask the person to confirm, said before the reason is typed.
+fn confirmations_asked(
+    model: &Model,
+    kind: CommandKind,
+    action: &ActionRecord,
+    command: &ManualCommand,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !needing_not_written(model, kind, std::slice::from_ref(action)).is_empty() {
+        lines.push(MAY_WRITE_TWICE.to_owned());
+    }
+    if manual::needs_old_worker_stopped(action, command) {
+        lines.push(
+            "Its expired claim could not be taken over safely: the old worker may still act. You will be asked to \
+             confirm that it stopped."
+                .to_owned(),
+        );
+    }
+    lines
 }
 
 /// The kind of ledger command behind a console command, whatever its arguments.
@@ -275,6 +320,7 @@ pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };
+            let not_written_keys = needing_not_written(model, kind, std::slice::from_ref(&action));
             let mut dialog = Dialog {
                 command: kind,
                 action,
@@ -283,8 +329,10 @@ pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 destination_id: String::new(),
                 reason: String::new(),
                 old_worker_answer: String::new(),
+                not_written_answer: String::new(),
                 bulk: Vec::new(),
                 bulk_old_worker: Vec::new(),
+                not_written_keys,
                 evidence_request: None,
                 offered_id: false,
             };
@@ -342,7 +390,10 @@ pub(super) fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             model.info(format!("{verb}: cancelled, nothing changed"));
             Vec::new()
         }
-        (DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped, KeyCode::Char(c)) => {
+        (
+            DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped | DialogStage::NotWritten,
+            KeyCode::Char(c),
+        ) => {
             if dialog.stage == DialogStage::DestinationId && std::mem::take(&mut dialog.offered_id) {
                 dialog.destination_id.clear();
             }
@@ -351,7 +402,10 @@ pub(super) fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             }
             Vec::new()
         }
-        (DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped, KeyCode::Backspace) => {
+        (
+            DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped | DialogStage::NotWritten,
+            KeyCode::Backspace,
+        ) => {
             if let Some(field) = text_field(model) {
                 field.pop();
             }
@@ -367,6 +421,7 @@ pub(super) fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         (DialogStage::Reason, KeyCode::Enter) => {
             match Reason::parse(&dialog.reason) {
                 Ok(_) if dialog.asks_old_worker_stopped() => dialog.stage = DialogStage::OldWorkerStopped,
+                Ok(_) if dialog.asks_not_written() => dialog.stage = DialogStage::NotWritten,
                 Ok(_) => dialog.stage = DialogStage::Confirm,
                 Err(problem) => model.error(problem.to_string()),
             }
@@ -374,11 +429,22 @@ pub(super) fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         }
         (DialogStage::OldWorkerStopped, KeyCode::Enter) => {
             if dialog.old_worker_confirmed() {
-                dialog.stage = DialogStage::Confirm;
+                dialog.stage = if dialog.asks_not_written() { DialogStage::NotWritten } else { DialogStage::Confirm };
             } else {
                 model.error(format!(
                     "type {OLD_WORKER_STOPPED_ANSWER:?} once you have checked that the old worker can no longer act, \
                      or Esc to cancel"
+                ));
+            }
+            Vec::new()
+        }
+        (DialogStage::NotWritten, KeyCode::Enter) => {
+            if dialog.not_written_confirmed() {
+                dialog.stage = DialogStage::Confirm;
+            } else {
+                model.error(format!(
+                    "type {NOT_WRITTEN_ANSWER:?} once you have checked that the destination holds no record of it, or \
+                     Esc to cancel"
                 ));
             }
             Vec::new()
@@ -397,6 +463,8 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         // Confirmed for the keys the dialog named, through the same ledger command as one action.
         let stopped: Vec<String> =
             if dialog.old_worker_confirmed() { dialog.bulk_old_worker.clone() } else { Vec::new() };
+        let not_written: Vec<String> =
+            if dialog.not_written_confirmed() { dialog.not_written_keys.clone() } else { Vec::new() };
         model.info(format!("{} {}: working…", kind.label(), marked_actions(actions.len())));
         // Bulk commands never approve or reject, so no action's shown proposal is named.
         let Some(first) = actions.first() else { return Vec::new() };
@@ -405,6 +473,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
             .into_iter()
             .map(|action| ManualRequest {
                 old_worker_stopped: stopped.iter().any(|k| k == action.key.as_str()),
+                confirmed_not_written: not_written.iter().any(|k| k == action.key.as_str()),
                 key: action.key,
                 person: model.owner.clone(),
                 reason: reason.clone(),
@@ -417,6 +486,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
     let (kind, action, destination_id) =
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
+    let confirmed_not_written = dialog.asks_not_written() && dialog.not_written_confirmed();
     model.info(format!("{} {}: working…", kind.label(), action.key));
     let Some(command) = manual_command(model, kind, &action, destination_id) else {
         return vec![Effect::Lookup {
@@ -433,6 +503,7 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         expect_version: Some(action.revision),
         command,
         old_worker_stopped,
+        confirmed_not_written,
     })]
 }
 
@@ -510,6 +581,15 @@ pub(super) fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effe
             listed_keys(&needing)
         ));
     }
+    let not_written_keys = needing_not_written(model, kind, &actions);
+    if !not_written_keys.is_empty() {
+        description.push(format!(
+            "{} of {} may create a second record: earlier requests may have written, and the destination cannot \
+             tell a repeat. You will be asked once whether it holds none.",
+            not_written_keys.len(),
+            actions.len(),
+        ));
+    }
     if kind == CommandKind::Takeover {
         description.push(
             "Those that go to held need a retry afterwards, once you have confirmed that the old worker stopped."
@@ -524,8 +604,10 @@ pub(super) fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effe
         destination_id: String::new(),
         reason: String::new(),
         old_worker_answer: String::new(),
+        not_written_answer: String::new(),
         bulk: actions,
         bulk_old_worker: needing,
+        not_written_keys,
         evidence_request: None,
         offered_id: false,
     }));
@@ -554,7 +636,7 @@ fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Resu
         // What was sent under each claim is read by the ledger, locked, when it runs: said here
         // from the destination's declared protection alone.
         let protected = ClaimFacts { sent_under_claim: true, repeat_protected: true };
-        manual::plan(action, &command, now, protected, false, false)?;
+        manual::plan(action, &command, now, protected, Confirmed::NONE, false)?;
         return Ok(if model.destinations.protects_against_repeat(action, now) {
             "in_progress -> pending (the destination protects against a repeat)".to_owned()
         } else {
@@ -563,7 +645,7 @@ fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Resu
     }
     // Bulk commands never approve or reject, so no proposal is left deciding where they go.
     // As if the person confirms that the old worker stopped where the dialog asks it.
-    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, true, false)?;
+    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, Confirmed::ALL, false)?;
     Ok(if planned.from == planned.to {
         format!("stays {}", planned.from)
     } else {

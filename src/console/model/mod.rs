@@ -17,7 +17,7 @@ pub use dialog::{NotOffered, applicable_commands, lookup_offered, named_destinat
 pub use effect::{Counts, Done, Effect, LoadRequest, MarkedSet, Msg, Selection, Snapshot, Window};
 pub use state::{
     BulkResult, DetailView, Dialog, DialogStage, Failure, FilterError, FilterTerms, MARK_ALL_LIMIT, Mode, Model,
-    OLD_WORKER_STOPPED_ANSWER, Order, Pane, Rows, Status, StatusKind, marked_actions, thousands,
+    NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER, Order, Pane, Rows, Status, StatusKind, marked_actions, thousands,
 };
 pub use update::update;
 

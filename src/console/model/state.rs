@@ -247,6 +247,10 @@ pub enum DialogStage {
     /// command that would run it again: the person types `stopped` to confirm that the old worker
     /// can no longer act (rule 5).
     OldWorkerStopped,
+    /// Only for a retry that could create a second effect (the destination cannot recognise a
+    /// repeat, and an earlier request may have written): the person types `not written` to
+    /// confirm that they checked the destination and it holds no record (rule 6).
+    NotWritten,
     Confirm,
     Running,
 }
@@ -263,12 +267,17 @@ pub struct Dialog {
     pub reason: String,
     /// What the person typed at the old-worker step.
     pub old_worker_answer: String,
+    /// What the person typed at the not-written step.
+    pub not_written_answer: String,
     /// A bulk command: the marked actions as the person saw them (`action` is the first).
     pub bulk: Vec<ActionRecord>,
     /// Of `bulk`, the keys of those held because their expired claim could not be taken over
     /// safely, which this command would run again: the dialog asks once whether their old
     /// workers stopped (rule 5), for them all.
     pub bulk_old_worker: Vec<String>,
+    /// The keys (of the one action, or of `bulk`) whose retry could create a second effect: the
+    /// dialog asks once whether the destination holds no record (rule 6), for them all.
+    pub not_written_keys: Vec<String>,
     /// The detail being read for this dialog (a takeover's facts, a destination id the evidence
     /// names), when it was opened from the list.
     pub evidence_request: Option<u64>,
@@ -278,6 +287,10 @@ pub struct Dialog {
 
 /// The word a person types to confirm that the old worker of an unsafely expired claim stopped.
 pub const OLD_WORKER_STOPPED_ANSWER: &str = "stopped";
+
+/// The words a person types to confirm that the destination holds no record of an action whose
+/// retry could otherwise create a second one.
+pub const NOT_WRITTEN_ANSWER: &str = "not written";
 
 /// What an open detail shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,6 +516,7 @@ impl Model {
             DialogStage::DestinationId => "the destination id",
             DialogStage::Reason => "a reason",
             DialogStage::OldWorkerStopped => "the confirmation that the old worker stopped",
+            DialogStage::NotWritten => "the confirmation that the destination holds no record",
             DialogStage::Confirm => "y to confirm",
             DialogStage::Running => "the ledger's answer",
         };
@@ -518,6 +532,7 @@ pub(super) fn text_field(model: &mut Model) -> Option<&mut String> {
             DialogStage::DestinationId => Some(&mut dialog.destination_id),
             DialogStage::Reason => Some(&mut dialog.reason),
             DialogStage::OldWorkerStopped => Some(&mut dialog.old_worker_answer),
+            DialogStage::NotWritten => Some(&mut dialog.not_written_answer),
             DialogStage::Confirm | DialogStage::Running => None,
         },
         Mode::List | Mode::Detail => None,

@@ -1,7 +1,7 @@
 //! A command dialog: what will happen to which key, the fields it needs, and the confirmation.
 
 use super::Theme;
-use crate::console::model::{Dialog, DialogStage, OLD_WORKER_STOPPED_ANSWER};
+use crate::console::model::{Dialog, DialogStage, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER};
 use crate::console::safe_text::SafeText;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -44,9 +44,18 @@ pub fn draw(dialog: &Dialog, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
         ));
         lines.push(field("old worker", &dialog.old_worker_answer, dialog.stage == DialogStage::OldWorkerStopped));
     }
+    if matches!(dialog.stage, DialogStage::NotWritten | DialogStage::Confirm | DialogStage::Running)
+        && dialog.asks_not_written()
+    {
+        lines.push(Line::styled(
+            format!("No record at the destination? Check it, then type {NOT_WRITTEN_ANSWER:?}."),
+            theme.warn(),
+        ));
+        lines.push(field("destination", &dialog.not_written_answer, dialog.stage == DialogStage::NotWritten));
+    }
     lines.push(Line::raw(""));
     lines.push(match dialog.stage {
-        DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped => {
+        DialogStage::DestinationId | DialogStage::Reason | DialogStage::OldWorkerStopped | DialogStage::NotWritten => {
             Line::styled("Enter to continue, Esc to cancel", theme.dim())
         }
         DialogStage::Confirm => Line::styled("Confirm? y yes, n no", theme.warn()),

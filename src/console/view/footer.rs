@@ -64,6 +64,9 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             DialogStage::OldWorkerStopped => {
                 vec![pair("type", "stopped, once checked"), pair("Enter", "next"), pair("Esc", "cancel")]
             }
+            DialogStage::NotWritten => {
+                vec![pair("type", "not written, once checked"), pair("Enter", "next"), pair("Esc", "cancel")]
+            }
             DialogStage::Confirm => vec![pair("y", "confirm"), pair("n/Esc", "cancel")],
             DialogStage::Running => vec![pair("…", "working")],
         },

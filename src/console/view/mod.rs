@@ -160,7 +160,12 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
     if let Mode::Dialog(dialog) = &model.mode {
         // Kept above the status line and the footer, which say what a key just did and what to
         // press (a bulk dialog is tall).
-        let height = if dialog.bulk.is_empty() { 14 } else { 22 };
+        // A confirmation (the old worker stopped, nothing written) adds its question and field.
+        let height = match (dialog.bulk.is_empty(), dialog.asks_old_worker_stopped() || dialog.asks_not_written()) {
+            (false, _) => 22,
+            (true, true) => 18,
+            (true, false) => 14,
+        };
         let mut area = layout::centered(frame.area(), 72, height.min(status_area.y.saturating_sub(frame.area().y)));
         area.y = area.y.min(status_area.y.saturating_sub(area.height));
         dialog::draw(dialog, theme, frame, area);

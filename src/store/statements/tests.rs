@@ -32,6 +32,7 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
         ("acknowledge_late_results", ACKNOWLEDGE_LATE_RESULTS),
         ("select_deliveries", SELECT_DELIVERIES),
         ("select_lookups", SELECT_LOOKUPS),
+        ("unknown_lookup_failures", UNKNOWN_LOOKUP_FAILURES),
         ("select_audit", SELECT_AUDIT),
         ("select_proposals", SELECT_PROPOSALS),
         ("select_waiting_proposals", SELECT_WAITING_PROPOSALS),

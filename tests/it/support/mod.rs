@@ -26,17 +26,14 @@ pub fn person_request(key: &str, command: actionledger::domain::ManualCommand) -
         expect_version: None,
         command,
         old_worker_stopped: false,
+        confirmed_not_written: false,
     }
 }
 
 /// The same ledger, deciding as if the destinations named (the first also for actions without
 /// one) protect against a repeat with a lookup by external reference.
 pub fn protected_by_lookup<S: actionledger::store::Store>(ledger: &Ledger<S>, destinations: &[&str]) -> Ledger<S> {
-    let lookup = actionledger::domain::Capabilities {
-        idempotency_retention: None,
-        lookup: true,
-        ..actionledger::domain::Capabilities::default()
-    };
+    let lookup = actionledger::domain::Capabilities { idempotency_retention: None, lookup: true, ..Default::default() };
     ledger.clone().with_destinations(actionledger::domain::DestinationCatalog::new(
         destinations.iter().map(|name| ((*name).to_owned(), lookup)).collect(),
         destinations.first().map(|name| (*name).to_owned()),

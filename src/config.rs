@@ -255,6 +255,16 @@ pub struct UpdateRequest {
     pub format: BodyFormat,
     #[serde(default)]
     pub content_type: Option<String>,
+    /// `"if-match"`: the request carries `If-Match` with the version the destination answered
+    /// this ledger's last write of the record with, and a refusal (412) sends the update to
+    /// `conflict` instead of overwriting a change made at the destination. Without it the update
+    /// is unconditional: it overwrites whatever the destination holds.
+    #[serde(default)]
+    pub conditional: Option<crate::domain::UpdateCondition>,
+    /// JSON pointer to the record's version (its entity tag) in the answer to a create or an
+    /// update, e.g. `/version`; kept with the attempt's evidence. Needed by `conditional`.
+    #[serde(default)]
+    pub version_pointer: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -427,6 +437,10 @@ pub enum DestinationSettingError {
     RateLimit,
     #[error("max_response_bytes must be at least 1024")]
     MaxResponseBytes,
+    #[error(
+        "update.conditional = \"if-match\" needs update.version_pointer: where the answers name the record's version"
+    )]
+    NoVersionPointer,
 }
 
 impl Config {
@@ -533,9 +547,13 @@ impl DestinationConfig {
         if let Some(update) = &self.update {
             reqwest::Method::from_bytes(update.method.as_bytes())
                 .map_err(|_| DestinationSettingError::UpdateMethod(update.method.clone()))?;
+            if update.conditional.is_some() && update.version_pointer.is_none() {
+                return Err(DestinationSettingError::NoVersionPointer);
+            }
         }
         for pointer in std::iter::once(&self.create.id_pointer)
             .chain(self.lookup.iter().flat_map(|l| l.records_pointer.iter().chain([&l.id_pointer]).chain(&l.compare)))
+            .chain(self.update.iter().flat_map(|u| u.version_pointer.iter()))
         {
             if !pointer.is_empty() && !pointer.starts_with('/') {
                 return Err(DestinationSettingError::Pointer(pointer.clone()));

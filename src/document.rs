@@ -187,6 +187,11 @@ pub fn detail(d: &ActionDetail) -> Value {
         "proposals": d.proposals.iter().map(proposal_json).collect::<Vec<_>>(),
         "proposals_waiting": d.waiting_proposals().count(),
         "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
+        "update": d.update_guard.map(|guard| json!({
+            "condition": guard.as_str(),
+            "overwrites": guard.overwrites(),
+            "note": guard.describe(d.action.updates_destination_id.as_deref().unwrap_or("?")),
+        })),
     })
 }
 

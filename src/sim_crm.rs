@@ -11,6 +11,12 @@
 //! lists). `?respond=` on a create shapes the answer as other APIs do: `location` (201 with a
 //! `Location` and no body), `no-content` (204), `redirect` (303 to the record, after writing it),
 //! `big` (201 with `Location` and a body of about 256 KiB).
+//!
+//! Every record has a version (`"version": 1` in the record, counted up by each change) and every
+//! answer naming one record carries it as an `ETag` (`"1"`): creates, updates and
+//! `GET /{collection}/{id}`. An update with an `If-Match` that is not the record's ETag (or `*`)
+//! is answered 412 with the record as it is, and writes nothing. [`SimCrm::edit_record`] changes a
+//! record as someone at the CRM would, moving its version.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -180,6 +186,12 @@ pub struct Stats {
     pub idempotent_replays: u64,
     /// Creates refused for an obsolete ownership version.
     pub stale_writes_refused: u64,
+    /// Updates refused (412) because their `If-Match` was not the record's ETag: nothing written.
+    #[serde(default)]
+    pub preconditions_failed: u64,
+    /// Records changed by someone at the CRM rather than by a request ([`SimCrm::edit_record`]).
+    #[serde(default)]
+    pub edits_by_others: u64,
     pub lookups: u64,
     pub faults_injected: BTreeMap<String, u64>,
     /// TCP connections accepted: far fewer than `requests` when clients reuse connections.
@@ -318,6 +330,27 @@ impl SimCrm {
             .unwrap_or_default()
     }
 
+    /// The record `id` of `collection`, as it is now.
+    pub fn record(&self, collection: &str, id: &str) -> Option<Value> {
+        let state = self.shared.state();
+        state.records.iter().find(|r| r["id"] == id && r["collection"] == collection).cloned()
+    }
+
+    /// Someone at the CRM changes record `id` of `collection` (as a person would in its own
+    /// screens): the fields of `fields` are set and the version moves on, so an ETag read before
+    /// no longer matches. Returns the record as changed, or `None` when there is no such record.
+    pub fn edit_record(&self, collection: &str, id: &str, fields: &Value) -> Option<Value> {
+        let changed = {
+            let state = &mut *self.shared.state();
+            let record = state.records.iter_mut().find(|r| r["id"] == id && r["collection"] == collection)?;
+            let changed = apply_change(record, fields.as_object()?.clone());
+            state.stats.edits_by_others += 1;
+            changed
+        };
+        persist(&self.shared);
+        Some(changed)
+    }
+
     /// The `actionledger.toml` block that points a worker at this CRM.
     pub fn destination_config(&self, name: &str) -> String {
         destination_config(name, self.addr, &self.shared.options)
@@ -349,6 +382,9 @@ pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> St
         "# rate_limit = { per_second = 10, burst = 5 }    # this worker's pace here, all tasks and lookups\n\
          # max_response_bytes = 65536                      # read at most this much of an answer\n\
          # secret_headers = [\"X-Api-Key\"]                  # masked in evidence, like Authorization\n\
+         # Updates that never overwrite a change made at the CRM (its answers name each record's version):\n\
+         # update = { url = \"{{base_url}}/tasks/{{destination_id}}\", body = { data = \"{{payload}}\" }, \
+         conditional = \"if-match\", version_pointer = \"/version\" }\n\
          # A form body and the id from Location (this CRM answers so with ?respond=location):\n\
          # create = { url = \"{{base_url}}/tasks?respond=location\", format = \"form\", id_header = \"Location\", \
          body = { external_ref = \"{{external_ref}}\", order = \"{{payload.order}}\" } }\n",
@@ -507,6 +543,13 @@ async fn handle(shared: &Shared, request: &Request) -> Reply {
             Err(e) => reply(400, &json!({"error": format!("not a fault plan: {e}")})),
         },
         ("GET", c) if !c.is_empty() && !c.contains('/') => lookup(shared, c, request),
+        ("GET", c) => match c.split_once('/') {
+            Some((collection, id)) if !collection.is_empty() && !id.is_empty() && !id.contains('/') => {
+                let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+                read_record(shared, collection, &id)
+            }
+            _ => reply(404, &json!({"error": "no such endpoint"})),
+        },
         ("POST", c) if !c.is_empty() && !c.contains('/') => create(shared, c, request).await,
         ("PATCH" | "PUT", c) => match c.split_once('/') {
             Some((collection, id)) if !collection.is_empty() && !id.is_empty() && !id.contains('/') => {
@@ -533,6 +576,39 @@ fn lookup(shared: &Shared, collection: &str, request: &Request) -> Reply {
         .map(|ids| ids.iter().map(|&i| state.records[i].clone()).filter(|r| r["collection"] == collection).collect())
         .unwrap_or_default();
     reply(200, &json!({ "records": records }))
+}
+
+/// `GET /{collection}/{id}`: one record, with its ETag.
+fn read_record(shared: &Shared, collection: &str, id: &str) -> Reply {
+    let state = shared.state();
+    match state.records.iter().find(|r| r["id"] == id && r["collection"] == collection) {
+        Some(record) => with_etag(200, record),
+        None => reply(404, &json!({"error": "no such record", "id": id})),
+    }
+}
+
+/// A record's entity tag: its version, quoted as HTTP writes entity tags.
+fn etag_of(record: &Value) -> String {
+    format!("\"{}\"", record["version"].as_i64().unwrap_or(0))
+}
+
+/// An answer naming one record: the record as the body, its version as the `ETag`.
+fn with_etag(status: u16, record: &Value) -> Reply {
+    Reply::Respond { status, headers: vec![("etag", etag_of(record))], body: record.to_string() }
+}
+
+/// Sets `fields` on `record` (never its id, collection or version) and moves its version on.
+fn apply_change(record: &mut Value, fields: serde_json::Map<String, Value>) -> Value {
+    let Value::Object(map) = record else { return record.clone() };
+    for (name, value) in
+        fields.into_iter().filter(|(name, _)| !matches!(name.as_str(), "id" | "collection" | "version"))
+    {
+        map.insert(name, value);
+    }
+    let version = map.get("version").and_then(Value::as_i64).unwrap_or(0) + 1;
+    map.insert("version".to_owned(), Value::from(version));
+    map.insert("updated_at_ms".to_owned(), Value::from(now_ms()));
+    record.clone()
 }
 
 fn now_ms() -> i64 {
@@ -700,6 +776,7 @@ fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Val
     record.insert("id".to_owned(), Value::String(format!("R-{:06}", index + 1)));
     record.insert("collection".to_owned(), Value::String(collection.to_owned()));
     record.insert("created_at_ms".to_owned(), Value::from(now));
+    record.insert("version".to_owned(), Value::from(1));
     let record = Value::Object(record);
     state.records.push(record.clone());
     let per_ref = state.by_ref.entry(external_ref.to_owned()).or_default();
@@ -709,7 +786,7 @@ fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Val
     state.stats.max_records_per_external_ref = state.stats.max_records_per_external_ref.max(count);
     let response = record.to_string();
     remember(options, state, request, body, 201, &response);
-    Reply::Respond { status: 201, headers: Vec::new(), body: response }
+    with_etag(201, &record)
 }
 
 /// The answer kept for the request's idempotency key, if it is inside its retention: replayed
@@ -746,7 +823,8 @@ fn sha256_of(body: &Value) -> String {
     crate::domain::payload::sha256_hex(body.to_string().as_bytes())
 }
 
-/// Changes the fields the body names in record `id`, once per idempotency key.
+/// Changes the fields the body names in record `id`, once per idempotency key, and only where
+/// an `If-Match` it carries is the record's ETag.
 fn update(shared: &Shared, collection: &str, id: &str, request: &Request) -> Reply {
     let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(&request.body) else {
         return reply(400, &json!({"error": "the body is not a JSON object"}));
@@ -759,15 +837,21 @@ fn update(shared: &Shared, collection: &str, id: &str, request: &Request) -> Rep
     let Some(record) = state.records.iter_mut().find(|r| r["id"] == id && r["collection"] == collection) else {
         return reply(404, &json!({"error": "no such record", "id": id}));
     };
-    let Value::Object(record) = record else { return reply(500, &json!({"error": "corrupt record"})) };
-    for (name, value) in fields.into_iter().filter(|(name, _)| !matches!(name.as_str(), "id" | "collection")) {
-        record.insert(name, value);
+    if let Some(expected) = request.header("if-match").map(str::trim)
+        && expected != "*"
+        && expected != etag_of(record)
+    {
+        let current = record.clone();
+        state.stats.preconditions_failed += 1;
+        let answer =
+            json!({"error": "precondition failed: the record changed", "if_match": expected, "record": current});
+        return Reply::Respond { status: 412, headers: vec![("etag", etag_of(&current))], body: answer.to_string() };
     }
-    record.insert("updated_at_ms".to_owned(), Value::from(now_ms()));
-    let response = Value::Object(record.clone()).to_string();
+    let changed = apply_change(record, fields);
+    let response = changed.to_string();
     state.stats.updates += 1;
     remember(&shared.options, state, request, &body, 200, &response);
-    Reply::Respond { status: 200, headers: Vec::new(), body: response }
+    with_etag(200, &changed)
 }
 
 /// Saves the state file atomically (write a sibling, then rename), so a crash leaves the old or

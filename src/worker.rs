@@ -6,7 +6,7 @@
 
 use crate::destination::{self, Destination, Destinations, SendOutcome};
 use crate::domain::text::escape_untrusted;
-use crate::domain::{ActionRecord, ActorKind, Evidence, LookupDue, LookupVerdict, State};
+use crate::domain::{ActionRecord, ActorKind, Evidence, LookupDue, LookupVerdict, State, UpdateCondition};
 use crate::error::Error;
 use crate::ledger::{Claim, Ledger, LedgerError, LookupReport, Outcome, Recorded, Recovery, Report};
 use crate::reconcile::{self, Settlement};
@@ -480,10 +480,20 @@ fn keep_leases<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) -> tokio::
     })
 }
 
-/// A claim ready to be sent, with the action it waits on (for `{{after.*}}` in templates).
+/// A claim ready to be sent, with the action it waits on (for `{{after.*}}` in templates), and
+/// for a conditional update the version the ledger expects the record to be at.
 struct Ready {
     claim: Claim,
     after: Option<ActionRecord>,
+    expected: Option<Expected>,
+}
+
+/// What this ledger last wrote to the record a conditional update changes: the version the
+/// destination answered that write with (sent as `If-Match`), and which attempt's evidence holds
+/// the answer.
+struct Expected {
+    version: String,
+    written_by: String,
 }
 
 async fn perform_batch<S: Store>(shared: &Arc<Shared<S>>, claims: Vec<Claim>) -> Result<(), Error> {
@@ -596,14 +606,57 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
         shared.progress(&claim.action, "held", "held: the destination declares no update request");
         return Ok(None);
     }
+    let expected = match destination.update_condition() {
+        Some(UpdateCondition::IfMatch) if claim.action.updates.is_some() => {
+            match expected_version(shared, destination, &claim.action).await? {
+                Ok(expected) => Some(expected),
+                Err(why) => {
+                    let reason = format!(
+                        "destination {} updates only with If-Match, and {why}: the update of record {} waits for a \
+                         person (change the record at the destination, then resolve)",
+                        destination.name,
+                        claim.action.updates_destination_id.as_deref().unwrap_or("?")
+                    );
+                    ledger.hold(&claim, &reason).await?;
+                    shared.count(|s| s.held += 1);
+                    shared.progress(&claim.action, "held", "held: the version to update from is not known");
+                    return Ok(None);
+                }
+            }
+        }
+        _ => None,
+    };
     let after = predecessor(shared, &claim.action).await?;
-    Ok(Some(Ready { claim, after }))
+    Ok(Some(Ready { claim, after, expected }))
+}
+
+/// The version a conditional update expects the record at: the one the destination answered this
+/// ledger's last write of it with. `Err` says why it is not known, for the hold's reason.
+async fn expected_version<S: Store>(
+    shared: &Shared<S>,
+    destination: &Destination,
+    update: &ActionRecord,
+) -> Result<Result<Expected, String>, Error> {
+    let Some((writer, attempt)) = shared.ledger.last_write(update).await? else {
+        return Ok(Err("no completed write of the record is in this ledger".to_owned()));
+    };
+    let Some(attempt) = attempt else {
+        return Ok(Err(format!("{writer}, which wrote the record last, completed without an answer of its own")));
+    };
+    let version = attempt.evidence.body.as_deref().and_then(|body| destination.version_in(body));
+    Ok(match version {
+        Some(version) => Ok(Expected { version, written_by: format!("{writer} attempt {}", attempt.number) }),
+        None => Err(format!(
+            "the answer to {writer} attempt {}, which wrote the record last, names no version",
+            attempt.number
+        )),
+    })
 }
 
 /// Sends one started attempt (or looks first, where a repeat is not protected) and says what
 /// the ledger should record.
 async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
-    let Ready { claim, after } = item;
+    let Ready { claim, after, expected } = item;
     let Some(destination) = shared.destination_of(&claim.action) else {
         return Report {
             outcome: Outcome::Failed { permanent: true },
@@ -632,7 +685,15 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
     };
     let outcome = match looked {
         Some(outcome) => outcome,
-        None => match destination.send_or_stop(&claim.action, after.as_ref(), stopped(shared)).await {
+        None => match destination
+            .send_if_match_or_stop(
+                &claim.action,
+                after.as_ref(),
+                expected.as_ref().map(|e| e.version.as_str()),
+                stopped(shared),
+            )
+            .await
+        {
             Ok(outcome) => outcome,
             Err(template_error) => SendOutcome::Permanent {
                 error: format!("cannot build the request: {template_error}"),
@@ -644,7 +705,40 @@ async fn exchange<S: Store>(shared: &Shared<S>, item: &Ready) -> Report {
         SendOutcome::AlreadyExists { response } => {
             resolve_existing(destination, &claim.action, after.as_ref(), response).await
         }
+        SendOutcome::PreconditionFailed { response, current_version } => {
+            changed_at_destination(&claim.action, expected.as_ref(), &response, current_version.as_deref())
+        }
         other => to_report(destination, &claim.action, other),
+    }
+}
+
+/// A conditional update refused because the record changed at the destination: `conflict`, with
+/// both versions as evidence, the one this ledger last wrote (named, with the attempt whose
+/// evidence holds it) and the one the destination holds now (the refusal's answer).
+fn changed_at_destination(
+    action: &ActionRecord,
+    expected: Option<&Expected>,
+    refusal: &destination::Response,
+    current_version: Option<&str>,
+) -> Report {
+    let record = action.updates_destination_id.as_deref().unwrap_or("?");
+    let expected = expected.map_or_else(
+        || "an unknown version".to_owned(),
+        |e| format!("version {} (the answer to {})", e.version, e.written_by),
+    );
+    let current = current_version.map_or_else(|| "another version".to_owned(), |v| format!("version {v}"));
+    Report {
+        outcome: Outcome::Conflict,
+        error: Some(format!(
+            "conditional update refused (HTTP {}): record {record} changed at the destination since this ledger last \
+             wrote it; expected {expected}, the destination holds {current}; nothing was overwritten",
+            refusal.status
+        )),
+        evidence: Evidence {
+            status: Some(i64::from(refusal.status)),
+            destination_id: None,
+            body: Some(refusal.body.clone()),
+        },
     }
 }
 
@@ -774,6 +868,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
         Outcome::RetryLater { .. } => "retry",
         Outcome::Failed { .. } => "failed",
         Outcome::Unknown => "unknown",
+        Outcome::Conflict => "conflict",
     }
 }
 
@@ -837,6 +932,9 @@ fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutc
             error: Some("the destination reports the external reference exists".to_owned()),
             evidence: evidence(Some(&response), None),
         },
+        SendOutcome::PreconditionFailed { response, current_version } => {
+            changed_at_destination(action, None, &response, current_version.as_deref())
+        }
     }
 }
 

@@ -136,6 +136,10 @@ pub enum Command {
         /// Print the action as one JSON object (errors too: {"error", "exit_code"}).
         #[arg(long)]
         json: bool,
+        /// Destinations, to say whether an update action's request is conditional (default:
+        /// actionledger.toml if it exists).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
     },
     /// Controlled retry of a failed, unknown, held or conflicting action, under the same key.
     Retry(ManualArgs),
@@ -347,8 +351,8 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Submit(args) => submit::submit(&ledger, args).await,
         Command::List(args) => submit::list(&ledger, args).await,
         Command::Stats(args) => stats::stats(&ledger, &args).await,
-        Command::Show { key, json } => {
-            submit::show(&ledger, &key, json).await?;
+        Command::Show { key, json, config } => {
+            submit::show(&ledger, &key, json, config.as_deref()).await?;
             Ok(exit::OK)
         }
         Command::Retry(args) => manual::manual(&ledger, args, ManualCommand::Retry).await,

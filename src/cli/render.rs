@@ -132,6 +132,10 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             blocked_way_out(&d.action, blocked)
         );
     }
+    if let Some(guard) = d.update_guard {
+        let record = d.action.updates_destination_id.as_deref().unwrap_or("?");
+        println!("  {:<18} {}", "update", escape_untrusted(&guard.describe(record)));
+    }
     print_late_results(d);
     if let Some(purge) = &d.purge {
         print_purge(&d.action, purge);

@@ -133,7 +133,20 @@ pub(super) async fn list<S: Store>(ledger: &Ledger<S>, args: ListArgs) -> Result
     Ok(exit::OK)
 }
 
-pub(super) async fn show<S: Store>(ledger: &Ledger<S>, key: &str, json: bool) -> Result<(), Error> {
+pub(super) async fn show<S: Store>(
+    ledger: &Ledger<S>,
+    key: &str,
+    json: bool,
+    config: Option<&std::path::Path>,
+) -> Result<(), Error> {
+    // Only what the destinations declare is needed: no credential is read for it.
+    let default = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
+    let catalog = match config {
+        Some(path) => crate::destination::catalog_of(&crate::config::Config::load(path)?),
+        None if default.exists() => crate::destination::catalog_of(&crate::config::Config::load(default)?),
+        None => crate::domain::DestinationCatalog::default(),
+    };
+    let ledger = ledger.clone().with_destinations(catalog);
     let detail = ledger.detail(&parse_key(key)?).await?;
     render::detail(&detail, json);
     Ok(())

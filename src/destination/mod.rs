@@ -169,6 +169,10 @@ pub enum SendOutcome {
     Uncertain { error: String, response: Option<Response> },
     /// The external reference already exists at the destination (409).
     AlreadyExists { response: Response },
+    /// A conditional update was refused (412 to its `If-Match`): the record changed at the
+    /// destination since the ledger last wrote it, and nothing was written. `current_version` is
+    /// the entity tag the refusal named, if any.
+    PreconditionFailed { response: Response, current_version: Option<String> },
     /// Nothing was sent: the worker stopped while the request waited for its turn (the rate limit,
     /// or a `Retry-After` pause that still has `pause_left`).
     Stopped { pause_left: Duration },
@@ -299,6 +303,9 @@ impl Destination {
                 SendOutcome::Uncertain { error: text(error), response: r.map(response) }
             }
             SendOutcome::AlreadyExists { response: r } => SendOutcome::AlreadyExists { response: response(r) },
+            SendOutcome::PreconditionFailed { response: r, current_version } => {
+                SendOutcome::PreconditionFailed { response: response(r), current_version }
+            }
             stopped @ SendOutcome::Stopped { .. } => stopped,
         }
     }
@@ -324,15 +331,7 @@ impl Destination {
 
     /// What this destination declares against a second effect, for the ledger's decisions.
     pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            idempotency_retention: self.config.idempotency.as_ref().map(|i| i.retention),
-            lookup: self.config.lookup.is_some(),
-            retry: RetryPolicy {
-                max_attempts: self.config.max_attempts,
-                backoff_base: self.config.backoff_base,
-                backoff_max: self.config.backoff_max,
-            },
-        }
+        capabilities_of(&self.config)
     }
 
     fn context<'a>(
@@ -360,6 +359,21 @@ impl Destination {
     /// Whether this destination declares how to update a record.
     pub fn can_update(&self) -> bool {
         self.config.update.is_some()
+    }
+
+    /// The condition this destination's update requests carry, if it declares one.
+    pub fn update_condition(&self) -> Option<crate::domain::UpdateCondition> {
+        self.config.update.as_ref().and_then(|u| u.conditional)
+    }
+
+    /// The record's version named in an answer this destination gave to a create or an update
+    /// (kept as an attempt's evidence body), as the entity tag an `If-Match` carries: a value
+    /// that is not already a quoted tag is quoted.
+    pub fn version_in(&self, body: &str) -> Option<String> {
+        let pointer = self.config.update.as_ref()?.version_pointer.as_deref()?;
+        let version = pointer_text(&serde_json::from_str(body).ok()?, pointer)?;
+        let quoted = version.starts_with('"') || version.starts_with("W/\"");
+        Some(if quoted { version } else { format!("\"{version}\"") })
     }
 
     /// The body the action's request sends: the create body, or the update body for an update
@@ -435,6 +449,18 @@ impl Destination {
         after: Option<&ActionRecord>,
         stop: impl Future<Output = ()>,
     ) -> Result<SendOutcome, DestinationError> {
+        self.send_if_match_or_stop(action, after, None, stop).await
+    }
+
+    /// [`Destination::send_or_stop`] with `If-Match: if_match` on the request where given (a
+    /// conditional update): a 412 answer is then [`SendOutcome::PreconditionFailed`].
+    pub async fn send_if_match_or_stop(
+        &self,
+        action: &ActionRecord,
+        after: Option<&ActionRecord>,
+        if_match: Option<&str>,
+        stop: impl Future<Output = ()>,
+    ) -> Result<SendOutcome, DestinationError> {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
         let (method, url) = match (&action.updates, &self.config.update) {
@@ -458,6 +484,9 @@ impl Destination {
         if let Some(fencing) = &self.config.fencing {
             request = request.header(fencing.header.as_str(), action.ownership_version.to_string());
         }
+        if let Some(tag) = if_match {
+            request = request.header(reqwest::header::IF_MATCH, tag);
+        }
         tokio::select! {
             biased;
             () = self.wait_turn() => {}
@@ -468,7 +497,7 @@ impl Destination {
         crate::faults::crash_point(crate::faults::AFTER_RESPONSE);
         let outcome = match sent {
             Err(error) => classify_error(&error),
-            Ok(response) => self.classify_response(response, action, after).await,
+            Ok(response) => self.classify_response(response, action, after, if_match.is_some()).await,
         };
         Ok(self.masked(outcome))
     }
@@ -481,11 +510,13 @@ impl Destination {
         response: reqwest::Response,
         action: &ActionRecord,
         after: Option<&ActionRecord>,
+        conditional: bool,
     ) -> SendOutcome {
         let status = response.status().as_u16();
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
         let location = header("location");
+        let etag = header("etag");
         let header_id = self.config.create.id_header.as_deref().and_then(header).and_then(|v| self.id_from_header(&v));
         self.honour_retry_after(status, retry_after);
         let (body, cut) = match read_capped(response, self.config.max_response_bytes).await {
@@ -526,6 +557,7 @@ impl Destination {
                 }
             }
             409 => SendOutcome::AlreadyExists { response },
+            412 if conditional => SendOutcome::PreconditionFailed { response, current_version: etag },
             408 | 429 | 503 => SendOutcome::BeforeWrite {
                 error: format!("HTTP {status}: the destination did not accept the request"),
                 response: Some(response),
@@ -731,6 +763,27 @@ impl Destination {
     }
 }
 
+/// What a destination's configuration declares against a second effect.
+pub fn capabilities_of(config: &DestinationConfig) -> Capabilities {
+    Capabilities {
+        idempotency_retention: config.idempotency.as_ref().map(|i| i.retention),
+        lookup: config.lookup.is_some(),
+        retry: RetryPolicy {
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+        },
+        update_condition: config.update.as_ref().and_then(|u| u.conditional),
+    }
+}
+
+/// The capabilities a configuration declares, without building any destination (no credential
+/// is read): for a command that only says what the destinations declare.
+pub fn catalog_of(config: &crate::config::Config) -> DestinationCatalog {
+    let capabilities = config.destinations.iter().map(|(name, c)| (name.clone(), capabilities_of(c))).collect();
+    DestinationCatalog::new(capabilities, config.worker.default_destination.clone())
+}
+
 /// The record id a stored response body names at `pointer` (a destination's configured id
 /// pointer): the console offers it when a person resolves an action, e.g. from a 409 body that
 /// names the existing record.
@@ -868,6 +921,21 @@ mod tests {
         let text = format!("[destinations.d]\ncreate = {{ url = \"http://x\" }}\n{extra}");
         let config = crate::config::Config::parse(&text).unwrap().destinations["d"].clone();
         Destination::new("d", config).unwrap()
+    }
+
+    #[test]
+    fn a_conditional_update_needs_a_version_pointer_and_sends_it_as_an_entity_tag() {
+        let update = "update = { url = \"http://x/{{destination_id}}\", conditional = \"if-match\" }";
+        let text = format!("[destinations.d]\ncreate = {{ url = \"http://x\" }}\n{update}");
+        let refused = crate::config::Config::parse(&text).unwrap_err().to_string();
+        assert!(refused.contains("needs update.version_pointer"), "{refused}");
+        let d = destination(&update.replace(" }", ", version_pointer = \"/meta/etag\" }"));
+        assert_eq!(d.capabilities().update_condition, Some(crate::domain::UpdateCondition::IfMatch));
+        assert_eq!(d.version_in(r#"{"meta":{"etag":3}}"#).as_deref(), Some("\"3\""), "a bare version is quoted");
+        assert_eq!(d.version_in(r#"{"meta":{"etag":"W/\"a1\""}}"#).as_deref(), Some("W/\"a1\""), "a tag is kept");
+        assert_eq!(d.version_in(r#"{"meta":{}}"#), None);
+        assert_eq!(d.version_in("not json"), None);
+        assert_eq!(destination("").version_in(r#"{"meta":{"etag":3}}"#), None, "no declaration, no version");
     }
 
     #[test]

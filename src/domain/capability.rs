@@ -13,8 +13,83 @@ pub struct Capabilities {
     pub idempotency_retention: Option<Duration>,
     /// The destination can find a record by the action's external reference.
     pub lookup: bool,
+    /// How an update request is made conditional on the record being as this ledger last wrote
+    /// it; `None`: updates are unconditional and overwrite whatever the destination holds.
+    pub update_condition: Option<UpdateCondition>,
     /// How many sends a round may make, and how long to wait between them (rule 3).
     pub retry: RetryPolicy,
+}
+
+/// A condition an update request carries, so that a change made at the destination since the
+/// ledger last wrote the record is never overwritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpdateCondition {
+    /// `If-Match` with the version (entity tag) the destination answered the last write with;
+    /// the destination refuses (412) a record whose version moved on.
+    IfMatch,
+}
+
+impl UpdateCondition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IfMatch => "if-match",
+        }
+    }
+}
+
+/// Whether an update action's request may overwrite a change made at the destination, as its
+/// destination is declared here: what `show`, its JSON and the console say of every update action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateGuard {
+    /// The request carries the condition: a changed record is refused, never overwritten, and the
+    /// update goes to `conflict`.
+    Conditional(UpdateCondition),
+    /// The destination declares no condition: the update overwrites whatever the destination holds.
+    Unconditional,
+    /// The action's destination is not in the configuration this front end was given.
+    NotKnownHere,
+}
+
+impl UpdateGuard {
+    /// Whether the update request may overwrite a change made at the destination: `None` when
+    /// the destination is not known here.
+    pub fn overwrites(self) -> Option<bool> {
+        match self {
+            Self::Conditional(_) => Some(false),
+            Self::Unconditional => Some(true),
+            Self::NotKnownHere => None,
+        }
+    }
+
+    /// What it means for the update of destination record `record`, in words every front end
+    /// shows.
+    pub fn describe(self, record: &str) -> String {
+        match self {
+            Self::Conditional(UpdateCondition::IfMatch) => format!(
+                "conditional (If-Match): if record {record} changed at the destination since this ledger last \
+                 wrote it, the update is refused and goes to conflict; nothing is overwritten"
+            ),
+            Self::Unconditional => format!(
+                "unconditional: the destination declares no conditional update, so this update overwrites \
+                 whatever record {record} holds at the destination, including changes made there since"
+            ),
+            Self::NotKnownHere => {
+                "not known here: the destination's configuration was not given, so whether this update is \
+                 conditional cannot be said"
+                    .to_owned()
+            }
+        }
+    }
+
+    /// The value `show --json` gives: `if-match`, `unconditional` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Conditional(condition) => condition.as_str(),
+            Self::Unconditional => "unconditional",
+            Self::NotKnownHere => "unknown",
+        }
+    }
 }
 
 /// Rule 3's bound: the sends one round of an action may make, and the backoff between them. A
@@ -270,6 +345,17 @@ impl DestinationCatalog {
     /// The capabilities of the action's destination, if it is known here.
     pub fn of(&self, action: &ActionRecord) -> Option<&Capabilities> {
         self.by_name.get(self.destination_name(action)?)
+    }
+
+    /// For an update action (`None` for any other), whether its request may overwrite a change
+    /// made at the destination since this ledger last wrote the record.
+    pub fn update_guard(&self, action: &ActionRecord) -> Option<UpdateGuard> {
+        action.updates.as_ref()?;
+        Some(match self.of(action) {
+            None => UpdateGuard::NotKnownHere,
+            Some(Capabilities { update_condition: Some(condition), .. }) => UpdateGuard::Conditional(*condition),
+            Some(_) => UpdateGuard::Unconditional,
+        })
     }
 
     /// The retry budget of the action's destination; the default budget where it is not known

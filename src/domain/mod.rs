@@ -17,6 +17,7 @@ pub mod text;
 pub use blocked::Blocked;
 pub use capability::{
     Capabilities, ClaimFacts, DestinationCatalog, LookupDue, RetryPolicy, ReviewOwners, Routing, StartsAtClaim,
+    UpdateCondition, UpdateGuard,
 };
 pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};

@@ -126,12 +126,15 @@ pub enum Event {
     /// A person looked an action up at its destination while it was not `unknown`: what was
     /// found is kept as evidence, and the state does not change.
     LookedUp,
+    /// A conditional update was refused: the record changed at the destination since the ledger
+    /// last wrote it. Nothing was overwritten; a person decides.
+    ChangedAtDestination,
 }
 
 impl Event {
     /// Every event, in declaration order: the values the database accepts in the audit trail
     /// (PostgreSQL's CHECK constraint of migration 0011; tests/it/roles.rs keeps them equal).
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::Submitted,
         Self::PayloadChanged,
         Self::Claimed,
@@ -157,6 +160,7 @@ impl Event {
         Self::Assigned,
         Self::LateResultsAcknowledged,
         Self::LookedUp,
+        Self::ChangedAtDestination,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -186,6 +190,7 @@ impl Event {
             Self::Assigned => "assigned",
             Self::LateResultsAcknowledged => "late_results_acknowledged",
             Self::LookedUp => "looked_up",
+            Self::ChangedAtDestination => "changed_at_destination",
         }
     }
 }
@@ -254,6 +259,7 @@ pub const TRANSITIONS: &[(Event, State, State)] = &[
     // Rule 3: nothing was written, and the round has no send left.
     (E::LookupNotFound, Unknown, Failed),
     (E::LookupMismatch, Unknown, Conflict),
+    (E::ChangedAtDestination, InProgress, Conflict),
     (E::Retry, Failed, Pending),
     (E::Retry, Unknown, Pending),
     (E::Retry, Held, Pending),
@@ -411,6 +417,7 @@ mod tests {
             E::Assigned => 22,
             E::LateResultsAcknowledged => 23,
             E::LookedUp => 24,
+            E::ChangedAtDestination => 25,
         };
         for (i, event) in Event::ALL.into_iter().enumerate() {
             assert_eq!(position(event), i, "{event:?}");

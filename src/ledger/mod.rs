@@ -24,7 +24,7 @@ mod tx;
 pub use crate::domain::LookupReport;
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, DestinationCatalog, Evidence, LookupRecord, ManualCommand,
-    Person, ProposalRecord, PurgeRecord, Reason, SubmitOutcome, Transition,
+    Person, ProposalRecord, PurgeRecord, Reason, SubmitOutcome, Transition, UpdateGuard,
 };
 use crate::store::Store;
 pub use error::LedgerError;
@@ -82,6 +82,9 @@ pub enum Outcome {
     Failed { permanent: bool },
     /// The destination may or may not have acted.
     Unknown,
+    /// The destination refused a conditional update: the record changed there since the ledger
+    /// last wrote it. Nothing was written; a person decides.
+    Conflict,
 }
 
 /// A worker's report of one attempt.
@@ -176,6 +179,9 @@ pub struct ActionDetail {
     /// Every proposal kept for the action, waiting and decided, oldest first.
     pub proposals: Vec<ProposalRecord>,
     pub audit: Vec<AuditEntry>,
+    /// For an update action, whether its request may overwrite a change made at the destination,
+    /// as the destinations this ledger decides with declare it.
+    pub update_guard: Option<UpdateGuard>,
 }
 
 impl ActionDetail {

@@ -2,7 +2,7 @@
 
 use super::{ActionDetail, Ledger, LedgerError, LedgerStats, NotReady};
 use crate::domain::blocked::blocks_dependents;
-use crate::domain::{ActionKey, ActionRecord, Blocked, RefusedSubmission, State};
+use crate::domain::{ActionKey, ActionRecord, Attempt, AttemptOutcome, Blocked, RefusedSubmission, State};
 use crate::store::{ListFilter, Store};
 use std::collections::BTreeMap;
 
@@ -14,6 +14,7 @@ impl<S: Store> Ledger<S> {
         let blocked = self.blocked_among(std::slice::from_ref(&action)).await?.remove(&action.key);
         Ok(ActionDetail {
             blocked,
+            update_guard: self.destinations.update_guard(&action),
             purge: self.store.purge_of(key).await?,
             action,
             deliveries: self.store.deliveries(key).await?,
@@ -22,6 +23,36 @@ impl<S: Store> Ledger<S> {
             proposals: self.store.proposals(key).await?,
             audit: self.store.audit_trail(key).await?,
         })
+    }
+
+    /// For an update action, the write whose answer says what this ledger last wrote to the
+    /// record it changes: the newest completed earlier update of the same action, else the action
+    /// that created the record, with its last successful attempt. The attempt is `None` where that
+    /// action completed without an answer of its own (a lookup found it, a person resolved it);
+    /// the whole is `None` for an action that updates nothing.
+    pub async fn last_write(&self, update: &ActionRecord) -> Result<Option<(ActionKey, Option<Attempt>)>, LedgerError> {
+        let Some(original) = &update.updates else { return Ok(None) };
+        let revision = update
+            .key
+            .as_str()
+            .strip_prefix(original.as_str())
+            .and_then(|rest| rest.strip_prefix("#update-"))
+            .and_then(|n| n.parse::<i64>().ok())
+            .unwrap_or(0);
+        let earlier_updates = (2..revision).rev().filter_map(|r| original.update_key(r).ok());
+        for key in earlier_updates.chain([original.clone()]) {
+            let Some(writer) = self.store.find(&key).await? else { continue };
+            if writer.state != State::Completed {
+                continue;
+            }
+            let attempts = self.store.attempts(&key).await?;
+            let succeeded = attempts
+                .into_iter()
+                .filter(|a| a.outcome == Some(AttemptOutcome::Succeeded) && !a.stale)
+                .max_by_key(|a| a.number);
+            return Ok(Some((key, succeeded)));
+        }
+        Ok(None)
     }
 
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<ActionRecord>, LedgerError> {

@@ -196,6 +196,7 @@ pub(super) fn decide_result(
         Outcome::Failed { permanent: true } => (AttemptOutcome::FailedPermanent, Event::Failed, State::Failed),
         Outcome::Failed { permanent: false } => (AttemptOutcome::FailedBeforeWrite, Event::Failed, State::Failed),
         Outcome::Unknown => (AttemptOutcome::Unknown, Event::OutcomeUnknown, State::Unknown),
+        Outcome::Conflict => (AttemptOutcome::FailedPermanent, Event::ChangedAtDestination, State::Conflict),
     };
     let current = is_current(&action, claim);
     let mut evidence = report.evidence.clone();
@@ -254,7 +255,7 @@ pub(super) fn decide_result(
             action.destination_id = Some(destination_id.clone());
         }
         Outcome::RetryLater { after } => action.not_before = Some(now + *after),
-        Outcome::Failed { .. } | Outcome::Unknown => {}
+        Outcome::Failed { .. } | Outcome::Unknown | Outcome::Conflict => {}
     }
     // A completed action keeps no error (see `ActionRecord::transition`); a report's note on a
     // completion still goes to the audit trail below.

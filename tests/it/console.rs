@@ -19,6 +19,7 @@ conformance!(
     look_up_now_settles_an_unknown_action,
     filter_and_navigation_over_many_actions,
     approving_a_new_version_of_a_completed_action_from_the_keyboard,
+    an_update_action_says_whether_it_may_overwrite_a_change_at_the_destination,
     acknowledging_and_confirming_the_old_worker_from_the_keyboard,
     every_section_of_a_detail_is_reachable_at_80x24,
     messages_are_never_cut_at_80_columns,
@@ -580,6 +581,40 @@ async fn approving_a_new_version_of_a_completed_action_from_the_keyboard<S: Stor
     let update = record(l, "acme:order:ORD-1042:create-task#update-2").await;
     assert_eq!((update.action.state, update.action.updates_destination_id.as_deref()), (State::Pending, Some("R-1")));
     assert_eq!(update.audit[0].actor, "Ana");
+}
+
+/// The detail of an update action says, from the destinations' configuration, whether its request
+/// may overwrite a change made at the destination since the ledger wrote the record.
+async fn an_update_action_says_whether_it_may_overwrite_a_change_at_the_destination<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let key = "acme:order:ORD-1042:create-task";
+    completed_with_a_new_version(l, key).await;
+    let approved = l.manual(&support::person_request(key, ManualCommand::Approve { proposal: None })).await.unwrap();
+    let update = approved.update.unwrap().key;
+    let crm = |update: &str| {
+        let text = format!(
+            "[destinations.crm]\ncreate = {{ url = \"http://127.0.0.1:9/tasks\" }}\n\
+             update = {{ url = \"http://127.0.0.1:9/tasks/{{{{destination_id}}}}\"{update} }}\n"
+        );
+        let config = actionledger::config::Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        ConsoleOptions { destinations: Destinations::from_config(&config).unwrap(), ..options("Ana") }
+    };
+    let cases = [
+        (
+            crm(""),
+            "update unconditional: the destination declares no conditional update, so this update overwrites whatever record R-1 holds",
+        ),
+        (
+            crm(", conditional = \"if-match\", version_pointer = \"/version\""),
+            "update conditional (If-Match): if record R-1 changed at the destination",
+        ),
+        (options("Ana"), "update not known here"),
+    ];
+    for (options, expected) in cases {
+        let mut console = ScriptedConsole::start(l, &options, 100, 30).await.unwrap();
+        let screen = act(&mut console, "1", update.as_str(), &["<Enter>"]).await;
+        assert!(joined(&screen).contains(expected), "{expected:?} in:\n{screen}");
+    }
 }
 
 /// The review of an update: the completed action's new version beside the approved one, and the

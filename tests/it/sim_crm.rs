@@ -186,3 +186,43 @@ async fn records_are_updated_once_per_key_and_a_kept_failure_is_replayed() {
     assert_eq!((effects.records, effects.updates, effects.reused_keys_refused), (1, 1, 2));
     assert_eq!(crm.records_for("r")[0]["data"], 3, "updated in place, once");
 }
+
+/// Every record has a version, answered as its `ETag` by a create, an update and a read; an update
+/// whose `If-Match` is not the record's ETag is refused (412) with the record as it is, and writes
+/// nothing; someone else's change at the CRM moves the version.
+#[tokio::test]
+async fn records_carry_versions_as_etags_and_a_stale_if_match_writes_nothing() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let crm = start(Options::default()).await;
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("http://{}/{path}", crm.addr());
+    let etag = |response: &reqwest::Response| response.headers()["etag"].to_str().unwrap().to_owned();
+    let created = client.post(url("tasks")).body(r#"{"external_ref":"r","data":1}"#).send().await.unwrap();
+    assert_eq!((created.status().as_u16(), etag(&created)), (201, "\"1\"".to_owned()));
+    let read = client.get(url("tasks/R-000001")).send().await.unwrap();
+    assert_eq!((read.status().as_u16(), etag(&read)), (200, "\"1\"".to_owned()));
+    assert_eq!(client.get(url("tasks/R-000009")).send().await.unwrap().status().as_u16(), 404);
+
+    let update = |tag: &'static str, data: i64| {
+        client.patch(url("tasks/R-000001")).header("If-Match", tag).body(format!(r#"{{"data":{data}}}"#)).send()
+    };
+    let updated = update("\"1\"", 2).await.unwrap();
+    assert_eq!((updated.status().as_u16(), etag(&updated)), (200, "\"2\"".to_owned()));
+    crm.edit_record("tasks", "R-000001", &serde_json::json!({"note": "call first"})).unwrap();
+    let refused = update("\"2\"", 3).await.unwrap();
+    assert_eq!((refused.status().as_u16(), etag(&refused)), (412, "\"3\"".to_owned()));
+    let body: serde_json::Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    assert_eq!(
+        (&body["record"]["note"], &body["record"]["data"]),
+        (&serde_json::json!("call first"), &serde_json::json!(2))
+    );
+    assert_eq!(update("*", 4).await.unwrap().status().as_u16(), 200, "If-Match: * takes any version");
+
+    let record = crm.record("tasks", "R-000001").unwrap();
+    assert_eq!(
+        (&record["data"], &record["note"], &record["version"]),
+        (&serde_json::json!(4), &serde_json::json!("call first"), &serde_json::json!(4))
+    );
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.updates, stats.preconditions_failed, stats.edits_by_others), (1, 2, 1, 1));
+}

@@ -1,14 +1,22 @@
 //! Changed payloads after the fact, on both stores: a new version of a completed action is a
 //! reviewed update (`KEY#update-N`), never a second create; a new body after a possible send goes
 //! out under a derived idempotency key (`KEY#rev-N`). docs/RULES.md, "Changed payloads".
+//! Against the simulated CRM: a conditional update (`If-Match`) never overwrites a change made at
+//! the CRM since the ledger last wrote the record; an unconditional one says so before it runs.
 
-use crate::support::{TestDb, person_request};
+use crate::support::{TestDb, order, person_request, run_cli};
 use actionledger::Ledger;
+use actionledger::config::Config;
+use actionledger::destination::Destinations;
 use actionledger::domain::{
-    ActionKey, ActorKind, Event, Evidence, ManualCommand, RawSubmission, Refusal, State, SubmitOutcome,
+    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, Refusal, State, SubmitOutcome,
+    UpdateCondition, UpdateGuard,
 };
 use actionledger::ledger::{LedgerError, Outcome, Report};
+use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
+use actionledger::worker::{self, Summary, WorkerOptions};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -20,6 +28,10 @@ conformance!(
     an_update_key_that_cannot_be_made_or_is_taken_is_refused_and_nothing_changes,
     a_new_body_after_a_send_carries_a_derived_idempotency_key,
     a_proposal_is_listed_with_the_conflicts_whatever_the_state,
+    a_conditional_update_of_a_record_changed_at_the_crm_goes_to_conflict_and_overwrites_nothing,
+    a_conditional_update_of_an_unchanged_record_completes_and_the_next_expects_its_version,
+    an_update_without_a_condition_overwrites_and_show_says_so,
+    a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -186,4 +198,206 @@ async fn a_proposal_is_listed_with_the_conflicts_whatever_the_state<S: Store>(db
     assert_eq!(listed, vec!["a:conflict".to_owned(), "a:done".to_owned()]);
     let by_state = ListFilter { or_proposed: false, ..pane };
     assert_eq!(ledger.list(&by_state).await.unwrap().len(), 1, "the state alone lists the conflict only");
+}
+
+/// The simulated CRM's own destination block; with `conditional`, its update request carries
+/// `If-Match` with the version the CRM answered the last write with.
+fn crm_config(crm: &SimCrm, conditional: bool) -> String {
+    let block = crm.destination_config("crm");
+    if conditional {
+        block.replace("update = { ", "update = { conditional = \"if-match\", version_pointer = \"/version\", ")
+    } else {
+        block
+    }
+}
+
+async fn start_crm() -> SimCrm {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    SimCrm::start(listener, Options::default()).unwrap()
+}
+
+async fn drain<S: Store>(ledger: &Ledger<S>, config: &str) -> Summary {
+    let config = Config::parse(config).unwrap_or_else(|e| panic!("{e}\n{config}"));
+    let options = WorkerOptions {
+        id: "w1".to_owned(),
+        concurrency: 2,
+        batch: 1,
+        lease: LEASE,
+        poll_interval: Duration::from_millis(10),
+        drain: true,
+        destinations: Destinations::from_config(&config).unwrap(),
+        progress: false,
+    };
+    tokio::time::timeout(Duration::from_mins(2), worker::run(ledger.clone(), options, std::future::pending()))
+        .await
+        .expect("the worker drained in time")
+        .expect("the worker ran")
+}
+
+/// Submits `payload` as a new version of the completed action `k` and approves it: the update
+/// action it records.
+async fn approve_new_version<S: Store>(ledger: &Ledger<S>, k: &str, payload: &str) -> ActionKey {
+    let changed = ledger.submit(&order(k, payload)).await.unwrap();
+    assert_eq!(changed.outcome, SubmitOutcome::Conflict);
+    let approved = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
+    approved.update.expect("an update action").key
+}
+
+/// The seed's If-Match: someone adds a note at the CRM after the ledger created the record; the
+/// approved new version must not wipe it. The update is refused by the CRM (412), nothing is
+/// written, and the update waits in `conflict` with both versions as evidence.
+async fn a_conditional_update_of_a_record_changed_at_the_crm_goes_to_conflict_and_overwrites_nothing<S: Store>(
+    db: TestDb<S>,
+) {
+    let crm = start_crm().await;
+    let config = crm_config(&crm, true);
+    let k = "acme:order:ORD-1042:create-task";
+    db.ledger.submit(&order(k, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, &config).await;
+    assert_eq!(crm.record("tasks", "R-000001").unwrap()["version"], 1);
+    let edited = crm.edit_record("tasks", "R-000001", &json!({"data": {"qty": 1, "note": "call before delivery"}}));
+    assert_eq!(edited.unwrap()["version"], 2, "someone else's change moved the version");
+
+    let update = approve_new_version(&db.ledger, k, r#"{"qty":2}"#).await;
+    let summary = drain(&db.ledger, &config).await;
+    assert_eq!(summary.conflict, 1, "{summary:?}");
+
+    // The CRM was asked once, refused, and still holds the other person's change.
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.updates, stats.preconditions_failed), (1, 0, 1), "{stats:?}");
+    let record = crm.record("tasks", "R-000001").unwrap();
+    assert_eq!(record["data"], json!({"qty": 1, "note": "call before delivery"}), "nothing was overwritten");
+    assert_eq!(record["version"], 2);
+
+    let detail = db.ledger.detail(&update).await.unwrap();
+    assert_eq!(detail.action.state, State::Conflict);
+    let attempt = detail.attempts.last().unwrap();
+    assert_eq!((attempt.outcome, attempt.evidence.status), (Some(AttemptOutcome::FailedPermanent), Some(412)));
+    // What the destination holds now: the refusal's answer, with the note and its version.
+    let held: Value = serde_json::from_str(attempt.evidence.body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (held["record"]["data"]["note"].as_str(), &held["record"]["version"]),
+        (Some("call before delivery"), &json!(2))
+    );
+    // What the ledger last wrote: named in the error, and kept as the create's own evidence.
+    let error = attempt.error.as_deref().unwrap();
+    assert!(error.contains(r#"expected version "1""#) && error.contains(r#"holds version "2""#), "{error}");
+    assert!(error.contains(&format!("{k} attempt 1")) && error.contains("nothing was overwritten"), "{error}");
+    let (writer, written) = db.ledger.last_write(&detail.action).await.unwrap().unwrap();
+    assert_eq!(writer.as_str(), k);
+    let written: Value = serde_json::from_str(written.unwrap().evidence.body.as_deref().unwrap()).unwrap();
+    assert_eq!((&written["version"], &written["data"]), (&json!(1), &json!({"qty": 1})));
+    let entry = detail.audit.last().unwrap();
+    assert_eq!(
+        (entry.event, entry.from_state, entry.to_state),
+        (Event::ChangedAtDestination, Some(State::InProgress), State::Conflict)
+    );
+    assert_eq!(detail.action.last_error.as_deref(), Some(error));
+
+    // Nothing runs it again by itself, and a person's retry is refused by the CRM the same way.
+    drain(&db.ledger, &config).await;
+    assert_eq!(crm.stats().requests, stats.requests, "nothing more was sent");
+    db.ledger.manual(&person_request(update.as_str(), ManualCommand::Retry)).await.unwrap();
+    drain(&db.ledger, &config).await;
+    assert_eq!((crm.stats().updates, crm.stats().preconditions_failed), (0, 2));
+    assert_eq!(db.ledger.store().find(&update).await.unwrap().unwrap().state, State::Conflict);
+    assert_eq!(crm.record("tasks", "R-000001").unwrap()["data"]["note"], "call before delivery");
+}
+
+/// An unchanged record is updated once under `If-Match`, and the next update expects the version
+/// that update was answered with, not the create's.
+async fn a_conditional_update_of_an_unchanged_record_completes_and_the_next_expects_its_version<S: Store>(
+    db: TestDb<S>,
+) {
+    let crm = start_crm().await;
+    let config = crm_config(&crm, true);
+    let k = "acme:order:7:create-task";
+    db.ledger.submit(&order(k, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, &config).await;
+    let second = approve_new_version(&db.ledger, k, r#"{"qty":2}"#).await;
+    let summary = drain(&db.ledger, &config).await;
+    assert_eq!(summary.completed, 1, "{summary:?}");
+    let record = crm.record("tasks", "R-000001").unwrap();
+    assert_eq!((&record["data"], &record["version"]), (&json!({"qty": 2}), &json!(2)));
+
+    let third = approve_new_version(&db.ledger, k, r#"{"qty":3}"#).await;
+    let (writer, _) =
+        db.ledger.last_write(&db.ledger.store().find(&third).await.unwrap().unwrap()).await.unwrap().unwrap();
+    assert_eq!(writer, second, "the last write is the update before it");
+    drain(&db.ledger, &config).await;
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.updates, stats.preconditions_failed), (1, 2, 0), "{stats:?}");
+    let record = crm.record("tasks", "R-000001").unwrap();
+    assert_eq!((&record["data"], &record["version"]), (&json!({"qty": 3}), &json!(3)));
+    for key in [&second, &third] {
+        assert_eq!(db.ledger.store().find(key).await.unwrap().unwrap().state, State::Completed);
+    }
+
+    // show says the update is conditional, from the configuration's declaration alone.
+    let catalog = actionledger::destination::catalog_of(&Config::parse(&config).unwrap());
+    let shown = db.ledger.clone().with_destinations(catalog).detail(&third).await.unwrap();
+    assert_eq!(shown.update_guard, Some(UpdateGuard::Conditional(UpdateCondition::IfMatch)));
+    let document = actionledger::document::detail(&shown);
+    assert_eq!(
+        (document["update"]["condition"].as_str(), &document["update"]["overwrites"]),
+        (Some("if-match"), &json!(false))
+    );
+}
+
+/// A destination that declares no condition still updates, overwriting a change made at the CRM,
+/// and `show` (text and JSON) says beforehand that the update is unconditional.
+async fn an_update_without_a_condition_overwrites_and_show_says_so<S: Store>(db: TestDb<S>) {
+    let crm = start_crm().await;
+    let config = crm_config(&crm, false);
+    let k = "acme:order:8:create-task";
+    db.ledger.submit(&order(k, r#"{"qty":1}"#)).await.unwrap();
+    drain(&db.ledger, &config).await;
+    crm.edit_record("tasks", "R-000001", &json!({"data": {"qty": 1, "note": "call before delivery"}})).unwrap();
+    let update = approve_new_version(&db.ledger, k, r#"{"qty":2}"#).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actionledger.toml");
+    std::fs::write(&path, &config).unwrap();
+    let path = path.to_str().unwrap();
+    let text = run_cli(&db.url, &["show", update.as_str(), "--config", path]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("update             unconditional:"), "{text}");
+    assert!(text.contains("overwrites whatever record R-000001 holds at the destination"), "{text}");
+    let json_out = run_cli(&db.url, &["show", update.as_str(), "--json", "--config", path]);
+    let document: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(
+        (document["update"]["condition"].as_str(), &document["update"]["overwrites"]),
+        (Some("unconditional"), &json!(true)),
+        "{document}"
+    );
+    // Without the configuration, show does not guess.
+    let unknown = run_cli(&db.url, &["show", update.as_str(), "--json"]);
+    let unknown: Value = serde_json::from_slice(&unknown.stdout).unwrap();
+    assert_eq!(unknown["update"]["condition"], "unknown");
+
+    let summary = drain(&db.ledger, &config).await;
+    assert_eq!(summary.completed, 1, "{summary:?}");
+    let stats = crm.stats();
+    assert_eq!((stats.records, stats.updates, stats.preconditions_failed), (1, 1, 0), "{stats:?}");
+    assert_eq!(crm.record("tasks", "R-000001").unwrap()["data"], json!({"qty": 2}), "the note was overwritten");
+}
+
+/// The create completed without an answer naming a version (as when a lookup or a person settles
+/// it): the update is held for a person rather than sent without its condition.
+async fn a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent<S: Store>(db: TestDb<S>) {
+    let crm = start_crm().await;
+    let k = "acme:order:9:create-task";
+    completed(&db.ledger, k, r#"{"qty":1}"#, "R-000001").await;
+    db.ledger.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
+    let approved = db.ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
+    let update = approved.update.unwrap().key;
+    // The update action goes to the CRM like the action it updates (which named no destination).
+    let config = crm_config(&crm, true) + "[worker]\ndefault_destination = \"crm\"\n";
+    let summary = drain(&db.ledger, &config).await;
+    assert_eq!(summary.held, 1, "{summary:?}");
+    assert_eq!(crm.stats().requests, 0, "nothing was sent");
+    let held = db.ledger.store().find(&update).await.unwrap().unwrap();
+    assert_eq!(held.state, State::Held);
+    let reason = held.last_error.unwrap_or_default();
+    assert!(reason.contains("updates only with If-Match") && reason.contains("names no version"), "{reason}");
 }

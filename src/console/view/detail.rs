@@ -167,6 +167,11 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             safe(a.updates_destination_id.as_deref().unwrap_or("-"))
         )));
     }
+    if let Some(guard) = detail.update_guard {
+        let words = format!("update {}", safe(&guard.describe(a.updates_destination_id.as_deref().unwrap_or("-"))));
+        // An update that may overwrite a change made at the destination is a warning to read.
+        out.push(if guard.overwrites() == Some(false) { Line::raw(words) } else { Line::styled(words, theme.warn()) });
+    }
     if a.payload_revision > 1 || a.idempotency_key.is_some() {
         out.push(Line::raw(format!(
             "payload revision {}  idempotency key {}",

@@ -220,6 +220,7 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome) -> Value {
         "to": a.state,
         "action": action_json(a),
         "update": outcome.update.as_ref().map(action_json),
+        "recreated": outcome.recreated.as_ref().map(action_json),
     })
 }
 

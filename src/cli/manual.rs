@@ -1,5 +1,5 @@
 //! Commands a person runs on one action (`retry`, `resolve`, `cancel`, `approve`, `reject`,
-//! `takeover`, `lookup`, `assign`, `acknowledge`) or, for bulk triage, on every action a filter
+//! `takeover`, `lookup`, `assign`, `acknowledge`, `recreate`) or, for bulk triage, on every action a filter
 //! selects; their shared arguments, and loading the destinations.
 
 use super::{parse_key, render};

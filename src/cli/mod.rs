@@ -185,6 +185,10 @@ pub enum Command {
     /// Acknowledge the late results listed on an action (results from an obsolete owner, which
     /// changed nothing); the state stays as it is.
     Acknowledge(ManualArgs),
+    /// Re-create a completed action whose record was removed at the destination (as `reconcile`
+    /// reports it missing): a new pending action KEY#recreate-N, linked to this one in the audit
+    /// trail, carries the approved payload there again; this one stays completed with its evidence.
+    Recreate(ManualArgs),
     /// Make an action a person's to follow up (you, or --to NAME).
     Assign {
         #[command(flatten)]
@@ -250,6 +254,7 @@ impl Command {
             | Self::Takeover(args)
             | Self::Lookup(args)
             | Self::Acknowledge(args)
+            | Self::Recreate(args)
             | Self::Resolve { manual: args, .. }
             | Self::Assign { manual: args, .. } => args.json,
             Self::Purge(args) => args.json,
@@ -370,6 +375,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Takeover(args) => manual::manual(&ledger, args, ManualCommand::Takeover).await,
         Command::Lookup(args) => manual::lookup(&ledger, args).await,
         Command::Acknowledge(args) => manual::manual(&ledger, args, ManualCommand::Acknowledge).await,
+        Command::Recreate(args) => manual::manual(&ledger, args, ManualCommand::Recreate).await,
         Command::Assign { manual: args, to } => {
             let command = manual::assignment(&args, to.as_deref())?;
             manual::manual(&ledger, args, command).await

@@ -452,6 +452,10 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
                 escape_untrusted(update.key.as_str())
             ),
             (ManualCommand::Acknowledge, _) => "its late results are acknowledged".to_owned(),
+            (ManualCommand::Recreate, _) => format!(
+                "the action {} (pending) creates its record at the destination again",
+                outcome.recreated.as_ref().map_or_else(|| "?".to_owned(), |r| escape_untrusted(r.key.as_str()))
+            ),
             _ => "the proposed payload was discarded".to_owned(),
         };
         println!(

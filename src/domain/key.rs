@@ -86,6 +86,12 @@ impl ActionKey {
         Self::parse(&format!("{}#update-{revision}", self.0))
     }
 
+    /// The key of the `n`th re-creation of this completed action, whose record was removed at the
+    /// destination: `KEY#recreate-N`. Refused like any key, e.g. when it would be too long.
+    pub fn recreate_key(&self, n: i64) -> Result<Self, KeyError> {
+        Self::parse(&format!("{}#recreate-{n}", self.0))
+    }
+
     /// The idempotency key that requests carrying payload revision `revision` use once an earlier
     /// payload may have been sent under this key: `KEY#rev-N`. Held to the same limits as a key.
     pub fn revision_key(&self, revision: i64) -> Result<Self, KeyError> {

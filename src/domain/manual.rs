@@ -34,6 +34,10 @@ pub enum ManualCommand {
     },
     /// Acknowledge the late results listed on the action (rule 8); the state does not change.
     Acknowledge,
+    /// Re-create a completed action whose record was removed at the destination: a new linked
+    /// action `KEY#recreate-N` carries the approved payload there again, and this one stays
+    /// completed with its evidence.
+    Recreate,
 }
 
 impl ProposalChoice {
@@ -57,6 +61,7 @@ impl ManualCommand {
             Self::Takeover => "take over",
             Self::Assign { .. } => "assign",
             Self::Acknowledge => "acknowledge",
+            Self::Recreate => "re-create",
         }
     }
 
@@ -71,6 +76,7 @@ impl ManualCommand {
             Self::Takeover => Event::TakenOver,
             Self::Assign { .. } => Event::Assigned,
             Self::Acknowledge => Event::LateResultsAcknowledged,
+            Self::Recreate => Event::Recreated,
         }
     }
 
@@ -219,6 +225,9 @@ pub fn plan(
         }
         return Ok(ManualPlan { event, from, to: from });
     }
+    if matches!(command, ManualCommand::Recreate) {
+        return plan_recreate(action).map(|()| ManualPlan { event, from, to: from });
+    }
     let proposal_waits = action.proposal.is_some() && (from == State::Conflict || command.sends_again());
     let settles_payload = command.sends_again() || matches!(command, ManualCommand::ResolveCompleted { .. });
     if proposal_waits && settles_payload {
@@ -254,7 +263,7 @@ pub fn plan(
             return Err(Refusal::Final { key: key.clone(), state: from });
         }
         ManualCommand::Assign { .. } => return Ok(ManualPlan { event, from, to: from }),
-        ManualCommand::Acknowledge => unreachable!("decided above"),
+        ManualCommand::Acknowledge | ManualCommand::Recreate => unreachable!("decided above"),
         // `failed` means known not written (rule 2): a conflict entered from `failed` does not go
         // back there once something (a late result reporting a write) showed that a request may
         // have written. It stays in conflict, where the late result alone would have put it, for
@@ -307,8 +316,10 @@ pub fn apply(
     plan: ManualPlan,
     now: Timestamp,
 ) -> Result<Option<Transition>, state::TransitionRefused> {
-    let keeps_state =
-        matches!(plan.event, Event::Rejected | Event::Assigned | Event::LateResultsAcknowledged | Event::Approved);
+    let keeps_state = matches!(
+        plan.event,
+        Event::Rejected | Event::Assigned | Event::LateResultsAcknowledged | Event::Approved | Event::Recreated
+    );
     let transition = if plan.to == plan.from && keeps_state {
         action.updated_at = now;
         None
@@ -367,6 +378,9 @@ pub fn apply(
         }
         ManualCommand::Assign { to } => action.assignee = Some(to.clone()),
         ManualCommand::Acknowledge => action.late_results = 0,
+        // The original keeps its state, its destination id and its evidence: the new action
+        // ([`recreate_action`]) does the work.
+        ManualCommand::Recreate => {}
     }
     Ok(transition)
 }
@@ -394,6 +408,47 @@ pub fn update_action(original: &ActionRecord, now: Timestamp) -> Result<ActionRe
         destination: original.destination.clone(),
         updates: Some(original.key.clone()),
         updates_destination_id: original.destination_id.clone(),
+        ..ActionRecord::pending(key, original.payload.clone(), now)
+    })
+}
+
+/// Whether a completed action may be re-created: only a completed creation (an update action's
+/// record is its original's, which carries the latest approved payload), and never past a
+/// proposed payload waiting for a decision, which the re-created record would pass over.
+fn plan_recreate(action: &ActionRecord) -> Result<(), Refusal> {
+    let (verb, key) = (ManualCommand::Recreate.verb(), &action.key);
+    if action.state != State::Completed {
+        return Err(Refusal::StateForbids {
+            verb,
+            key: key.clone(),
+            state: action.state,
+            allowed: vec![State::Completed],
+            requirement: None,
+        });
+    }
+    if let Some(original) = &action.updates {
+        return Err(Refusal::RecreateOfUpdate { key: key.clone(), original: original.clone() });
+    }
+    if action.proposal.is_some() {
+        return Err(Refusal::ProposalWaiting { verb, key: key.clone() });
+    }
+    Ok(())
+}
+
+/// The action that re-creates the completed `original` as its `n`th re-creation: its own key
+/// `KEY#recreate-N`, pending, with the original's approved payload, source and destination, and
+/// nothing of the original's claim, attempts or destination id, so that a worker creates the
+/// record at the destination again under the new key.
+pub fn recreate_action(original: &ActionRecord, n: i64, now: Timestamp) -> Result<ActionRecord, Refusal> {
+    let key = original.key.recreate_key(n).map_err(|problem| Refusal::RecreateKeyRefused {
+        key: original.key.clone(),
+        derived: format!("{}#recreate-{n}", original.key),
+        problem,
+    })?;
+    Ok(ActionRecord {
+        source: original.source.clone(),
+        source_version: original.source_version,
+        destination: original.destination.clone(),
         ..ActionRecord::pending(key, original.payload.clone(), now)
     })
 }
@@ -616,6 +671,36 @@ mod tests {
         let p = planned(&completed, &ManualCommand::Acknowledge, now).unwrap();
         assert_eq!(apply(&mut completed, &ManualCommand::Acknowledge, p, now).unwrap(), None);
         assert_eq!((completed.state, completed.late_results), (State::Completed, 0));
+    }
+
+    #[test]
+    fn only_a_completed_creation_is_re_created_and_it_stays_completed() {
+        let now = Timestamp::default();
+        let mut done = action(State::Completed);
+        done.destination_id = Some("R-1".into());
+        let p = planned(&done, &ManualCommand::Recreate, now).unwrap();
+        assert_eq!((p.event, p.from, p.to), (Event::Recreated, State::Completed, State::Completed));
+        assert_eq!(apply(&mut done, &ManualCommand::Recreate, p, now).unwrap(), None);
+        assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-1")));
+        let again = recreate_action(&done, 2, now).unwrap();
+        assert_eq!((again.key.as_str(), again.state, again.destination_id.as_ref()), ("k#recreate-2", State::Pending, None));
+        assert_eq!((again.payload.fingerprint(), again.updates.as_ref()), (done.payload.fingerprint(), None));
+
+        let refused = planned(&action(State::Pending), &ManualCommand::Recreate, now).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "cannot re-create k: it is pending; re-create is allowed only when it is completed"
+        );
+        let mut update = action(State::Completed);
+        update.updates = Some(ActionKey::parse("j").unwrap());
+        let refused = planned(&update, &ManualCommand::Recreate, now).unwrap_err();
+        assert!(matches!(refused, Refusal::RecreateOfUpdate { .. }), "{refused}");
+        let waiting = proposed(action(State::Completed), r#"{"q":2}"#);
+        let refused = planned(&waiting, &ManualCommand::Recreate, now).unwrap_err();
+        assert!(matches!(refused, Refusal::ProposalWaiting { .. }), "{refused}");
+        let mut long = action(State::Completed);
+        long.key = ActionKey::parse(&"k".repeat(250)).unwrap();
+        assert!(matches!(recreate_action(&long, 1, now), Err(Refusal::RecreateKeyRefused { .. })));
     }
 
     #[test]

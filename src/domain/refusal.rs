@@ -79,6 +79,20 @@ pub enum Refusal {
          first"
     )]
     UpdateKeyTaken { key: ActionKey, update_key: ActionKey },
+    /// Re-creating a completed action needs the key `KEY#recreate-N`, which would break the key
+    /// rules, e.g. be too long.
+    #[error(
+        "cannot re-create {key}: the key of the new action, {derived:?}, is refused: {problem}; create the record at \
+         the destination by hand"
+    )]
+    RecreateKeyRefused { key: ActionKey, derived: String, problem: KeyError },
+    /// Re-creating an update action: the record it updated is the original action's, which
+    /// carries the latest approved payload.
+    #[error(
+        "cannot re-create {key}: it is an update of {original}, not a creation; re-create {original}, which carries \
+         the latest approved payload"
+    )]
+    RecreateOfUpdate { key: ActionKey, original: ActionKey },
     /// The action was purged (rule 7): only its tombstone is left, and it never changes again.
     #[error(
         "cannot {verb} {key}: it is {state} and was purged by purge run {run} on {}; only its tombstone is kept, \
@@ -161,6 +175,8 @@ impl Refusal {
             | Self::ChangedSinceRead { key, .. }
             | Self::DerivedKeyRefused { key, .. }
             | Self::UpdateKeyTaken { key, .. }
+            | Self::RecreateKeyRefused { key, .. }
+            | Self::RecreateOfUpdate { key, .. }
             | Self::Purged { key, .. }
             | Self::RepeatedKey { key }
             | Self::NothingToAcknowledge { key }
@@ -246,6 +262,11 @@ mod tests {
                 "a, b changed while this change was being written; read it again",
             ),
             (Refusal::RepeatedKey { key: key("k") }, "k appears twice in one batch"),
+            (
+                Refusal::RecreateOfUpdate { key: key("k#update-2"), original: key("k") },
+                "cannot re-create k#update-2: it is an update of k, not a creation; re-create k, which carries the \
+                 latest approved payload",
+            ),
             (
                 Refusal::Purged { verb: "retry", key: key("k"), state: State::Completed, run: 7, at: until },
                 "cannot retry k: it is completed and was purged by purge run 7 on 2030-01-02T03:04:05Z; only its \

@@ -129,12 +129,15 @@ pub enum Event {
     /// A conditional update was refused: the record changed at the destination since the ledger
     /// last wrote it. Nothing was overwritten; a person decides.
     ChangedAtDestination,
+    /// Manual: a person re-created a completed action whose record was removed at the
+    /// destination, as a new linked action under a derived key; the state does not change.
+    Recreated,
 }
 
 impl Event {
     /// Every event, in declaration order: the values the database accepts in the audit trail
     /// (PostgreSQL's CHECK constraint of migration 0011; tests/it/roles.rs keeps them equal).
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::Submitted,
         Self::PayloadChanged,
         Self::Claimed,
@@ -161,6 +164,7 @@ impl Event {
         Self::LateResultsAcknowledged,
         Self::LookedUp,
         Self::ChangedAtDestination,
+        Self::Recreated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -191,6 +195,7 @@ impl Event {
             Self::LateResultsAcknowledged => "late_results_acknowledged",
             Self::LookedUp => "looked_up",
             Self::ChangedAtDestination => "changed_at_destination",
+            Self::Recreated => "recreated",
         }
     }
 }
@@ -210,6 +215,7 @@ impl Event {
                 | Self::Assigned
                 | Self::LateResultsAcknowledged
                 | Self::LookedUp
+                | Self::Recreated
         )
     }
 
@@ -418,6 +424,7 @@ mod tests {
             E::LateResultsAcknowledged => 23,
             E::LookedUp => 24,
             E::ChangedAtDestination => 25,
+            E::Recreated => 26,
         };
         for (i, event) in Event::ALL.into_iter().enumerate() {
             assert_eq!(position(event), i, "{event:?}");

@@ -1,5 +1,6 @@
-//! A person's commands (retry, resolve, cancel, approve, reject, take over, assign, acknowledge),
-//! each conditional on what the person saw and decided by the same rules as automatic work.
+//! A person's commands (retry, resolve, cancel, approve, reject, take over, assign, acknowledge,
+//! re-create), each conditional on what the person saw and decided by the same rules as automatic
+//! work.
 
 use super::recovery::cut_off;
 use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
@@ -110,6 +111,11 @@ impl<S: Store> Ledger<S> {
                 } else {
                     None
                 };
+                let recreated = if matches!(command, ManualCommand::Recreate) {
+                    Some(record_recreate_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
+                } else {
+                    None
+                };
                 let settled = proposals_settled(&choice);
                 let detail = match command {
                     // The revision history of the payload, kept in the audit trail.
@@ -128,13 +134,17 @@ impl<S: Store> Ledger<S> {
                     ManualCommand::Acknowledge => {
                         format!("{} ({acknowledged} late result(s) acknowledged)", reason.as_str())
                     }
+                    ManualCommand::Recreate => {
+                        let new = recreated.as_ref().map_or("-", |r| r.key.as_str());
+                        format!("re-created as {new}: {}", reason.as_str())
+                    }
                     _ => confirmed_detail(reason.as_str(), confirmed_stopped, checked_not_written),
                 };
                 let detail = format!("{detail}{settled}");
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
                 let entry = audit_entry(&action, recorded, person.as_str(), ActorKind::Person, Some(detail), now);
                 tx.append_audit(&entry).await?;
-                Ok(ManualOutcome { action, transition, update })
+                Ok(ManualOutcome { action, transition, update, recreated })
             })
         })
         .await
@@ -193,6 +203,40 @@ pub(super) async fn record_update_action<T: LedgerTx>(
     let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
     let detail = format!(
         "update of {} (destination id {}) to payload revision {} ({}), approved: {reason}",
+        original.key,
+        original.destination_id.as_deref().unwrap_or("-"),
+        original.payload_revision,
+        original.payload.fingerprint().short()
+    );
+    tx.append_audit(&audit_entry(&created, creation, person, ActorKind::Person, Some(detail), now)).await?;
+    Ok(created)
+}
+
+/// Records the action that re-creates the completed `original` (its record removed at the
+/// destination) under the next free key `KEY#recreate-N`, in the person's name. The original is
+/// locked by this transaction, so two re-creations of it cannot choose the same number.
+async fn record_recreate_action<T: LedgerTx>(
+    tx: &mut T,
+    original: &ActionRecord,
+    person: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<ActionRecord, LedgerError> {
+    let mut n = 1;
+    let recreate = loop {
+        let candidate = manual::recreate_action(original, n, now)?;
+        if tx.lock_action(&candidate.key).await?.is_none() {
+            break candidate;
+        }
+        n += 1;
+    };
+    let Some(created) = tx.insert_actions_if_absent(std::slice::from_ref(&recreate)).await?.pop() else {
+        return Err(Refusal::ChangedWhileWriting { keys: vec![recreate.key] }.into());
+    };
+    let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
+    let detail = format!(
+        "re-creation of {} (completed as destination id {}, payload revision {} ({})), the record being gone at the \
+         destination: {reason}",
         original.key,
         original.destination_id.as_deref().unwrap_or("-"),
         original.payload_revision,

@@ -146,6 +146,9 @@ pub struct ManualOutcome {
     pub transition: Option<Transition>,
     /// The update action an approval recorded for a completed action (`KEY#update-N`).
     pub update: Option<ActionRecord>,
+    /// The action a re-creation recorded for a completed action whose record was removed at the
+    /// destination (`KEY#recreate-N`).
+    pub recreated: Option<ActionRecord>,
 }
 
 /// What a purge run removed, or with `dry_run` would remove (then nothing changed and nothing

@@ -372,6 +372,7 @@ fn manual_command(name: &str, body: &CommandBody, person: &str) -> Result<Manual
         "reject" => ManualCommand::Reject { proposal: body.proposal.clone() },
         "takeover" => ManualCommand::Takeover,
         "acknowledge" => ManualCommand::Acknowledge,
+        "recreate" => ManualCommand::Recreate,
         "assign" => {
             let to = crate::domain::Person::parse(body.to.as_deref().unwrap_or(person))?;
             ManualCommand::Assign { to: to.as_str().to_owned() }
@@ -393,7 +394,7 @@ fn manual_command(name: &str, body: &CommandBody, person: &str) -> Result<Manual
         },
         other => {
             return Err(Problem::not_found(format!(
-                "no command {other:?}; use retry, cancel, resolve, assign, approve, reject, takeover or acknowledge"
+                "no command {other:?}; use retry, cancel, resolve, assign, approve, reject, takeover, acknowledge or recreate"
             )));
         }
     })

@@ -14,7 +14,7 @@ CREATE DOMAIN actionledger_attempt_outcome AS text
     CONSTRAINT actionledger_attempt_outcome_known CHECK (VALUE = ANY (ARRAY['succeeded'::text, 'failed_before_write'::text, 'failed_permanent'::text, 'unknown'::text, 'held'::text, 'cut_off'::text]));
 
 CREATE DOMAIN actionledger_event AS text
-    CONSTRAINT actionledger_event_known CHECK (VALUE = ANY (ARRAY['submitted'::text, 'payload_changed'::text, 'claimed'::text, 'completed'::text, 'failed'::text, 'retry_scheduled'::text, 'outcome_unknown'::text, 'held'::text, 'released'::text, 'late_result'::text, 'claim_recovered'::text, 'lease_expired'::text, 'lookup_found'::text, 'lookup_not_found'::text, 'lookup_mismatch'::text, 'retry'::text, 'resolved_completed'::text, 'resolved_not_written'::text, 'cancelled'::text, 'approved'::text, 'rejected'::text, 'taken_over'::text, 'assigned'::text, 'late_results_acknowledged'::text, 'looked_up'::text, 'changed_at_destination'::text]));
+    CONSTRAINT actionledger_event_known CHECK (VALUE = ANY (ARRAY['submitted'::text, 'payload_changed'::text, 'claimed'::text, 'completed'::text, 'failed'::text, 'retry_scheduled'::text, 'outcome_unknown'::text, 'held'::text, 'released'::text, 'late_result'::text, 'claim_recovered'::text, 'lease_expired'::text, 'lookup_found'::text, 'lookup_not_found'::text, 'lookup_mismatch'::text, 'retry'::text, 'resolved_completed'::text, 'resolved_not_written'::text, 'cancelled'::text, 'approved'::text, 'rejected'::text, 'taken_over'::text, 'assigned'::text, 'late_results_acknowledged'::text, 'looked_up'::text, 'changed_at_destination'::text, 'recreated'::text]));
 
 CREATE DOMAIN actionledger_state AS text
     CONSTRAINT actionledger_state_known CHECK (VALUE = ANY (ARRAY['pending'::text, 'in_progress'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'conflict'::text, 'held'::text, 'cancelled'::text]));
@@ -665,10 +665,18 @@ CREATE OR REPLACE FUNCTION actionledger_guard_reviewer_insert()
  SET search_path TO '<schema>', 'pg_temp'
 AS $function$
 BEGIN
-    IF NEW.updates_key IS NULL AND actionledger_session_duties() & 1 = 0 THEN
+    IF NEW.updates_key IS NULL AND actionledger_session_duties() & 1 = 0 AND NOT (
+        NEW.key ~ '#recreate-[1-9][0-9]*$' AND NEW.after_key IS NULL
+        AND EXISTS (
+            SELECT 1 FROM actions original
+            WHERE original.key = regexp_replace(NEW.key, '#recreate-[1-9][0-9]*$', '')
+              AND original.state = 'completed' AND original.updates_key IS NULL
+              AND original.payload = NEW.payload AND original.fingerprint = NEW.fingerprint
+              AND original.source IS NOT DISTINCT FROM NEW.source
+              AND original.destination IS NOT DISTINCT FROM NEW.destination)) THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
-            'actionledger: role %s may record only the update action of an approved change, not submit actions',
-            current_user);
+            'actionledger: role %s may record only the update action of an approved change or the re-creation '
+            'of a completed action, not submit actions', current_user);
     END IF;
     RETURN NEW;
 END;

@@ -683,7 +683,10 @@ mod tests {
         assert_eq!(apply(&mut done, &ManualCommand::Recreate, p, now).unwrap(), None);
         assert_eq!((done.state, done.destination_id.as_deref()), (State::Completed, Some("R-1")));
         let again = recreate_action(&done, 2, now).unwrap();
-        assert_eq!((again.key.as_str(), again.state, again.destination_id.as_ref()), ("k#recreate-2", State::Pending, None));
+        assert_eq!(
+            (again.key.as_str(), again.state, again.destination_id.as_ref()),
+            ("k#recreate-2", State::Pending, None)
+        );
         assert_eq!((again.payload.fingerprint(), again.updates.as_ref()), (done.payload.fingerprint(), None));
 
         let refused = planned(&action(State::Pending), &ManualCommand::Recreate, now).unwrap_err();

@@ -1,12 +1,13 @@
 //! `reconcile` against the simulated CRM, on both stores: a completed action whose record is
 //! missing at the destination, and one whose record there has another id, are each reported, and
-//! nothing changes, with or without `--apply` (only `unknown` actions are settled).
+//! nothing changes, with or without `--apply` (only `unknown` actions are settled). A person then
+//! re-creates a missing one under a derived key, and a worker creates its record once more.
 
-use crate::support::{self, TestDb, order};
+use crate::support::{self, TestDb, order, run_cli};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
-use actionledger::domain::{ActionKey, Evidence, LookupVerdict, State};
+use actionledger::domain::{ActionKey, Event, Evidence, LookupVerdict, State};
 use actionledger::ledger::{Outcome, Recorded, Report};
 use actionledger::reconcile::{self, Apply, FindingKind};
 use actionledger::sim_crm::{Options, SimCrm};
@@ -18,6 +19,7 @@ use std::time::Duration;
 conformance!(
     missing_and_mismatched_records_are_reported_and_nothing_changes,
     a_record_changed_at_the_destination_is_reported_with_its_fields_as_the_lookup_judges_it,
+    a_record_removed_at_the_destination_is_re_created_by_a_person_under_a_derived_key,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -178,4 +180,94 @@ async fn a_record_changed_at_the_destination_is_reported_with_its_fields_as_the_
     assert_eq!(crm.stats().records, records_before, "nothing sent to the CRM");
     assert_eq!(l.detail(&changed.key).await.unwrap().audit, audit_before, "nothing changed in the ledger");
     assert_eq!(l.store().find(&changed.key).await.unwrap().unwrap(), changed);
+}
+
+/// Runs a worker on `l` against `crm` until nothing is left to do.
+async fn drain<S: Store>(l: &Ledger<S>, crm: &SimCrm) {
+    let options = WorkerOptions {
+        id: "w".to_owned(),
+        concurrency: 1,
+        batch: 1,
+        lease: LEASE,
+        poll_interval: Duration::from_millis(10),
+        drain: true,
+        destinations: Destinations::new(destinations(crm), None),
+        progress: false,
+    };
+    tokio::time::timeout(Duration::from_mins(1), worker::run(l.clone(), options, std::future::pending()))
+        .await
+        .expect("the worker drained in time")
+        .expect("the worker ran");
+}
+
+/// The documented policy for a record removed at the destination: `reconcile` reports it
+/// missing, a person re-creates the completed action with `recreate` (conditional on the version
+/// seen), and a worker creates exactly one new record under `KEY#recreate-1`; the original stays
+/// completed with its evidence, both audit trails name the other action, and a second
+/// re-creation is `KEY#recreate-2`. An action that is not completed is refused and nothing
+/// changes.
+async fn a_record_removed_at_the_destination_is_re_created_by_a_person_under_a_derived_key<S: Store>(db: TestDb<S>) {
+    let crm = crm().await;
+    let dests = destinations(&crm);
+    let l = &db.ledger;
+    let gone = ActionKey::parse("acme:rc:gone").unwrap();
+    completed_without_sending(l, gone.as_str(), "T-404").await;
+    let report = reconcile::reconcile(l, &dests["crm"], false, None, None).await.unwrap();
+    let kinds: Vec<(&str, FindingKind)> = report.findings.iter().map(|f| (f.key.as_str(), f.kind)).collect();
+    assert_eq!(kinds, [(gone.as_str(), FindingKind::MissingAtDestination)]);
+
+    let version = l.store().find(&gone).await.unwrap().unwrap().revision;
+    let recreate = |expect: i64| {
+        let expect = expect.to_string();
+        let args = ["recreate", gone.as_str(), "--owner", "Ana Lima", "--reason", "deleted in the CRM"];
+        run_cli(&db.url, &[&args[..], &["--expect-version", &expect]].concat())
+    };
+    let stale = recreate(version - 1);
+    assert_eq!(stale.status.code(), Some(3), "{}", String::from_utf8_lossy(&stale.stderr));
+    let first = ActionKey::parse("acme:rc:gone#recreate-1").unwrap();
+    assert!(l.store().find(&first).await.unwrap().is_none(), "a refused re-creation records nothing");
+    let out = recreate(version);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("acme:rc:gone#recreate-1 (pending)"), "{stdout}");
+
+    let records_before = crm.stats().records;
+    drain(l, &crm).await;
+    assert_eq!(crm.stats().records, records_before + 1, "exactly one new record at the CRM");
+    let created = crm.records_for(first.as_str());
+    assert_eq!(created.len(), 1, "the record is created under the derived key");
+    let new = l.store().find(&first).await.unwrap().unwrap();
+    assert_eq!(
+        (new.state, new.destination_id.as_ref()),
+        (State::Completed, created[0]["id"].as_str().map(str::to_owned).as_ref())
+    );
+    let original = l.store().find(&gone).await.unwrap().unwrap();
+    assert_eq!((original.state, original.destination_id.as_deref()), (State::Completed, Some("T-404")));
+
+    let audit = l.detail(&gone).await.unwrap().audit;
+    let entry = audit.iter().find(|e| e.event == Event::Recreated).expect("the original's audit names the re-creation");
+    assert_eq!(
+        (entry.actor.as_str(), entry.to_state, entry.reason.as_deref()),
+        ("Ana Lima", State::Completed, Some("re-created as acme:rc:gone#recreate-1: deleted in the CRM"))
+    );
+    let created_by = &l.detail(&first).await.unwrap().audit[0];
+    assert_eq!(created_by.actor, "Ana Lima");
+    assert!(created_by.reason.as_deref().unwrap().starts_with("re-creation of acme:rc:gone "), "{created_by:?}");
+
+    let version = l.store().find(&gone).await.unwrap().unwrap().revision;
+    assert_eq!(recreate(version).status.code(), Some(0));
+    let second = l.store().find(&ActionKey::parse("acme:rc:gone#recreate-2").unwrap()).await.unwrap();
+    assert_eq!(second.map(|a| a.state), Some(State::Pending));
+
+    // Not completed: refused, and nothing changes.
+    l.submit(&order("acme:rc:waiting", "{}")).await.unwrap();
+    let waiting = ActionKey::parse("acme:rc:waiting").unwrap();
+    let before = (l.store().find(&waiting).await.unwrap(), l.detail(&waiting).await.unwrap().audit);
+    let out = run_cli(&db.url, &["recreate", waiting.as_str(), "--owner", "Ana Lima", "--reason", "r"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("re-create is allowed only when it is completed"), "{stderr}");
+    assert_eq!((l.store().find(&waiting).await.unwrap(), l.detail(&waiting).await.unwrap().audit), before);
+    let recreated = l.store().find(&ActionKey::parse("acme:rc:waiting#recreate-1").unwrap()).await.unwrap();
+    assert!(recreated.is_none());
 }

@@ -326,6 +326,40 @@ async fn a_reviewer_approves_the_update_of_a_completed_action() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reviewer_re_creates_a_completed_action_and_inserts_nothing_else() {
+    let Some((admin, url)) = ledger().await else { return };
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+    unknown_action(&admin, "a:gone").await;
+    reviewer
+        .manual(&person_request("a:gone", ManualCommand::ResolveCompleted { destination_id: "CRM-4".into() }))
+        .await
+        .expect("a reviewer resolves");
+    let outcome =
+        reviewer.manual(&person_request("a:gone", ManualCommand::Recreate)).await.expect("a reviewer re-creates");
+    let recreated = outcome.recreated.expect("the re-creation is recorded by the reviewer");
+    assert_eq!(recreated.key.as_str(), "a:gone#recreate-1");
+    assert_eq!(state_of(&admin, "a:gone").await, State::Completed);
+    assert_eq!(state_of(&admin, "a:gone#recreate-1").await, State::Pending);
+    // The insert privilege covers the re-creation of a completed creation, with its payload, only.
+    let sneaked = |key: &str, payload: &str| {
+        format!(
+            "INSERT INTO actions (key, state, payload, fingerprint, source, created_at, updated_at) \
+             SELECT '{key}', 'pending', '{payload}', fingerprint, source, 0, 0 FROM actions WHERE key = 'a:gone'"
+        )
+    };
+    refused(&reviewer, &sneaked("a:gone#recreate-2", r#"{"qty":9}"#)).await;
+    refused(&reviewer, &sneaked("a:gone#again", "{}")).await;
+    unknown_action(&admin, "a:open").await;
+    refused(
+        &reviewer,
+        "INSERT INTO actions (key, state, payload, fingerprint, source, created_at, updated_at) \
+         SELECT 'a:open#recreate-1', 'pending', payload, fingerprint, source, 0, 0 FROM actions WHERE key = 'a:open'",
+    )
+    .await;
+    exec(&reviewer, &sneaked("a:gone#recreate-2", "{}")).await.expect("the same payload under the next key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_viewer_reads_and_changes_nothing() {
     let Some((admin, url)) = ledger().await else { return };
     let viewer = open_as(&admin, &url, "actionledger_viewer").await;

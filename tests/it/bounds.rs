@@ -196,6 +196,10 @@ async fn a_retry_that_could_create_a_second_record_needs_the_persons_check<S: St
         block.lines().filter(|l| !l.starts_with("lookup") && !l.starts_with("idempotency")).collect();
     std::fs::write(config.path(), unprotected.join("\n")).unwrap();
     let config_path = config.path().to_str().unwrap();
+    // Said before anyone retries: `show` (and the HTTP read, the same document) names the risk.
+    let shown = support::run_cli(&db.url, &["show", key, "--json", "--config", config_path]);
+    let document: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(document["retry_needs_confirm_not_written"], true, "{document}");
     let args = ["retry", key, "--owner", "Ana", "--reason", "customer asked", "--config", config_path];
     let out = support::run_cli(&db.url, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -421,6 +421,7 @@ async fn settle_one<S: Store>(
             match settled.state {
                 State::Completed => s.completed += 1,
                 State::Conflict => s.conflict += 1,
+                State::Failed => s.failed += 1,
                 _ => {}
             }
         });

@@ -108,7 +108,7 @@ async fn a_destination_that_fails_after_every_send_is_sent_to_at_most_max_attemp
     assert!(!detail.action.may_have_written);
     let last = detail.audit.last().unwrap();
     assert_eq!((last.event, last.to_state), (Event::LookupNotFound, State::Failed));
-    assert!(last.reason.as_deref().unwrap_or_default().contains("3 of 3 sends are used up"), "{last:?}");
+    assert!(last.reason.as_deref().unwrap_or_default().contains("no send left (at most 3)"), "{last:?}");
     // Each send after a lookup waited out a backoff: the audit trail shows the next send planned.
     let planned = detail.audit.iter().filter(|e| e.event == Event::LookupNotFound && e.to_state == State::Pending);
     assert_eq!(planned.count(), 2);

@@ -86,6 +86,7 @@ async fn measure<S: Store>(ledger: &Ledger<S>) -> Figures {
         destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     };
     let before = rss_kib();
     let started = Instant::now();

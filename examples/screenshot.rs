@@ -41,6 +41,7 @@ async fn main() {
         destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     };
     let (width, height) = (100u16, 32u16);
     let mut console = ScriptedConsole::start(&ledger, &options, width, height).await.unwrap();

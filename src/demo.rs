@@ -234,6 +234,7 @@ pub async fn run<S: Store>(
                 "Workers are running. Try 3 (unknown) or 6 (held), Enter for evidence, then r c n x; ? lists every key"
                     .to_owned(),
             ),
+            filter: None,
         };
         let result = crate::console::run_terminal(ledger, &options).await;
         let _ = stop.send(true);

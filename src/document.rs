@@ -187,6 +187,7 @@ pub fn detail(d: &ActionDetail) -> Value {
         "proposals": d.proposals.iter().map(proposal_json).collect::<Vec<_>>(),
         "proposals_waiting": d.waiting_proposals().count(),
         "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
+        "retry_needs_confirm_not_written": d.retry_needs_check,
         "update": d.update_guard.map(|guard| json!({
             "condition": guard.as_str(),
             "overwrites": guard.overwrites(),

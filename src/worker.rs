@@ -421,6 +421,7 @@ async fn settle_one<S: Store>(
             match settled.state {
                 State::Completed => s.completed += 1,
                 State::Conflict => s.conflict += 1,
+                State::Failed => s.failed += 1,
                 _ => {}
             }
         });
@@ -630,26 +631,34 @@ async fn prepare<S: Store>(shared: &Arc<Shared<S>>, claim: Claim) -> Result<Opti
     Ok(Some(Ready { claim, after, expected }))
 }
 
+/// Why a conditional update's expected version is not known: the update is held for a person.
+#[derive(Debug, thiserror::Error)]
+enum VersionUnknown {
+    #[error("no completed write of the record is in this ledger")]
+    NothingWritten,
+    #[error("{writer}, which wrote the record last, completed without an answer of its own")]
+    AnswerMissing { writer: crate::domain::ActionKey },
+    #[error("the answer to {writer} attempt {number}, which wrote the record last, names no version")]
+    VersionMissing { writer: crate::domain::ActionKey, number: i64 },
+}
+
 /// The version a conditional update expects the record at: the one the destination answered this
-/// ledger's last write of it with. `Err` says why it is not known, for the hold's reason.
+/// ledger's last write of it with, or why it is not known, for the hold's reason.
 async fn expected_version<S: Store>(
     shared: &Shared<S>,
     destination: &Destination,
     update: &ActionRecord,
-) -> Result<Result<Expected, String>, Error> {
+) -> Result<Result<Expected, VersionUnknown>, Error> {
     let Some((writer, attempt)) = shared.ledger.last_write(update).await? else {
-        return Ok(Err("no completed write of the record is in this ledger".to_owned()));
+        return Ok(Err(VersionUnknown::NothingWritten));
     };
     let Some(attempt) = attempt else {
-        return Ok(Err(format!("{writer}, which wrote the record last, completed without an answer of its own")));
+        return Ok(Err(VersionUnknown::AnswerMissing { writer }));
     };
     let version = attempt.evidence.body.as_deref().and_then(|body| destination.version_in(body));
     Ok(match version {
         Some(version) => Ok(Expected { version, written_by: format!("{writer} attempt {}", attempt.number) }),
-        None => Err(format!(
-            "the answer to {writer} attempt {}, which wrote the record last, names no version",
-            attempt.number
-        )),
+        None => Err(VersionUnknown::VersionMissing { writer, number: attempt.number }),
     })
 }
 

@@ -132,6 +132,13 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             blocked_way_out(&d.action, blocked)
         );
     }
+    if d.retry_needs_check {
+        println!(
+            "  {:<18} could create a second record: an earlier request may have written, and the destination \
+             cannot recognise a repeat; check it, then retry with --confirm-not-written (or resolve as completed)",
+            "retry"
+        );
+    }
     if let Some(guard) = d.update_guard {
         let record = d.action.updates_destination_id.as_deref().unwrap_or("?");
         println!("  {:<18} {}", "update", escape_untrusted(&guard.describe(record)));

@@ -5,7 +5,7 @@ use super::redact_url;
 use crate::domain::Person;
 use crate::error::{Error, exit};
 use crate::ledger::Ledger;
-use crate::store::Store;
+use crate::store::{ListFilter, Store};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -64,12 +64,26 @@ pub(super) async fn review<S: Store>(ledger: &Ledger<S>, args: ReviewArgs, url: 
         .ok_or_else(|| Error::Invalid("give --owner NAME: commands are recorded under a named person".to_owned()))?;
     let owner = Person::parse(&owner)?;
     let destinations = optional_destinations(args.config.as_deref())?;
+    // A person with actions routed to them (a destination's or a key prefix's review owner, or
+    // assigned by hand) opens on those; the filter line says so, and clearing it shows all.
+    let theirs = ListFilter { owner: Some(owner.as_str().to_owned()), limit: 100, ..ListFilter::default() };
+    let assigned = ledger
+        .list(&theirs)
+        .await?
+        .iter()
+        .any(|a| a.state.needs_person() && a.assignee.as_deref() == Some(owner.as_str()));
     let options = crate::console::ConsoleOptions {
+        hint: assigned.then(|| {
+            format!(
+                "Showing what is assigned to {} (filter `mine`): / then Backspace and Enter shows all",
+                owner.as_str()
+            )
+        }),
+        filter: assigned.then(|| "mine".to_owned()),
         owner,
         ledger_label: redact_url(url),
         destinations,
         refresh: args.refresh,
-        hint: None,
     };
     match args.script {
         Some(path) => {

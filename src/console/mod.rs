@@ -26,8 +26,8 @@ use crate::ledger::{Ledger, ManualOutcome, ManualRequest};
 use crate::reconcile;
 use crate::store::{ListFilter, PageStart, Store};
 use model::{
-    Counts, Done, Effect, Failure, LoadRequest, MarkedSet, Model, Msg, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER,
-    Pane, Rows, Snapshot, Window,
+    Counts, Done, Effect, Failure, FilterTerms, LoadRequest, MarkedSet, Model, Msg, NOT_WRITTEN_ANSWER,
+    OLD_WORKER_STOPPED_ANSWER, Pane, Rows, Snapshot, Window,
 };
 use ratatui::Terminal;
 use ratatui::backend::{Backend, TestBackend};
@@ -49,6 +49,8 @@ pub struct ConsoleOptions {
     pub refresh: Duration,
     /// A one-line hint shown until the first key.
     pub hint: Option<String>,
+    /// A filter line the console opens with, as if typed (`mine`: what is assigned to the owner).
+    pub filter: Option<String>,
 }
 
 /// Performs effects in background tasks; each sends back exactly one [`Done`].
@@ -295,6 +297,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
 fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
     let mut model = Model::new(&options.ledger_label, options.owner.clone(), width, height);
     model.hint.clone_from(&options.hint);
+    model.filter = options.filter.as_deref().and_then(|line| FilterTerms::parse(line, &options.owner).ok());
     model.retention = options
         .destinations
         .all()

@@ -438,11 +438,6 @@ impl Destination {
     /// its turn nothing has gone out, so when `stop` completes the wait ends there with
     /// [`SendOutcome::Stopped`] rather than waiting out a pause the destination asked for (up to
     /// an hour); once the turn is taken the request goes.
-    #[tracing::instrument(
-        name = "destination_request",
-        skip_all,
-        fields(destination = %escape_untrusted(&self.name), key = %action.key, ownership_version = action.ownership_version)
-    )]
     pub async fn send_or_stop(
         &self,
         action: &ActionRecord,
@@ -453,7 +448,13 @@ impl Destination {
     }
 
     /// [`Destination::send_or_stop`] with `If-Match: if_match` on the request where given (a
-    /// conditional update): a 412 answer is then [`SendOutcome::PreconditionFailed`].
+    /// conditional update): a 412 answer is then [`SendOutcome::PreconditionFailed`]. Every send
+    /// goes through here, so its span names the destination, the key and the ownership version.
+    #[tracing::instrument(
+        name = "destination_request",
+        skip_all,
+        fields(destination = %escape_untrusted(&self.name), key = %action.key, ownership_version = action.ownership_version)
+    )]
     pub async fn send_if_match_or_stop(
         &self,
         action: &ActionRecord,

@@ -185,6 +185,10 @@ pub struct ActionDetail {
     /// For an update action, whether its request may overwrite a change made at the destination,
     /// as the destinations this ledger decides with declare it.
     pub update_guard: Option<UpdateGuard>,
+    /// A person's retry of the action now could create a second effect (an earlier request may
+    /// have written, and its destination cannot recognise a repeat), so the ledger would ask for
+    /// their confirmation that the destination holds no record (rule 6): said before they retry.
+    pub retry_needs_check: bool,
 }
 
 impl ActionDetail {

@@ -12,8 +12,10 @@ impl<S: Store> Ledger<S> {
     pub async fn detail(&self, key: &ActionKey) -> Result<ActionDetail, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
         let blocked = self.blocked_among(std::slice::from_ref(&action)).await?.remove(&action.key);
+        let retry_needs_check = self.retry_needs_check(&action).await?;
         Ok(ActionDetail {
             blocked,
+            retry_needs_check,
             update_guard: self.destinations.update_guard(&action),
             purge: self.store.purge_of(key).await?,
             action,
@@ -23,6 +25,17 @@ impl<S: Store> Ledger<S> {
             proposals: self.store.proposals(key).await?,
             audit: self.store.audit_trail(key).await?,
         })
+    }
+
+    /// Rule 6, asked before a person retries: whether a retry of `action` now would need their
+    /// confirmation that the destination holds no record, as [`Ledger::manual`] would decide it.
+    pub async fn retry_needs_check(&self, action: &ActionRecord) -> Result<bool, LedgerError> {
+        let retryable = crate::domain::state::allowed_from(crate::domain::Event::Retry).contains(&action.state);
+        if !retryable || !action.may_have_written {
+            return Ok(false);
+        }
+        let recognised = self.destinations.retry_recognised(action, self.store.now().await?);
+        Ok(crate::domain::manual::needs_not_written(action, &crate::domain::ManualCommand::Retry, recognised))
     }
 
     /// For an update action, the write whose answer says what this ledger last wrote to the

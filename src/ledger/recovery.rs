@@ -122,7 +122,7 @@ impl<S: Store> Ledger<S> {
                     action.may_have_written = false;
                     let sends = action.attempts_in_round;
                     let then = if action.state == State::Failed {
-                        format!("not written, and the round's {sends} of {} sends are used up", retry.max_attempts)
+                        format!("not written, and the round has no send left (at most {})", retry.max_attempts)
                     } else {
                         let wait = retry.backoff(sends, None, fastrand::f64());
                         action.not_before = Some(now + wait);

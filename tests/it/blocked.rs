@@ -123,6 +123,7 @@ async fn the_console_marks_a_blocked_action_and_cancels_it<S: Store>(db: TestDb<
         destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     };
     let mut console = ScriptedConsole::start(&db.ledger, &options, 120, 40).await.unwrap();
     console.press("1").await.unwrap();

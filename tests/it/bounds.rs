@@ -108,7 +108,7 @@ async fn a_destination_that_fails_after_every_send_is_sent_to_at_most_max_attemp
     assert!(!detail.action.may_have_written);
     let last = detail.audit.last().unwrap();
     assert_eq!((last.event, last.to_state), (Event::LookupNotFound, State::Failed));
-    assert!(last.reason.as_deref().unwrap_or_default().contains("3 of 3 sends are used up"), "{last:?}");
+    assert!(last.reason.as_deref().unwrap_or_default().contains("no send left (at most 3)"), "{last:?}");
     // Each send after a lookup waited out a backoff: the audit trail shows the next send planned.
     let planned = detail.audit.iter().filter(|e| e.event == Event::LookupNotFound && e.to_state == State::Pending);
     assert_eq!(planned.count(), 2);
@@ -196,6 +196,10 @@ async fn a_retry_that_could_create_a_second_record_needs_the_persons_check<S: St
         block.lines().filter(|l| !l.starts_with("lookup") && !l.starts_with("idempotency")).collect();
     std::fs::write(config.path(), unprotected.join("\n")).unwrap();
     let config_path = config.path().to_str().unwrap();
+    // Said before anyone retries: `show` (and the HTTP read, the same document) names the risk.
+    let shown = support::run_cli(&db.url, &["show", key, "--json", "--config", config_path]);
+    let document: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(document["retry_needs_confirm_not_written"], true, "{document}");
     let args = ["retry", key, "--owner", "Ana", "--reason", "customer asked", "--config", config_path];
     let out = support::run_cli(&db.url, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -373,6 +373,7 @@ async fn the_console_shows_each_proposal_and_approves_the_one_shown<S: Store>(db
         destinations: actionledger::destination::Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     };
     let mut console = ScriptedConsole::start(l, &options, 100, 40).await.unwrap();
     for line in ["4", "/", k, "<Enter>", "<Enter>"] {

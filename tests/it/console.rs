@@ -34,6 +34,7 @@ fn options(owner: &str) -> ConsoleOptions {
         destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     }
 }
 

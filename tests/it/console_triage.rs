@@ -35,6 +35,7 @@ fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
         destinations,
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     }
 }
 

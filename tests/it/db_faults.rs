@@ -92,6 +92,7 @@ async fn postgres_connections_terminated_while_workers_and_a_console_run() {
         destinations: Destinations::default(),
         refresh: Duration::from_hours(1),
         hint: None,
+        filter: None,
     };
     let mut console = ScriptedConsole::start(&db.ledger, &options, 100, 30).await.unwrap();
     let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();

@@ -178,7 +178,7 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert!(done.contains("actionledger_oldest_action_age_seconds{state=\"pending\"} 0"), "{done}");
     // Each action sent once: every send was the first of its action.
     assert_eq!(sample(&done, "actionledger_sends_per_action_count{destination=\"crm\"}"), records);
-    assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{destination=\"crm\",le=\"1.0\"}"), records);
+    assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{le=\"1.0\",destination=\"crm\"}"), records);
 
     let summary = worker.terminate();
     assert!(summary.contains(&format!("completed {ACTIONS}")), "{summary}");

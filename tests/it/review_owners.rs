@@ -1,8 +1,8 @@
 //! Review owners, on both stores: an action that ends `unknown` (the simulated CRM drops the
 //! response after its commit) is assigned, in the same write, to the owner the configuration
 //! names, with an `assigned` entry in the audit trail; a key prefix wins over the destination's
-//! owner; an action someone already follows keeps its assignee; and `review --owner` (the list
-//! filtered by owner) shows what was routed.
+//! owner; an action someone already follows keeps its assignee; and `review --owner` opens on
+//! what was routed to that person.
 
 use crate::support::{TestDb, order};
 use actionledger::Ledger;
@@ -108,4 +108,21 @@ async fn an_action_that_ends_unknown_goes_to_its_review_owner_and_an_assignee_is
     assert_eq!(keys(l.list(&mine("ana")).await.unwrap()), ["ops:ro:1"]);
     assert_eq!(keys(l.list(&mine("carla")).await.unwrap()), ["acme:vip:ro:2"]);
     assert!(l.list(&mine("dora")).await.unwrap().is_empty(), "the longest prefix wins");
+
+    // The console itself, on the real binary: `review --owner ana` opens on what is hers, the
+    // filter line saying so; `--owner dora`, with nothing routed to her, opens on everything.
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), "3\n").unwrap();
+    let screen = |owner: &str| {
+        let script = script.path().to_str().unwrap();
+        let out =
+            crate::support::run_cli(&db.url, &["review", "--owner", owner, "--script", script, "--size", "100x24"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ana = screen("ana");
+    assert!(ana.contains("assigned to ana") && ana.contains("ops:ro:1"), "{ana}");
+    assert!(!ana.contains("acme:vip:ro:2") && !ana.contains("ops:ro:followed"), "only hers:\n{ana}");
+    let dora = screen("dora");
+    assert!(dora.contains("acme:vip:ro:2") && dora.contains("ops:ro:followed"), "everything:\n{dora}");
 }

@@ -270,38 +270,49 @@ async fn work_due_soon<S: Store>(shared: &Shared<S>) -> Result<bool, Error> {
     }
     // An uncertain outcome a lookup can settle, once its settle delay or the backoff after a
     // failed lookup has passed; not one whose lookups reached their bound.
-    let (unknown, _) = unknown_with_lookups_due(shared).await?;
-    Ok(unknown.iter().any(|(_, due)| *due != LookupDue::GivenUp))
+    Ok(unknown_with_lookups_due(shared).await?.iter().any(|unknown| unknown.due != LookupDue::GivenUp))
+}
+
+/// An `unknown` action this worker could look up, with when its next automatic lookup may go out
+/// and how many of its lookups got no answer since it became `unknown`.
+struct UnknownLookup {
+    action: ActionRecord,
+    due: LookupDue,
+    failures: i64,
 }
 
 /// The `unknown` actions this worker could look up (at most [`SETTLE_BATCH`]), each with when
-/// its next automatic lookup may go out ([`RetryPolicy::lookup_due`](crate::domain::RetryPolicy::lookup_due)),
-/// and the database's time they were judged at.
-async fn unknown_with_lookups_due<S: Store>(
-    shared: &Shared<S>,
-) -> Result<(Vec<(ActionRecord, LookupDue)>, crate::domain::Timestamp), Error> {
+/// its next automatic lookup may go out: after the settle delay, and as
+/// [`RetryPolicy::lookup_due`](crate::domain::RetryPolicy::lookup_due) bounds and backs off
+/// lookups that got no answer.
+async fn unknown_with_lookups_due<S: Store>(shared: &Shared<S>) -> Result<Vec<UnknownLookup>, Error> {
     let store = shared.ledger.store();
     let unknown = shared
         .ledger
         .list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() })
         .await?;
     if unknown.is_empty() {
-        return Ok((Vec::new(), store.now().await?));
+        return Ok(Vec::new());
     }
     let failures: HashMap<String, (i64, crate::domain::Timestamp)> =
         store.unknown_lookup_failures().await?.into_iter().map(|f| (f.key, (f.failures, f.last_at))).collect();
     let now = store.now().await?;
-    let due = unknown
+    Ok(unknown
         .into_iter()
         .filter_map(|action| {
             let destination = shared.destination_of(&action)?;
-            destination.config.lookup.as_ref()?;
+            let lookup = destination.config.lookup.as_ref()?;
             let (count, last) = failures.get(action.key.as_str()).map_or((0, None), |(n, at)| (*n, Some(*at)));
-            let due = destination.capabilities().retry.lookup_due(count, last, now);
-            Some((action, due))
+            // The settle delay after the uncertain send gives a request still in flight at the
+            // destination time to land before a lookup concludes anything.
+            let settled = action.updated_at + chrono::Duration::from_std(lookup.settle).unwrap_or_default();
+            let due = match destination.capabilities().retry.lookup_due(count, last, now) {
+                LookupDue::Now if settled > now => LookupDue::After(settled),
+                due => due,
+            };
+            Some(UnknownLookup { action, due, failures: count })
         })
-        .collect();
-    Ok((due, now))
+        .collect())
 }
 
 /// Rule 5: hands each expired claim of this worker's destinations to the ledger, which takes it
@@ -348,23 +359,17 @@ async fn recover_expired<S: Store>(
 /// uncertain send has passed, and the backoff after a lookup that got no answer. Returns how
 /// many were settled.
 async fn settle_unknowns<S: Store>(shared: &Shared<S>) -> Result<usize, Error> {
-    let (unknown, now) = unknown_with_lookups_due(shared).await?;
     let mut settled = 0;
-    for (action, due) in unknown {
+    for UnknownLookup { action, due, failures } in unknown_with_lookups_due(shared).await? {
         let Some(destination) = shared.destination_of(&action) else { continue };
-        let Some(lookup) = &destination.config.lookup else { continue };
         // A paused destination is looked up once its pause is over.
         if destination.paused() || due != LookupDue::Now {
-            continue;
-        }
-        let settle = chrono::Duration::from_std(lookup.settle).unwrap_or_default();
-        if action.updated_at + settle > now {
             continue;
         }
         match settle_one(shared, destination, &action).await {
             Ok(true) => settled += 1,
             Ok(false) => {}
-            Err(error) => lookup_failed(shared, &action, &error).await?,
+            Err(error) => lookup_failed(shared, &action, failures, &error).await?,
         }
     }
     Ok(settled)
@@ -373,7 +378,12 @@ async fn settle_unknowns<S: Store>(shared: &Shared<S>) -> Result<usize, Error> {
 /// Keeps a lookup that got no answer as evidence on the action, where a person sees it and the
 /// next sweep counts it towards the bound on lookups; says so in the log, and when the bound is
 /// reached, that only a person looks again.
-async fn lookup_failed<S: Store>(shared: &Shared<S>, action: &ActionRecord, error: &Error) -> Result<(), Error> {
+async fn lookup_failed<S: Store>(
+    shared: &Shared<S>,
+    action: &ActionRecord,
+    failed_before: i64,
+    error: &Error,
+) -> Result<(), Error> {
     let failure = format!("lookup failed: {error}");
     // Only the destination's failure is the lookup's: the ledger's own is the round's error.
     if !matches!(error, Error::Destination(_)) {
@@ -383,14 +393,7 @@ async fn lookup_failed<S: Store>(shared: &Shared<S>, action: &ActionRecord, erro
     if !shared.ledger.keep_failed_lookup(&action.key, &shared.options.id, &failure, &Evidence::default()).await? {
         return Ok(());
     }
-    let failures = shared
-        .ledger
-        .store()
-        .unknown_lookup_failures()
-        .await?
-        .into_iter()
-        .find(|f| f.key == action.key.as_str())
-        .map_or(1, |f| f.failures);
+    let failures = failed_before + 1;
     let retry = shared.destination_of(action).map(|d| d.capabilities().retry).unwrap_or_default();
     let then = if retry.spent(failures) {
         format!("{failures} lookups got no answer: not looked up again automatically, a person looks or resolves")
@@ -822,7 +825,7 @@ async fn settle_after_send<S: Store>(shared: &Shared<S>, uncertain: Vec<ActionRe
     for action in uncertain {
         let Some(destination) = shared.destination_of(&action) else { continue };
         if let Err(error) = settle_one(shared, destination, &action).await
-            && let Err(error) = lookup_failed(shared, &action, &error).await
+            && let Err(error) = lookup_failed(shared, &action, 0, &error).await
         {
             shared.trouble(&action, "error", &format!("the failed lookup was not kept: {error}"));
         }

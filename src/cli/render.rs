@@ -545,7 +545,9 @@ pub fn refusal_text(refusal: &Refusal) -> String {
         ),
         Some(WayOut::ReadAgain) => format!("{refusal}; read it again with `actionledger show {key}`"),
         Some(WayOut::ConfirmOldWorkerStopped) => format!("{refusal} with --old-worker-stopped"),
-        Some(WayOut::ConfirmNotWritten) => format!("{refusal} with --confirm-not-written"),
+        Some(WayOut::ConfirmNotWritten) => {
+            format!("{refusal}; once it holds none, run the retry again with --confirm-not-written")
+        }
         Some(WayOut::SeeLateResults) => {
             format!("{refusal}; `actionledger show {key}` lists its late results and who acknowledged them")
         }

@@ -24,6 +24,7 @@ mod drain;
 mod frontends;
 mod guard_cost;
 mod hostile;
+mod keys;
 mod late;
 mod layering;
 mod model;

@@ -219,7 +219,9 @@ fn mixed_scripts(raw: &str) -> Option<(usize, Script, Script)> {
             word_script = None;
             continue;
         }
-        match (word_script, confusable_script(ch)) {
+        // Marks carry no script of their own here: a combining accent belongs to its letter.
+        let script = if ch.is_alphabetic() { confusable_script(ch) } else { None };
+        match (word_script, script) {
             (Some(first), Some(second)) if first != second => return Some((at, first, second)),
             (None, Some(script)) => word_script = Some(script),
             _ => {}

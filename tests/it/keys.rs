@@ -70,6 +70,11 @@ async fn post(url: &str, body: String, headers: &[(&str, String)]) -> (u16, Valu
     (status, serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null))
 }
 
+/// A page of every action the tests make (a default filter's limit is 0).
+fn every_action() -> ListFilter {
+    ListFilter { limit: 100, ..ListFilter::default() }
+}
+
 /// Runs a worker until nothing is left to do, against a simulated CRM; returns the CRM.
 async fn drain<S: Store>(ledger: &Ledger<S>) -> SimCrm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -110,7 +115,7 @@ async fn four_spellings_of_one_order_number_make_one_action_and_one_record<S: St
     assert!(problem["detail"].as_str().unwrap().contains("{{body.n}} is the number 7100.5"), "{problem}");
 
     let crm = drain(&db.ledger).await;
-    let actions = db.ledger.list(&ListFilter { limit: 100, ..ListFilter::default() }).await.unwrap();
+    let actions = db.ledger.list(&every_action()).await.unwrap();
     let keys: Vec<_> = actions.iter().map(|a| (a.key.as_str(), a.state)).collect();
     assert_eq!(
         keys,
@@ -140,21 +145,33 @@ signature = { secret_env = "SHOP_SECRET", header = "X-Shop-Signature", prefix = 
     .unwrap();
     let tokens = dir.path().join("tokens.txt");
     std::fs::write(&tokens, hashed_token()).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
         .env_remove("ACTIONLEDGER_DB")
         .env_remove("DATABASE_URL")
         .env("SHOP_SECRET", "a-secret")
         .args(["--db", &db.url, "serve", "--listen", "127.0.0.1:0"])
         .args(["--config", config.to_str().unwrap(), "--tokens", tokens.to_str().unwrap()])
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // A server that started would serve until stopped: stop it, and fail, rather than wait.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if server.try_wait().unwrap().is_none() {
+        server.kill().unwrap();
+        panic!("serve started with a key read from an unsigned header");
+    }
+    let output = server.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "a configuration error: {said}");
     assert!(
         said.contains("intake signed: key reads the header X-Order-Ref, which the signature does not cover"),
         "{said}"
     );
-    assert!(db.ledger.list(&ListFilter::default()).await.unwrap().is_empty());
+    assert!(db.ledger.list(&every_action()).await.unwrap().is_empty());
 }
 
 /// A tokens file's line for [`SOURCE`], as `serve hash-token` writes it.
@@ -173,7 +190,8 @@ fn hashed_token() -> Vec<u8> {
 }
 
 /// U+180B refused as any bad key is: by the command line with exit code 3 (refused), by the API and by a
-/// webhook with 422 and the same problem code, each refusal kept for review and nothing created.
+/// webhook with 422 and the same problem code, each refusal kept for review and nothing created;
+/// and a word mixing Latin and Cyrillic letters refused the same way.
 async fn a_key_with_a_variation_selector_is_refused_like_other_bad_keys<S: Store>(db: TestDb<S>) {
     let hidden = format!("shop:order:71{SELECTOR}00:create-task");
     let cli = run_cli(&db.url, &["submit", "--key", &hidden, "--payload", "{}"]);
@@ -192,7 +210,7 @@ async fn a_key_with_a_variation_selector_is_refused_like_other_bad_keys<S: Store
     let (status, problem) = post(&format!("{base}/v1/hooks/orders"), body, &[("X-Event-Id", "ev-1".into())]).await;
     assert_eq!((status, &problem["problem"]), (422, &json!("key_invisible_character")), "{problem}");
 
-    assert!(db.ledger.list(&ListFilter::default()).await.unwrap().is_empty(), "no action");
+    assert!(db.ledger.list(&every_action()).await.unwrap().is_empty(), "no action");
     let refused = db.ledger.list_refused(None, 10).await.unwrap();
     let problems: Vec<_> = refused.iter().map(|r| r.problem.as_str()).collect();
     assert_eq!(
@@ -200,6 +218,17 @@ async fn a_key_with_a_variation_selector_is_refused_like_other_bad_keys<S: Store
         ["key_invisible_character", "key_invisible_character", "key_whitespace", "key_invisible_character"]
     );
     assert!(refused[0].key_excerpt.as_deref().is_some_and(|k| k.contains("\\u{180b}")), "{:?}", refused[0]);
+
+    // A Cyrillic о inside a Latin word passes for an o: refused, where a word in one script is not.
+    let lookalike = run_cli(&db.url, &["submit", "--key", "acme:sh\u{043E}p:order-1", "--payload", "{}"]);
+    let said = String::from_utf8_lossy(&lookalike.stderr);
+    assert_eq!(lookalike.status.code(), Some(3), "{said}");
+    assert!(said.contains("mixes Latin and Cyrillic letters in one word at byte 7"), "{said}");
+    let one_script =
+        run_cli(&db.url, &["submit", "--key", "acme:\u{0437}\u{0430}\u{043A}\u{0430}\u{0437}:1", "--payload", "{}"]);
+    assert_eq!(one_script.status.code(), Some(0), "{}", String::from_utf8_lossy(&one_script.stderr));
+    assert_eq!(db.ledger.list_refused(None, 10).await.unwrap()[0].problem, "key_mixed_scripts");
+    assert_eq!(db.ledger.list(&every_action()).await.unwrap().len(), 1, "only the one-script key");
 }
 
 /// An action recorded before the rule, with U+180B and U+0600 in its key, as an earlier version

@@ -263,7 +263,11 @@ async fn show<S: Store>(
 ) -> Result<Response, Problem> {
     admit(&app, &headers, Need::Read)?;
     let detail = app.ledger.detail(&parse_key(&key)?).await?;
-    Ok(json_response(StatusCode::OK, &document::detail(&detail)))
+    let mut response = json_response(StatusCode::OK, &document::detail(&detail));
+    // The version a command sends back in `If-Match` (or as `version`) to say what it read.
+    let etag = format!("\"{}\"", detail.action.revision);
+    response.headers_mut().insert(header::ETAG, etag.parse().expect("digits and quotes are a header value"));
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
@@ -343,7 +347,8 @@ async fn stats_document<S: Store>(ledger: &crate::ledger::Ledger<S>) -> Result<V
 #[serde(deny_unknown_fields)]
 struct CommandBody {
     reason: String,
-    /// The version the person saw (`version` in the action's document); refused if it moved on.
+    /// The version the person saw (`version` in the action's document, or its `ETag` sent as
+    /// `If-Match`): required, and refused if the action moved on.
     version: Option<i64>,
     /// `resolve`: `completed` (with `destination_id`) or `not-written`.
     #[serde(rename = "as")]
@@ -400,6 +405,56 @@ fn manual_command(name: &str, body: &CommandBody, person: &str) -> Result<Manual
     })
 }
 
+/// The version of the action the person read, from the body's `version` or the `If-Match`
+/// header (the `ETag` of `GET /v1/actions/{key}`). A command is conditional on what its sender
+/// saw, as the console's are (rule 6): without either it is refused 428, before the ledger is
+/// asked; one the action has moved on from is then refused 409 by the ledger.
+fn version_read(headers: &HeaderMap, in_body: Option<i64>) -> Result<i64, Problem> {
+    let mut values = headers.get_all(header::IF_MATCH).iter();
+    let in_header = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(value), None) => Some(if_match_version(value)?),
+        (Some(_), Some(_)) => {
+            return Err(Problem::bad_request("send one If-Match header, with the one version you read"));
+        }
+    };
+    match (in_body, in_header) {
+        (Some(body), Some(header)) if body != header => Err(Problem::bad_request(format!(
+            "\"version\" is {body} and If-Match is \"{header}\": send the one version you read"
+        ))),
+        (Some(version), _) | (None, Some(version)) => Ok(version),
+        (None, None) => Err(Problem::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "version_required",
+            "The version read is required",
+            "a command acts on the version of the action you read: send its \"version\" (from GET \
+             /v1/actions/{key}) in the body, or its ETag in If-Match",
+        )
+        .with("missing", "version")),
+    }
+}
+
+/// The version in an `If-Match` value: one strong entity tag, `"N"`.
+fn if_match_version(value: &axum::http::HeaderValue) -> Result<i64, Problem> {
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Err(Problem::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "version_required",
+            "The version read is required",
+            "If-Match: * names no version: send the ETag of GET /v1/actions/{key} you read",
+        )
+        .with("missing", "version"));
+    }
+    text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(
+        || {
+            Problem::bad_request(format!(
+                "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
+            ))
+        },
+    )
+}
+
 async fn command<S: Store>(
     With(app): With<Arc<App<S>>>,
     Path((key, name)): Path<(String, String)>,
@@ -412,12 +467,13 @@ async fn command<S: Store>(
         Problem::bad_request(format!("the body is not a command ({{\"reason\": ..., \"version\": N}}): {e}"))
     })?;
     let person = grant.person()?;
+    let version = version_read(&headers, body.version)?;
     let request = ManualRequest {
         key: parse_key(&key)?,
         command: manual_command(&name, &body, person.as_str())?,
         person,
         reason: Reason::parse(&body.reason)?,
-        expect_version: body.version,
+        expect_version: Some(version),
         old_worker_stopped: body.old_worker_stopped,
         confirmed_not_written: body.confirm_not_written,
     };

@@ -4,7 +4,9 @@
 //! A tokens file (`--tokens FILE`, or the same lines in `ACTIONLEDGER_TOKENS`) has one token a
 //! line, `sha256:HEX ROLE NAME`, as `actionledger serve hash-token` prints it; `#` starts a
 //! comment. The roles: `source` submits (actions and webhooks); `reviewer` also reads and runs
-//! a person's commands, in the token's name (a person's name); `viewer` only reads.
+//! a person's commands, in the token's name (a person's name); `viewer` only reads. A token hash
+//! on two lines, or a name given two roles, refuses the whole file: which line won would decide
+//! whose name a token acts in.
 
 use super::problem::Problem;
 use crate::domain::Person;

@@ -544,4 +544,37 @@ mod tests {
         assert_eq!(listed, routes);
         assert_eq!(document["openapi"], "3.1.0");
     }
+
+    #[test]
+    fn the_openapi_document_says_a_command_needs_the_version_read() {
+        let document: Value = serde_json::from_str(OPENAPI).expect("the OpenAPI document is JSON");
+        let command = &document["paths"]["/v1/actions/{key}/{command}"]["post"];
+        assert!(command["responses"]["428"].is_object(), "the 428 is listed");
+        let parameters = command["parameters"].as_array().expect("parameters");
+        assert!(parameters.iter().any(|p| p["name"] == "If-Match" && p["in"] == "header"));
+        let read = &document["paths"]["/v1/actions/{key}"]["get"]["responses"]["200"];
+        assert!(read["headers"]["ETag"].is_object(), "a read answers the ETag a command sends back");
+        assert_eq!(document["components"]["schemas"]["Problem"]["properties"]["missing"]["enum"][0], "version");
+    }
+
+    #[test]
+    fn a_command_takes_the_version_read_from_its_body_or_if_match() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::IF_MATCH, value.parse().expect("a header value"));
+            headers
+        };
+        assert_eq!(version_read(&HeaderMap::new(), Some(3)).ok(), Some(3));
+        assert_eq!(version_read(&with("\"4\""), None).ok(), Some(4));
+        assert_eq!(version_read(&with(" \"4\" "), Some(4)).ok(), Some(4));
+        let status = |result: Result<i64, Problem>| result.map_err(|p| p.status.as_u16()).unwrap_err();
+        assert_eq!(status(version_read(&HeaderMap::new(), None)), 428);
+        assert_eq!(status(version_read(&with("*"), None)), 428);
+        assert_eq!(status(version_read(&with("\"4\""), Some(3))), 400);
+        assert_eq!(status(version_read(&with("W/\"4\""), None)), 400);
+        assert_eq!(status(version_read(&with("\"4\", \"5\""), None)), 400);
+        let mut two = with("\"4\"");
+        two.append(header::IF_MATCH, "\"4\"".parse().expect("a header value"));
+        assert_eq!(status(version_read(&two, None)), 400);
+    }
 }

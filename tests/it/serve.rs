@@ -1,7 +1,9 @@
 //! The HTTP intake API (`actionledger serve`) on both stores, driven by a real HTTP client against
 //! the router served in-process: a storm of concurrent deliveries through `/v1/actions` and a
 //! webhook intake, every refusal code with nothing written, signed webhooks, each role, the
-//! request timeout, a request in flight at shutdown, and the binary with a hashed token file.
+//! request timeout, a request in flight at shutdown, commands without the version read, slow
+//! clients against the header timeout and the connection caps, and the binary with a hashed token
+//! file (and refusing one that lies).
 
 use crate::support::TestDb;
 use actionledger::config::Config;
@@ -639,6 +641,83 @@ async fn the_binary_serves_hashed_tokens_and_finishes_on_sigterm() {
     let after = actionledger(dir.path()).args(["--db", "sqlite://ledger.db", "list", "--json"]).output().unwrap();
     let page: Value = serde_json::from_slice(&after.stdout).unwrap();
     assert_eq!(page["actions"][0]["key"], "bin:1");
+}
+
+/// The binary refuses a tokens file that would let one token act under another's name, and logs
+/// every connection it refuses or closes for late headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_refuses_lying_tokens_and_logs_what_it_refuses() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let line = |token: &str, role: &str, name: &str| {
+        let made = hash_token(dir.path(), token, role, name);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        String::from_utf8(made.stdout).unwrap()
+    };
+    let viewer = line("a-token-of-the-dashboard-0123", "viewer", "dashboard");
+    let twin = viewer.replace(" viewer dashboard", " reviewer Evil Twin");
+    let shop = line("a-token-of-the-shop-0123456789", "source", "shop");
+    for (tokens, says) in [
+        (format!("{viewer}{twin}"), "tokens.txt line 2 has the token hash tokens.txt line 1 already has"),
+        (format!("{shop}{}", line("another-token-0123456789", "viewer", "Shop")), "one name holds one role"),
+        (format!("{shop}sha256:00 viewer x\n"), "tokens.txt line 2: the hash must be sha256:"),
+    ] {
+        std::fs::write(dir.path().join("tokens.txt"), &tokens).unwrap();
+        let refused = actionledger(dir.path())
+            .args(["--db", "sqlite://ledger.db", "serve", "--listen", "127.0.0.1:0", "--tokens", "tokens.txt"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "a usage error: {stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    std::fs::write(dir.path().join("tokens.txt"), &shop).unwrap();
+    let zero = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--tokens", "tokens.txt", "--max-connections", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2), "{}", String::from_utf8_lossy(&zero.stderr));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+        .args(["--header-timeout", "1s", "--max-connections-per-address", "2", "--max-connections", "10"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = listen.parse().unwrap();
+    let mut up = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the server listens");
+    // Let the probe connections close before the slow clients take the address's places.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        slow.push(slow_client("127.0.0.1", addr).await);
+    }
+    let (mut refused, _) = slow_client("127.0.0.1", addr).await;
+    let (answer, _) = until_closed(&mut refused, Duration::from_secs(2)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    for (stream, _) in &mut slow {
+        until_closed(stream, Duration::from_secs(5)).await;
+        let _ = stream.shutdown().await;
+    }
+    let killed = std::process::Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let stopped = server.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stopped.status.success(), "{log}");
+    let refusals: Vec<&str> = log.lines().filter(|l| l.contains("refused a connection from 127.0.0.1")).collect();
+    assert_eq!(refusals.len(), 1, "the refusal is logged once: {log}");
+    assert!(refusals[0].contains("WARN") && refusals[0].contains("the most one address may hold"), "{log}");
+    let late: Vec<&str> = log.lines().filter(|l| l.contains("no complete request headers within 1s")).collect();
+    assert!(late.len() >= 2 && late.iter().all(|l| l.contains("WARN")), "each slow client is logged: {log}");
 }
 
 async fn a_request_in_flight_finishes_when_the_server_stops<S: Store>(db: TestDb<S>) {

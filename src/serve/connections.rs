@@ -11,7 +11,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt as _;
 
 /// How many connections the server holds, and how long each may take to send its headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,12 +143,10 @@ fn refuse(stream: tokio::net::TcpStream, peer: SocketAddr, refusal: Refusal, cou
             peer.ip()
         ),
     }
-    // Never waits: a client that does not read gets nothing more.
+    // Never waits, and lingers on nothing: a refused connection gives its descriptor back at once,
+    // whether or not the client reads the answer (one that sent bytes may get a reset instead).
     let _ = stream.try_write(REFUSED_ANSWER);
-    tokio::spawn(async move {
-        let mut stream = stream;
-        let _ = tokio::time::timeout(Duration::from_millis(100), stream.shutdown()).await;
-    });
+    drop(stream);
 }
 
 /// Serves one connection until the client closes it, its headers are late, or the server stops.

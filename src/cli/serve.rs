@@ -39,7 +39,7 @@ pub struct ServeArgs {
     timeout: std::time::Duration,
     /// How long a connection may take to send a request's headers (and a kept-alive one its next
     /// request's) before it is closed, logged when it never sent a whole request.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::config::duration_text::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = above_zero)]
     header_timeout: std::time::Duration,
     /// Most connections open at once, all clients together; one more is answered 503, closed and
     /// logged. Keep it below the process's file limit (`ulimit -n`).
@@ -50,6 +50,20 @@ pub struct ServeArgs {
     /// own pool.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections_per_address: u32,
+}
+
+/// Why a header timeout cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum HeaderTimeoutError {
+    #[error(transparent)]
+    Text(#[from] crate::config::duration_text::DurationError),
+    #[error("give a time above zero: a connection needs a moment to send its request headers")]
+    Zero,
+}
+
+fn above_zero(text: &str) -> Result<std::time::Duration, HeaderTimeoutError> {
+    let duration = crate::config::duration_text::parse(text)?;
+    if duration.is_zero() { Err(HeaderTimeoutError::Zero) } else { Ok(duration) }
 }
 
 #[derive(Debug, Subcommand)]

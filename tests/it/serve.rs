@@ -672,11 +672,14 @@ async fn the_binary_refuses_lying_tokens_and_logs_what_it_refuses() {
         assert!(stderr.contains(says), "{stderr}");
     }
     std::fs::write(dir.path().join("tokens.txt"), &shop).unwrap();
-    let zero = actionledger(dir.path())
-        .args(["--db", "sqlite://ledger.db", "serve", "--tokens", "tokens.txt", "--max-connections", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(zero.status.code(), Some(2), "{}", String::from_utf8_lossy(&zero.stderr));
+    for zero in [["--max-connections", "0"], ["--max-connections-per-address", "0"], ["--header-timeout", "0s"]] {
+        let refused = actionledger(dir.path())
+            .args(["--db", "sqlite://ledger.db", "serve", "--tokens", "tokens.txt"])
+            .args(zero)
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{zero:?}: {}", String::from_utf8_lossy(&refused.stderr));
+    }
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("127.0.0.1:{port}");
     let server = actionledger(dir.path())

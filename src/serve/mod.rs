@@ -3,9 +3,11 @@
 //! `list`, the counts, and a person's commands, behind bearer tokens with roles.
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
-//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents).
+//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents),
+//! `connections` (the caps on connections and the time to send headers).
 
 pub mod auth;
+pub mod connections;
 pub mod intake;
 pub mod problem;
 pub mod routes;
@@ -17,6 +19,7 @@ use auth::{RateLimiter, Tokens};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+pub use connections::ConnectionLimits;
 use intake::Intake;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -105,14 +108,14 @@ async fn within(State(limit): State<Duration>, request: Request, next: Next) -> 
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes; requests in flight then finish
-/// before this returns.
+/// Serves `router` on `listener` within the default [`ConnectionLimits`] until `shutdown`
+/// completes; requests in flight then finish before this returns.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    connections::serve(listener, router, ConnectionLimits::default(), shutdown).await
 }
 
 /// Completes on ctrl-c or SIGTERM.

@@ -137,7 +137,7 @@ pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Resu
         max_per_address: args.max_connections_per_address as usize,
     };
     let router = App::new(ledger, tokens, intakes, options).router();
-    crate::serve::connections::serve(listener, router, limits, crate::serve::shutdown_signal())
+    crate::connections::serve(listener, router, limits, crate::serve::shutdown_signal())
         .await
         .map_err(|e| Error::io("the HTTP server failed", e))?;
     tracing::info!("stopped: requests in flight finished");

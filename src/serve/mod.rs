@@ -3,15 +3,15 @@
 //! `list`, the counts, and a person's commands, behind bearer tokens with roles.
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
-//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents),
-//! `connections` (the caps on connections and the time to send headers).
+//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents). Its
+//! connections are held by [`crate::connections`], as the metrics endpoint's are.
 
 pub mod auth;
-pub mod connections;
 pub mod intake;
 pub mod problem;
 pub mod routes;
 
+pub use crate::connections::ConnectionLimits;
 use crate::domain::payload::MAX_PAYLOAD_BYTES;
 use crate::ledger::Ledger;
 use crate::store::Store;
@@ -19,7 +19,6 @@ use auth::{RateLimiter, Tokens};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-pub use connections::ConnectionLimits;
 use intake::Intake;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -115,7 +114,7 @@ pub async fn serve(
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    connections::serve(listener, router, ConnectionLimits::default(), shutdown).await
+    crate::connections::serve(listener, router, ConnectionLimits::default(), shutdown).await
 }
 
 /// Completes on ctrl-c or SIGTERM.

@@ -47,7 +47,7 @@ fn config() -> Config {
 /// Serves the ledger on 127.0.0.1 until the test ends; returns its base URL.
 async fn start<S: Store>(ledger: &Ledger<S>) -> String {
     let mut tokens = Tokens::default();
-    tokens.insert(SOURCE, Role::Source, "shop");
+    tokens.insert(SOURCE, Role::Source, "shop").unwrap();
     let intakes = config().intake.into_iter().map(|(name, intake)| Intake::with_secret(&name, intake, None)).collect();
     let options = ServeOptions { rate: 0.0, ..ServeOptions::default() };
     let router = App::new(ledger.clone(), tokens, intakes, options).router();

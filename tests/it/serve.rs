@@ -87,7 +87,7 @@ async fn start_within<S: Store>(
     let router = App::new(ledger.clone(), tokens, intakes, options).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(actionledger::serve::connections::serve(listener, router, limits, std::future::pending()));
+    tokio::spawn(actionledger::connections::serve(listener, router, limits, std::future::pending()));
     addr
 }
 

@@ -48,7 +48,7 @@ pub(crate) async fn login_in(admin: &Ledger<PostgresStore>, url: &str, group: &s
 }
 
 /// Opens the ledger at `url` as a new login member of `group`.
-async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
+pub(crate) async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
     let login_url = login_in(admin, url, group).await;
     let store = PostgresStore::open_with(&login_url, 4)
         .await

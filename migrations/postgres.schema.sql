@@ -625,11 +625,6 @@ BEGIN
                 'actionledger: role %s may not propose a payload, choose an idempotency key, count attempts or '
                 'record a send: only a worker or a source does that', current_user);
         END IF;
-        -- 0095: a reviewer's commands only clear a backoff (a retry, a resolution as not written).
-        IF NEW.not_before IS NOT NULL AND NEW.not_before IS DISTINCT FROM OLD.not_before THEN
-            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
-                'actionledger: role %s may not set a backoff: only a worker schedules a retry', current_user);
-        END IF;
     END IF;
 
     -- 0005: facts a worker raises and only a person's command clears; no role but the owner

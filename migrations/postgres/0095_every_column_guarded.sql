@@ -18,7 +18,7 @@
 --   the action goes back to pending or to failed; the mark that an old worker may act changes
 --   only with a change of state or owner; an idempotency window is started only under a claim
 --   and cleared only as the action goes back to pending; a backoff is set only as the action
---   goes back to pending, and a reviewer only clears one; late results are acknowledged only to
+--   goes back to pending (a retry scheduled, a lookup that found nothing); late results are acknowledged only to
 --   zero, and only once no late attempt is left unacknowledged.
 -- * actionledger_check_change_recorded replaces actionledger_check_person_entry (0016), now for
 --   every role: a change of state or of owner comes with an audit entry of the same transaction
@@ -159,11 +159,6 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
                 'actionledger: role %s may not propose a payload, choose an idempotency key, count attempts or '
                 'record a send: only a worker or a source does that', current_user);
-        END IF;
-        -- 0095: a reviewer's commands only clear a backoff (a retry, a resolution as not written).
-        IF NEW.not_before IS NOT NULL AND NEW.not_before IS DISTINCT FROM OLD.not_before THEN
-            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
-                'actionledger: role %s may not set a backoff: only a worker schedules a retry', current_user);
         END IF;
     END IF;
 

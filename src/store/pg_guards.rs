@@ -120,7 +120,9 @@ pub const POLICY: &[ColumnPolicy] = &[
         ByCommand(
             "set only as the action goes back to pending (a retry scheduled, a lookup found nothing); cleared by a claim",
         ),
-        ByCommand("cleared by a retry or a resolution as not written; never set"),
+        ByCommand(
+            "set only as the person's lookup that found nothing moves the action to pending; cleared by a retry or a resolution as not written",
+        ),
     ),
     column("actions", "attempts", ByCommand("one at a time, as an attempt starts"), Never),
     column(

@@ -402,6 +402,26 @@ async fn a_workers_every_move_passes_the_guards() {
             .unwrap_or_else(|e| panic!("{k}: a worker settles an unknown action by a lookup: {e}"));
         assert!(settled.is_some(), "{k} is settled");
     }
+    // A person's lookup now, from a reviewer's login, that finds nothing: pending after the
+    // backoff, known not written.
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+    worker.submit(&raw("w:looked", "{}")).await.unwrap();
+    let claim = claim_of(&worker, "w:looked").await;
+    let started = worker.start_attempt(&claim).await.unwrap();
+    worker.record_result(&claim, started, &result(Outcome::Unknown)).await.unwrap();
+    let seen = admin.store().find(&key("w:looked")).await.unwrap().unwrap();
+    let nothing = LookupReport {
+        verdict: LookupVerdict::NotFound,
+        records: 0,
+        destination_id: None,
+        evidence: actionledger::domain::Evidence::default(),
+        detail: None,
+    };
+    let settled = reviewer
+        .settle_unknown(&key("w:looked"), seen.revision, "Ana Lima", actionledger::domain::ActorKind::Person, &nothing)
+        .await
+        .expect("a person's lookup settles an unknown action");
+    assert_eq!(settled.map(|a| (a.state, a.may_have_written)), Some((State::Pending, false)));
     let absent = admin.store().find(&key("w:absent")).await.unwrap().unwrap();
     assert_eq!((absent.state, absent.may_have_written), (State::Pending, false));
     let there = admin.store().find(&key("w:there")).await.unwrap().unwrap();

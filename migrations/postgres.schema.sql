@@ -339,6 +339,10 @@ BEGIN
             'actionledger: role %s may not record a move of %s from %s to %s: no action moves so',
             current_user, NEW.action_key, NEW.from_state, NEW.to_state);
     END IF;
+    IF NEW.at < floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may date an audit entry only at the database''s time of it', current_user);
+    END IF;
     this_xact := (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
     IF NOT EXISTS (SELECT 1 FROM audit_trail later
                    WHERE later.action_key = NEW.action_key AND later.id > NEW.id AND later.xmin = this_xact)
@@ -693,6 +697,24 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_guard_attempt_insert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF (NEW.ended_at IS NOT NULL OR NEW.outcome IS NOT NULL OR NEW.error IS NOT NULL
+        OR NEW.response_status IS NOT NULL OR NEW.destination_id IS NOT NULL OR NEW.response_body IS NOT NULL
+        OR NEW.stale OR NEW.acknowledged_by IS NOT NULL OR NEW.acknowledged_at IS NOT NULL)
+       AND actionledger_session_duties() <> 3 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may record an attempt only as it starts: its outcome and evidence come when it '
+            'ends', current_user);
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_guard_attempt_update()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -962,6 +984,8 @@ CREATE TRIGGER attempts_cut_off_guard BEFORE UPDATE ON attempts FOR EACH ROW WHE
 
 CREATE TRIGGER attempts_evidence_written_once BEFORE UPDATE ON attempts FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_update();
 
+CREATE TRIGGER attempts_start_without_evidence BEFORE INSERT ON attempts FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_insert();
+
 CREATE TRIGGER audit_trail_append_only BEFORE DELETE OR UPDATE ON audit_trail FOR EACH ROW EXECUTE FUNCTION actionledger_refuse_audit_change();
 
 CREATE TRIGGER audit_trail_appended_in_own_name BEFORE INSERT ON audit_trail FOR EACH ROW EXECUTE FUNCTION actionledger_guard_audit_append();
@@ -998,6 +1022,7 @@ ALTER FUNCTION actionledger_grant_roles() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_acknowledgement() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_action() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_action_update() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_guard_attempt_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_attempt_update() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_audit_append() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_cut_off() OWNER TO actionledger_owner;
@@ -1064,6 +1089,8 @@ GRANT EXECUTE ON FUNCTION actionledger_guard_action() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action_update() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action_update() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_insert() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_insert() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_update() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_update() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_audit_append() TO PUBLIC;

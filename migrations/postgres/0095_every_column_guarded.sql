@@ -25,10 +25,11 @@
 --   for that action, from the old state to the new one under the new ownership version; and
 --   every change a reviewer makes comes with that person's entry.
 -- * actionledger_check_entry_matches (new): an audit entry's change of state is one the
---   transition table allows, and the action is in the entry's state when the transaction
---   commits (unless a later entry of the same transaction moved it on).
+--   transition table allows, dated at the database's time of its transaction, and the action is
+--   in the entry's state when the transaction commits (unless a later entry of the same transaction moved it on).
 -- * actionledger_guard_attempt_update (new): an ended attempt's evidence never changes; an
---   unfinished one changes only by being ended, or marked cut off.
+--   unfinished one changes only by being ended, or marked cut off. actionledger_guard_attempt_insert
+--   (new): an attempt is inserted as it starts, without an outcome or evidence.
 -- * actionledger_guard_proposal (written in full; 0020's otherwise): a reviewer decides in the
 --   name of the login's person, and actionledger_check_decision_recorded (new) requires that
 --   person's audit entry for the action in the same transaction.
@@ -296,6 +297,10 @@ BEGIN
             'actionledger: role %s may not record a move of %s from %s to %s: no action moves so',
             current_user, NEW.action_key, NEW.from_state, NEW.to_state);
     END IF;
+    IF NEW.at < floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may date an audit entry only at the database''s time of it', current_user);
+    END IF;
     this_xact := (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
     IF NOT EXISTS (SELECT 1 FROM audit_trail later
                    WHERE later.action_key = NEW.action_key AND later.id > NEW.id AND later.xmin = this_xact)
@@ -348,6 +353,27 @@ $function$;
 
 CREATE TRIGGER attempts_evidence_written_once BEFORE UPDATE ON attempts
     FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_update();
+
+-- A new attempt has only started: its evidence comes when it ends.
+CREATE OR REPLACE FUNCTION actionledger_guard_attempt_insert()
+RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT
+AS $function$
+BEGIN
+    IF (NEW.ended_at IS NOT NULL OR NEW.outcome IS NOT NULL OR NEW.error IS NOT NULL
+        OR NEW.response_status IS NOT NULL OR NEW.destination_id IS NOT NULL OR NEW.response_body IS NOT NULL
+        OR NEW.stale OR NEW.acknowledged_by IS NOT NULL OR NEW.acknowledged_at IS NOT NULL)
+       AND actionledger_session_duties() <> 3 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may record an attempt only as it starts: its outcome and evidence come when it '
+            'ends', current_user);
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE TRIGGER attempts_start_without_evidence BEFORE INSERT ON attempts
+    FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_insert();
 
 CREATE OR REPLACE FUNCTION actionledger_guard_proposal()
 RETURNS trigger LANGUAGE plpgsql
@@ -430,6 +456,7 @@ BEGIN
         ALTER FUNCTION actionledger_check_change_recorded() OWNER TO actionledger_owner;
         ALTER FUNCTION actionledger_check_entry_matches() OWNER TO actionledger_owner;
         ALTER FUNCTION actionledger_guard_attempt_update() OWNER TO actionledger_owner;
+        ALTER FUNCTION actionledger_guard_attempt_insert() OWNER TO actionledger_owner;
         ALTER FUNCTION actionledger_check_decision_recorded() OWNER TO actionledger_owner;
     END IF;
 END;

@@ -253,6 +253,23 @@ async fn forged_records_are_refused() {
     .await;
     refused(
         &worker,
+        "worker: an attempt recorded already ended",
+        &[&format!(
+            "INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ended_at, outcome, \
+             destination_id) VALUES ('g:claimed', 9, 'setup', 1, {NOW}, {NOW}, 'succeeded', 'CRM-9')"
+        )],
+    )
+    .await;
+    refused(
+        &worker,
+        "worker: an entry dated in the past",
+        &["INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
+           ownership_version, revision) VALUES ('g:claimed', 0, 'w1', 'worker', 'late_result', 'in_progress', \
+           'in_progress', 1, 3)"],
+    )
+    .await;
+    refused(
+        &worker,
         "worker: an entry for a move the action never made",
         &[&format!(
             "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \

@@ -234,59 +234,7 @@ async fn forged_records_are_refused() {
     )
     .await;
 
-    // A worker's login.
-    for (what, set, k) in [
-        ("a completed action's destination id", format!("destination_id = 'CRM-FORGED', {step}"), "g:done"),
-        ("updated_at in the past", format!("updated_at = 0, {step}"), "g:claimed"),
-        ("an unknown action known not written", format!("may_have_written = false, {step}"), "g:unknown"),
-        ("a source version", format!("source_version = 999, {step}"), "g:pending"),
-        ("a backoff on a claimed action", format!("not_before = 9000000000000, {step}"), "g:claimed"),
-    ] {
-        refused(&worker, &format!("worker: {what}"), &[&format!("UPDATE actions SET {set} WHERE key = '{k}'")]).await;
-    }
-    refused(
-        &worker,
-        "worker: an ended attempt rewritten",
-        &["UPDATE attempts SET outcome = 'failed_before_write', response_body = 'nothing here', \
-           destination_id = 'CRM-9' WHERE action_key = 'g:unknown'"],
-    )
-    .await;
-    refused(
-        &worker,
-        "worker: an attempt recorded already ended",
-        &[&format!(
-            "INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ended_at, outcome, \
-             destination_id) VALUES ('g:claimed', 9, 'setup', 1, {NOW}, {NOW}, 'succeeded', 'CRM-9')"
-        )],
-    )
-    .await;
-    refused(
-        &worker,
-        "worker: an entry dated in the past",
-        &["INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
-           ownership_version, revision) VALUES ('g:claimed', 0, 'w1', 'worker', 'late_result', 'in_progress', \
-           'in_progress', 1, 3)"],
-    )
-    .await;
-    refused(
-        &worker,
-        "worker: an entry for a move the action never made",
-        &[&format!(
-            "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
-             ownership_version, revision) VALUES ('g:pending', {NOW}, 'w1', 'worker', 'completed', 'in_progress', \
-             'completed', 1, 2)"
-        )],
-    )
-    .await;
-    refused(
-        &worker,
-        "worker: a claim with no entry",
-        &[&format!(
-            "UPDATE actions SET state = 'in_progress', claimed_by = 'w9', ownership_version = ownership_version + 1, \
-             lease_expires_at = {NOW} + 60000, updated_at = {NOW}, {step} WHERE key = 'g:pending'"
-        )],
-    )
-    .await;
+    worker_forgeries_are_refused(&worker).await;
     // The same forgeries committed, not only tried: refused at the commit, nothing kept.
     assert!(
         exec(
@@ -309,6 +257,64 @@ async fn forged_records_are_refused() {
         assert_eq!(now.attempts, was.attempts, "{k}: its attempts are as they were");
     }
     the_commands_still_pass(&admin, &worker, &reviewer).await;
+}
+
+/// A worker's login forges by direct SQL what only a result, a claim or a person writes: each
+/// refused (tried in a transaction that is rolled back, with the checks of the commit run at once).
+async fn worker_forgeries_are_refused(worker: &Ledger<PostgresStore>) {
+    let step = "revision = revision + 1";
+    for (what, set, k) in [
+        ("a completed action's destination id", format!("destination_id = 'CRM-FORGED', {step}"), "g:done"),
+        ("updated_at in the past", format!("updated_at = 0, {step}"), "g:claimed"),
+        ("an unknown action known not written", format!("may_have_written = false, {step}"), "g:unknown"),
+        ("a source version", format!("source_version = 999, {step}"), "g:pending"),
+        ("a backoff on a claimed action", format!("not_before = 9000000000000, {step}"), "g:claimed"),
+    ] {
+        refused(worker, &format!("worker: {what}"), &[&format!("UPDATE actions SET {set} WHERE key = '{k}'")]).await;
+    }
+    refused(
+        worker,
+        "worker: an ended attempt rewritten",
+        &["UPDATE attempts SET outcome = 'failed_before_write', response_body = 'nothing here', \
+           destination_id = 'CRM-9' WHERE action_key = 'g:unknown'"],
+    )
+    .await;
+    refused(
+        worker,
+        "worker: an attempt recorded already ended",
+        &[&format!(
+            "INSERT INTO attempts (action_key, number, worker, ownership_version, started_at, ended_at, outcome, \
+             destination_id) VALUES ('g:claimed', 9, 'setup', 1, {NOW}, {NOW}, 'succeeded', 'CRM-9')"
+        )],
+    )
+    .await;
+    refused(
+        worker,
+        "worker: an entry dated in the past",
+        &["INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
+           ownership_version, revision) VALUES ('g:claimed', 0, 'w1', 'worker', 'late_result', 'in_progress', \
+           'in_progress', 1, 3)"],
+    )
+    .await;
+    refused(
+        worker,
+        "worker: an entry for a move the action never made",
+        &[&format!(
+            "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
+             ownership_version, revision) VALUES ('g:pending', {NOW}, 'w1', 'worker', 'completed', 'in_progress', \
+             'completed', 1, 2)"
+        )],
+    )
+    .await;
+    refused(
+        worker,
+        "worker: a claim with no entry",
+        &[&format!(
+            "UPDATE actions SET state = 'in_progress', claimed_by = 'w9', ownership_version = ownership_version + 1, \
+             lease_expires_at = {NOW} + 60000, updated_at = {NOW}, {step} WHERE key = 'g:pending'"
+        )],
+    )
+    .await;
 }
 
 /// The roles' own commands still pass every guard after the forgeries of

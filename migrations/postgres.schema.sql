@@ -982,9 +982,9 @@ CREATE TRIGGER attempts_acknowledgement_guard BEFORE UPDATE ON attempts FOR EACH
 
 CREATE TRIGGER attempts_cut_off_guard BEFORE UPDATE ON attempts FOR EACH ROW WHEN (new.outcome::text IS DISTINCT FROM old.outcome::text AND NOT (old.outcome IS NULL AND old.ended_at IS NULL AND new.outcome::text = 'cut_off'::text)) EXECUTE FUNCTION actionledger_guard_cut_off();
 
-CREATE TRIGGER attempts_evidence_written_once BEFORE UPDATE ON attempts FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_update();
+CREATE TRIGGER attempts_evidence_written_once BEFORE UPDATE ON attempts FOR EACH ROW WHEN (old.ended_at IS NOT NULL OR new.ended_at IS NULL OR new.ended_at < old.started_at OR new.outcome IS NULL) EXECUTE FUNCTION actionledger_guard_attempt_update();
 
-CREATE TRIGGER attempts_start_without_evidence BEFORE INSERT ON attempts FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_insert();
+CREATE TRIGGER attempts_start_without_evidence BEFORE INSERT ON attempts FOR EACH ROW WHEN (new.ended_at IS NOT NULL OR new.outcome IS NOT NULL OR new.error IS NOT NULL OR new.response_status IS NOT NULL OR new.destination_id IS NOT NULL OR new.response_body IS NOT NULL OR new.stale OR new.acknowledged_by IS NOT NULL OR new.acknowledged_at IS NOT NULL) EXECUTE FUNCTION actionledger_guard_attempt_insert();
 
 CREATE TRIGGER audit_trail_append_only BEFORE DELETE OR UPDATE ON audit_trail FOR EACH ROW EXECUTE FUNCTION actionledger_refuse_audit_change();
 

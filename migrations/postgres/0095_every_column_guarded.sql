@@ -351,8 +351,12 @@ BEGIN
 END;
 $function$;
 
+-- Called only for what is not an attempt's end (evidence written once, with an outcome, not
+-- before its start), so that the worker's path pays nothing for it.
 CREATE TRIGGER attempts_evidence_written_once BEFORE UPDATE ON attempts
-    FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_update();
+    FOR EACH ROW WHEN (OLD.ended_at IS NOT NULL OR NEW.ended_at IS NULL OR NEW.ended_at < OLD.started_at
+                       OR NEW.outcome IS NULL)
+    EXECUTE FUNCTION actionledger_guard_attempt_update();
 
 -- A new attempt has only started: its evidence comes when it ends.
 CREATE OR REPLACE FUNCTION actionledger_guard_attempt_insert()
@@ -373,7 +377,11 @@ END;
 $function$;
 
 CREATE TRIGGER attempts_start_without_evidence BEFORE INSERT ON attempts
-    FOR EACH ROW EXECUTE FUNCTION actionledger_guard_attempt_insert();
+    FOR EACH ROW WHEN (NEW.ended_at IS NOT NULL OR NEW.outcome IS NOT NULL OR NEW.error IS NOT NULL
+                       OR NEW.response_status IS NOT NULL OR NEW.destination_id IS NOT NULL
+                       OR NEW.response_body IS NOT NULL OR NEW.stale OR NEW.acknowledged_by IS NOT NULL
+                       OR NEW.acknowledged_at IS NOT NULL)
+    EXECUTE FUNCTION actionledger_guard_attempt_insert();
 
 CREATE OR REPLACE FUNCTION actionledger_guard_proposal()
 RETURNS trigger LANGUAGE plpgsql

@@ -11,6 +11,7 @@ mod bounds;
 mod canon;
 mod claim_start;
 mod cli;
+mod column_guards;
 mod concurrency;
 mod conformance;
 mod console;

@@ -570,11 +570,12 @@ pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: 
     }
     for report in reports {
         println!(
-            "{}: {} actions compared, {} disagreements, {} lookups failed",
+            "{}: {} actions compared, {} disagreements, {} lookups failed{}",
             report.destination,
             report.checked,
             report.findings.len(),
-            report.lookup_errors
+            report.lookup_errors,
+            if report.purged > 0 { format!(", {} purged passed over", report.purged) } else { String::new() }
         );
         for f in &report.findings {
             let settled = f.settled_to.map(|s| format!(" -> settled to {s}")).unwrap_or_default();

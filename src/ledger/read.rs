@@ -23,6 +23,7 @@ impl<S: Store> Ledger<S> {
             attempts: self.store.attempts(key).await?,
             lookups: self.store.lookups(key).await?,
             proposals: self.store.proposals(key).await?,
+            updates: self.updates_of(key).await?,
             audit: self.store.audit_trail(key).await?,
         })
     }

@@ -2,6 +2,7 @@
 //! lookup found (rule 2).
 
 use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
+use super::update::take_on_completed_update;
 use super::{Claim, Ledger, LedgerError, LookupReport, Recovery};
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Event, LookupRecord, LookupVerdict, Person, Refusal, State, Timestamp,
@@ -141,9 +142,12 @@ impl<S: Store> Ledger<S> {
                         None => then,
                     });
                 }
-                write_action(tx, &mut action, Writer { routing: &self.destinations, actor, actor_kind, now }).await?;
+                let by = Writer { routing: &self.destinations, actor, actor_kind, now };
+                write_action(tx, &mut action, by).await?;
                 tx.insert_lookup(&lookup_record(&action.key, actor, report, now)).await?;
                 tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, detail, now)).await?;
+                // An update found at the destination is taken on by the action it updates.
+                take_on_completed_update(tx, &action, by).await?;
                 Ok(Some(action))
             })
         })

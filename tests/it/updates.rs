@@ -33,6 +33,7 @@ conformance!(
     an_update_without_a_condition_overwrites_and_show_says_so,
     a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent,
     a_failed_update_leaves_its_action_as_it_was_and_a_completed_one_is_taken_on,
+    an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_resolves_it,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -477,4 +478,54 @@ async fn a_failed_update_leaves_its_action_as_it_was_and_a_completed_one_is_take
         "{reason}"
     );
     assert!(reason.contains("replaced by revision 3"), "{reason}");
+}
+
+/// An update whose outcome is uncertain changes nothing on its action until it is settled: a
+/// lookup that finds it (by the worker) or a person's resolution as completed makes the action take
+/// it on, in that actor's name; a resolution as not written leaves the action as it was.
+async fn an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_resolves_it<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let uncertain = async |k: &str| {
+        completed(l, k, r#"{"qty":1}"#, "R-1").await;
+        l.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
+        let update = l.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap().update;
+        let update = update.unwrap().key;
+        let claim = l.claim("w1", LEASE, 1).await.unwrap().pop().unwrap();
+        assert_eq!(claim.key(), &update);
+        let attempt = l.start_attempt(&claim).await.unwrap();
+        let lost = Report { outcome: Outcome::Unknown, error: None, evidence: Evidence::default() };
+        l.record_result(&claim, attempt, &lost).await.unwrap();
+        assert_eq!(l.store().find(&key(k)).await.unwrap().unwrap().payload_revision, 1, "not taken on while unknown");
+        update
+    };
+    let taken_on = async |k: &str| {
+        let action = l.store().find(&key(k)).await.unwrap().unwrap();
+        let entry = l.detail(&key(k)).await.unwrap().audit.pop().unwrap();
+        (action.payload_revision, action.payload.value()["qty"].as_i64(), entry.event, entry.actor)
+    };
+
+    let found = uncertain("acme:order:U-1:create-task").await;
+    let version = l.store().find(&found).await.unwrap().unwrap().revision;
+    let report = actionledger::ledger::LookupReport {
+        verdict: actionledger::domain::LookupVerdict::Found,
+        records: 1,
+        destination_id: Some("R-1".into()),
+        evidence: Evidence::default(),
+        detail: None,
+    };
+    l.settle_unknown(&found, version, "w1", ActorKind::Worker, &report).await.unwrap().expect("settled");
+    assert_eq!(taken_on("acme:order:U-1:create-task").await, (2, Some(2), Event::UpdateApplied, "w1".to_owned()));
+
+    let resolved = uncertain("acme:order:U-2:create-task").await;
+    let command = ManualCommand::ResolveCompleted { destination_id: "R-1".into() };
+    l.manual(&person_request(resolved.as_str(), command)).await.unwrap();
+    assert_eq!(taken_on("acme:order:U-2:create-task").await, (2, Some(2), Event::UpdateApplied, "Ana Lima".to_owned()));
+
+    let not_written = uncertain("acme:order:U-3:create-task").await;
+    l.manual(&person_request(not_written.as_str(), ManualCommand::Cancel)).await.unwrap();
+    let (revision, qty, event, _) = taken_on("acme:order:U-3:create-task").await;
+    assert_eq!((revision, qty), (1, Some(1)), "a cancelled update leaves its action as it was");
+    assert_ne!(event, Event::UpdateApplied);
+    let detail = l.detail(&key("acme:order:U-3:create-task")).await.unwrap();
+    assert_eq!(detail.updates.iter().map(|u| u.state).collect::<Vec<_>>(), [State::Cancelled]);
 }

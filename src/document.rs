@@ -186,6 +186,14 @@ pub fn detail(d: &ActionDetail) -> Value {
         "lookups": d.lookups.iter().map(lookup_json).collect::<Vec<_>>(),
         "proposals": d.proposals.iter().map(proposal_json).collect::<Vec<_>>(),
         "proposals_waiting": d.waiting_proposals().count(),
+        "updates": d.updates.iter().map(|u| json!({
+            "key": u.key.as_str(),
+            "state": u.state,
+            "payload_revision": crate::domain::manual::update_number(u),
+            "fingerprint": u.payload.fingerprint().as_str(),
+            "last_error": u.last_error,
+            "summary": crate::domain::manual::describe_update(u, &d.action),
+        })).collect::<Vec<_>>(),
         "audit": d.audit.iter().map(audit_json).collect::<Vec<_>>(),
         "retry_needs_confirm_not_written": d.retry_needs_check,
         "update": d.update_guard.map(|guard| json!({

@@ -99,8 +99,8 @@ pub async fn look_up<S: Store>(
 }
 
 /// A named person's lookup, from the console or the CLI: reads the action, refuses if it changed
-/// since the version the person saw, and looks it up at its configured destination with the
-/// person's reason in the audit trail. Returns the action as it was read, and what happened.
+/// since the version the person saw or a purge reduced it to its tombstone, and looks it up at
+/// its configured destination with the person's reason in the audit trail. Returns the action as it was read, and what happened.
 pub async fn look_up_for_person<S: Store>(
     ledger: &Ledger<S>,
     destinations: &Destinations,
@@ -115,6 +115,8 @@ pub async fn look_up_for_person<S: Store>(
     {
         return Err(LedgerError::from(Refusal::changed_since_read("look up", &action, seen)).into());
     }
+    // Refused before the destination is asked: a tombstone has nothing to compare with.
+    ledger.refuse_if_purged("look up", &action).await?;
     let destination = destinations.require(&action)?;
     let looked = look_up(ledger, destination, &action, person.as_str(), ActorKind::Person, Some(reason.as_str())).await;
     let mut looked = match looked {
@@ -200,6 +202,8 @@ pub enum FindingKind {
 pub struct DestinationReport {
     pub destination: String,
     pub checked: u64,
+    /// Purged actions passed over: a tombstone keeps no payload to compare with.
+    pub purged: u64,
     pub lookup_errors: u64,
     pub findings: Vec<Finding>,
 }
@@ -237,6 +241,13 @@ pub async fn reconcile<S: Store>(
                 None => includes_unassigned,
             };
             if mine && !matches!(action.state, State::InProgress) {
+                match ledger.refuse_if_purged("compare", &action).await {
+                    Err(LedgerError::Refused(Refusal::Purged { .. })) => {
+                        report.purged += 1;
+                        continue;
+                    }
+                    other => other?,
+                }
                 report.checked += 1;
                 compare(ledger, destination, &action, apply, &mut report).await?;
             }

@@ -139,6 +139,10 @@ pub fn detail(d: &ActionDetail, as_json: bool) {
             "retry"
         );
     }
+    for update in &d.updates {
+        let line = crate::domain::manual::describe_update(update, &d.action);
+        println!("  {:<18} {}", "update", escape_untrusted(&line));
+    }
     if let Some(guard) = d.update_guard {
         let record = d.action.updates_destination_id.as_deref().unwrap_or("?");
         println!("  {:<18} {}", "update", escape_untrusted(&guard.describe(record)));
@@ -290,9 +294,10 @@ fn print_payloads(d: &ActionDetail) {
     }
     if !waiting.is_empty() && a.state == crate::domain::State::Completed {
         println!(
-            "  approving {} records the update action {key}#update-{} (the action stays completed)",
+            "  approving {} records the update action {key}#update-{} (the action stays completed, and takes the new \
+             payload on once that update completes)",
             if waiting.len() == 1 { "it" } else { "one" },
-            a.payload_revision + 1
+            d.next_update_number()
         );
     }
     let decided: Vec<&ProposalRecord> = d.proposals.iter().filter(|p| p.decision.is_some()).collect();
@@ -570,11 +575,12 @@ pub fn reconciliation(reports: &[crate::reconcile::DestinationReport], as_json: 
     }
     for report in reports {
         println!(
-            "{}: {} actions compared, {} disagreements, {} lookups failed",
+            "{}: {} actions compared, {} disagreements, {} lookups failed{}",
             report.destination,
             report.checked,
             report.findings.len(),
-            report.lookup_errors
+            report.lookup_errors,
+            if report.purged > 0 { format!(", {} purged passed over", report.purged) } else { String::new() }
         );
         for f in &report.findings {
             let settled = f.settled_to.map(|s| format!(" -> settled to {s}")).unwrap_or_default();

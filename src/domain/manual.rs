@@ -3,7 +3,7 @@
 
 use super::capability::ClaimFacts;
 use super::key::{ActionKey, KeyError};
-use super::record::{ActionRecord, ProposalRecord, Timestamp, Transition};
+use super::record::{ActionRecord, Proposal, ProposalRecord, Timestamp, Transition};
 use super::refusal::Refusal;
 use super::state::{self, Event, State};
 
@@ -357,10 +357,14 @@ pub fn apply(
             action.may_have_written = false;
         }
         ManualCommand::Cancel | ManualCommand::Reject { .. } => action.proposal = None,
+        // A completed action keeps the payload the destination holds: the approved one goes out
+        // in its update action ([`update_action`]), and is this action's only once that update
+        // completed ([`take_update`]). An update that fails leaves it as it was.
+        ManualCommand::Approve { .. } if plan.from == State::Completed => action.proposal = None,
         ManualCommand::Approve { .. } => {
             // Rule 9: once a request may have gone out under the current key, the new body goes
             // out under a key of its own, which `plan` checked can be made.
-            let derived = derives_idempotency_key(action) && plan.from != State::Completed;
+            let derived = derives_idempotency_key(action);
             if let Some(proposal) = action.proposal.take() {
                 action.payload = proposal.payload;
                 action.source_version = proposal.source_version.or(action.source_version);
@@ -391,25 +395,74 @@ fn derives_idempotency_key(action: &ActionRecord) -> bool {
     action.first_sent_at.is_some() || action.attempts > 0
 }
 
-/// The update action that approving a changed payload of the completed `original` records, after
-/// [`apply`] made the new payload `original`'s approved one: its own key `KEY#update-N` (N, the
-/// payload revision it carries), pending, with the original's destination and destination id.
-pub fn update_action(original: &ActionRecord, now: Timestamp) -> Result<ActionRecord, Refusal> {
-    let revision = original.payload_revision;
-    let key = original.key.update_key(revision).map_err(|problem| Refusal::DerivedKeyRefused {
+/// The update action that approving `proposal`, a changed payload of the completed `original`,
+/// records as its `number`th: its own key `KEY#update-N`, pending, with the proposal's payload and
+/// the original's destination and destination id. The original keeps its approved payload until
+/// this update completes ([`take_update`]).
+pub fn update_action(
+    original: &ActionRecord,
+    proposal: &Proposal,
+    number: i64,
+    now: Timestamp,
+) -> Result<ActionRecord, Refusal> {
+    let key = original.key.update_key(number).map_err(|problem| Refusal::DerivedKeyRefused {
         key: original.key.clone(),
         what: "update action key",
-        derived: format!("{}#update-{revision}", original.key),
+        derived: format!("{}#update-{number}", original.key),
         problem,
     })?;
     Ok(ActionRecord {
         source: original.source.clone(),
-        source_version: original.source_version,
+        source_version: proposal.source_version.or(original.source_version),
         destination: original.destination.clone(),
         updates: Some(original.key.clone()),
         updates_destination_id: original.destination_id.clone(),
-        ..ActionRecord::pending(key, original.payload.clone(), now)
+        ..ActionRecord::pending(key, proposal.payload.clone(), now)
     })
+}
+
+/// The number N of an update action `KEY#update-N`, read from its key; `None` for an action that
+/// updates nothing.
+pub fn update_number(update: &ActionRecord) -> Option<i64> {
+    let original = update.updates.as_ref()?;
+    update.key.as_str().strip_prefix(original.as_str())?.strip_prefix("#update-")?.parse().ok()
+}
+
+/// How an update action of `original` stands, in one line for a person: the same words in
+/// `show`, its JSON and the console. The original takes an update's payload only once the update
+/// completed, so one that failed or was cancelled says that the original kept its own.
+pub fn describe_update(update: &ActionRecord, original: &ActionRecord) -> String {
+    let number = update_number(update).unwrap_or_default();
+    let kept = format!("{} keeps payload revision {}", original.key, original.payload_revision);
+    match update.state {
+        State::Completed if number == original.payload_revision => {
+            format!("update {} completed: payload revision {number} taken on", update.key)
+        }
+        State::Completed => format!("update {} completed (payload revision {number}); {kept}", update.key),
+        State::Failed => format!(
+            "update {} failed: {}; {kept}",
+            update.key,
+            update.last_error.as_deref().unwrap_or("no error was kept")
+        ),
+        State::Cancelled => format!("update {} cancelled; {kept}", update.key),
+        state => format!("update {} is {state}; {kept} until it completes", update.key),
+    }
+}
+
+/// What the completed `original` does when its update action `update` completed at the
+/// destination: the update's payload becomes its approved one, at the update's number as its
+/// payload revision. An update older than the revision the original holds (a later update
+/// completed first) changes nothing, and `false` says so.
+pub fn take_update(original: &mut ActionRecord, update: &ActionRecord, now: Timestamp) -> bool {
+    let Some(number) = update_number(update) else { return false };
+    if number <= original.payload_revision {
+        return false;
+    }
+    original.payload = update.payload.clone();
+    original.payload_revision = number;
+    original.source_version = original.source_version.max(update.source_version);
+    original.updated_at = now;
+    true
 }
 
 /// Whether a completed action may be re-created: only a completed creation (an update action's
@@ -522,12 +575,22 @@ mod tests {
         let p = planned(&done, &ManualCommand::Approve { proposal: None }, now).unwrap();
         assert_eq!((p.from, p.to), (State::Completed, State::Completed));
         assert_eq!(apply(&mut done, &ManualCommand::Approve { proposal: None }, p, now).unwrap(), None);
-        assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 2, true));
+        assert_eq!((done.state, done.payload_revision, done.proposal.is_none()), (State::Completed, 1, true));
+        assert_eq!(done.payload.canonical(), "{}", "it keeps what the destination holds until the update completes");
         assert_eq!(done.idempotency_key, None, "a completed action sends nothing again");
-        let update = update_action(&done, now).unwrap();
+        let approved = proposed(action(State::Completed), r#"{"q":2}"#).proposal.unwrap();
+        let update = update_action(&done, &approved, 2, now).unwrap();
         assert_eq!(update.key.as_str(), "k#update-2");
         assert_eq!((update.updates.as_ref(), update.updates_destination_id.as_deref()), (Some(&done.key), Some("R-1")));
-        assert_eq!((update.state, update.ownership_version, update.payload), (State::Pending, 0, done.payload.clone()));
+        assert_eq!((update.state, update.ownership_version), (State::Pending, 0));
+        assert_eq!((update.payload.value()["q"].as_i64(), update_number(&update)), (Some(2), Some(2)));
+
+        let mut later = update_action(&done, &approved, 3, now).unwrap();
+        assert!(take_update(&mut done, &later, now));
+        assert_eq!((done.payload_revision, done.payload.value()["q"].as_i64()), (3, Some(2)));
+        assert!(!take_update(&mut done, &update, now), "an older update completing later changes nothing");
+        later.updates = None;
+        assert_eq!(update_number(&later), None);
 
         let mut long = proposed(action(State::Completed), r#"{"q":2}"#);
         long.key = ActionKey::parse(&"k".repeat(250)).unwrap();

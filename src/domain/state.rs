@@ -132,12 +132,16 @@ pub enum Event {
     /// Manual: a person re-created a completed action whose record was removed at the
     /// destination, as a new linked action under a derived key; the state does not change.
     Recreated,
+    /// An update action of this completed action completed at the destination: its payload is
+    /// this action's approved one from now on; the state does not change. Until then the action
+    /// keeps the payload the destination was last known to hold.
+    UpdateApplied,
 }
 
 impl Event {
     /// Every event, in declaration order: the values the database accepts in the audit trail
     /// (PostgreSQL's CHECK constraint of migration 0011; tests/it/roles.rs keeps them equal).
-    pub const ALL: [Self; 27] = [
+    pub const ALL: [Self; 28] = [
         Self::Submitted,
         Self::PayloadChanged,
         Self::Claimed,
@@ -165,6 +169,7 @@ impl Event {
         Self::LookedUp,
         Self::ChangedAtDestination,
         Self::Recreated,
+        Self::UpdateApplied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -196,6 +201,7 @@ impl Event {
             Self::LookedUp => "looked_up",
             Self::ChangedAtDestination => "changed_at_destination",
             Self::Recreated => "recreated",
+            Self::UpdateApplied => "update_applied",
         }
     }
 }
@@ -219,9 +225,11 @@ impl Event {
         )
     }
 
-    /// Whether a person may make this event: the manual commands, and a lookup a person asked for.
+    /// Whether a person may make this event: the manual commands, a lookup a person asked for, and
+    /// an update taken on by an update action a person resolved as completed.
     pub fn is_made_by_people(self) -> bool {
-        self.is_manual() || matches!(self, Self::LookupFound | Self::LookupNotFound | Self::LookupMismatch)
+        self.is_manual()
+            || matches!(self, Self::LookupFound | Self::LookupNotFound | Self::LookupMismatch | Self::UpdateApplied)
     }
 }
 
@@ -425,6 +433,7 @@ mod tests {
             E::LookedUp => 24,
             E::ChangedAtDestination => 25,
             E::Recreated => 26,
+            E::UpdateApplied => 27,
         };
         for (i, event) in Event::ALL.into_iter().enumerate() {
             assert_eq!(position(event), i, "{event:?}");

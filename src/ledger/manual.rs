@@ -4,10 +4,11 @@
 
 use super::recovery::cut_off;
 use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
+use super::update::updates_after_command;
 use super::{Ledger, LedgerError, ManualOutcome, ManualRequest};
 use crate::domain::{
     ActionRecord, ActorKind, ClaimFacts, Event, ManualCommand, ProposalDecision, Refusal, State, Timestamp, Transition,
-    manual::{self, Confirmed},
+    manual::{self, Confirmed, update_number},
 };
 use crate::store::{LedgerTx, Store};
 
@@ -90,6 +91,9 @@ impl<S: Store> Ledger<S> {
                     cut_off(tx, &mut action).await?;
                 }
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
+                // Approving a new version of a completed action: the update action carries it.
+                let approving =
+                    action.proposal.clone().filter(|_| plan.event == Event::Approved && plan.from == State::Completed);
                 let transition = manual::apply(&mut action, command, plan, now)?;
                 if checked_not_written {
                     // Known not written, on the person's word: a failure from here on may be
@@ -106,11 +110,7 @@ impl<S: Store> Ledger<S> {
                 let by =
                     Writer { routing: &self.destinations, actor: person.as_str(), actor_kind: ActorKind::Person, now };
                 write_action(tx, &mut action, by).await?;
-                let update = if plan.event == Event::Approved && plan.from == State::Completed {
-                    Some(record_update_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
-                } else {
-                    None
-                };
+                let update = updates_after_command(tx, &action, command, approving, by, reason.as_str()).await?;
                 let recreated = if matches!(command, ManualCommand::Recreate) {
                     Some(record_recreate_action(tx, &action, person.as_str(), reason.as_str(), now).await?)
                 } else {
@@ -158,10 +158,18 @@ fn approval_detail(
     action: &ActionRecord,
     update: Option<&ActionRecord>,
 ) -> String {
-    let then = match (update, &action.idempotency_key) {
-        (Some(update), _) => format!("; performed by update action {}", update.key),
-        (None, Some(sending)) => format!("; requests now carry idempotency key {sending}"),
-        (None, None) => String::new(),
+    if let Some(update) = update {
+        return format!(
+            "{reason}; payload revision {} ({}) approved as update action {}, which changes the record at the \
+             destination; this action keeps payload revision {revision} ({fingerprint}) until that update completes",
+            update_number(update).unwrap_or_default(),
+            update.payload.fingerprint().short(),
+            update.key
+        );
+    }
+    let then = match &action.idempotency_key {
+        Some(sending) => format!("; requests now carry idempotency key {sending}"),
+        None => String::new(),
     };
     format!(
         "{reason}; payload revision {revision} ({fingerprint}) replaced by revision {} ({}){then}",
@@ -184,32 +192,6 @@ fn confirmed_detail(reason: &str, old_worker_stopped: bool, not_written: bool) -
         );
     }
     detail
-}
-
-/// Records the update action for an approved new payload of the completed `original` (already
-/// written with that payload as its approved one), in the approving person's name. Refused when
-/// its key is taken.
-pub(super) async fn record_update_action<T: LedgerTx>(
-    tx: &mut T,
-    original: &ActionRecord,
-    person: &str,
-    reason: &str,
-    now: Timestamp,
-) -> Result<ActionRecord, LedgerError> {
-    let update = manual::update_action(original, now)?;
-    let Some(created) = tx.insert_actions_if_absent(std::slice::from_ref(&update)).await?.pop() else {
-        return Err(Refusal::UpdateKeyTaken { key: original.key.clone(), update_key: update.key }.into());
-    };
-    let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
-    let detail = format!(
-        "update of {} (destination id {}) to payload revision {} ({}), approved: {reason}",
-        original.key,
-        original.destination_id.as_deref().unwrap_or("-"),
-        original.payload_revision,
-        original.payload.fingerprint().short()
-    );
-    tx.append_audit(&audit_entry(&created, creation, person, ActorKind::Person, Some(detail), now)).await?;
-    Ok(created)
 }
 
 /// Records the action that re-creates the completed `original` (its record removed at the

@@ -7,8 +7,9 @@
 //! This file holds the ledger's types; the operations are one file each, all on [`Ledger`]:
 //! [`submit`] (record intents and deliveries), [`claim`] (claims, leases, attempts started, claims
 //! given back), [`result`] (results and the fencing of late ones), [`recovery`] (expired claims,
-//! uncertain outcomes settled by lookup), [`manual`] (a person's commands), [`purge`] (retention)
-//! and [`read`] (queries). [`tx`] is the one transaction scaffold they all run in.
+//! uncertain outcomes settled by lookup), [`manual`] (a person's commands), [`update`] (update
+//! actions and what their completion changes), [`purge`] (retention) and [`read`] (queries).
+//! [`tx`] is the one transaction scaffold they all run in.
 
 mod claim;
 mod error;
@@ -20,6 +21,7 @@ mod result;
 mod stats;
 mod submit;
 mod tx;
+mod update;
 
 pub use crate::domain::LookupReport;
 use crate::domain::{
@@ -181,6 +183,10 @@ pub struct ActionDetail {
     pub lookups: Vec<LookupRecord>,
     /// Every proposal kept for the action, waiting and decided, oldest first.
     pub proposals: Vec<ProposalRecord>,
+    /// The update actions recorded for it (`KEY#update-N`), oldest first, whatever became of
+    /// them: the action takes an update's payload only once it completed, so one that failed is
+    /// shown beside it.
+    pub updates: Vec<ActionRecord>,
     pub audit: Vec<AuditEntry>,
     /// For an update action, whether its request may overwrite a change made at the destination,
     /// as the destinations this ledger decides with declare it.
@@ -192,6 +198,19 @@ pub struct ActionDetail {
 }
 
 impl ActionDetail {
+    /// The number N of the update action `KEY#update-N` approving a new version of this
+    /// completed action would record now: the first after its payload revision that no earlier
+    /// update of it took.
+    pub fn next_update_number(&self) -> i64 {
+        self.updates
+            .iter()
+            .filter_map(crate::domain::manual::update_number)
+            .chain([self.action.payload_revision])
+            .max()
+            .unwrap_or(self.action.payload_revision)
+            + 1
+    }
+
     /// The proposals waiting for a person's decision, oldest first.
     pub fn waiting_proposals(&self) -> impl Iterator<Item = &ProposalRecord> {
         self.proposals.iter().filter(|p| p.decision.is_none())

@@ -2,7 +2,7 @@
 
 use super::{ActionDetail, Ledger, LedgerError, LedgerStats, NotReady};
 use crate::domain::blocked::blocks_dependents;
-use crate::domain::{ActionKey, ActionRecord, Attempt, AttemptOutcome, Blocked, RefusedSubmission, State};
+use crate::domain::{ActionKey, ActionRecord, Attempt, AttemptOutcome, Blocked, Refusal, RefusedSubmission, State};
 use crate::store::{ListFilter, Store};
 use std::collections::BTreeMap;
 
@@ -23,8 +23,26 @@ impl<S: Store> Ledger<S> {
             attempts: self.store.attempts(key).await?,
             lookups: self.store.lookups(key).await?,
             proposals: self.store.proposals(key).await?,
+            updates: self.updates_of(key).await?,
             audit: self.store.audit_trail(key).await?,
         })
+    }
+
+    /// Refuses `verb` on `action` when a purge reduced it to its tombstone (rule 7): a tombstone
+    /// keeps no payload and no evidence, so a lookup has nothing to compare the destination's
+    /// record with and nothing may be kept beside it. Every front end asks this before it asks
+    /// the destination anything; the ledger's writes check it again in their own transaction.
+    pub async fn refuse_if_purged(&self, verb: &'static str, action: &ActionRecord) -> Result<(), LedgerError> {
+        if !action.state.is_terminal() {
+            return Ok(());
+        }
+        match self.store.purge_of(&action.key).await? {
+            Some(purge) => {
+                Err(Refusal::Purged { verb, key: action.key.clone(), state: action.state, run: purge.id, at: purge.at }
+                    .into())
+            }
+            None => Ok(()),
+        }
     }
 
     /// Rule 6, asked before a person retries: whether a retry of `action` now would need their

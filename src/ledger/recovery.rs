@@ -1,11 +1,12 @@
 //! Recovery: expired claims taken over or held (rule 5), and uncertain outcomes settled by what a
 //! lookup found (rule 2).
 
-use super::tx::{Writer, audit_entry, write_action};
+use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
+use super::update::take_on_completed_update;
 use super::{Claim, Ledger, LedgerError, LookupReport, Recovery};
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Event, LookupRecord, LookupVerdict, Person, State, Timestamp, Transition,
-    record::MAX_EVIDENCE_BODY_BYTES, text::truncate,
+    ActionKey, ActionRecord, ActorKind, Event, LookupRecord, LookupVerdict, Person, Refusal, State, Timestamp,
+    Transition, record::MAX_EVIDENCE_BODY_BYTES, text::truncate,
 };
 use crate::metrics;
 use crate::store::{LedgerTx, Store};
@@ -141,9 +142,12 @@ impl<S: Store> Ledger<S> {
                         None => then,
                     });
                 }
-                write_action(tx, &mut action, Writer { routing: &self.destinations, actor, actor_kind, now }).await?;
+                let by = Writer { routing: &self.destinations, actor, actor_kind, now };
+                write_action(tx, &mut action, by).await?;
                 tx.insert_lookup(&lookup_record(&action.key, actor, report, now)).await?;
                 tx.append_audit(&audit_entry(&action, transition, actor, actor_kind, detail, now)).await?;
+                // An update found at the destination is taken on by the action it updates.
+                take_on_completed_update(tx, &action, by).await?;
                 Ok(Some(action))
             })
         })
@@ -190,7 +194,8 @@ impl<S: Store> Ledger<S> {
     /// action's lookups as evidence and into its audit trail (`looked_up`, in the person's name),
     /// and the state does not change, since only an uncertain outcome is settled by a lookup.
     /// Returns `None` (and keeps nothing) if the action changed since `seen_revision`, or became
-    /// `unknown` meanwhile (then it is for [`Ledger::settle_unknown`]).
+    /// `unknown` meanwhile (then it is for [`Ledger::settle_unknown`]); refused when a purge
+    /// reduced it to its tombstone ([`Ledger::refuse_if_purged`]).
     pub async fn keep_lookup(
         &self,
         key: &ActionKey,
@@ -203,6 +208,16 @@ impl<S: Store> Ledger<S> {
                 let action = tx.lock_action(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
                 if action.state == State::Unknown || action.revision != seen_revision {
                     return Ok(None);
+                }
+                if let Some(purge) = purge_of_settled(tx, &action).await? {
+                    return Err(Refusal::Purged {
+                        verb: "look up",
+                        key: action.key.clone(),
+                        state: action.state,
+                        run: purge.id,
+                        at: purge.at,
+                    }
+                    .into());
                 }
                 tx.insert_lookup(&lookup_record(&action.key, person.as_str(), report, now)).await?;
                 let unchanged = Transition { event: Event::LookedUp, from: action.state, to: action.state };

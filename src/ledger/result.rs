@@ -3,6 +3,7 @@
 
 use super::claim::is_current;
 use super::tx::{Writer, audit_entry, finish, purge_of_settled, refuse_repeated_keys, retrying, write_actions};
+use super::update::take_on_completed_update;
 use super::{Claim, Ledger, LedgerError, Outcome, Recorded, Report, StartedAttempt};
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AttemptOutcome, DestinationCatalog, Event, RetryPolicy, State,
@@ -156,7 +157,19 @@ pub(super) async fn record_results_in<T: LedgerTx>(
         })
         .collect();
     let mut writes: Vec<ActionRecord> = decided.iter().filter(|d| !d.tombstone).map(|d| d.action.clone()).collect();
+    let confirmed: Vec<bool> = decided
+        .iter()
+        .filter(|d| !d.tombstone)
+        .map(|d| !d.stale && d.transition.event == Event::Completed && d.action.updates.is_some())
+        .collect();
     write_actions(tx, &mut writes, &by).await?;
+    // An update confirmed by its destination: the action it updates takes it on, in this
+    // transaction, so that neither is ever recorded without the other.
+    for ((update, confirmed), by) in writes.iter().zip(confirmed).zip(&by) {
+        if confirmed {
+            take_on_completed_update(tx, update, *by).await?;
+        }
+    }
     let mut written = writes.into_iter();
     let recorded = decided
         .into_iter()

@@ -2,6 +2,7 @@
 //! (the fingerprint is compared on every path), and `after` chains that would never run.
 
 use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
+use super::update::update_in_flight_with;
 use super::{Ledger, LedgerError, SubmitReport};
 use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{
@@ -213,7 +214,10 @@ pub(super) async fn submit_existing<T: LedgerTx>(
     let mut action =
         tx.lock_action(&submission.key).await?.ok_or_else(|| LedgerError::NotFound(submission.key.to_string()))?;
     // By value: a payload recorded before canonical text followed RFC 8785 is still recognised.
-    let same_as_approved = submission.payload.is_same_as(&action.payload);
+    // The new version an update action is still to perform is the approved one too: a completed
+    // action takes it on only once the update completed.
+    let same_as_approved = submission.payload.is_same_as(&action.payload)
+        || update_in_flight_with(tx, &action, &submission.payload).await?;
     // Every proposal waiting is kept (rule 9): a new payload is compared with each of them.
     let waiting = if same_as_approved { Vec::new() } else { tx.waiting_proposals(&action.key).await? };
     let recorded_version = waiting

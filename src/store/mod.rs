@@ -145,6 +145,32 @@ pub enum StoreError {
     LedgerInPublic { ledger: String, schema: String },
     #[error("the database holds a value this version does not understand: {0}")]
     Corrupt(String),
+    /// The SQLite ledger cannot be written where it is, and SQLite must write beside it (its
+    /// `-wal` and `-shm` files) to open it at all unless its last writer closed it cleanly.
+    #[error("cannot open the ledger {ledger}: {reason}")]
+    ReadOnly { ledger: String, reason: ReadOnlyReason },
+}
+
+/// Why a SQLite ledger cannot be written where it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadOnlyReason {
+    #[error(
+        "the ledger's directory {directory} is on a read-only filesystem; commands that write need it writable \
+         (remount it read-write, or copy the ledger elsewhere), and commands that read can read it there only when \
+         no -wal file is left beside it (its last writer closed it cleanly)"
+    )]
+    Filesystem { directory: String },
+    #[error(
+        "this user may not write the ledger file; SQLite keeps the ledger in WAL mode and writes beside it even to \
+         read: give this user write access to the file and its directory, or copy the ledger elsewhere"
+    )]
+    File,
+    #[error(
+        "this user may not create files in the ledger's directory {directory}; SQLite keeps the ledger in WAL mode \
+         and creates its -wal and -shm files there even to read: give this user write access to the directory, \
+         or copy the ledger elsewhere"
+    )]
+    Directory { directory: String },
 }
 
 impl From<sqlx::Error> for StoreError {

@@ -4,7 +4,7 @@ use super::backend::{Backend, Dialect, Statement};
 use super::migration::{AppliedMigration, SchemaStatus};
 use super::sql_store::SqlStore;
 use super::statements;
-use super::{Clock, StoreError};
+use super::{Clock, ReadOnlyReason, StoreError};
 use sqlx::error::BoxDynError;
 use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{
@@ -116,9 +116,16 @@ impl SqliteStore {
         } else if !path.exists() {
             return Err(StoreError::Missing { ledger: url.to_owned() });
         }
+        // Commands that read read a ledger on a read-only filesystem as it is, if they can
+        // (`frozen`); everything else that cannot be written is refused with the reason
+        // (`unwritable`).
+        let options = if !create && frozen(&path) {
+            options.read_only(true).immutable(true)
+        } else {
+            options.journal_mode(SqliteJournalMode::Wal)
+        };
         let options = options
             .create_if_missing(false)
-            .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
             .busy_timeout(BUSY_TIMEOUT)
             // A write transaction's first command carries its BEGIN IMMEDIATE, so its time includes
@@ -148,8 +155,8 @@ impl SqliteStore {
             })
             .connect_with(options)
             .await
-            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
-        migrate(&pool, url).await?;
+            .map_err(|e| unwritable(&path).unwrap_or_else(|| StoreError::Open(format!("{}: {e}", path.display()))))?;
+        migrate(&pool, url).await.map_err(|e| unwritable(&path).unwrap_or(e))?;
         Ok(Self { pool, clock: Clock::database() })
     }
 
@@ -159,15 +166,17 @@ impl SqliteStore {
         let migrator = sqlx::migrate!("migrations/sqlite");
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::Open(format!("{url} is not a valid SQLite URL: {e}")))?;
-        if !options.get_filename().exists() {
+        let path = options.get_filename().to_path_buf();
+        if !path.exists() {
             return Ok(SchemaStatus::compare(url.to_owned(), &migrator, None));
         }
+        let options = options.read_only(true).immutable(frozen(&path)).create_if_missing(false);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(options.read_only(true).create_if_missing(false).busy_timeout(BUSY_TIMEOUT))
+            .connect_with(options.busy_timeout(BUSY_TIMEOUT))
             .await
-            .map_err(|e| StoreError::Open(format!("{url}: {e}")))?;
-        let status = read_status(&pool, url, &migrator).await;
+            .map_err(|e| unwritable(&path).unwrap_or_else(|| StoreError::Open(format!("{url}: {e}"))))?;
+        let status = read_status(&pool, url, &migrator).await.map_err(|e| unwritable(&path).unwrap_or(e));
         pool.close().await;
         status
     }
@@ -242,6 +251,53 @@ fn create_private_file(path: &Path) -> Result<(), StoreError> {
     match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => Err(StoreError::ReadOnly {
+            ledger: path.display().to_string(),
+            reason: ReadOnlyReason::Filesystem { directory: directory_of(path).display().to_string() },
+        }),
         Err(e) => Err(StoreError::Open(format!("cannot create the ledger {}: {e}", path.display()))),
     }
+}
+
+/// The ledger at `path` cannot be opened as SQLite needs to, and why, when the filesystem or the
+/// permissions say so: read after SQLite failed, so that "unable to open database file" comes
+/// with its reason.
+fn unwritable(path: &Path) -> Option<StoreError> {
+    read_only_reason(path).map(|reason| StoreError::ReadOnly { ledger: path.display().to_string(), reason })
+}
+
+/// Why the ledger file at `path` cannot be written where it is, if it cannot: a read-only
+/// filesystem, a file this user may not write, or a directory no one may create files in. Opening
+/// the file for writing (without creating or truncating it) changes nothing.
+fn read_only_reason(path: &Path) -> Option<ReadOnlyReason> {
+    let directory = || directory_of(path).display().to_string();
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => {
+            return Some(ReadOnlyReason::Filesystem { directory: directory() });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Some(ReadOnlyReason::File),
+        _ => {}
+    }
+    let closed_directory = std::fs::metadata(directory_of(path)).is_ok_and(|m| m.permissions().readonly());
+    closed_directory.then(|| ReadOnlyReason::Directory { directory: directory() })
+}
+
+/// The directory that holds the ledger file (and its -wal and -shm files).
+fn directory_of(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Whether the existing ledger at `path` is on a read-only filesystem and was closed cleanly by
+/// its last writer (no -wal file beside it, so the file holds every commit): it is then read as
+/// it is, immutable, without the -shm file SQLite would otherwise have to create. Nothing can
+/// change it there.
+fn frozen(path: &Path) -> bool {
+    matches!(read_only_reason(path), Some(ReadOnlyReason::Filesystem { .. })) && !wal_file(path).exists()
+}
+
+/// The write-ahead log SQLite keeps beside the ledger file in WAL mode.
+fn wal_file(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    name.into()
 }

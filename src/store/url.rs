@@ -4,25 +4,41 @@
 /// `sslpassword=***`).
 ///
 /// The password in the user info is hidden even when it was written without percent-encoding and
-/// holds `/`, `?`, `#` or `@` (a URL no parser accepts, which is exactly when it gets printed in an
-/// error): the user info ends at the last `@` before the host, that is before the first `/`, `?`
-/// or `#` that follows the first `@` (so an unencoded `@` in a password is covered only where no
-/// `/`, `?` or `#` follows it). A URL without user info but with a port, whose path or query holds
-/// an `@`, loses more than a password: over-hiding is the safe side.
+/// holds `/`, `?`, `#` or `@` (a URL no parser reads as its writer meant, which is exactly when it
+/// gets printed in an error). The standard parser ends the user info at the last `@` before the
+/// first `/`, `?` or `#`, so it would read `ledger:p@ss#w0rd@host` as the password `p` at the host
+/// `ss` and show the rest of the password as a fragment. Here the user info ends at the last `@`
+/// of the URL that does not sit in a query parameter's value (an earlier `@`, then a `?`, then a
+/// `=`): a database URL has no fragment and rarely an `@` in its path, so every `@` but a query's
+/// is taken to belong to the password. What this hides always covers what the standard parser
+/// takes for the password. Over-hiding is the safe side: a URL whose path holds an `@` loses its
+/// host from view, and a password that itself reads as `@host?name=value` is taken for a query.
 pub fn redact_url(url: &str) -> String {
     let mut shown = url.to_owned();
     if let Some(scheme_end) = shown.find("://") {
         let rest_start = scheme_end + 3;
         let rest = &shown[rest_start..];
-        if let Some(first_at) = rest.find('@') {
-            let host_end = rest[first_at..].find(['/', '?', '#']).map_or(rest.len(), |i| first_at + i);
-            let at = rest[..host_end].rfind('@').unwrap_or(first_at);
-            if let Some(colon) = rest[..at].find(':') {
-                shown.replace_range(rest_start + colon + 1..rest_start + at, "***");
-            }
+        if let Some(at) = user_info_end(rest)
+            && let Some(colon) = rest[..at].find(':')
+        {
+            shown.replace_range(rest_start + colon + 1..rest_start + at, "***");
         }
     }
     redact_parameters(&shown)
+}
+
+/// Where the user info of `rest` (a URL after its `scheme://`) ends: its last `@` that is not in
+/// a query parameter's value, if any.
+fn user_info_end(rest: &str) -> Option<usize> {
+    rest.match_indices('@').map(|(at, _)| at).rev().find(|&at| !in_query_value(&rest[..at]))
+}
+
+/// Whether an `@` preceded by `before` sits in a query parameter's value: an earlier `@` ended
+/// a user info, a `?` after it opened the query, and a `=` after that the value.
+fn in_query_value(before: &str) -> bool {
+    let Some(first_at) = before.find('@') else { return false };
+    let after_user_info = &before[first_at..];
+    after_user_info.find('?').is_some_and(|query| after_user_info[query..].contains('='))
 }
 
 /// Hides the value of every query parameter whose name ends in `password` (`password`,
@@ -79,6 +95,63 @@ mod tests {
             "postgres://al@host:5432/x?application_name=a@b"
         );
         assert_eq!(redact_url("postgres://host/x?user=a@b"), "postgres://host/x?user=a@b");
+    }
+
+    #[test]
+    fn a_password_holding_an_at_sign_before_a_hash_never_shows() {
+        assert_eq!(redact_url("postgres://ledger:p@ss#w0rd@host/x"), "postgres://ledger:***@host/x");
+        assert_eq!(redact_url("postgres://ledger:p@ss/w0rd@host:5432/x"), "postgres://ledger:***@host:5432/x");
+        assert_eq!(
+            redact_url("postgres://ledger:p@s?s#w@host/x?sslmode=require"),
+            "postgres://ledger:***@host/x?sslmode=require"
+        );
+        assert_eq!(
+            redact_url("postgres://ledger:#@#@host/x?application_name=a@b"),
+            "postgres://ledger:***@host/x?application_name=a@b"
+        );
+    }
+
+    /// Printable ASCII but the space: what a person may type into a password unencoded.
+    fn password() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex("[!-~]{1,24}").expect("a valid pattern")
+    }
+
+    /// The one shape that reads as a query as well as a password: `@`, later `?`, later `=`.
+    fn reads_as_a_query(password: &str) -> bool {
+        in_query_value(&format!("{password}@"))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_unencoded_password_shows(password in password()) {
+            proptest::prop_assume!(!reads_as_a_query(&password));
+            for (url, shown) in [
+                (format!("postgres://ledger:{password}@host:5432/db?sslmode=require"),
+                 "postgres://ledger:***@host:5432/db?sslmode=require"),
+                (format!("postgres://ledger:{password}@host/db?application_name=a@b"),
+                 "postgres://ledger:***@host/db?application_name=a@b"),
+                (format!("postgres://ledger:{password}@host"), "postgres://ledger:***@host"),
+            ] {
+                proptest::prop_assert_eq!(redact_url(&url), shown);
+            }
+        }
+
+        /// Whatever the standard parser reads as the password is hidden too.
+        #[test]
+        fn what_the_standard_parser_takes_for_the_password_is_hidden(
+            password in password(), tail in "[a-z@:/?#=&]{0,12}"
+        ) {
+            let written = format!("postgres://ledger:{password}@host{tail}");
+            if let Ok(parsed) = url::Url::parse(&written)
+                && let Some(parsed_password) = parsed.password()
+            {
+                let shown = redact_url(&written);
+                proptest::prop_assert!(
+                    !shown.contains(&format!("ledger:{parsed_password}@")),
+                    "{} shows {}", shown, parsed_password
+                );
+            }
+        }
     }
 
     #[test]

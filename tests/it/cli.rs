@@ -501,9 +501,11 @@ async fn a_new_version_of_a_completed_order_is_approved_as_an_update_from_the_cl
 
     let original = json(&ws.run(&["show", KEY, "--json"]));
     assert_eq!(original["action"]["state"], "completed");
-    assert_eq!(original["action"]["payload"]["qty"], 2);
-    assert_eq!(original["action"]["payload_revision"], 2);
+    assert_eq!(original["action"]["payload"]["qty"], 1, "it keeps what the destination holds");
+    assert_eq!(original["action"]["payload_revision"], 1);
     assert_eq!(original["action"]["proposed_payload"], Value::Null);
+    assert_eq!(original["updates"][0]["key"].as_str(), Some(format!("{KEY}#update-2").as_str()));
+    assert_eq!(original["updates"][0]["state"], "pending");
     let approval = original["audit"].as_array().unwrap().last().unwrap().clone();
     assert_eq!((approval["event"].as_str(), approval["to"].as_str()), (Some("approved"), Some("completed")));
     assert!(approval["reason"].as_str().unwrap().contains("payload revision 1"), "{approval}");

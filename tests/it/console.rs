@@ -577,7 +577,11 @@ async fn approving_a_new_version_of_a_completed_action_from_the_keyboard<S: Stor
     assert!(dialog.contains("#update-2"), "{dialog}");
     console.press("y").await.unwrap();
     let detail = record(l, key).await;
-    assert_eq!((detail.action.state, detail.action.payload_revision), (State::Completed, 2));
+    assert_eq!(
+        (detail.action.state, detail.action.payload_revision),
+        (State::Completed, 1),
+        "it takes the new payload on once its update completed"
+    );
     assert_eq!(detail.audit.last().map(|e| (e.event, e.actor.as_str())), Some((Event::Approved, "Ana")));
     let update = record(l, "acme:order:ORD-1042:create-task#update-2").await;
     assert_eq!((update.action.state, update.action.updates_destination_id.as_deref()), (State::Pending, Some("R-1")));

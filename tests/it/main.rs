@@ -35,6 +35,7 @@ mod pause;
 mod per_action;
 mod plans;
 mod properties;
+mod read_only;
 mod reconcile;
 mod retention;
 mod review_owners;

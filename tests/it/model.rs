@@ -178,12 +178,15 @@ fn settle(action: &mut Modeled, target: State) {
 
 impl Model {
     fn submit(&mut self, key: u8, payload: u8) {
+        let in_flight = self.update_in_flight(key, payload);
         match self.actions.get_mut(&(key, 0)) {
             None => {
                 self.order.push((key, 0));
                 self.actions.insert((key, 0), Modeled::new(payload));
             }
             Some(a) if a.approved == payload || a.proposed.contains(&payload) => {}
+            // The new version an update action is still to perform is approved already.
+            Some(a) if a.state == State::Completed && in_flight => {}
             // A changed payload for a purged key is not kept.
             Some(a) if a.purged => {}
             Some(a) => {
@@ -193,6 +196,37 @@ impl Model {
                     a.state = State::Conflict;
                 }
             }
+        }
+    }
+
+    /// Whether an update action of `key` above its payload revision, not failed or cancelled,
+    /// carries `payload`.
+    fn update_in_flight(&self, key: u8, payload: u8) -> bool {
+        let Some(original) = self.actions.get(&(key, 0)) else { return false };
+        self.actions
+            .range((key, original.payload_revision + 1)..(key, i64::MAX))
+            .any(|(_, u)| u.approved == payload && !matches!(u.state, State::Failed | State::Cancelled))
+    }
+
+    /// The number of the next update action of `key`: after its payload revision and every
+    /// earlier update of it.
+    fn next_update(&self, key: u8) -> i64 {
+        let revision = self.actions.get(&(key, 0)).map_or(1, |a| a.payload_revision);
+        self.actions.range((key, 1)..(key, i64::MAX)).map(|((_, n), _)| *n).chain([revision]).max().unwrap_or(revision)
+            + 1
+    }
+
+    /// An update action completed: the action it updates takes its payload on, unless purged or
+    /// already at a later revision.
+    fn take_on(&mut self, (key, number): Id) {
+        if number == 0 {
+            return;
+        }
+        let payload = self.actions[&(key, number)].approved;
+        let Some(original) = self.actions.get_mut(&(key, 0)) else { return };
+        if !original.purged && number > original.payload_revision {
+            original.approved = payload;
+            original.payload_revision = number;
         }
     }
 
@@ -232,6 +266,7 @@ impl Model {
                     a.resume = None;
                     a.destination_id = Some(format!("D-{version}"));
                     a.may_have_written = true;
+                    self.take_on(key);
                 }
                 // An earlier request may have written: this failure proves nothing about it.
                 1 if a.may_have_written || a.orphaned => {
@@ -345,12 +380,10 @@ impl Model {
                 a.state = State::Pending;
             }
             // approve a new version of a completed action: it stays completed, and its update
-            // action carries the new payload
+            // action carries the new payload; the action takes it on once that update completed
             4 if one_proposal && s == State::Completed => {
-                a.approved = a.proposed.pop().expect("checked");
-                a.payload_revision += 1;
-                let update = (key, a.payload_revision);
-                let payload = a.approved;
+                let payload = a.proposed.pop().expect("checked");
+                let update = (key, self.next_update(key));
                 self.order.push(update);
                 self.actions.insert(update, Modeled::new(payload));
                 return true;

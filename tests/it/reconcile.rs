@@ -7,8 +7,8 @@ use crate::support::{self, TestDb, order, run_cli};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
-use actionledger::domain::{ActionKey, Event, Evidence, LookupVerdict, State};
-use actionledger::ledger::{Outcome, Recorded, Report};
+use actionledger::domain::{ActionKey, Event, Evidence, LookupVerdict, Person, PurgeRequest, Reason, Refusal, State};
+use actionledger::ledger::{LedgerError, Outcome, Recorded, Report};
 use actionledger::reconcile::{self, Apply, FindingKind};
 use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
@@ -20,6 +20,7 @@ conformance!(
     missing_and_mismatched_records_are_reported_and_nothing_changes,
     a_record_changed_at_the_destination_is_reported_with_its_fields_as_the_lookup_judges_it,
     a_record_removed_at_the_destination_is_re_created_by_a_person_under_a_derived_key,
+    a_lookup_of_a_purged_action_is_refused_and_keeps_nothing,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -270,4 +271,67 @@ async fn a_record_removed_at_the_destination_is_re_created_by_a_person_under_a_d
     assert_eq!((l.store().find(&waiting).await.unwrap(), l.detail(&waiting).await.unwrap().audit), before);
     let recreated = l.store().find(&ActionKey::parse("acme:rc:waiting#recreate-1").unwrap()).await.unwrap();
     assert!(recreated.is_none());
+}
+
+/// A purged action keeps only its tombstone (no payload): a person's lookup of it is refused
+/// naming the purge, before the destination is asked, and keeps nothing; `reconcile` passes it
+/// over instead of calling the destination's record a difference.
+async fn a_lookup_of_a_purged_action_is_refused_and_keeps_nothing<S: Store>(db: TestDb<S>) {
+    let crm = crm().await;
+    let dests = destinations(&crm);
+    let l = &db.ledger;
+    let key = ActionKey::parse("acme:rc:purged").unwrap();
+    l.submit(&order(key.as_str(), r#"{"n":1}"#)).await.unwrap();
+    drain(l, &crm).await;
+    assert_eq!(crm.records_for(key.as_str()).len(), 1);
+    l.store().clock().advance(Duration::from_hours(24 * 91));
+    let purge = PurgeRequest::new(
+        Duration::from_hours(24 * 90),
+        &[State::Completed],
+        Person::parse("Ana Lima").unwrap(),
+        Reason::parse("retention").unwrap(),
+        false,
+    )
+    .unwrap();
+    let run = l.purge(&purge).await.unwrap();
+    assert_eq!(run.record.counts.actions, 1);
+    let tombstone = l.store().find(&key).await.unwrap().unwrap();
+    let audit_before = l.detail(&key).await.unwrap().audit;
+    let requests_before = crm.stats().requests;
+
+    let destinations = Destinations::new(dests.clone(), None);
+    let person = Person::parse("Ana Lima").unwrap();
+    let reason = Reason::parse("does the CRM still hold it?").unwrap();
+    let looked =
+        reconcile::look_up_for_person(l, &destinations, &key, Some(tombstone.revision), &person, &reason).await;
+    match looked {
+        Err(actionledger::Error::Ledger(LedgerError::Refused(refusal @ Refusal::Purged { .. }))) => {
+            assert!(refusal.to_string().starts_with("cannot look up acme:rc:purged: it is completed and was purged"));
+        }
+        other => panic!("a lookup of a purged action must be refused naming the purge: {other:?}"),
+    }
+    assert_eq!(crm.stats().requests, requests_before, "the destination was not asked");
+    let detail = l.detail(&key).await.unwrap();
+    assert!(detail.lookups.is_empty(), "no lookup kept on the tombstone: {:?}", detail.lookups);
+    assert_eq!(detail.audit, audit_before);
+    assert_eq!(l.store().find(&key).await.unwrap().unwrap(), tombstone);
+
+    // The same refusal inside the ledger's transaction, for a front end that skipped the check.
+    let report = actionledger::ledger::LookupReport {
+        verdict: LookupVerdict::Mismatch,
+        records: 1,
+        destination_id: None,
+        evidence: Evidence::default(),
+        detail: None,
+    };
+    let kept = l.keep_lookup(&key, tombstone.revision, &person, &report).await;
+    assert!(matches!(kept, Err(LedgerError::Refused(Refusal::Purged { .. }))), "{kept:?}");
+    assert!(l.detail(&key).await.unwrap().lookups.is_empty());
+
+    let out = run_cli(&db.url, &["lookup", key.as_str(), "--owner", "Ana Lima", "--reason", "check"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let compared = reconcile::reconcile(l, &dests["crm"], false, None, None).await.unwrap();
+    assert_eq!((compared.checked, compared.purged), (0, 1));
+    assert!(compared.findings.is_empty(), "{:?}", compared.findings);
 }

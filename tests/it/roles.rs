@@ -325,6 +325,35 @@ async fn a_reviewer_approves_the_update_of_a_completed_action() {
     .await;
 }
 
+/// A worker's login completes an update action, and the completed action it updates takes the
+/// update's payload on in the same transaction: the column guards must let a worker change a
+/// completed action's payload, fingerprint, payload revision and source version to exactly those
+/// of its update action `KEY#update-N` completed in that transaction (N the new payload revision,
+/// above the old one), and a reviewer the same when resolving the update as completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the column guards to let a completed update's payload be taken on by its action"]
+async fn a_worker_completes_an_update_and_its_action_takes_it_on() {
+    let Some((admin, url)) = ledger().await else { return };
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+    unknown_action(&admin, "a:upd").await;
+    reviewer
+        .manual(&person_request("a:upd", ManualCommand::ResolveCompleted { destination_id: "CRM-5".into() }))
+        .await
+        .expect("a reviewer resolves");
+    admin.submit(&raw("a:upd", r#"{"qty":7}"#)).await.unwrap();
+    reviewer.manual(&person_request("a:upd", ManualCommand::Approve { proposal: None })).await.expect("approved");
+    let worker = open_as(&admin, &url, "actionledger_worker").await;
+    let claim = claim_one(&worker, "w1").await;
+    assert_eq!(claim.key().as_str(), "a:upd#update-2");
+    let attempt = worker.start_attempt(&claim).await.unwrap();
+    worker
+        .record_result(&claim, attempt, &report(Outcome::Completed { destination_id: "CRM-5".into() }))
+        .await
+        .expect("a worker records a completed update and its action takes it on");
+    let original = admin.store().find(&key("a:upd")).await.unwrap().unwrap();
+    assert_eq!((original.payload_revision, original.payload.value()["qty"].as_i64()), (2, Some(7)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reviewer_re_creates_a_completed_action_and_inserts_nothing_else() {
     let Some((admin, url)) = ledger().await else { return };

@@ -32,6 +32,8 @@ conformance!(
     a_conditional_update_of_an_unchanged_record_completes_and_the_next_expects_its_version,
     an_update_without_a_condition_overwrites_and_show_says_so,
     a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent,
+    a_failed_update_leaves_its_action_as_it_was_and_a_completed_one_is_taken_on,
+    an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_resolves_it,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -66,8 +68,8 @@ async fn approving_a_new_version_of_a_completed_action_records_a_linked_update<S
     let approved = ledger.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
     assert_eq!(approved.transition, None, "the completed action stays completed");
     let original = ledger.store().find(&key(k)).await.unwrap().unwrap();
-    assert_eq!((original.state, original.payload_revision), (State::Completed, 2));
-    assert_eq!(original.payload.value()["qty"], 2, "the approved payload is the proposal now");
+    assert_eq!((original.state, original.payload_revision), (State::Completed, 1));
+    assert_eq!(original.payload.value()["qty"], 1, "it keeps what the destination holds until the update completes");
     assert!(original.proposal.is_none());
     assert_eq!(original.destination_id.as_deref(), Some("R-1"), "the record it created is unchanged");
 
@@ -87,8 +89,9 @@ async fn approving_a_new_version_of_a_completed_action_records_a_linked_update<S
         (Event::Approved, Some(State::Completed), State::Completed)
     );
     let reason = approval.reason.as_deref().unwrap();
-    assert!(reason.contains("payload revision 1") && reason.contains("revision 2"), "{reason}");
-    assert!(reason.contains("#update-2"), "{reason}");
+    assert!(reason.contains("payload revision 2") && reason.contains("keeps payload revision 1"), "{reason}");
+    assert!(reason.contains("approved as update action acme:order:ORD-1042:create-task#update-2"), "{reason}");
+    assert!(!reason.contains("performed by"), "nothing is performed yet: {reason}");
     let created = ledger.detail(&stored.key).await.unwrap().audit;
     assert_eq!(created.len(), 1);
     assert_eq!((created[0].actor.as_str(), created[0].actor_kind), ("Ana Lima", ActorKind::Person));
@@ -400,4 +403,129 @@ async fn a_conditional_update_whose_last_written_version_is_not_known_is_held_an
     assert_eq!(held.state, State::Held);
     let reason = held.last_error.unwrap_or_default();
     assert!(reason.contains("updates only with If-Match") && reason.contains("names no version"), "{reason}");
+}
+
+/// The action an update changes takes the new payload on only when the update completed at the
+/// destination. An update that fails (the CRM answers 404) leaves the action's payload, payload
+/// revision and audit trail as they were, the CRM's record unchanged, and `show` lists the failed
+/// update beside the action. The next approval takes the next key; once that update completes,
+/// the action holds its payload and its audit trail says which update performed it.
+async fn a_failed_update_leaves_its_action_as_it_was_and_a_completed_one_is_taken_on<S: Store>(db: TestDb<S>) {
+    let crm = start_crm().await;
+    let config = crm_config(&crm, false);
+    let failing = config.replace("/tasks/{{destination_id}}", "/gone/{{destination_id}}");
+    assert_ne!(failing, config);
+    let l = &db.ledger;
+    let k = "acme:order:ORD-77:create-task";
+    l.submit(&order(k, r#"{"qty":1}"#)).await.unwrap();
+    drain(l, &config).await;
+    let id = l.store().find(&key(k)).await.unwrap().unwrap().destination_id.unwrap();
+    let before = l.store().find(&key(k)).await.unwrap().unwrap();
+    let audit_before = l.detail(&key(k)).await.unwrap().audit;
+
+    let first = approve_new_version(l, k, r#"{"qty":2}"#).await;
+    assert_eq!(first.as_str(), "acme:order:ORD-77:create-task#update-2");
+    let summary = drain(l, &failing).await;
+    assert_eq!(summary.failed, 1, "{summary:?}");
+    let failed = l.store().find(&first).await.unwrap().unwrap();
+    assert_eq!(failed.state, State::Failed);
+    assert_eq!(crm.stats().updates, 0, "nothing was changed at the CRM");
+    assert_eq!(crm.record("tasks", &id).unwrap()["data"], json!({"qty": 1}));
+
+    let after = l.store().find(&key(k)).await.unwrap().unwrap();
+    assert_eq!(after.payload.value(), before.payload.value(), "the action keeps the payload the CRM holds");
+    assert_eq!((after.payload_revision, after.state), (1, State::Completed));
+    let audit = l.detail(&key(k)).await.unwrap().audit;
+    assert_eq!(audit.len(), audit_before.len() + 2, "the proposal and its approval, nothing more");
+    assert!(audit.iter().all(|e| e.event != Event::UpdateApplied), "{audit:?}");
+    assert!(audit.iter().all(|e| !e.reason.as_deref().unwrap_or_default().contains("performed by")), "{audit:?}");
+
+    let detail = l.detail(&key(k)).await.unwrap();
+    assert_eq!(
+        detail.updates.iter().map(|u| (u.key.clone(), u.state)).collect::<Vec<_>>(),
+        [(first.clone(), State::Failed)]
+    );
+    let shown = run_cli(&db.url, &["show", k]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("update acme:order:ORD-77:create-task#update-2 failed: "), "{text}");
+    assert!(text.contains("acme:order:ORD-77:create-task keeps payload revision 1"), "{text}");
+    let json_out = run_cli(&db.url, &["show", k, "--json"]);
+    let document: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(document["updates"][0]["state"], "failed", "{document}");
+    assert_eq!(document["action"]["payload"], json!({"qty": 1}));
+
+    // The approved version delivered again after its update failed is proposed again.
+    let again = l.submit(&order(k, r#"{"qty":2}"#)).await.unwrap();
+    assert_eq!(again.outcome, SubmitOutcome::Conflict);
+    l.manual(&person_request(k, ManualCommand::Reject { proposal: None })).await.unwrap();
+
+    let second = approve_new_version(l, k, r#"{"qty":3}"#).await;
+    assert_eq!(second.as_str(), "acme:order:ORD-77:create-task#update-3", "a failed update keeps its key");
+    let pending = l.submit(&order(k, r#"{"qty":3}"#)).await.unwrap();
+    assert_eq!(pending.outcome, SubmitOutcome::Duplicate, "the version its update is to perform is approved");
+    let summary = drain(l, &config).await;
+    assert_eq!(summary.completed, 1, "{summary:?}");
+    assert_eq!(crm.stats().updates, 1);
+    assert_eq!(crm.record("tasks", &id).unwrap()["data"], json!({"qty": 3}));
+    let taken = l.store().find(&key(k)).await.unwrap().unwrap();
+    assert_eq!((taken.payload.value()["qty"].as_i64(), taken.payload_revision), (Some(3), 3));
+    let entry = l.detail(&key(k)).await.unwrap().audit.pop().unwrap();
+    assert_eq!((entry.event, entry.actor.as_str(), entry.to_state), (Event::UpdateApplied, "w1", State::Completed));
+    let reason = entry.reason.unwrap();
+    assert!(reason.starts_with("payload revision 1 ("), "{reason}");
+    assert!(
+        reason.contains("update action acme:order:ORD-77:create-task#update-3 completed at the destination"),
+        "{reason}"
+    );
+    assert!(reason.contains("replaced by revision 3"), "{reason}");
+}
+
+/// An update whose outcome is uncertain changes nothing on its action until it is settled: a
+/// lookup that finds it (by the worker) or a person's resolution as completed makes the action take
+/// it on, in that actor's name; a resolution as not written leaves the action as it was.
+async fn an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_resolves_it<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let uncertain = async |k: &str| {
+        completed(l, k, r#"{"qty":1}"#, "R-1").await;
+        l.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap();
+        let update = l.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap().update;
+        let update = update.unwrap().key;
+        let claim = l.claim("w1", LEASE, 1).await.unwrap().pop().unwrap();
+        assert_eq!(claim.key(), &update);
+        let attempt = l.start_attempt(&claim).await.unwrap();
+        let lost = Report { outcome: Outcome::Unknown, error: None, evidence: Evidence::default() };
+        l.record_result(&claim, attempt, &lost).await.unwrap();
+        assert_eq!(l.store().find(&key(k)).await.unwrap().unwrap().payload_revision, 1, "not taken on while unknown");
+        update
+    };
+    let taken_on = async |k: &str| {
+        let action = l.store().find(&key(k)).await.unwrap().unwrap();
+        let entry = l.detail(&key(k)).await.unwrap().audit.pop().unwrap();
+        (action.payload_revision, action.payload.value()["qty"].as_i64(), entry.event, entry.actor)
+    };
+
+    let found = uncertain("acme:order:U-1:create-task").await;
+    let version = l.store().find(&found).await.unwrap().unwrap().revision;
+    let report = actionledger::ledger::LookupReport {
+        verdict: actionledger::domain::LookupVerdict::Found,
+        records: 1,
+        destination_id: Some("R-1".into()),
+        evidence: Evidence::default(),
+        detail: None,
+    };
+    l.settle_unknown(&found, version, "w1", ActorKind::Worker, &report).await.unwrap().expect("settled");
+    assert_eq!(taken_on("acme:order:U-1:create-task").await, (2, Some(2), Event::UpdateApplied, "w1".to_owned()));
+
+    let resolved = uncertain("acme:order:U-2:create-task").await;
+    let command = ManualCommand::ResolveCompleted { destination_id: "R-1".into() };
+    l.manual(&person_request(resolved.as_str(), command)).await.unwrap();
+    assert_eq!(taken_on("acme:order:U-2:create-task").await, (2, Some(2), Event::UpdateApplied, "Ana Lima".to_owned()));
+
+    let not_written = uncertain("acme:order:U-3:create-task").await;
+    l.manual(&person_request(not_written.as_str(), ManualCommand::Cancel)).await.unwrap();
+    let (revision, qty, event, _) = taken_on("acme:order:U-3:create-task").await;
+    assert_eq!((revision, qty), (1, Some(1)), "a cancelled update leaves its action as it was");
+    assert_ne!(event, Event::UpdateApplied);
+    let detail = l.detail(&key("acme:order:U-3:create-task")).await.unwrap();
+    assert_eq!(detail.updates.iter().map(|u| u.state).collect::<Vec<_>>(), [State::Cancelled]);
 }

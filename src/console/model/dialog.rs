@@ -182,9 +182,13 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                 }
                 CommandKind::Cancel => "Cancel it: it must not happen.".to_owned(),
                 CommandKind::Approve if planned.from == State::Completed => format!(
-                    "Approve the proposed payload: it becomes the approved one, and the update action \
-                     {key}#update-{} changes the record at the destination.",
-                    action.payload_revision + 1
+                    "Approve the proposed payload: the update action {key}#update-{} changes the record at the \
+                     destination, and the approved payload becomes this one once that update completes.",
+                    model
+                        .detail
+                        .as_deref()
+                        .filter(|d| d.action.key == action.key)
+                        .map_or(action.payload_revision + 1, ActionDetail::next_update_number)
                 ),
                 CommandKind::Approve => match &shown {
                     Some(s) if s.waiting > 1 => format!(

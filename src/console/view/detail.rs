@@ -167,6 +167,11 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             safe(a.updates_destination_id.as_deref().unwrap_or("-"))
         )));
     }
+    for update in &detail.updates {
+        let line = crate::domain::manual::describe_update(update, a);
+        let failed = matches!(update.state, crate::domain::State::Failed | crate::domain::State::Cancelled);
+        out.push(if failed { Line::styled(safe(&line), theme.warn()) } else { Line::raw(safe(&line)) });
+    }
     if let Some(guard) = detail.update_guard {
         let words = format!("update {}", safe(&guard.describe(a.updates_destination_id.as_deref().unwrap_or("-"))));
         // An update that may overwrite a change made at the destination is a warning to read.
@@ -303,7 +308,7 @@ fn payloads<'a>(detail: &ActionDetail, shown: usize, theme: Theme) -> Vec<Line<'
                 out.push(Line::raw(format!(
                     "  completed: approving records the update action {}#update-{}",
                     safe(a.key.as_str()),
-                    a.payload_revision + 1
+                    detail.next_update_number()
                 )));
             }
             out.push(Line::raw(format!(

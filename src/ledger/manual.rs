@@ -91,9 +91,11 @@ impl<S: Store> Ledger<S> {
                 }
                 let before = (action.payload_revision, action.payload.fingerprint().short().to_owned());
                 let transition = manual::apply(&mut action, command, plan, now)?;
-                if checked_not_written {
+                if checked_not_written && !matches!(command, ManualCommand::Cancel) {
                     // Known not written, on the person's word: a failure from here on may be
-                    // `failed` again, as after a resolution as not written.
+                    // `failed` again, as after a resolution as not written. A cancelled action
+                    // keeps the sign that a request may have written: nothing fails after it, and
+                    // a purge keeps its attempts as the evidence (rule 7).
                     action.may_have_written = false;
                 }
                 choice.keep_latest_waiting(&mut action);
@@ -138,7 +140,7 @@ impl<S: Store> Ledger<S> {
                         let new = recreated.as_ref().map_or("-", |r| r.key.as_str());
                         format!("re-created as {new}: {}", reason.as_str())
                     }
-                    _ => confirmed_detail(reason.as_str(), confirmed_stopped, checked_not_written),
+                    _ => confirmed_detail(reason.as_str(), command, confirmed_stopped, checked_not_written),
                 };
                 let detail = format!("{detail}{settled}");
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
@@ -172,12 +174,17 @@ fn approval_detail(
 
 /// A command's audit detail with what the person confirmed, where the command needed it (rules 5
 /// and 6).
-fn confirmed_detail(reason: &str, old_worker_stopped: bool, not_written: bool) -> String {
+fn confirmed_detail(reason: &str, command: &ManualCommand, old_worker_stopped: bool, not_written: bool) -> String {
     let mut detail = reason.to_owned();
     if old_worker_stopped {
         detail.push_str("; the person confirmed that the old worker can no longer act");
     }
-    if not_written {
+    if not_written && matches!(command, ManualCommand::Cancel) {
+        detail.push_str(
+            "; an earlier request may have written, and the person confirmed that the destination holds no record of \
+             this action",
+        );
+    } else if not_written {
         detail.push_str(
             "; the destination cannot recognise a repeat, and the person confirmed that it holds no record of this \
              action",

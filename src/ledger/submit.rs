@@ -279,8 +279,18 @@ pub(super) async fn submit_existing<T: LedgerTx>(
             Transition { event: Event::PayloadChanged, from, to: from }
         };
         write_action(tx, &mut action, Writer { routing, actor, actor_kind: ActorKind::Source, now }).await?;
+        // A proposal carries no dependency of its own: the one recorded stays whatever is approved.
+        let dependency = if after_differs {
+            format!(
+                "; the delivery also asks it to wait for {}, and it keeps waiting for {}",
+                after_name(submission.after.as_ref()),
+                after_name(action.after.as_ref())
+            )
+        } else {
+            String::new()
+        };
         let reason = format!(
-            "proposed payload {} differs from approved {}; {} proposal(s) waiting",
+            "proposed payload {} differs from approved {}; {} proposal(s) waiting{dependency}",
             fingerprint.short(),
             action.payload.fingerprint().short(),
             waiting.len() + 1
@@ -305,9 +315,8 @@ async fn after_conflict<T: LedgerTx>(
     now: Timestamp,
 ) -> Result<SubmitReport, LedgerError> {
     let outcome = SubmitOutcome::Conflict;
-    let named = |after: Option<&ActionKey>| after.map_or_else(|| "no other action".to_owned(), ToString::to_string);
-    let asked = named(submission.after.as_ref());
-    let recorded = named(action.after.as_ref());
+    let asked = after_name(submission.after.as_ref());
+    let recorded = after_name(action.after.as_ref());
     if let Some(purge) = purge_of_settled(tx, &action).await? {
         let reason = format!(
             "a delivery asks this action to wait for {asked}; it was recorded waiting for {recorded} and was purged by \
@@ -333,6 +342,11 @@ async fn after_conflict<T: LedgerTx>(
     );
     tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
     Ok(SubmitReport { outcome, action })
+}
+
+/// An `after` as an audit entry names it.
+fn after_name(after: Option<&ActionKey>) -> String {
+    after.map_or_else(|| "no other action".to_owned(), ToString::to_string)
 }
 
 pub(super) fn refused_submission(

@@ -4,6 +4,7 @@
 
 use crate::support::{self, TestDb, person_request};
 use actionledger::Ledger;
+use actionledger::console::{ConsoleOptions, ScriptedConsole};
 use actionledger::destination::Destinations;
 use actionledger::domain::{
     ActionKey, Evidence, ManualCommand, Person, PurgeRequest, RawSubmission, Reason, Refusal, State, SubmitOutcome,
@@ -21,6 +22,7 @@ conformance!(
     a_re_delivery_naming_another_after_is_a_conflict_showing_both,
     cancelling_an_action_that_may_have_been_written_says_so_first,
     a_purge_keeps_a_cancelled_action_that_may_have_been_written,
+    the_console_says_a_cancel_may_leave_an_effect_before_it_is_confirmed,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -137,6 +139,37 @@ async fn a_purge_keeps_a_cancelled_action_that_may_have_been_written<S: Store>(d
     assert!(l.store().purge_of(&key("not-sent")).await.unwrap().is_some());
     // A later run keeps it still.
     assert_eq!(l.purge(&request(false)).await.unwrap().kept_may_have_written, [key("written")]);
+}
+
+async fn the_console_says_a_cancel_may_leave_an_effect_before_it_is_confirmed<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    unknown(l, "acme:sent").await;
+    let options = ConsoleOptions {
+        owner: Person::parse("Ana").unwrap(),
+        ledger_label: "test-ledger".to_owned(),
+        destinations: Destinations::default(),
+        refresh: Duration::from_hours(1),
+        hint: None,
+        filter: None,
+    };
+    let mut console = ScriptedConsole::start(l, &options, 160, 40).await.unwrap();
+    let mut press = async |keys: &[&str]| {
+        for line in keys {
+            console.press(line).await.unwrap();
+        }
+        console.screen().unwrap()
+    };
+    // Said with the command, before the reason is asked.
+    let screen = press(&["3", "/", "acme:sent", "<Enter>", "x"]).await;
+    assert!(screen.contains("An earlier request may have written this action"), "{screen}");
+    let screen = press(&["duplicate order", "<Enter>"]).await;
+    assert!(screen.contains("No record at the destination?"), "{screen}");
+    let screen = press(&["not written", "<Enter>", "y"]).await;
+    assert!(!screen.contains("refused"), "{screen}");
+    let detail = l.detail(&key("acme:sent")).await.unwrap();
+    assert_eq!(detail.action.state, State::Cancelled);
+    let reason = detail.audit.last().unwrap().reason.clone().unwrap();
+    assert!(reason.contains("confirmed that the destination holds no record"), "{reason}");
 }
 
 fn idle_worker(id: &str) -> WorkerOptions {

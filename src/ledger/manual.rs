@@ -16,12 +16,14 @@ impl<S: Store> Ledger<S> {
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     #[tracing::instrument(skip_all, fields(key = %request.key, person = %request.person.as_str(), command = request.command.verb()))]
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.check_clock_for(&request.command).await?;
         self.manual_then(true, request).await
     }
 
     /// [`Ledger::manual`] decided in full and rolled back: what the command would do now (a
     /// dry run), or why it would be refused.
     pub async fn manual_dry_run(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.check_clock_for(&request.command).await?;
         self.manual_then(false, request).await
     }
 
@@ -36,9 +38,22 @@ impl<S: Store> Ledger<S> {
     ) -> Vec<Result<ManualOutcome, LedgerError>> {
         let mut answers = Vec::with_capacity(requests.len());
         for request in requests {
-            answers.push(self.manual_then(!dry_run, request).await);
+            let checked = self.check_clock_for(&request.command).await;
+            answers.push(match checked {
+                Ok(()) => self.manual_then(!dry_run, request).await,
+                Err(error) => Err(error),
+            });
         }
         answers
+    }
+
+    /// A takeover decides whether the lease expired, which on SQLite this process's clock
+    /// measures: refused when that clock is behind the ledger ([`Store::check_clock`]).
+    async fn check_clock_for(&self, command: &ManualCommand) -> Result<(), LedgerError> {
+        if matches!(command, ManualCommand::Takeover) {
+            self.store.check_clock().await?;
+        }
+        Ok(())
     }
 
     pub(super) async fn manual_then(

@@ -728,8 +728,11 @@ mod tests {
         assert_eq!(plan(&unknown, &ManualCommand::Retry, now, blind, checked, false).unwrap().to, State::Pending);
         let recognised = ClaimFacts { repeat_protected: true, ..blind };
         assert!(plan(&unknown, &ManualCommand::Retry, now, recognised, Confirmed::NONE, false).is_ok());
-        // Only a retry sends blind: cancelling or resolving asks nothing of the destination.
-        assert!(plan(&unknown, &ManualCommand::Cancel, now, blind, Confirmed::NONE, false).is_ok());
+        // Only a retry sends blind: resolving asks nothing more of the destination. A cancellation
+        // would say nothing was done, so it needs the destination checked, whatever it recognises.
+        let refused = plan(&unknown, &ManualCommand::Cancel, now, recognised, Confirmed::NONE, false).unwrap_err();
+        assert!(matches!(refused, Refusal::CancelMayHaveWritten { .. }), "{refused}");
+        assert_eq!(plan(&unknown, &ManualCommand::Cancel, now, blind, checked, false).unwrap().to, State::Cancelled);
         assert!(plan(&unknown, &ManualCommand::ResolveNotWritten, now, blind, Confirmed::NONE, false).is_ok());
         // Nothing can have been written: nothing to check.
         unknown.may_have_written = false;

@@ -66,12 +66,12 @@ CREATE TABLE actions (
     updates_key text,
     updates_destination_id text,
     may_have_written boolean NOT NULL DEFAULT false,
+    CONSTRAINT actions_change_recorded TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT actions_check CHECK ((proposed_payload IS NULL) = (proposed_fingerprint IS NULL)),
     CONSTRAINT actions_check1 CHECK (state::text <> 'in_progress'::text OR claimed_by IS NOT NULL AND lease_expires_at IS NOT NULL),
     CONSTRAINT actions_key_check CHECK (octet_length(key) >= 1 AND octet_length(key) <= 255),
     CONSTRAINT actions_key_key UNIQUE (key),
     CONSTRAINT actions_late_results_check CHECK (late_results >= 0),
-    CONSTRAINT actions_person_change_recorded TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT actions_pkey PRIMARY KEY (id)
 ) WITH (fillfactor=85);
 
@@ -109,6 +109,7 @@ CREATE TABLE audit_trail (
     revision bigint NOT NULL,
     reason text,
     CONSTRAINT audit_trail_action_key_fkey FOREIGN KEY (action_key) REFERENCES actions(key),
+    CONSTRAINT audit_trail_matches_its_action TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT audit_trail_pkey PRIMARY KEY (id)
 );
 
@@ -164,6 +165,7 @@ CREATE TABLE proposals (
     CONSTRAINT proposals_action_key_fkey FOREIGN KEY (action_key) REFERENCES actions(key),
     CONSTRAINT proposals_check CHECK ((decision IS NULL) = (decided_by IS NULL) AND (decision IS NULL) = (decided_at IS NULL)),
     CONSTRAINT proposals_decision_check CHECK (decision = ANY (ARRAY['approved'::text, 'rejected'::text])),
+    CONSTRAINT proposals_decision_recorded TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT proposals_pkey PRIMARY KEY (id)
 );
 
@@ -261,23 +263,93 @@ CREATE INDEX purged_actions_run ON purged_actions USING btree (purge_id);
 
 -- Functions
 
-CREATE OR REPLACE FUNCTION actionledger_check_person_entry()
+CREATE OR REPLACE FUNCTION actionledger_check_change_recorded()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+DECLARE
+    duties    integer := actionledger_session_duties();
+    this_xact xid := (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
+BEGIN
+    IF duties = 3 THEN
+        RETURN NULL;
+    END IF;
+    IF (NEW.state <> OLD.state OR NEW.ownership_version <> OLD.ownership_version) AND NOT EXISTS (
+        SELECT 1 FROM audit_trail
+        WHERE action_key = NEW.key AND xmin = this_xact
+          AND from_state IS NOT DISTINCT FROM OLD.state AND to_state = NEW.state
+          AND ownership_version = NEW.ownership_version
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s moved %s from %s to %s (ownership version %s) without its entry in the audit '
+            'trail: every change of state or owner is recorded in the same transaction',
+            current_user, NEW.key, OLD.state, NEW.state, NEW.ownership_version);
+    END IF;
+    IF duties & 2 = 2 AND NOT EXISTS (
+        SELECT 1 FROM audit_trail
+        WHERE action_key = NEW.key AND xmin = this_xact AND actor_kind = 'person'
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s changed %s without a person''s entry in the audit trail: only a person''s '
+            'command does that', current_user, NEW.key);
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION actionledger_check_decision_recorded()
  RETURNS trigger
  LANGUAGE plpgsql
  SET search_path TO '<schema>', 'pg_temp'
 AS $function$
 BEGIN
-    IF actionledger_session_duties() & 1 = 1 THEN
+    IF actionledger_session_duties() = 3 THEN
         RETURN NULL;
     END IF;
     IF NOT EXISTS (
         SELECT 1 FROM audit_trail
-        WHERE action_key = NEW.key AND actor_kind = 'person' AND to_state = NEW.state
+        WHERE action_key = NEW.action_key AND actor_kind = 'person' AND actor = NEW.decided_by
           AND xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid
     ) THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
-            'actionledger: role %s moved %s to %s without a person''s entry in the audit trail: only a person''s '
-            'command does that', current_user, NEW.key, NEW.state);
+            'actionledger: role %s decided a proposal of %s without %s''s entry in the audit trail',
+            current_user, NEW.action_key, NEW.decided_by);
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION actionledger_check_entry_matches()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+DECLARE
+    this_xact xid;
+BEGIN
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NULL;
+    END IF;
+    IF NEW.from_state IS DISTINCT FROM NEW.to_state
+       AND NOT (NEW.from_state IS NULL AND NEW.to_state = 'pending')
+       AND NOT EXISTS (SELECT 1 FROM state_transitions t
+                       WHERE t.from_state = NEW.from_state AND t.to_state = NEW.to_state) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may not record a move of %s from %s to %s: no action moves so',
+            current_user, NEW.action_key, NEW.from_state, NEW.to_state);
+    END IF;
+    IF NEW.at < floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may date an audit entry only at the database''s time of it', current_user);
+    END IF;
+    this_xact := (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
+    IF NOT EXISTS (SELECT 1 FROM audit_trail later
+                   WHERE later.action_key = NEW.action_key AND later.id > NEW.id AND later.xmin = this_xact)
+       AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.key = NEW.action_key AND a.state = NEW.to_state) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may not record %s %s to %s: the action is not %s',
+            current_user, NEW.event, NEW.action_key, NEW.to_state, NEW.to_state);
     END IF;
     RETURN NULL;
 END;
@@ -446,6 +518,11 @@ DECLARE
     -- in the write that moves it, by whoever writes it.
     routed_to_review_owner BOOLEAN := OLD.assignee IS NULL AND NEW.assignee IS NOT NULL
         AND NEW.state IN ('unknown', 'failed', 'held', 'conflict');
+    -- 0095: the database's time of this transaction, in the ledger's milliseconds (a statement's
+    -- clock is never earlier; one millisecond for the rounding of either).
+    transaction_ms bigint := floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1;
+    state_moves    BOOLEAN := NEW.state <> OLD.state;
+    back_to_pending BOOLEAN := NEW.state <> OLD.state AND NEW.state = 'pending';
 BEGIN
     IF NEW.key <> OLD.key OR NEW.ownership_version < OLD.ownership_version THEN
         RAISE EXCEPTION 'actionledger: the key and ownership version of an action never go back';
@@ -522,6 +599,13 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
                 'actionledger: role %s may count attempts only one at a time', current_user);
         END IF;
+        -- 0095: a source version changes only by a person's approval (a new action records its
+        -- own on insert).
+        IF NEW.source_version IS DISTINCT FROM OLD.source_version THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may not change an action''s source version: only a person''s approval does '
+                'that', current_user);
+        END IF;
     ELSE
         IF (NEW.payload IS DISTINCT FROM OLD.payload OR NEW.fingerprint IS DISTINCT FROM OLD.fingerprint
             OR NEW.payload_revision <> OLD.payload_revision OR NEW.source_version IS DISTINCT FROM OLD.source_version)
@@ -558,6 +642,107 @@ BEGIN
     IF OLD.first_sent_at IS NOT NULL AND NEW.first_sent_at IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
             'actionledger: role %s may not clear the evidence that a request may have been sent', current_user);
+    END IF;
+
+    -- 0095: the rest of each column's policy (src/store/pg_guards.rs).
+    IF NEW.revision = OLD.revision AND to_jsonb(NEW) IS DISTINCT FROM to_jsonb(OLD)
+       AND NOT (may_work AND OLD.state = 'in_progress'
+                AND (to_jsonb(NEW) - 'lease_expires_at') = (to_jsonb(OLD) - 'lease_expires_at')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may change an action only by moving its revision one step (a worker''s '
+            'renewal of a claim''s lease aside)', current_user);
+    END IF;
+    IF NEW.updated_at IS DISTINCT FROM OLD.updated_at AND NEW.updated_at < transaction_ms THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may set an action''s updated_at only to the database''s time of the change',
+            current_user);
+    END IF;
+    IF NEW.destination_id IS DISTINCT FROM OLD.destination_id
+       AND NOT (NEW.state = 'completed' AND OLD.state <> 'completed') THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may set the destination id only as the action becomes completed', current_user);
+    END IF;
+    IF OLD.may_have_written AND NOT NEW.may_have_written
+       AND NOT (state_moves AND NEW.state IN ('pending', 'failed')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may clear the mark that a request may have written only as a lookup or a '
+            'person''s check moves the action back to pending or to failed', current_user);
+    END IF;
+    IF NEW.old_worker_may_act <> OLD.old_worker_may_act
+       AND NOT (state_moves OR NEW.ownership_version <> OLD.ownership_version) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may change whether an old worker may act only with a change of state or owner',
+            current_user);
+    END IF;
+    IF NEW.window_started_at IS DISTINCT FROM OLD.window_started_at
+       AND NOT ((NEW.window_started_at IS NULL AND back_to_pending)
+                OR (NEW.window_started_at IS NOT NULL AND NEW.state = 'in_progress'
+                    AND NEW.window_started_at >= transaction_ms)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may start an idempotency window only under a claim, and clear one only as the '
+            'action goes back to pending', current_user);
+    END IF;
+    IF NEW.not_before IS NOT NULL AND NEW.not_before IS DISTINCT FROM OLD.not_before AND NOT back_to_pending THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may set a backoff only as the action goes back to pending', current_user);
+    END IF;
+    IF NEW.late_results < OLD.late_results
+       AND (NEW.late_results <> 0 OR EXISTS (
+               SELECT 1 FROM attempts
+               WHERE action_key = NEW.key AND stale AND acknowledged_by IS NULL)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may clear late results only by acknowledging every one of them', current_user);
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION actionledger_guard_attempt_insert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF (NEW.ended_at IS NOT NULL OR NEW.outcome IS NOT NULL OR NEW.error IS NOT NULL
+        OR NEW.response_status IS NOT NULL OR NEW.destination_id IS NOT NULL OR NEW.response_body IS NOT NULL
+        OR NEW.stale OR NEW.acknowledged_by IS NOT NULL OR NEW.acknowledged_at IS NOT NULL)
+       AND actionledger_session_duties() <> 3 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may record an attempt only as it starts: its outcome and evidence come when it '
+            'ends', current_user);
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION actionledger_guard_attempt_update()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NEW;
+    END IF;
+    IF OLD.ended_at IS NOT NULL THEN
+        IF (NEW.ended_at, NEW.outcome, NEW.error, NEW.response_status, NEW.destination_id, NEW.response_body,
+            NEW.stale)
+           IS DISTINCT FROM
+           (OLD.ended_at, OLD.outcome, OLD.error, OLD.response_status, OLD.destination_id, OLD.response_body,
+            OLD.stale) THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may not change an ended attempt''s outcome or evidence', current_user);
+        END IF;
+    ELSIF NEW.ended_at IS NULL THEN
+        IF (NEW.outcome IS DISTINCT FROM OLD.outcome AND NOT (OLD.outcome IS NULL AND NEW.outcome = 'cut_off'))
+           OR (NEW.error, NEW.response_status, NEW.destination_id, NEW.response_body, NEW.stale)
+              IS DISTINCT FROM (OLD.error, OLD.response_status, OLD.destination_id, OLD.response_body, OLD.stale) THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may write an attempt''s evidence only by ending it', current_user);
+        END IF;
+    ELSIF NEW.ended_at < OLD.started_at OR NEW.outcome IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may end an attempt only with an outcome, after it started', current_user);
     END IF;
     RETURN NEW;
 END;
@@ -611,7 +796,7 @@ $function$;
 CREATE OR REPLACE FUNCTION actionledger_guard_proposal()
  RETURNS trigger
  LANGUAGE plpgsql
- SET search_path TO '<schema>'
+ SET search_path TO '<schema>', 'pg_temp'
 AS $function$
 DECLARE
     may_work   BOOLEAN := actionledger_session_may('worker');
@@ -637,6 +822,16 @@ BEGIN
     IF may_review AND OLD.decision IS NULL AND NEW.decision IS NOT NULL
        AND NEW.source IS NOT DISTINCT FROM OLD.source AND NEW.event_id IS NOT DISTINCT FROM OLD.event_id
        AND NEW.source_version IS NOT DISTINCT FROM OLD.source_version AND NEW.received_at = OLD.received_at THEN
+        -- 0095: in the name of the login's person, at the database's time of the decision.
+        IF NEW.decided_by IS NULL OR NOT actionledger_login_is(NEW.decided_by) THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: login %s may not decide as %s: a decision names the person of the login',
+                session_user, NEW.decided_by);
+        END IF;
+        IF NEW.decided_at < floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1 THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may date a decision only at the database''s time of it', current_user);
+        END IF;
         RETURN NEW;
     END IF;
     RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
@@ -771,13 +966,13 @@ $function$;
 
 -- Triggers
 
+CREATE CONSTRAINT TRIGGER actions_change_recorded AFTER UPDATE ON actions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.state::text IS DISTINCT FROM new.state::text OR old.ownership_version IS DISTINCT FROM new.ownership_version OR old.revision IS DISTINCT FROM new.revision AND old.attempts = new.attempts) EXECUTE FUNCTION actionledger_check_change_recorded();
+
 CREATE TRIGGER actions_guard BEFORE INSERT ON actions FOR EACH ROW EXECUTE FUNCTION actionledger_guard_action();
 
 CREATE TRIGGER actions_guard_update BEFORE UPDATE ON actions FOR EACH ROW EXECUTE FUNCTION actionledger_guard_action_update();
 
 CREATE TRIGGER actions_notify_change AFTER UPDATE ON actions FOR EACH ROW WHEN (old.state::text IS DISTINCT FROM new.state::text AND ((old.state::text = ANY (ARRAY['failed'::text, 'unknown'::text, 'conflict'::text, 'held'::text])) OR (new.state::text = ANY (ARRAY['failed'::text, 'unknown'::text, 'conflict'::text, 'held'::text]))) OR old.assignee IS DISTINCT FROM new.assignee OR old.proposed_fingerprint IS DISTINCT FROM new.proposed_fingerprint OR old.late_results IS DISTINCT FROM new.late_results) EXECUTE FUNCTION actionledger_notify_change();
-
-CREATE CONSTRAINT TRIGGER actions_person_change_recorded AFTER UPDATE ON actions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.state::text IS DISTINCT FROM new.state::text) EXECUTE FUNCTION actionledger_check_person_entry();
 
 CREATE TRIGGER actions_purged_never_change BEFORE UPDATE ON actions FOR EACH ROW WHEN (old.state::text = ANY (ARRAY['completed'::text, 'cancelled'::text])) EXECUTE FUNCTION actionledger_guard_purged_action();
 
@@ -787,11 +982,19 @@ CREATE TRIGGER attempts_acknowledgement_guard BEFORE UPDATE ON attempts FOR EACH
 
 CREATE TRIGGER attempts_cut_off_guard BEFORE UPDATE ON attempts FOR EACH ROW WHEN (new.outcome::text IS DISTINCT FROM old.outcome::text AND NOT (old.outcome IS NULL AND old.ended_at IS NULL AND new.outcome::text = 'cut_off'::text)) EXECUTE FUNCTION actionledger_guard_cut_off();
 
+CREATE TRIGGER attempts_evidence_written_once BEFORE UPDATE ON attempts FOR EACH ROW WHEN (old.ended_at IS NOT NULL OR new.ended_at IS NULL OR new.ended_at < old.started_at OR new.outcome IS NULL) EXECUTE FUNCTION actionledger_guard_attempt_update();
+
+CREATE TRIGGER attempts_start_without_evidence BEFORE INSERT ON attempts FOR EACH ROW WHEN (new.ended_at IS NOT NULL OR new.outcome IS NOT NULL OR new.error IS NOT NULL OR new.response_status IS NOT NULL OR new.destination_id IS NOT NULL OR new.response_body IS NOT NULL OR new.stale OR new.acknowledged_by IS NOT NULL OR new.acknowledged_at IS NOT NULL) EXECUTE FUNCTION actionledger_guard_attempt_insert();
+
 CREATE TRIGGER audit_trail_append_only BEFORE DELETE OR UPDATE ON audit_trail FOR EACH ROW EXECUTE FUNCTION actionledger_refuse_audit_change();
 
 CREATE TRIGGER audit_trail_appended_in_own_name BEFORE INSERT ON audit_trail FOR EACH ROW EXECUTE FUNCTION actionledger_guard_audit_append();
 
+CREATE CONSTRAINT TRIGGER audit_trail_matches_its_action AFTER INSERT ON audit_trail DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION actionledger_check_entry_matches();
+
 CREATE TRIGGER audit_trail_no_truncate BEFORE TRUNCATE ON audit_trail FOR EACH STATEMENT EXECUTE FUNCTION actionledger_refuse_audit_change();
+
+CREATE CONSTRAINT TRIGGER proposals_decision_recorded AFTER UPDATE ON proposals DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.decision IS NULL AND new.decision IS NOT NULL) EXECUTE FUNCTION actionledger_check_decision_recorded();
 
 CREATE TRIGGER proposals_guard BEFORE INSERT OR UPDATE ON proposals FOR EACH ROW EXECUTE FUNCTION actionledger_guard_proposal();
 
@@ -811,12 +1014,16 @@ ALTER DOMAIN actionledger_actor_kind OWNER TO actionledger_owner;
 ALTER DOMAIN actionledger_attempt_outcome OWNER TO actionledger_owner;
 ALTER DOMAIN actionledger_event OWNER TO actionledger_owner;
 ALTER DOMAIN actionledger_state OWNER TO actionledger_owner;
-ALTER FUNCTION actionledger_check_person_entry() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_check_change_recorded() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_check_decision_recorded() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_check_entry_matches() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_grant_proposals() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_grant_roles() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_acknowledgement() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_action() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_action_update() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_guard_attempt_insert() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_guard_attempt_update() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_audit_append() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_cut_off() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_proposal() OWNER TO actionledger_owner;
@@ -866,8 +1073,12 @@ GRANT DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE ON TABLE pur
 GRANT DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE ON TABLE purges TO actionledger_owner;
 GRANT DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE ON TABLE refused_submissions TO actionledger_owner;
 GRANT DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE ON TABLE state_transitions TO actionledger_owner;
-GRANT EXECUTE ON FUNCTION actionledger_check_person_entry() TO PUBLIC;
-GRANT EXECUTE ON FUNCTION actionledger_check_person_entry() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_check_change_recorded() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_check_change_recorded() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_check_decision_recorded() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_check_decision_recorded() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_check_entry_matches() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_check_entry_matches() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_grant_proposals() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_grant_proposals() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_grant_roles() TO PUBLIC;
@@ -878,6 +1089,10 @@ GRANT EXECUTE ON FUNCTION actionledger_guard_action() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action_update() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action_update() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_insert() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_insert() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_update() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_guard_attempt_update() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_audit_append() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_audit_append() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_cut_off() TO PUBLIC;

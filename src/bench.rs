@@ -363,7 +363,7 @@ async fn http_submit<S: Store>(
 ) -> Result<(Duration, Vec<Duration>), Error> {
     const TOKEN: &str = "bench-token-not-secret";
     let mut tokens = crate::serve::auth::Tokens::default();
-    tokens.insert(TOKEN, crate::serve::auth::Role::Source, "bench");
+    tokens.insert(TOKEN, crate::serve::auth::Role::Source, "bench").map_err(crate::serve::ServeError::from)?;
     let options = crate::serve::ServeOptions { rate: 0.0, ..crate::serve::ServeOptions::default() };
     let router = crate::serve::App::new(ledger.clone(), tokens, Vec::new(), options).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

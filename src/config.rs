@@ -408,6 +408,15 @@ pub enum IntakeSettingError {
     HeaderName(String),
     #[error("signature.secret_env names no environment variable")]
     NoSecretEnv,
+    /// A signed intake's key or source version read from a header the signature does not cover:
+    /// anyone holding one signed body could replay it under other keys (`X-Order-Ref: A1`, `A2`,
+    /// ...) or versions, each accepted as signed.
+    #[error(
+        "{field} reads the header {header}, which the signature does not cover: a signed intake builds its key \
+         and source version from the signed body (or the signature's timestamp header) only, or one signed body \
+         could be replayed under other keys"
+    )]
+    UnsignedHeader { field: &'static str, header: String },
 }
 
 /// What is wrong with one destination's settings.
@@ -534,6 +543,20 @@ impl IntakeConfig {
             }
             if signature.secret_env.trim().is_empty() {
                 return Err(IntakeSettingError::NoSecretEnv);
+            }
+            // The event id may come from any header: it names a delivery, not an action, so a
+            // forged one records one more delivery of the same signed action and changes nothing.
+            let identity =
+                std::iter::once(("key", &self.key)).chain(self.source_version.as_ref().map(|t| ("source_version", t)));
+            for (field, template) in identity {
+                let headers = crate::template::intake_headers(template)
+                    .map_err(|problem| IntakeSettingError::Template { field, problem })?;
+                let signed = |header: &&str| {
+                    signature.timestamp_header.as_deref().is_some_and(|stamp| stamp.eq_ignore_ascii_case(header))
+                };
+                if let Some(header) = headers.into_iter().find(|header| !signed(header)) {
+                    return Err(IntakeSettingError::UnsignedHeader { field, header: header.to_owned() });
+                }
             }
         }
         Ok(())
@@ -775,6 +798,30 @@ mod tests {
             Config::load(&path).unwrap_err().to_string(),
             format!("{}: destination crm: max_attempts must be at least 1", path.display())
         );
+    }
+
+    #[test]
+    fn a_signed_intake_builds_its_key_from_signed_content_only() {
+        let intake = |key: &str, version: &str| {
+            format!(
+                "[intake.shop]\nkey = \"{key}\"\nevent_id = \"{{{{header.X-Event-Id}}}}\"\nsource_version = \"{version}\"\n\
+                 signature = {{ secret_env = \"S\", header = \"X-Sig\", timestamp_header = \"X-Ts\" }}\n"
+            )
+        };
+        let refused =
+            Config::parse(&intake("shop:order:{{header.X-Order-Ref}}", "{{body.v}}")).unwrap_err().to_string();
+        assert!(
+            refused.starts_with("intake shop: key reads the header X-Order-Ref, which the signature does not cover"),
+            "{refused}"
+        );
+        let refused = Config::parse(&intake("shop:{{body.id}}", "{{header.X-Version}}")).unwrap_err().to_string();
+        assert!(refused.starts_with("intake shop: source_version reads the header X-Version,"), "{refused}");
+        // The body and the signed timestamp are covered; an event id may name the delivery from any header.
+        assert!(Config::parse(&intake("shop:{{body.id}}:{{header.x-ts}}", "{{body.v}}")).is_ok());
+        // Without a signature, nothing is signed and any header may be read.
+        let unsigned = intake("shop:{{header.X-Order-Ref}}", "{{body.v}}");
+        let unsigned = unsigned.lines().filter(|line| !line.starts_with("signature")).collect::<Vec<_>>().join("\n");
+        assert!(Config::parse(&unsigned).is_ok());
     }
 
     #[test]

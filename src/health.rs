@@ -49,7 +49,10 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
         .route("/readyz", get(ready::<S>))
         .with_state(ledger.clone());
     let server = tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app).await {
+        // The same caps and header timeout as `serve`: a scraper port left open to a network must
+        // not be held by clients that never finish their headers.
+        let limits = crate::connections::ConnectionLimits::default();
+        if let Err(error) = crate::connections::serve(listener, app, limits, std::future::pending()).await {
             tracing::error!(%error, "the metrics endpoint stopped");
         }
     });

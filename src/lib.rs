@@ -31,6 +31,8 @@
 //!   with, its declared capabilities (handed to the ledger) and how each outcome is classified.
 //! - [`error`]: what a front end can answer, wrapping the errors of the layers above, and the
 //!   kind (and exit code) of each. A front end's own errors come in with the kind it gives them.
+//!   Beside it [`connections`]: the caps on connections and the time to send request headers that
+//!   every listening socket (`serve`, the metrics endpoint) is held by.
 //! - [`health`], [`reconcile`], [`document`]: liveness, readiness and `/metrics` for
 //!   `worker --metrics-addr`; what a destination holds for an action, judged and settled one way
 //!   for every caller, and the comparison of the ledger with a destination; the JSON documents
@@ -67,6 +69,7 @@ pub mod config;
 
 pub mod destination;
 
+pub mod connections;
 pub mod error;
 
 pub mod document;

@@ -170,6 +170,13 @@ pub enum HookTemplateError {
     /// `{{body}}` for a body that is not text or a number.
     #[error("the body is {found}, and a value the intake builds on must be text or a number")]
     UnusableBody { found: Unusable },
+    /// A number that is not a whole number within ±(2^53 − 1): see [`crate::domain::key::number_in_key`].
+    /// `field` is the placeholder's name: `body` or `body.PATH`.
+    #[error(
+        "{{{{{field}}}}} is the number {number}, and a number the intake builds on must be a whole number of at most \
+         9007199254740991 in size (written in one form: 7100, 7100.0 and 7.1e3 all give 7100)"
+    )]
+    NotWholeNumber { field: String, number: String },
     #[error("the request has no header {name}")]
     NoHeader { name: String },
     #[error("the request's header {name} is empty")]
@@ -186,6 +193,7 @@ impl HookTemplateError {
     pub fn field(&self) -> Option<String> {
         match self {
             Self::UnusableBody { .. } => Some("body".to_owned()),
+            Self::NotWholeNumber { field, .. } => Some(field.clone()),
             Self::NoBodyField { path } | Self::UnusableBodyField { path, .. } => Some(format!("body.{path}")),
             Self::NoHeader { name } | Self::EmptyHeader { name } => Some(format!("header.{name}")),
             Self::UnknownPlaceholder { .. } | Self::Template(_) => None,
@@ -221,16 +229,24 @@ impl std::fmt::Display for Unusable {
     }
 }
 
-/// A body value as text for a key, event id or version: non-empty text or a number, nothing else.
-fn hook_text(value: &Value) -> Result<String, Unusable> {
+/// A body value as text for a key, event id or version: non-empty text, or a whole number in its
+/// one canonical spelling, nothing else. `path` is the field's, `None` for the whole body.
+fn hook_text(value: &Value, path: Option<&str>) -> Result<String, HookTemplateError> {
+    let unusable = |found| match path {
+        Some(path) => HookTemplateError::UnusableBodyField { path: path.to_owned(), found },
+        None => HookTemplateError::UnusableBody { found },
+    };
     match value {
-        Value::String(s) if s.trim().is_empty() => Err(Unusable::Empty),
+        Value::String(s) if s.trim().is_empty() => Err(unusable(Unusable::Empty)),
         Value::String(s) => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        Value::Null => Err(Unusable::Null),
-        Value::Bool(_) => Err(Unusable::Boolean),
-        Value::Object(_) => Err(Unusable::Object),
-        Value::Array(_) => Err(Unusable::Array),
+        Value::Number(n) => crate::domain::key::number_in_key(n).ok_or_else(|| HookTemplateError::NotWholeNumber {
+            field: path.map_or_else(|| "body".to_owned(), |path| format!("body.{path}")),
+            number: n.to_string(),
+        }),
+        Value::Null => Err(unusable(Unusable::Null)),
+        Value::Bool(_) => Err(unusable(Unusable::Boolean)),
+        Value::Object(_) => Err(unusable(Unusable::Object)),
+        Value::Array(_) => Err(unusable(Unusable::Array)),
     }
 }
 
@@ -243,6 +259,14 @@ pub fn intake_placeholders(template: &str) -> Result<(), HookTemplateError> {
         }
     }
     Ok(())
+}
+
+/// The request headers an intake template reads (`{{header.NAME}}`), as written.
+pub fn intake_headers(template: &str) -> Result<Vec<&str>, HookTemplateError> {
+    Ok(pieces(template)?
+        .into_iter()
+        .filter_map(|(is_name, piece)| if is_name { piece.trim().strip_prefix("header.") } else { None })
+        .collect())
 }
 
 /// Fills an intake template from a webhook's JSON body and its headers (by lower-case name).
@@ -263,12 +287,10 @@ pub fn render_hook(
         }
         let name = piece.trim();
         if name == "body" {
-            out.push_str(&hook_text(body).map_err(|found| HookTemplateError::UnusableBody { found })?);
+            out.push_str(&hook_text(body, None)?);
         } else if let Some(path) = name.strip_prefix("body.") {
             let value = field(body, path).ok_or_else(|| HookTemplateError::NoBodyField { path: path.to_owned() })?;
-            let text = hook_text(&value)
-                .map_err(|found| HookTemplateError::UnusableBodyField { path: path.to_owned(), found })?;
-            out.push_str(&text);
+            out.push_str(&hook_text(&value, Some(path))?);
         } else if let Some(header) = name.strip_prefix("header.") {
             let value = headers
                 .get(&header.to_ascii_lowercase())
@@ -373,6 +395,7 @@ mod tests {
         );
         assert!(intake_placeholders("{{payload.id}}").is_err());
         assert!(intake_placeholders("a:{{body.id}}:{{header.x}}").is_ok());
+        assert_eq!(intake_headers("a:{{body.id}}:{{ header.X-A }}:{{header.b}}").unwrap(), ["X-A", "b"]);
     }
 
     #[test]
@@ -406,8 +429,25 @@ mod tests {
             (Some("body"), "the body is an object, and a value the intake builds on must be text or a number")
         );
         // Text and numbers, nested and in arrays, are what keys are made of.
-        let body = serde_json::json!({"id": "ORD-1", "n": 0, "x": 1.5, "items": [{"sku": "A"}]});
+        let body = serde_json::json!({"id": "ORD-1", "n": 0, "x": 15, "items": [{"sku": "A"}]});
         let made = render_hook("{{body.id}}:{{body.n}}:{{body.x}}:{{body.items.0.sku}}", &body, &headers).unwrap();
-        assert_eq!(made, "ORD-1:0:1.5:A");
+        assert_eq!(made, "ORD-1:0:15:A");
+    }
+
+    #[test]
+    fn hook_numbers_have_one_spelling_and_no_fraction() {
+        let headers = std::collections::BTreeMap::new();
+        let key = |body: &str| render_hook("shop:order:{{body.n}}", &serde_json::from_str(body).unwrap(), &headers);
+        for body in [r#"{"n":7100}"#, r#"{"n":7100.0}"#, r#"{"n":7.1e3}"#, r#"{"n":71e2}"#] {
+            assert_eq!(key(body).unwrap(), "shop:order:7100", "{body}");
+        }
+        assert_eq!(key(r#"{"n":-0}"#).unwrap(), "shop:order:0");
+        let fraction = key(r#"{"n":7100.5}"#).unwrap_err();
+        assert_eq!(fraction, HookTemplateError::NotWholeNumber { field: "body.n".into(), number: "7100.5".into() });
+        assert_eq!(fraction.field().as_deref(), Some("body.n"));
+        assert!(fraction.to_string().starts_with("{{body.n}} is the number 7100.5, and a number"), "{fraction}");
+        assert!(key(r#"{"n":9007199254740993}"#).is_err(), "beyond what a double tells apart");
+        let whole = render_hook("{{body}}", &serde_json::json!(1.5), &headers).unwrap_err();
+        assert_eq!(whole.field().as_deref(), Some("body"));
     }
 }

@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::ledger::Ledger;
 use crate::serve::auth::{Tokens, hash_token};
 use crate::serve::intake::Intake;
-use crate::serve::{App, ServeOptions};
+use crate::serve::{App, ConnectionLimits, ServeOptions};
 use crate::store::Store;
 use clap::{Args, Subcommand};
 use std::io::Read as _;
@@ -37,6 +37,33 @@ pub struct ServeArgs {
     /// How long one request may take before it is answered 503.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::config::duration_text::parse)]
     timeout: std::time::Duration,
+    /// How long a connection may take to send a request's headers (and a kept-alive one its next
+    /// request's) before it is closed, logged when it never sent a whole request.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = above_zero)]
+    header_timeout: std::time::Duration,
+    /// Most connections open at once, all clients together; one more is answered 503, closed and
+    /// logged. Keep it below the process's file limit (`ulimit -n`).
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Most connections open at once from one client address; one more is answered 503, closed and
+    /// logged. Behind a reverse proxy every client has the proxy's address: raise it to the proxy's
+    /// own pool.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_address: u32,
+}
+
+/// Why a header timeout cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum HeaderTimeoutError {
+    #[error(transparent)]
+    Text(#[from] crate::config::duration_text::DurationError),
+    #[error("give a time above zero: a connection needs a moment to send its request headers")]
+    Zero,
+}
+
+fn above_zero(text: &str) -> Result<std::time::Duration, HeaderTimeoutError> {
+    let duration = crate::config::duration_text::parse(text)?;
+    if duration.is_zero() { Err(HeaderTimeoutError::Zero) } else { Ok(duration) }
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,8 +131,13 @@ pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Resu
         intakes = %intake_names,
         "serving the ledger on http://{addr}/v1 (intakes: {intake_names}); stop with ctrl-c or SIGTERM"
     );
+    let limits = ConnectionLimits {
+        header_timeout: args.header_timeout,
+        max_connections: args.max_connections as usize,
+        max_per_address: args.max_connections_per_address as usize,
+    };
     let router = App::new(ledger, tokens, intakes, options).router();
-    crate::serve::serve(listener, router, crate::serve::shutdown_signal())
+    crate::connections::serve(listener, router, limits, crate::serve::shutdown_signal())
         .await
         .map_err(|e| Error::io("the HTTP server failed", e))?;
     tracing::info!("stopped: requests in flight finished");

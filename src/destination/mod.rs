@@ -453,7 +453,7 @@ impl Destination {
     #[tracing::instrument(
         name = "destination_request",
         skip_all,
-        fields(destination = %escape_untrusted(&self.name), key = %action.key, ownership_version = action.ownership_version)
+        fields(destination = %escape_untrusted(&self.name), key = %escape_untrusted(action.key.as_str()), ownership_version = action.ownership_version)
     )]
     pub async fn send_if_match_or_stop(
         &self,
@@ -631,7 +631,7 @@ impl Destination {
     #[tracing::instrument(
         name = "destination_lookup",
         skip_all,
-        fields(destination = %escape_untrusted(&self.name), key = %action.key)
+        fields(destination = %escape_untrusted(&self.name), key = %escape_untrusted(action.key.as_str()))
     )]
     pub async fn lookup(&self, action: &ActionRecord, after: Option<&ActionRecord>) -> Result<Found, DestinationError> {
         let lookup =

@@ -121,6 +121,7 @@ fn key_problem(error: &KeyError) -> &'static str {
         KeyError::Invisible { .. } => "key_invisible_character",
         KeyError::ContainsEmail => "key_contains_email",
         KeyError::NotNfc { .. } => "key_not_nfc",
+        KeyError::MixedScripts { .. } => "key_mixed_scripts",
     }
 }
 

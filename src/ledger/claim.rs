@@ -57,7 +57,7 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Extends the lease of a claim that is still current; returns the new expiry.
-    #[tracing::instrument(skip_all, fields(key = %claim.key(), ownership_version = claim.ownership_version()))]
+    #[tracing::instrument(skip_all, fields(key = %escape_untrusted(claim.key().as_str()), ownership_version = claim.ownership_version()))]
     pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Timestamp, LedgerError> {
         self.transact(|tx, now, _| {
             Box::pin(async move {
@@ -135,7 +135,7 @@ impl<S: Store> Ledger<S> {
         self.give_back(claim, Event::Released, State::Pending, reason).await
     }
 
-    #[tracing::instrument(skip_all, fields(key = %claim.key(), ownership_version = claim.ownership_version(), event = event.as_str()))]
+    #[tracing::instrument(skip_all, fields(key = %escape_untrusted(claim.key().as_str()), ownership_version = claim.ownership_version(), event = event.as_str()))]
     pub(super) async fn give_back(
         &self,
         claim: &Claim,

@@ -14,7 +14,7 @@ use crate::store::{LedgerTx, Store};
 impl<S: Store> Ledger<S> {
     /// Runs a named person's command on one action (rule 6). A takeover is decided like a
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
-    #[tracing::instrument(skip_all, fields(key = %request.key, person = %request.person.as_str(), command = request.command.verb()))]
+    #[tracing::instrument(skip_all, fields(key = %crate::domain::text::escape_untrusted(request.key.as_str()), person = %request.person.as_str(), command = request.command.verb()))]
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
         self.check_clock_for(&request.command).await?;
         self.manual_then(true, request).await

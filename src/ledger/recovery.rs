@@ -17,7 +17,7 @@ impl<S: Store> Ledger<S> {
     /// for a person, since taking over would be unsafe. Decided from the claim as locked, with
     /// the destinations this ledger was given. `seen_ownership_version` is the claim as the
     /// caller found it.
-    #[tracing::instrument(skip_all, fields(key = %key, ownership_version = seen_ownership_version))]
+    #[tracing::instrument(skip_all, fields(key = %crate::domain::text::escape_untrusted(key.as_str()), ownership_version = seen_ownership_version))]
     pub async fn recover_expired(
         &self,
         key: &ActionKey,
@@ -85,7 +85,7 @@ impl<S: Store> Ledger<S> {
     /// send left, else failed (rule 3); conflict when it differs or is duplicated. Returns `None`
     /// (and changes nothing) if the action changed since `seen_revision`, or the lookup got no
     /// answer.
-    #[tracing::instrument(skip_all, fields(key = %key, verdict = report.verdict.as_str()))]
+    #[tracing::instrument(skip_all, fields(key = %crate::domain::text::escape_untrusted(key.as_str()), verdict = report.verdict.as_str()))]
     pub async fn settle_unknown(
         &self,
         key: &ActionKey,

@@ -4,10 +4,13 @@
 //! A tokens file (`--tokens FILE`, or the same lines in `ACTIONLEDGER_TOKENS`) has one token a
 //! line, `sha256:HEX ROLE NAME`, as `actionledger serve hash-token` prints it; `#` starts a
 //! comment. The roles: `source` submits (actions and webhooks); `reviewer` also reads and runs
-//! a person's commands, in the token's name (a person's name); `viewer` only reads.
+//! a person's commands, in the token's name (a person's name); `viewer` only reads. A token hash
+//! on two lines, or a name given two roles, refuses the whole file: which line won would decide
+//! whose name a token acts in.
 
 use super::problem::Problem;
 use crate::domain::Person;
+use crate::domain::input::Label;
 use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -103,15 +106,40 @@ pub enum TokensError {
     #[error("{origin} line {line}: {problem}")]
     Line { origin: String, line: usize, problem: String },
     #[error(
+        "{second} has the token hash {first} already has: each token has one line, one role and one name (remove one)"
+    )]
+    DuplicateHash { first: Place, second: Place },
+    #[error(
+        "{second} names {name:?} as a {second_role}, and {first} as a {first_role}: one name holds one role, so that \
+         the audit trail says which one acted (rename one)"
+    )]
+    NameInTwoRoles { name: String, first: Place, first_role: &'static str, second: Place, second_role: &'static str },
+    #[error(
         "no token is configured: give --tokens FILE or ACTIONLEDGER_TOKENS (lines from `actionledger serve hash-token`)"
     )]
     None,
 }
 
-/// The known tokens, by hash.
+/// Where a token's line is: its file (or the environment) and its line number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub origin: String,
+    pub line: usize,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} line {}", self.origin, self.line)
+    }
+}
+
+/// The known tokens, by hash, and where each line and name was read.
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
-    by_hash: HashMap<String, Grant>,
+    by_hash: HashMap<String, (Grant, Place)>,
+    /// Each name's role and first line, by the name folded to lower case: "Ana Lima" and
+    /// "ana lima" would read as one person in the audit trail.
+    roles_by_name: HashMap<String, (Role, Place)>,
 }
 
 /// The line a tokens file holds for `token`: `sha256:HEX ROLE NAME`.
@@ -145,12 +173,45 @@ impl Tokens {
             }
             let role: Role = role.parse().map_err(|e: UnknownRole| problem(e.to_string()))?;
             let name = name.trim().to_owned();
-            if role == Role::Reviewer {
-                Person::parse(&name).map_err(|e| problem(format!("a reviewer token names a person: {e}")))?;
+            match role {
+                Role::Reviewer => {
+                    Person::parse(&name).map_err(|e| problem(format!("a reviewer token names a person: {e}")))?;
+                }
+                // A source's name is the source of what it submits, so it must be one.
+                Role::Source | Role::Viewer => {
+                    Label::parse("token name", &name).map_err(|e| problem(e.to_string()))?;
+                }
             }
             let hash = format!("sha256:{}", digits.to_ascii_lowercase());
-            self.by_hash.insert(hash.clone(), Grant { role, name, hash });
+            let place = Place { origin: origin.to_owned(), line: index + 1 };
+            self.add(Grant { role, name, hash }, place)?;
         }
+        Ok(())
+    }
+
+    /// Adds one line's grant; a second line for the same token, or a name already given another
+    /// role, is refused: the last line winning would let one token act under another's name.
+    fn add(&mut self, grant: Grant, place: Place) -> Result<(), TokensError> {
+        if let Some((_, first)) = self.by_hash.get(&grant.hash) {
+            return Err(TokensError::DuplicateHash { first: first.clone(), second: place });
+        }
+        let folded = grant.name.to_lowercase();
+        match self.roles_by_name.get(&folded) {
+            Some((role, first)) if *role != grant.role => {
+                return Err(TokensError::NameInTwoRoles {
+                    name: grant.name,
+                    first: first.clone(),
+                    first_role: role.as_str(),
+                    second: place,
+                    second_role: grant.role.as_str(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                self.roles_by_name.insert(folded, (grant.role, place.clone()));
+            }
+        }
+        self.by_hash.insert(grant.hash.clone(), (grant, place));
         Ok(())
     }
 
@@ -171,10 +232,11 @@ impl Tokens {
         Ok(tokens)
     }
 
-    /// Adds one token, for tests and the benchmark.
-    pub fn insert(&mut self, token: &str, role: Role, name: &str) {
+    /// Adds one token, for tests and the benchmark, under the rules a tokens file's line follows.
+    pub fn insert(&mut self, token: &str, role: Role, name: &str) -> Result<(), TokensError> {
         let hash = hash_token(token);
-        self.by_hash.insert(hash.clone(), Grant { role, name: name.to_owned(), hash });
+        let place = Place { origin: "inserted".to_owned(), line: self.by_hash.len() + 1 };
+        self.add(Grant { role, name: name.to_owned(), hash }, place)
     }
 
     /// The grant of the request's bearer token, if it allows `need`: 401 without a known token,
@@ -188,7 +250,7 @@ impl Tokens {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| Problem::unauthorized("send a token: Authorization: Bearer TOKEN"))?;
-        let grant =
+        let (grant, _) =
             self.by_hash.get(&hash_token(presented)).ok_or_else(|| Problem::unauthorized("the token is not known"))?;
         if !grant.role.allows(need) {
             return Err(Problem::forbidden(format!(
@@ -272,6 +334,54 @@ mod tests {
         assert_eq!(tokens.authorize(&bearer("env-token"), Need::Submit).unwrap_err().status.as_u16(), 403);
         assert_eq!(tokens.authorize(&bearer("other"), Need::Read).unwrap_err().status.as_u16(), 401);
         assert!(matches!(Tokens::load(None, None), Err(TokensError::None)));
+    }
+
+    #[test]
+    fn a_token_on_two_lines_or_a_name_in_two_roles_refuses_to_start() {
+        let viewer = format!("{} viewer dashboard", hash_token("shared-token"));
+        let twin = format!("{} reviewer Evil Twin", hash_token("shared-token"));
+        let error = Tokens::parse(&format!("{viewer}\n# rotated\n{twin}\n"), "tokens").unwrap_err();
+        assert!(
+            matches!(&error, TokensError::DuplicateHash { first, second } if first.line == 1 && second.line == 3),
+            "{error}"
+        );
+        assert!(error.to_string().contains("tokens line 3 has the token hash tokens line 1 already has"), "{error}");
+        // The same line once in the file and once in the environment is the same token twice.
+        let dir = std::env::temp_dir().join(format!("actionledger-twice-{}", std::process::id()));
+        std::fs::write(&dir, format!("{viewer}\n")).unwrap();
+        let loaded = Tokens::load(Some(&dir), Some(&viewer));
+        let _ = std::fs::remove_file(&dir);
+        assert!(matches!(loaded, Err(TokensError::DuplicateHash { .. })), "{loaded:?}");
+
+        let reviewer = format!("{} reviewer Ana Lima", hash_token("ana-reviews"));
+        let as_viewer = format!("{} viewer ana lima", hash_token("ana-reads"));
+        let error = Tokens::parse(&format!("{reviewer}\n{as_viewer}"), "tokens").unwrap_err();
+        assert!(
+            matches!(&error, TokensError::NameInTwoRoles { first_role: "reviewer", second_role: "viewer", .. }),
+            "{error}"
+        );
+        // Two tokens for one person in one role (a rotation) are two lines, both valid.
+        let rotated = format!("{reviewer}\n{} reviewer Ana Lima", hash_token("ana-reviews-new"));
+        assert!(Tokens::parse(&rotated, "tokens").is_ok());
+        let mut inserted = Tokens::default();
+        inserted.insert("one-token", Role::Viewer, "dashboard").unwrap();
+        assert!(inserted.insert("one-token", Role::Reviewer, "Evil Twin").is_err());
+    }
+
+    #[test]
+    fn a_malformed_line_refuses_to_start_naming_its_line() {
+        let good = format!("{} source shop", hash_token("shop-token"));
+        for (bad, says) in [
+            (format!("{} source", hash_token("x")), "expected `sha256:HEX ROLE NAME`"),
+            (format!("{}  source shop", hash_token("x")), "unknown role"),
+            (format!("sha256:{} viewer x", "g".repeat(64)), "64 hex digits"),
+            (format!("{} viewer da\u{7}sh", hash_token("x")), "token name"),
+            (format!("{} reviewer \u{200b}", hash_token("x")), "a reviewer token names a person"),
+        ] {
+            let error = Tokens::parse(&format!("{good}\n{bad}\n"), "tokens").unwrap_err();
+            let text = error.to_string();
+            assert!(text.starts_with("tokens line 2: ") && text.contains(says), "{bad:?}: {text}");
+        }
     }
 
     #[test]

@@ -3,13 +3,15 @@
 //! `list`, the counts, and a person's commands, behind bearer tokens with roles.
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
-//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents).
+//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents). Its
+//! connections are held by [`crate::connections`], as the metrics endpoint's are.
 
 pub mod auth;
 pub mod intake;
 pub mod problem;
 pub mod routes;
 
+pub use crate::connections::ConnectionLimits;
 use crate::domain::payload::MAX_PAYLOAD_BYTES;
 use crate::ledger::Ledger;
 use crate::store::Store;
@@ -105,14 +107,14 @@ async fn within(State(limit): State<Duration>, request: Request, next: Next) -> 
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes; requests in flight then finish
-/// before this returns.
+/// Serves `router` on `listener` within the default [`ConnectionLimits`] until `shutdown`
+/// completes; requests in flight then finish before this returns.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    crate::connections::serve(listener, router, ConnectionLimits::default(), shutdown).await
 }
 
 /// Completes on ctrl-c or SIGTERM.

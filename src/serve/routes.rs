@@ -263,7 +263,11 @@ async fn show<S: Store>(
 ) -> Result<Response, Problem> {
     admit(&app, &headers, Need::Read)?;
     let detail = app.ledger.detail(&parse_key(&key)?).await?;
-    Ok(json_response(StatusCode::OK, &document::detail(&detail)))
+    let mut response = json_response(StatusCode::OK, &document::detail(&detail));
+    // The version a command sends back in `If-Match` (or as `version`) to say what it read.
+    let etag = format!("\"{}\"", detail.action.revision);
+    response.headers_mut().insert(header::ETAG, etag.parse().expect("digits and quotes are a header value"));
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
@@ -343,7 +347,8 @@ async fn stats_document<S: Store>(ledger: &crate::ledger::Ledger<S>) -> Result<V
 #[serde(deny_unknown_fields)]
 struct CommandBody {
     reason: String,
-    /// The version the person saw (`version` in the action's document); refused if it moved on.
+    /// The version the person saw (`version` in the action's document, or its `ETag` sent as
+    /// `If-Match`): required, and refused if the action moved on.
     version: Option<i64>,
     /// `resolve`: `completed` (with `destination_id`) or `not-written`.
     #[serde(rename = "as")]
@@ -400,6 +405,56 @@ fn manual_command(name: &str, body: &CommandBody, person: &str) -> Result<Manual
     })
 }
 
+/// The version of the action the person read, from the body's `version` or the `If-Match`
+/// header (the `ETag` of `GET /v1/actions/{key}`). A command is conditional on what its sender
+/// saw, as the console's are (rule 6): without either it is refused 428, before the ledger is
+/// asked; one the action has moved on from is then refused 409 by the ledger.
+fn version_read(headers: &HeaderMap, in_body: Option<i64>) -> Result<i64, Problem> {
+    let mut values = headers.get_all(header::IF_MATCH).iter();
+    let in_header = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(value), None) => Some(if_match_version(value)?),
+        (Some(_), Some(_)) => {
+            return Err(Problem::bad_request("send one If-Match header, with the one version you read"));
+        }
+    };
+    match (in_body, in_header) {
+        (Some(body), Some(header)) if body != header => Err(Problem::bad_request(format!(
+            "\"version\" is {body} and If-Match is \"{header}\": send the one version you read"
+        ))),
+        (Some(version), _) | (None, Some(version)) => Ok(version),
+        (None, None) => Err(Problem::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "version_required",
+            "The version read is required",
+            "a command acts on the version of the action you read: send its \"version\" (from GET \
+             /v1/actions/{key}) in the body, or its ETag in If-Match",
+        )
+        .with("missing", "version")),
+    }
+}
+
+/// The version in an `If-Match` value: one strong entity tag, `"N"`.
+fn if_match_version(value: &axum::http::HeaderValue) -> Result<i64, Problem> {
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Err(Problem::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "version_required",
+            "The version read is required",
+            "If-Match: * names no version: send the ETag of GET /v1/actions/{key} you read",
+        )
+        .with("missing", "version"));
+    }
+    text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(
+        || {
+            Problem::bad_request(format!(
+                "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
+            ))
+        },
+    )
+}
+
 async fn command<S: Store>(
     With(app): With<Arc<App<S>>>,
     Path((key, name)): Path<(String, String)>,
@@ -412,12 +467,13 @@ async fn command<S: Store>(
         Problem::bad_request(format!("the body is not a command ({{\"reason\": ..., \"version\": N}}): {e}"))
     })?;
     let person = grant.person()?;
+    let version = version_read(&headers, body.version)?;
     let request = ManualRequest {
         key: parse_key(&key)?,
         command: manual_command(&name, &body, person.as_str())?,
         person,
         reason: Reason::parse(&body.reason)?,
-        expect_version: body.version,
+        expect_version: Some(version),
         old_worker_stopped: body.old_worker_stopped,
         confirmed_not_written: body.confirm_not_written,
     };
@@ -487,5 +543,38 @@ mod tests {
         routes.sort();
         assert_eq!(listed, routes);
         assert_eq!(document["openapi"], "3.1.0");
+    }
+
+    #[test]
+    fn the_openapi_document_says_a_command_needs_the_version_read() {
+        let document: Value = serde_json::from_str(OPENAPI).expect("the OpenAPI document is JSON");
+        let command = &document["paths"]["/v1/actions/{key}/{command}"]["post"];
+        assert!(command["responses"]["428"].is_object(), "the 428 is listed");
+        let parameters = command["parameters"].as_array().expect("parameters");
+        assert!(parameters.iter().any(|p| p["name"] == "If-Match" && p["in"] == "header"));
+        let read = &document["paths"]["/v1/actions/{key}"]["get"]["responses"]["200"];
+        assert!(read["headers"]["ETag"].is_object(), "a read answers the ETag a command sends back");
+        assert_eq!(document["components"]["schemas"]["Problem"]["properties"]["missing"]["enum"][0], "version");
+    }
+
+    #[test]
+    fn a_command_takes_the_version_read_from_its_body_or_if_match() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::IF_MATCH, value.parse().expect("a header value"));
+            headers
+        };
+        assert_eq!(version_read(&HeaderMap::new(), Some(3)).ok(), Some(3));
+        assert_eq!(version_read(&with("\"4\""), None).ok(), Some(4));
+        assert_eq!(version_read(&with(" \"4\" "), Some(4)).ok(), Some(4));
+        let status = |result: Result<i64, Problem>| result.map_err(|p| p.status.as_u16()).unwrap_err();
+        assert_eq!(status(version_read(&HeaderMap::new(), None)), 428);
+        assert_eq!(status(version_read(&with("*"), None)), 428);
+        assert_eq!(status(version_read(&with("\"4\""), Some(3))), 400);
+        assert_eq!(status(version_read(&with("W/\"4\""), None)), 400);
+        assert_eq!(status(version_read(&with("\"4\", \"5\""), None)), 400);
+        let mut two = with("\"4\"");
+        two.append(header::IF_MATCH, "\"4\"".parse().expect("a header value"));
+        assert_eq!(status(version_read(&two, None)), 400);
     }
 }

@@ -13,6 +13,8 @@
 //! - `batch.rs`: how rows are written, many per statement, from one column list per kind of row.
 //! - `rows.rs`: how rows read back become domain records.
 //! - `sql_store.rs`, `sql_tx.rs`: [`Store`] and [`LedgerTx`], written once for both databases.
+//! - `pg_guards.rs`: what each PostgreSQL role may change, column by column (the migrations'
+//!   guards enforce it; docs/RULES.md shows it).
 //! - `backend.rs`: what that shared code needs of a database; `sqlite.rs` and `postgres.rs`
 //!   supply it, and open their databases.
 
@@ -21,6 +23,7 @@ mod batch;
 mod clock;
 mod migration;
 mod one_command;
+pub mod pg_guards;
 mod pg_schema;
 mod pg_tls;
 mod postgres;

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["template"],
     &["config"],
     &["destination"],
-    &["error"],
+    &["connections", "error"],
     &["document", "health", "reconcile"],
     &["console", "serve", "worker"],
     &["sim_crm"],

@@ -48,7 +48,7 @@ pub(crate) async fn login_in(admin: &Ledger<PostgresStore>, url: &str, group: &s
 }
 
 /// Opens the ledger at `url` as a new login member of `group`.
-async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
+pub(crate) async fn open_as(admin: &Ledger<PostgresStore>, url: &str, group: &str) -> Ledger<PostgresStore> {
     let login_url = login_in(admin, url, group).await;
     let store = PostgresStore::open_with(&login_url, 4)
         .await
@@ -669,7 +669,8 @@ async fn direct_sql_is_refused_column_by_column_and_actor_by_actor() {
     // In its own login's name, a reviewer's entry is its own.
     let own = format!(
         "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, \
-         revision) VALUES ('d:1', 0, '{reviewer_login}', 'person', 'assigned', 'unknown', 'unknown', 1, 9)"
+         revision) VALUES ('d:1', (extract(epoch FROM clock_timestamp()) * 1000)::bigint, '{reviewer_login}', 'person', \
+         'assigned', 'unknown', 'unknown', 1, 9)"
     );
     assert_eq!(exec(&reviewer, &own).await.unwrap(), 1, "a login signs as its own name");
 

@@ -1,7 +1,9 @@
 //! The HTTP intake API (`actionledger serve`) on both stores, driven by a real HTTP client against
 //! the router served in-process: a storm of concurrent deliveries through `/v1/actions` and a
 //! webhook intake, every refusal code with nothing written, signed webhooks, each role, the
-//! request timeout, a request in flight at shutdown, and the binary with a hashed token file.
+//! request timeout, a request in flight at shutdown, commands without the version read, slow
+//! clients against the header timeout and the connection caps, and the binary with a hashed token
+//! file (and refusing one that lies).
 
 use crate::support::TestDb;
 use actionledger::config::Config;
@@ -10,7 +12,7 @@ use actionledger::domain::State;
 use actionledger::ledger::Ledger;
 use actionledger::serve::auth::{Role, Tokens};
 use actionledger::serve::intake::{Intake, sign};
-use actionledger::serve::{App, ServeOptions};
+use actionledger::serve::{App, ConnectionLimits, ServeOptions};
 use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
 use actionledger::worker::{self, WorkerOptions};
@@ -29,6 +31,8 @@ conformance!(
     every_route_of_the_openapi_document_answers,
     a_request_in_flight_finishes_when_the_server_stops,
     a_request_past_the_timeout_is_answered_503_with_nothing_written,
+    a_command_without_the_version_read_is_refused_428_and_if_match_carries_it,
+    slow_clients_are_closed_at_the_header_timeout_and_capped_while_others_are_served,
 );
 
 const SOURCE: &str = "source-token-0123456789";
@@ -59,10 +63,19 @@ fn config() -> Config {
 
 /// Serves the ledger on 127.0.0.1 (until the test ends); returns its base URL.
 async fn start<S: Store>(ledger: &Ledger<S>, options: ServeOptions) -> String {
+    format!("http://{}", start_within(ledger, options, ConnectionLimits::default()).await)
+}
+
+/// Serves the ledger on 127.0.0.1 within `limits` (until the test ends); returns its address.
+async fn start_within<S: Store>(
+    ledger: &Ledger<S>,
+    options: ServeOptions,
+    limits: ConnectionLimits,
+) -> std::net::SocketAddr {
     let mut tokens = Tokens::default();
-    tokens.insert(SOURCE, Role::Source, "shop");
-    tokens.insert(REVIEWER, Role::Reviewer, "Ana Lima");
-    tokens.insert(VIEWER, Role::Viewer, "dashboard");
+    tokens.insert(SOURCE, Role::Source, "shop").unwrap();
+    tokens.insert(REVIEWER, Role::Reviewer, "Ana Lima").unwrap();
+    tokens.insert(VIEWER, Role::Viewer, "dashboard").unwrap();
     let intakes = config()
         .intake
         .into_iter()
@@ -74,8 +87,8 @@ async fn start<S: Store>(ledger: &Ledger<S>, options: ServeOptions) -> String {
     let router = App::new(ledger.clone(), tokens, intakes, options).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(actionledger::serve::serve(listener, router, std::future::pending()));
-    format!("http://{addr}")
+    tokio::spawn(actionledger::connections::serve(listener, router, limits, std::future::pending()));
+    addr
 }
 
 fn unlimited() -> ServeOptions {
@@ -538,7 +551,7 @@ async fn every_route_of_the_openapi_document_answers<S: Store>(db: TestDb<S>) {
         } else {
             let body = match *path {
                 "/v1/actions:batch" => json!({ "actions": [] }),
-                "/v1/actions/{key}/{command}" => json!({ "reason": "mine to follow up" }),
+                "/v1/actions/{key}/{command}" => json!({ "reason": "mine to follow up", "version": 1 }),
                 "/v1/hooks/{name}" => json!({ "n": 5 }),
                 _ => submission("route:2", &json!({})),
             };
@@ -630,10 +643,90 @@ async fn the_binary_serves_hashed_tokens_and_finishes_on_sigterm() {
     assert_eq!(page["actions"][0]["key"], "bin:1");
 }
 
+/// The binary refuses a tokens file that would let one token act under another's name, and logs
+/// every connection it refuses or closes for late headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_refuses_lying_tokens_and_logs_what_it_refuses() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let line = |token: &str, role: &str, name: &str| {
+        let made = hash_token(dir.path(), token, role, name);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        String::from_utf8(made.stdout).unwrap()
+    };
+    let viewer = line("a-token-of-the-dashboard-0123", "viewer", "dashboard");
+    let twin = viewer.replace(" viewer dashboard", " reviewer Evil Twin");
+    let shop = line("a-token-of-the-shop-0123456789", "source", "shop");
+    for (tokens, says) in [
+        (format!("{viewer}{twin}"), "tokens.txt line 2 has the token hash tokens.txt line 1 already has"),
+        (format!("{shop}{}", line("another-token-0123456789", "viewer", "Shop")), "one name holds one role"),
+        (format!("{shop}sha256:00 viewer x\n"), "tokens.txt line 2: the hash must be sha256:"),
+    ] {
+        std::fs::write(dir.path().join("tokens.txt"), &tokens).unwrap();
+        let refused = actionledger(dir.path())
+            .args(["--db", "sqlite://ledger.db", "serve", "--listen", "127.0.0.1:0", "--tokens", "tokens.txt"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "a usage error: {stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    std::fs::write(dir.path().join("tokens.txt"), &shop).unwrap();
+    for zero in [["--max-connections", "0"], ["--max-connections-per-address", "0"], ["--header-timeout", "0s"]] {
+        let refused = actionledger(dir.path())
+            .args(["--db", "sqlite://ledger.db", "serve", "--tokens", "tokens.txt"])
+            .args(zero)
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{zero:?}: {}", String::from_utf8_lossy(&refused.stderr));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+        .args(["--header-timeout", "1s", "--max-connections-per-address", "2", "--max-connections", "10"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = listen.parse().unwrap();
+    let mut up = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the server listens");
+    // Let the probe connections close before the slow clients take the address's places.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        slow.push(slow_client("127.0.0.1", addr).await);
+    }
+    let mut refused = connect_from("127.0.0.1", addr).await;
+    let (answer, _) = until_closed(&mut refused, Duration::from_secs(2)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    for (stream, _) in &mut slow {
+        until_closed(stream, Duration::from_secs(5)).await;
+        let _ = stream.shutdown().await;
+    }
+    let killed = std::process::Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let stopped = server.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stopped.status.success(), "{log}");
+    let refusals: Vec<&str> = log.lines().filter(|l| l.contains("refused a connection from 127.0.0.1")).collect();
+    assert_eq!(refusals.len(), 1, "the refusal is logged once: {log}");
+    assert!(refusals[0].contains("WARN") && refusals[0].contains("the most one address may hold"), "{log}");
+    let late: Vec<&str> = log.lines().filter(|l| l.contains("no complete request headers within 1s")).collect();
+    assert!(late.len() >= 2 && late.iter().all(|l| l.contains("WARN")), "each slow client is logged: {log}");
+}
+
 async fn a_request_in_flight_finishes_when_the_server_stops<S: Store>(db: TestDb<S>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut tokens = Tokens::default();
-    tokens.insert(SOURCE, Role::Source, "shop");
+    tokens.insert(SOURCE, Role::Source, "shop").unwrap();
     let router = App::new(db.ledger.clone(), tokens, Vec::new(), unlimited()).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -705,7 +798,7 @@ async fn a_change_the_database_login_may_not_make_is_refused_never_try_again() {
         .post(format!("{base}/v1/actions/{key}/cancel"))
         .bearer_auth(REVIEWER)
         .header("content-type", "application/json")
-        .body(json!({ "reason": "the order was refunded" }).to_string())
+        .body(json!({ "reason": "the order was refunded", "version": 1 }).to_string())
         .send()
         .await
         .unwrap();
@@ -716,4 +809,155 @@ async fn a_change_the_database_login_may_not_make_is_refused_never_try_again() {
     assert!(problem["detail"].as_str().unwrap().contains("trying again will not help"), "{problem}");
     let detail = admin.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
     assert_eq!((detail.action.state, detail.audit.len()), (State::Pending, 1), "nothing changed");
+}
+
+async fn a_command_without_the_version_read_is_refused_428_and_if_match_carries_it<S: Store>(db: TestDb<S>) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let key = "shop:order:8:create-task";
+    let (status, _, _) =
+        post(&client, &format!("{base}/v1/actions"), Some(SOURCE), &submission(key, &json!({ "n": 8 }))).await;
+    assert_eq!(status, 201);
+    let show = format!("{base}/v1/actions/{key}");
+    let cancel = format!("{base}/v1/actions/{key}/cancel");
+    let read = client.get(&show).bearer_auth(VIEWER).send().await.unwrap();
+    let etag = read.headers().get("etag").expect("a read answers the version as its ETag").to_str().unwrap().to_owned();
+    let document: Value = serde_json::from_str(&read.text().await.unwrap()).unwrap();
+    assert_eq!(etag, format!("\"{}\"", document["action"]["version"]), "the ETag is the action's version");
+    let unchanged = |db: &TestDb<S>| {
+        let ledger = db.ledger.clone();
+        async move {
+            let detail = ledger.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
+            (detail.action.state, detail.audit.len())
+        }
+    };
+    // Without the version read: 428, naming what is missing, and nothing changed.
+    let reason = json!({ "reason": "the order was refunded" });
+    for headers in [vec![], vec![("If-Match", "*".to_owned())]] {
+        let (status, kind, problem) =
+            call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(reason.to_string()), &headers).await;
+        assert_eq!((status, kind.as_str()), (428, "application/problem+json"), "{headers:?}: {problem}");
+        assert_eq!(problem["type"], json!("urn:actionledger:problem:version_required"), "{problem}");
+        assert_eq!(problem["missing"], json!("version"), "{problem}");
+        assert!(problem["detail"].as_str().unwrap().contains("If-Match"), "{problem}");
+    }
+    assert_eq!(unchanged(&db).await, (State::Pending, 1), "a command without the version changed nothing");
+    // Two different versions, or an If-Match that is not one, are malformed.
+    let with_both = json!({ "reason": "refunded", "version": 1 }).to_string();
+    let two = [("If-Match", "\"2\"".to_owned())];
+    let (status, _, problem) =
+        call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(with_both), &two).await;
+    assert_eq!(status, 400, "{problem}");
+    let weak = [("If-Match", "W/\"1\"".to_owned())];
+    let (status, _, problem) =
+        call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(reason.to_string()), &weak).await;
+    assert_eq!(status, 400, "{problem}");
+    // A stale If-Match is the ledger's refusal, as a stale "version" is.
+    let stale = [("If-Match", "\"9\"".to_owned())];
+    let (status, _, problem) =
+        call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(reason.to_string()), &stale).await;
+    assert_eq!((status, &problem["way_out"]), (409, &json!("read_again")), "{problem}");
+    assert_eq!(unchanged(&db).await, (State::Pending, 1), "refused commands changed nothing");
+    // The ETag read is enough: the command acts on what was read, in the token's person's name.
+    let assign = format!("{base}/v1/actions/{key}/assign");
+    let read_etag = [("If-Match", etag.clone())];
+    let (status, _, done) =
+        call(&client, reqwest::Method::POST, &assign, Some(REVIEWER), Some(reason.to_string()), &read_etag).await;
+    assert_eq!(status, 200, "{done}");
+    // The assignment moved the action on, so the same ETag no longer holds for a cancel.
+    let (status, _, problem) =
+        call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(reason.to_string()), &read_etag).await;
+    assert_eq!(status, 409, "{problem}");
+    let again = client.get(&show).bearer_auth(VIEWER).send().await.unwrap();
+    let fresh = again.headers().get("etag").unwrap().to_str().unwrap().to_owned();
+    assert_ne!(fresh, etag);
+    let (status, _, done) =
+        call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(reason.to_string()), &[("If-Match", fresh)])
+            .await;
+    assert_eq!((status, done["to"].as_str()), (200, Some("cancelled")), "{done}");
+    let detail = db.ledger.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!(detail.action.state, State::Cancelled);
+    assert_eq!(detail.audit.last().unwrap().actor, "Ana Lima");
+}
+
+/// A connection from `from` (any 127.x.y.z address reaches the server on 127.0.0.1) to `addr`.
+async fn connect_from(from: &str, addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// A client that sends half a request line and then nothing.
+async fn slow_client(from: &str, addr: std::net::SocketAddr) -> (tokio::net::TcpStream, Instant) {
+    use tokio::io::AsyncWriteExt as _;
+    let mut stream = connect_from(from, addr).await;
+    stream.write_all(b"POST /v1/acti").await.unwrap();
+    (stream, Instant::now())
+}
+
+/// Everything the server sends until it closes the connection, and how long that took.
+async fn until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> (String, Instant) {
+    use tokio::io::AsyncReadExt as _;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(within, stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server closed the connection within {within:?}");
+    (String::from_utf8_lossy(&answer).into_owned(), Instant::now())
+}
+
+/// One whole request over a fresh connection from `from`: the answer's text.
+async fn whole_request(from: &str, addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::AsyncWriteExt as _;
+    let mut stream = connect_from(from, addr).await;
+    stream.write_all(request.as_bytes()).await.unwrap();
+    until_closed(&mut stream, Duration::from_secs(10)).await.0
+}
+
+async fn slow_clients_are_closed_at_the_header_timeout_and_capped_while_others_are_served<S: Store>(db: TestDb<S>) {
+    let header_timeout = Duration::from_secs(1);
+    let limits = ConnectionLimits { header_timeout, max_connections: 5, max_per_address: 3 };
+    let addr = start_within(&db.ledger, unlimited(), limits).await;
+    let submit = |key: &str| {
+        let body = submission(key, &json!({ "n": 1 })).to_string();
+        format!(
+            "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {SOURCE}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    // One address holds its most connections, each sending its request line slowly.
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        slow.push(slow_client("127.0.0.1", addr).await);
+    }
+    // One more from that address is answered 503 at once and closed (it sends nothing: a client
+    // whose bytes are unread when the server closes may get a reset instead of the answer).
+    let mut refused = connect_from("127.0.0.1", addr).await;
+    let (answer, _) = until_closed(&mut refused, Duration::from_millis(500)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "refused at once: {answer:?}");
+    assert!(answer.contains("urn:actionledger:problem:too_many_connections"), "{answer}");
+    // Another client is served meanwhile, and what it submits is recorded.
+    let answer = whole_request("127.0.0.2", addr, &submit("slow:served")).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(written(&db.ledger).await, (1, 0));
+    // Once the served connection has given its place back, two more slow ones fill the server,
+    // and a client from yet another address is refused too: the cap in all.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..2 {
+        slow.push(slow_client("127.0.0.3", addr).await);
+    }
+    let mut refused = connect_from("127.0.0.4", addr).await;
+    let (answer, _) = until_closed(&mut refused, Duration::from_millis(500)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "the cap in all: {answer:?}");
+    // Every slow client is closed once the header timeout has passed, not before, and unanswered.
+    for (stream, opened) in &mut slow {
+        let (answer, closed) = until_closed(stream, header_timeout * 5).await;
+        let held = closed.duration_since(*opened);
+        assert!(held + Duration::from_millis(50) >= header_timeout, "closed after {held:?}: {answer:?}");
+        assert!(!answer.contains("503"), "a slow client was accepted, then timed out: {answer:?}");
+    }
+    // Their places are given back: the first address is served again.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let answer = whole_request("127.0.0.1", addr, &submit("slow:after")).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(written(&db.ledger).await, (2, 0), "only the two whole requests were recorded");
 }

@@ -49,6 +49,13 @@ fn check(raw: &str) {
                     assert!(raw.contains('@') || raw.contains("%40"));
                     assert!(!message.contains('@'), "the refusal does not repeat the address");
                 }
+                KeyError::MixedScripts { at, first, second } => {
+                    // Every other rule holds: only the mix of scripts in one word is refused.
+                    assert!(ActionKey::parse_existing(raw).is_ok() && raw.len() <= MAX_KEY_BYTES);
+                    assert!(!raw.chars().any(is_refused_char));
+                    assert_ne!(first, second, "two scripts are named");
+                    assert!(raw[at..].chars().next().is_some_and(char::is_alphabetic), "{raw:?} at {at}");
+                }
                 KeyError::NotNfc { nfc } => {
                     // Every other rule holds: only the normalization form is refused.
                     assert!(ActionKey::parse_existing(raw).is_ok(), "only NFC is wrong with {raw:?}");

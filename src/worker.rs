@@ -161,6 +161,23 @@ pub async fn run<S: Store>(
     let mut failing_since: Option<tokio::time::Instant> = None;
     loop {
         while tasks.try_join_next().is_some() {}
+        // A SQLite ledger file deleted or replaced under this worker: what it claims from now on
+        // is in a file no other command sees, and new submissions go to a file nobody works. It
+        // claims nothing more, lets the requests in flight finish (their results go where their
+        // claims are), and stops with the error, so that it is restarted on the ledger there is.
+        if let Err(moved) = shared.ledger.store().check_file() {
+            let error = escape_untrusted(&moved.to_string());
+            tracing::error!(
+                worker = %escape_untrusted(&shared.options.id),
+                %error,
+                "worker {}: {error}; claiming nothing more and stopping",
+                escape_untrusted(&shared.options.id)
+            );
+            shared.count(|s| s.errors += 1);
+            let _ = stop.send(true);
+            while tasks.join_next().await.is_some() {}
+            return Err(LedgerError::from(moved).into());
+        }
         // A lost connection or a restarting database is waited out: claims in flight expire and
         // are recovered by the rules, so nothing is repeated blindly.
         let busy = match round(&shared, &mut tasks).await {

@@ -66,7 +66,8 @@ struct Confirmations {
     /// Confirm that you checked the destination and it holds no record of the action: `retry`
     /// needs it where an earlier request may have written and the destination cannot recognise
     /// a repeat (no lookup, no idempotency key that still covers the earlier requests), since a
-    /// retry there creates a second record if the first was written.
+    /// retry there creates a second record if the first was written; `cancel` needs it where an
+    /// earlier request may have written, since a cancelled action says nothing was done.
     #[arg(long)]
     confirm_not_written: bool,
 }

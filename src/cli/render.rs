@@ -248,6 +248,8 @@ pub fn purged(report: &PurgeReport, as_json: bool) {
         let mut value = document::purge(p);
         value["run"] = if report.dry_run { Value::Null } else { json!(p.id) };
         value["dry_run"] = json!(report.dry_run);
+        value["kept_may_have_written"] =
+            json!(report.kept_may_have_written.iter().map(crate::domain::ActionKey::as_str).collect::<Vec<_>>());
         print_json(&value);
         return;
     }
@@ -261,6 +263,15 @@ pub fn purged(report: &PurgeReport, as_json: bool) {
         println!("dry run: would reduce {removed} ({scope}); nothing changed");
     } else {
         println!("purge run {}: reduced {removed} ({scope})", p.id);
+    }
+    if !report.kept_may_have_written.is_empty() {
+        let keys: Vec<String> = report.kept_may_have_written.iter().map(|k| escape_untrusted(k.as_str())).collect();
+        println!(
+            "kept {} action(s) whole, attempts and all: an earlier request may have written them, and their attempts \
+             are the evidence of an effect that may exist at the destination: {}",
+            keys.len(),
+            keys.join(", ")
+        );
     }
 }
 
@@ -551,7 +562,8 @@ pub fn refusal_text(refusal: &Refusal) -> String {
         Some(WayOut::ReadAgain) => format!("{refusal}; read it again with `actionledger show {key}`"),
         Some(WayOut::ConfirmOldWorkerStopped) => format!("{refusal} with --old-worker-stopped"),
         Some(WayOut::ConfirmNotWritten) => {
-            format!("{refusal}; once it holds none, run the retry again with --confirm-not-written")
+            let command = if matches!(refusal, Refusal::CancelMayHaveWritten { .. }) { "cancel" } else { "retry" };
+            format!("{refusal}; once it holds none, run the {command} again with --confirm-not-written")
         }
         Some(WayOut::SeeLateResults) => {
             format!("{refusal}; `actionledger show {key}` lists its late results and who acknowledged them")

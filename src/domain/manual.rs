@@ -100,13 +100,19 @@ pub fn needs_old_worker_stopped(action: &ActionRecord, command: &ManualCommand) 
     action.old_worker_may_act && command.runs_again()
 }
 
-/// Rule 6: whether `command` on `action` could create a second effect, and so needs the person's
-/// confirmation that the destination holds no record: a retry of an action an earlier request
-/// may have written, whose destination cannot recognise the repeat (`repeat_recognised`, as the
-/// ledger establishes it: [`crate::domain::DestinationCatalog::retry_recognised`]). The front ends
-/// ask for it exactly when this is true.
+/// Whether `command` on `action` needs the person's confirmation that the destination holds no
+/// record. Rule 6: a retry of an action an earlier request may have written, whose destination
+/// cannot recognise the repeat (`repeat_recognised`, as the ledger establishes it:
+/// [`crate::domain::DestinationCatalog::retry_recognised`]), could create a second effect. And a
+/// cancellation of an action an earlier request may have written would record that nothing was
+/// done while the effect may exist: the person checks first (and resolves it as completed if the
+/// destination holds it). The front ends ask for it exactly when this is true.
 pub fn needs_not_written(action: &ActionRecord, command: &ManualCommand, repeat_recognised: bool) -> bool {
-    matches!(command, ManualCommand::Retry) && action.may_have_written && !repeat_recognised
+    match command {
+        ManualCommand::Retry => action.may_have_written && !repeat_recognised,
+        ManualCommand::Cancel => action.may_have_written,
+        _ => false,
+    }
 }
 
 /// What the person confirmed with a command, where the command needs it.
@@ -304,7 +310,10 @@ pub fn plan(
     // Rule 6: a retry follows the automatic rules; where they would not send again, the person
     // checked the destination.
     if needs_not_written(action, command, claim.repeat_protected) && !confirmed.not_written {
-        return Err(Refusal::MayWriteTwice { verb, key: key.clone() });
+        return Err(match command {
+            ManualCommand::Cancel => Refusal::CancelMayHaveWritten { key: key.clone() },
+            _ => Refusal::MayWriteTwice { verb, key: key.clone() },
+        });
     }
     Ok(ManualPlan { event, from, to })
 }
@@ -782,8 +791,11 @@ mod tests {
         assert_eq!(plan(&unknown, &ManualCommand::Retry, now, blind, checked, false).unwrap().to, State::Pending);
         let recognised = ClaimFacts { repeat_protected: true, ..blind };
         assert!(plan(&unknown, &ManualCommand::Retry, now, recognised, Confirmed::NONE, false).is_ok());
-        // Only a retry sends blind: cancelling or resolving asks nothing of the destination.
-        assert!(plan(&unknown, &ManualCommand::Cancel, now, blind, Confirmed::NONE, false).is_ok());
+        // Only a retry sends blind: resolving asks nothing more of the destination. A cancellation
+        // would say nothing was done, so it needs the destination checked, whatever it recognises.
+        let refused = plan(&unknown, &ManualCommand::Cancel, now, recognised, Confirmed::NONE, false).unwrap_err();
+        assert!(matches!(refused, Refusal::CancelMayHaveWritten { .. }), "{refused}");
+        assert_eq!(plan(&unknown, &ManualCommand::Cancel, now, blind, checked, false).unwrap().to, State::Cancelled);
         assert!(plan(&unknown, &ManualCommand::ResolveNotWritten, now, blind, Confirmed::NONE, false).is_ok());
         // Nothing can have been written: nothing to check.
         unknown.may_have_written = false;

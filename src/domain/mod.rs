@@ -29,5 +29,5 @@ pub use record::{
     Timestamp, Transition,
 };
 pub use refusal::{Refusal, WayOut};
-pub use retention::{PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};
+pub use retention::{PurgeCandidate, PurgeCounts, PurgeRecord, PurgeRequest, RetentionError};
 pub use state::{Event, State, StatePair, TransitionRefused};

@@ -127,6 +127,15 @@ pub enum Refusal {
          confirm that it holds none, or resolve the action as completed if it does"
     )]
     MayWriteTwice { verb: &'static str, key: ActionKey },
+    /// A cancellation of an action an earlier request may have written, without the person's
+    /// confirmation that the destination holds no record: a cancelled action says that nothing was
+    /// done, and the effect may exist.
+    #[error(
+        "cannot cancel {key} yet: an earlier request may have written at the destination, and a cancelled action \
+         says that nothing was done; check the destination first: if it holds a record, resolve the action as \
+         completed with its id; if it holds none, confirm that"
+    )]
+    CancelMayHaveWritten { key: ActionKey },
     /// The transition table does not allow the change.
     #[error(transparent)]
     Transition(#[from] TransitionRefused),
@@ -156,7 +165,7 @@ impl Refusal {
             Self::ProposalNotChosen { .. } | Self::ProposalNotFound { .. } => Some(WayOut::NameProposal),
             Self::ChangedSinceRead { .. } | Self::ChangedWhileWriting { .. } => Some(WayOut::ReadAgain),
             Self::OldWorkerMayAct { .. } => Some(WayOut::ConfirmOldWorkerStopped),
-            Self::MayWriteTwice { .. } => Some(WayOut::ConfirmNotWritten),
+            Self::MayWriteTwice { .. } | Self::CancelMayHaveWritten { .. } => Some(WayOut::ConfirmNotWritten),
             Self::NothingToAcknowledge { .. } => Some(WayOut::SeeLateResults),
             _ => None,
         }
@@ -181,7 +190,8 @@ impl Refusal {
             | Self::RepeatedKey { key }
             | Self::NothingToAcknowledge { key }
             | Self::OldWorkerMayAct { key, .. }
-            | Self::MayWriteTwice { key, .. } => Some(key),
+            | Self::MayWriteTwice { key, .. }
+            | Self::CancelMayHaveWritten { key } => Some(key),
             Self::ChangedWhileWriting { keys } => keys.first(),
             Self::Transition(_) => None,
         }
@@ -304,6 +314,7 @@ mod tests {
             Refusal::ChangedSinceRead { verb: "retry", key: key("k"), seen: 1, current: 2, state: State::Failed },
             Refusal::OldWorkerMayAct { verb: "retry", key: key("k") },
             Refusal::NothingToAcknowledge { key: key("k") },
+            Refusal::CancelMayHaveWritten { key: key("k") },
         ];
         for refusal in refusals {
             let text = refusal.to_string();

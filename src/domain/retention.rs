@@ -7,6 +7,7 @@
 //! recognised and never performed again.
 
 use super::input::{Person, Reason};
+use super::key::ActionKey;
 use super::record::Timestamp;
 use super::state::{State, join_states};
 use std::time::Duration;
@@ -90,6 +91,26 @@ pub struct PurgeCounts {
     pub deliveries: i64,
     pub attempts: i64,
     pub lookups: i64,
+}
+
+/// A settled action a purge found old enough: its key, and what decides whether its evidence
+/// may go ([`PurgeCandidate::keeps_evidence`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeCandidate {
+    pub key: ActionKey,
+    pub state: State,
+    pub may_have_written: bool,
+}
+
+impl PurgeCandidate {
+    /// Whether a purge keeps this action whole: an earlier request may have written it and it is
+    /// not completed (cancelled, or failed after a write nobody ruled out), so its attempts are
+    /// the only record that the effect may exist at the destination (rule 7: the ledger never
+    /// forgets an effect that may exist). A completed action's tombstone keeps its destination
+    /// id; an action a person confirmed not written (or never sent) keeps nothing that matters.
+    pub fn keeps_evidence(&self) -> bool {
+        self.may_have_written && self.state != State::Completed
+    }
 }
 
 /// One recorded purge run.

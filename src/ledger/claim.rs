@@ -30,6 +30,7 @@ impl<S: Store> Ledger<S> {
         scope: &ClaimScope,
     ) -> Result<Vec<Claim>, LedgerError> {
         state::check(Event::Claimed, State::Pending, State::InProgress)?;
+        self.store.check_clock().await?;
         // The claim and its audit entries are one write transaction of their own, which the store
         // makes one statement where it can: nothing else is read or decided between them.
         let audit = ClaimAudit {

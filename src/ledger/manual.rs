@@ -17,12 +17,14 @@ impl<S: Store> Ledger<S> {
     /// worker's recovery (rule 5), from the claim as locked and this ledger's destinations.
     #[tracing::instrument(skip_all, fields(key = %crate::domain::text::escape_untrusted(request.key.as_str()), person = %request.person.as_str(), command = request.command.verb()))]
     pub async fn manual(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.check_clock_for(&request.command).await?;
         self.manual_then(true, request).await
     }
 
     /// [`Ledger::manual`] decided in full and rolled back: what the command would do now (a
     /// dry run), or why it would be refused.
     pub async fn manual_dry_run(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
+        self.check_clock_for(&request.command).await?;
         self.manual_then(false, request).await
     }
 
@@ -37,9 +39,22 @@ impl<S: Store> Ledger<S> {
     ) -> Vec<Result<ManualOutcome, LedgerError>> {
         let mut answers = Vec::with_capacity(requests.len());
         for request in requests {
-            answers.push(self.manual_then(!dry_run, request).await);
+            let checked = self.check_clock_for(&request.command).await;
+            answers.push(match checked {
+                Ok(()) => self.manual_then(!dry_run, request).await,
+                Err(error) => Err(error),
+            });
         }
         answers
+    }
+
+    /// A takeover decides whether the lease expired, which on SQLite this process's clock
+    /// measures: refused when that clock is behind the ledger ([`Store::check_clock`]).
+    async fn check_clock_for(&self, command: &ManualCommand) -> Result<(), LedgerError> {
+        if matches!(command, ManualCommand::Takeover) {
+            self.store.check_clock().await?;
+        }
+        Ok(())
     }
 
     pub(super) async fn manual_then(
@@ -95,9 +110,11 @@ impl<S: Store> Ledger<S> {
                 let approving =
                     action.proposal.clone().filter(|_| plan.event == Event::Approved && plan.from == State::Completed);
                 let transition = manual::apply(&mut action, command, plan, now)?;
-                if checked_not_written {
+                if checked_not_written && !matches!(command, ManualCommand::Cancel) {
                     // Known not written, on the person's word: a failure from here on may be
-                    // `failed` again, as after a resolution as not written.
+                    // `failed` again, as after a resolution as not written. A cancelled action
+                    // keeps the sign that a request may have written: nothing fails after it, and
+                    // a purge keeps its attempts as the evidence (rule 7).
                     action.may_have_written = false;
                 }
                 choice.keep_latest_waiting(&mut action);
@@ -138,7 +155,7 @@ impl<S: Store> Ledger<S> {
                         let new = recreated.as_ref().map_or("-", |r| r.key.as_str());
                         format!("re-created as {new}: {}", reason.as_str())
                     }
-                    _ => confirmed_detail(reason.as_str(), confirmed_stopped, checked_not_written),
+                    _ => confirmed_detail(reason.as_str(), command, confirmed_stopped, checked_not_written),
                 };
                 let detail = format!("{detail}{settled}");
                 let recorded = transition.unwrap_or(Transition { event: plan.event, from: plan.from, to: plan.to });
@@ -180,12 +197,17 @@ fn approval_detail(
 
 /// A command's audit detail with what the person confirmed, where the command needed it (rules 5
 /// and 6).
-fn confirmed_detail(reason: &str, old_worker_stopped: bool, not_written: bool) -> String {
+fn confirmed_detail(reason: &str, command: &ManualCommand, old_worker_stopped: bool, not_written: bool) -> String {
     let mut detail = reason.to_owned();
     if old_worker_stopped {
         detail.push_str("; the person confirmed that the old worker can no longer act");
     }
-    if not_written {
+    if not_written && matches!(command, ManualCommand::Cancel) {
+        detail.push_str(
+            "; an earlier request may have written, and the person confirmed that the destination holds no record of \
+             this action",
+        );
+    } else if not_written {
         detail.push_str(
             "; the destination cannot recognise a repeat, and the person confirmed that it holds no record of this \
              action",

@@ -159,6 +159,9 @@ pub struct ManualOutcome {
 pub struct PurgeReport {
     pub record: PurgeRecord,
     pub dry_run: bool,
+    /// Actions old enough that the purge kept whole, since an earlier request may have written
+    /// them and their attempts are the evidence (see [`crate::domain::PurgeCandidate`]).
+    pub kept_may_have_written: Vec<ActionKey>,
 }
 
 /// The result of a submission.

@@ -136,10 +136,12 @@ impl<S: Store> Ledger<S> {
         Ok(LedgerStats::from_figures(now, &figures, blocked))
     }
 
-    /// Whether the ledger can serve a worker now: its database answers and its schema is the one
+    /// Whether the ledger can serve a worker now: it is still the one opened (a SQLite file not
+    /// deleted or replaced, [`Store::check_file`]), its database answers and its schema is the one
     /// this build expects (every migration applied, none changed, none newer).
     #[tracing::instrument(skip_all)]
     pub async fn readiness(&self) -> Result<(), NotReady> {
+        self.store.check_file().map_err(NotReady::FileReplaced)?;
         let status = self.store.schema_status().await.map_err(NotReady::Unreachable)?;
         if !status.newer.is_empty() {
             Err(NotReady::SchemaNewer)

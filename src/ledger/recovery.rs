@@ -26,6 +26,8 @@ impl<S: Store> Ledger<S> {
         worker: &str,
         lease: Duration,
     ) -> Result<Recovery, LedgerError> {
+        // Whether the lease expired is measured by this process's clock on SQLite.
+        self.store.check_clock().await?;
         self.transact(|tx, now, _| Box::pin(async move {
             let Some(mut action) = tx.lock_action(key).await? else {
                 return Err(LedgerError::NotFound(key.to_string()));

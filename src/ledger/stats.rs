@@ -83,6 +83,9 @@ pub enum NotReady {
     SchemaBehind,
     #[error("a newer build has migrated the ledger schema")]
     SchemaNewer,
+    /// The SQLite ledger file was deleted or replaced under this process.
+    #[error("{0}")]
+    FileReplaced(#[source] StoreError),
 }
 
 #[cfg(test)]

@@ -227,11 +227,18 @@ pub(super) async fn submit_existing<T: LedgerTx>(
         .chain(action.proposal.as_ref().and_then(|p| p.source_version))
         .max();
     let fingerprint = submission.payload.fingerprint();
+    // A delivery that asks the action to wait for another action than the one recorded is not
+    // the same request: dropping the new `after` would run it before what the source now says
+    // it depends on.
+    let after_differs = submission.after != action.after;
     let outcome = match (submission.source_version, recorded_version) {
         (Some(version), Some(recorded)) if version < recorded => SubmitOutcome::Stale,
-        _ if same_as_approved => SubmitOutcome::Duplicate,
+        _ if same_as_approved && !after_differs => SubmitOutcome::Duplicate,
         _ => SubmitOutcome::Conflict,
     };
+    if outcome == SubmitOutcome::Conflict && same_as_approved {
+        return after_conflict(tx, routing, action, submission, actor, now).await;
+    }
     let already_proposed = waiting.iter().any(|p| submission.payload.is_same_as(&p.payload));
     if outcome == SubmitOutcome::Conflict
         && !already_proposed
@@ -276,8 +283,18 @@ pub(super) async fn submit_existing<T: LedgerTx>(
             Transition { event: Event::PayloadChanged, from, to: from }
         };
         write_action(tx, &mut action, Writer { routing, actor, actor_kind: ActorKind::Source, now }).await?;
+        // A proposal carries no dependency of its own: the one recorded stays whatever is approved.
+        let dependency = if after_differs {
+            format!(
+                "; the delivery also asks it to wait for {}, and it keeps waiting for {}",
+                after_name(submission.after.as_ref()),
+                after_name(action.after.as_ref())
+            )
+        } else {
+            String::new()
+        };
         let reason = format!(
-            "proposed payload {} differs from approved {}; {} proposal(s) waiting",
+            "proposed payload {} differs from approved {}; {} proposal(s) waiting{dependency}",
             fingerprint.short(),
             action.payload.fingerprint().short(),
             waiting.len() + 1
@@ -285,6 +302,55 @@ pub(super) async fn submit_existing<T: LedgerTx>(
         tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
     }
     Ok(SubmitReport { outcome, action })
+}
+
+/// A delivery of the approved payload that names another `after` than the one recorded: a
+/// conflict for a person, never a duplicate. The recorded dependency stays (a recorded action's
+/// `after` never changes, so no chain can close a cycle); an action not yet claimed (pending,
+/// failed or held) waits in `conflict` so that nothing runs before a person has seen both
+/// dependencies, named in the audit entry. An action already running, settling or settled keeps
+/// its state, and the entry says what was asked.
+async fn after_conflict<T: LedgerTx>(
+    tx: &mut T,
+    routing: &DestinationCatalog,
+    mut action: ActionRecord,
+    submission: &Submission,
+    actor: &str,
+    now: Timestamp,
+) -> Result<SubmitReport, LedgerError> {
+    let outcome = SubmitOutcome::Conflict;
+    let asked = after_name(submission.after.as_ref());
+    let recorded = after_name(action.after.as_ref());
+    if let Some(purge) = purge_of_settled(tx, &action).await? {
+        let reason = format!(
+            "a delivery asks this action to wait for {asked}; it was recorded waiting for {recorded} and was purged by \
+             purge run {}: nothing changes and nothing runs",
+            purge.id
+        );
+        let transition = Transition { event: Event::PayloadChanged, from: action.state, to: action.state };
+        tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
+        return Ok(SubmitReport { outcome, action });
+    }
+    let from = action.state;
+    let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
+        action.transition(Event::PayloadChanged, State::Conflict, now)?
+    } else {
+        action.updated_at = now;
+        Transition { event: Event::PayloadChanged, from, to: from }
+    };
+    write_action(tx, &mut action, Writer { routing, actor, actor_kind: ActorKind::Source, now }).await?;
+    let reason = format!(
+        "dependency changed: a delivery of the same payload asks this action to wait for {asked}; it was recorded \
+         waiting for {recorded}, which it keeps; a person decides: retry runs it after {recorded}, cancel stops it, \
+         and an action waiting for {asked} is submitted under a new key"
+    );
+    tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
+    Ok(SubmitReport { outcome, action })
+}
+
+/// An `after` as an audit entry names it.
+fn after_name(after: Option<&ActionKey>) -> String {
+    after.map_or_else(|| "no other action".to_owned(), ToString::to_string)
 }
 
 pub(super) fn refused_submission(

@@ -14,9 +14,25 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// The database's clock as it is.
+    /// Names the variable a test build reads at start for how far its clock is moved on, in
+    /// milliseconds: a test that moved its own clock on passes it to the processes it starts,
+    /// so that every process sharing a SQLite ledger reads one time, as on one host.
+    #[cfg(feature = "fault-injection")]
+    pub const SHIFT_VARIABLE: &str = "ACTIONLEDGER_TEST_CLOCK_SHIFT_MS";
+
+    /// The database's clock as it is (in a test build, moved on by [`Clock::SHIFT_VARIABLE`]).
     pub fn database() -> Self {
+        #[cfg(feature = "fault-injection")]
+        if let Some(ms) = std::env::var(Self::SHIFT_VARIABLE).ok().and_then(|v| v.parse::<i64>().ok()) {
+            return Self { shift_ms: Arc::new(AtomicI64::new(ms)) };
+        }
         Self::default()
+    }
+
+    /// How far a test moved this clock on, in milliseconds, as [`Clock::SHIFT_VARIABLE`] takes it.
+    #[cfg(feature = "fault-injection")]
+    pub fn moved_on_ms(&self) -> String {
+        self.shift_ms().to_string()
     }
 
     /// Milliseconds to add to what the database says.

@@ -46,7 +46,7 @@ pub use url::redact_url;
 
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
-    PurgeCounts, PurgeRecord, RefusedSubmission, StartsAtClaim, State, Timestamp, Transition,
+    PurgeCandidate, PurgeCounts, PurgeRecord, RefusedSubmission, StartsAtClaim, State, Timestamp, Transition,
 };
 use std::future::Future;
 
@@ -149,6 +149,26 @@ pub enum StoreError {
     /// `-wal` and `-shm` files) to open it at all unless its last writer closed it cleanly.
     #[error("cannot open the ledger {ledger}: {reason}")]
     ReadOnly { ledger: String, reason: ReadOnlyReason },
+    /// The SQLite ledger file this process opened is no longer at its path: every command started
+    /// from now on works another file (or a new, empty one), and this process no longer shares a
+    /// ledger with them.
+    #[error(
+        "the ledger file {path} is not the file this process opened: {problem}; what this process writes from now \
+         on no other command sees"
+    )]
+    FileReplaced { path: String, problem: String },
+    /// On SQLite, where each writer's time is its own host's clock: this process's clock reads
+    /// earlier than a time the ledger already recorded, so leases it grants would end early in
+    /// every other process's eyes (or another writer's clock runs fast).
+    #[error(
+        "this process's clock reads {}, but the ledger already recorded {}, {}s later: the clocks of the \
+         processes sharing this SQLite ledger disagree (one of them runs slow or fast), and leases measured by them \
+         would let one worker take over another's live claim; it claims and takes over nothing until they agree",
+        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        latest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        (*latest - *now).num_seconds()
+    )]
+    ClockBehind { now: Timestamp, latest: Timestamp },
 }
 
 /// Why a SQLite ledger cannot be written where it is.
@@ -172,6 +192,11 @@ pub enum ReadOnlyReason {
     )]
     Directory { directory: String },
 }
+
+/// How far a SQLite writer's clock may read behind the latest time the ledger recorded: the
+/// writers that committed just before it read their clocks after it read its own, by at most the
+/// time between the two reads.
+pub const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
@@ -454,6 +479,21 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The clock this store was opened with, which [`Store::now`] and every transaction read.
     fn clock(&self) -> &Clock;
 
+    /// Whether the ledger is still where it was opened: for a SQLite ledger, whether its path
+    /// still names the file opened (not deleted, not replaced by another file); a database
+    /// server's ledger always is. A process still working a file that was deleted or replaced
+    /// works a ledger that every new command misses.
+    fn check_file(&self) -> Result<(), StoreError>;
+
+    /// Whether this process's clock may measure leases on this ledger. A database server's clock
+    /// always may: every writer reads the server's. On SQLite every writer records its own
+    /// host's clock, so the clocks of all the processes sharing the file must agree: a clock that
+    /// reads earlier than the latest time the ledger recorded by more than [`CLOCK_TOLERANCE`] is
+    /// refused ([`StoreError::ClockBehind`]). A clock running fast is caught by the others once it
+    /// has written, never before: from its first write alone, an idle ledger and a fast clock look
+    /// the same.
+    fn check_clock(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     fn close(&self) -> impl Future<Output = ()> + Send;
 
     /// Who may do what in this ledger, where the database manages roles (PostgreSQL); `None`
@@ -579,13 +619,14 @@ pub trait LedgerTx: Send {
     /// Refuses ([`StoreError::NotPermitted`], naming the role) unless this session may purge:
     /// on PostgreSQL only the owner role may; SQLite has no roles.
     fn check_may_purge(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
-    /// The keys of settled actions a purge would reduce to their tombstone (see
-    /// [`crate::domain::retention`]), in key order, locked until the transaction ends.
+    /// The settled actions a purge would reduce to their tombstone (see
+    /// [`crate::domain::retention`]), in key order, each with what decides whether it is kept
+    /// whole, locked until the transaction ends.
     fn purge_candidates(
         &mut self,
         states: &[State],
         settled_before: Timestamp,
-    ) -> impl Future<Output = Result<Vec<ActionKey>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<PurgeCandidate>, StoreError>> + Send;
     /// Reduces these actions to their tombstone: empties their bulk, deletes their deliveries,
     /// attempts and lookups; answers how many rows went.
     fn tombstone(&mut self, keys: &[ActionKey]) -> impl Future<Output = Result<PurgeCounts, StoreError>> + Send;

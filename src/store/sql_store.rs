@@ -35,6 +35,11 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
     /// See [`Store::schema_status`].
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;
 
+    /// See [`Store::check_file`].
+    fn check_file(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// See [`Store::access_report`].
     fn access_report(&self) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
         async { Ok(None) }
@@ -268,6 +273,23 @@ impl<S: SqlStore> Store for S {
 
     fn clock(&self) -> &Clock {
         SqlStore::clock(self)
+    }
+
+    fn check_file(&self) -> Result<(), StoreError> {
+        SqlStore::check_file(self)
+    }
+
+    async fn check_clock(&self) -> Result<(), StoreError> {
+        if S::Backend::DIALECT.clock.is_some() {
+            // The database's own clock: one for every writer, on every machine.
+            return Ok(());
+        }
+        let now = Store::now(self).await?;
+        let latest = read_one(self, Statement::new(sql::LATEST_RECORDED_TIME)).await?.opt_int("latest")?;
+        match latest.map(from_millis) {
+            Some(latest) if latest - now > super::CLOCK_TOLERANCE => Err(StoreError::ClockBehind { now, latest }),
+            _ => Ok(()),
+        }
     }
 
     async fn close(&self) {

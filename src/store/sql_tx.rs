@@ -11,7 +11,7 @@ use crate::domain::record::from_millis;
 use crate::domain::retention::states_text;
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
-    PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp,
+    PurgeCandidate, PurgeCounts, PurgeRecord, RefusedSubmission, State, Timestamp,
 };
 
 /// A write transaction on a ledger database.
@@ -326,13 +326,19 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
         &mut self,
         states: &[State],
         settled_before: Timestamp,
-    ) -> Result<Vec<ActionKey>, StoreError> {
+    ) -> Result<Vec<PurgeCandidate>, StoreError> {
         let candidates = sql::purge_candidates(states, settled_before.timestamp_millis());
         let rows = B::fetch_all(&mut *self.tx, candidates).await?;
         rows.iter()
             .map(|row| {
                 let key = row.text("key")?;
-                ActionKey::parse_existing(&key).map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))
+                let state_text = row.text("state")?;
+                Ok(PurgeCandidate {
+                    key: ActionKey::parse_existing(&key)
+                        .map_err(|_| StoreError::Corrupt(format!("action key {key:?}")))?,
+                    state: state_text.parse().map_err(|_| StoreError::Corrupt(format!("state {state_text:?}")))?,
+                    may_have_written: row.flag("may_have_written")?,
+                })
             })
             .collect()
     }

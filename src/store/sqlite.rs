@@ -12,8 +12,9 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{Arguments as _, ConnectOptions as _, Connection as _, Sqlite};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a writer waits for the single write lock before reporting the database busy.
@@ -27,6 +28,44 @@ const SLOW_STATEMENT: Duration = Duration::from_secs(5);
 pub struct SqliteStore {
     pool: sqlx::SqlitePool,
     clock: Clock,
+    file: Arc<LedgerFile>,
+}
+
+/// The ledger file this store opened: its path and the file (device and inode) the path named
+/// then. Connections keep the file they opened, whatever later happens to the path, so a file
+/// deleted or replaced under a running process leaves it working a ledger nobody else sees.
+#[derive(Debug)]
+struct LedgerFile {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+}
+
+impl LedgerFile {
+    fn identify(path: &Path) -> Result<Self, StoreError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let metadata = std::fs::metadata(path)
+            .map_err(|e| StoreError::Open(format!("cannot read the ledger file {}: {e}", path.display())))?;
+        Ok(Self { path: path.to_path_buf(), device: metadata.dev(), inode: metadata.ino() })
+    }
+
+    /// Whether the path still names the file opened; the problem otherwise.
+    fn check(&self) -> Result<(), StoreError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let replaced = |problem: String| StoreError::FileReplaced { path: self.path.display().to_string(), problem };
+        match std::fs::metadata(&self.path) {
+            Ok(now) if (now.dev(), now.ino()) == (self.device, self.inode) => Ok(()),
+            Ok(now) => Err(replaced(format!(
+                "another file now has its name (device {} inode {}; the one opened was device {} inode {})",
+                now.dev(),
+                now.ino(),
+                self.device,
+                self.inode
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(replaced("it was deleted".to_owned())),
+            Err(e) => Err(replaced(format!("it can no longer be read: {e}"))),
+        }
+    }
 }
 
 impl SqlStore for SqliteStore {
@@ -38,6 +77,10 @@ impl SqlStore for SqliteStore {
 
     fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    fn check_file(&self) -> Result<(), StoreError> {
+        self.file.check()
     }
 
     async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
@@ -157,7 +200,8 @@ impl SqliteStore {
             .await
             .map_err(|e| unwritable(&path).unwrap_or_else(|| StoreError::Open(format!("{}: {e}", path.display()))))?;
         migrate(&pool, url).await.map_err(|e| unwritable(&path).unwrap_or(e))?;
-        Ok(Self { pool, clock: Clock::database() })
+        let file = Arc::new(LedgerFile::identify(&path)?);
+        Ok(Self { pool, clock: Clock::database(), file })
     }
 
     /// Where the ledger's schema stands against this build's migrations; creates and changes

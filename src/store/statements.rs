@@ -612,6 +612,7 @@ pub(crate) const SELECT_LOOKUPS: &str = named(LOOKUPS, "select_lookups");
 pub(crate) const UNKNOWN_LOOKUP_FAILURES: &str = named(LOOKUPS, "unknown_lookup_failures");
 const INSERT_LOOKUP: Template<2> = template(named(LOOKUPS, "insert_lookup"), ["{columns}", "{rows}"]);
 pub(crate) const SELECT_AUDIT: &str = named(AUDIT, "select_audit");
+pub(crate) const LATEST_RECORDED_TIME: &str = named(AUDIT, "latest_recorded_time");
 const APPEND_AUDIT: Template<2> = template(named(AUDIT, "append_audit"), ["{columns}", "{rows}"]);
 
 pub(crate) const DELIVERY_ROW: &[Column<Delivery>] = &[

@@ -378,6 +378,7 @@ async fn a_worker_killed_between_claim_and_send_leaves_one_record_on_each_path<S
             let config = dir.path().join("actionledger.toml");
             std::fs::write(&config, &config_text).unwrap();
             let status = Command::new(env!("CARGO_BIN_EXE_actionledger"))
+                .env(actionledger::store::Clock::SHIFT_VARIABLE, db.ledger.store().clock().moved_on_ms())
                 .args(["--db", &db.url, "worker", "--drain", "--lease", "1s", "--worker-id", "doomed", "--config"])
                 .arg(&config)
                 .env(actionledger::testkit::faults::VARIABLE, point)

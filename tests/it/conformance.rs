@@ -288,9 +288,11 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
                 _ => by_table,
             };
             // Decided where a lookup recognises a repeat, so that a retry after a possible write is
-            // a matter of the table alone here (tests/it/bounds.rs has the rest of rule 6).
+            // a matter of the table alone here (tests/it/bounds.rs has the rest of rule 6), and a
+            // cancellation after a possible write is confirmed checked (tests/it/evidence.rs).
             let decides = crate::support::protected_by_lookup(l, &["crm"]);
-            let result = decides.manual(&person_request(&k, command.clone())).await;
+            let checked = ManualRequest { confirmed_not_written: true, ..person_request(&k, command.clone()) };
+            let result = decides.manual(&checked).await;
             let after = l.detail(&key(&k)).await.unwrap();
             match result {
                 Ok(outcome) => {
@@ -319,7 +321,8 @@ async fn manual_commands_follow_the_transition_table<S: Store>(db: TestDb<S>) {
             }
             // Leave nothing claimable behind for the next case's setup.
             if state_of(l, &k).await == State::Pending {
-                l.manual(&person_request(&k, ManualCommand::Cancel)).await.unwrap();
+                let cancel = ManualRequest { confirmed_not_written: true, ..person_request(&k, ManualCommand::Cancel) };
+                l.manual(&cancel).await.unwrap();
             }
         }
     }

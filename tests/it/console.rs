@@ -251,7 +251,7 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
     let mut ana = ScriptedConsole::start(l, &options("Ana"), 100, 30).await.unwrap();
     let mut bo = ScriptedConsole::start(l, &options("Bo"), 100, 30).await.unwrap();
     // Both see the action and prepare a command on what they saw.
-    act(&mut ana, "3", "acme:contested", &["x", "duplicate order", "<Enter>"]).await;
+    act(&mut ana, "3", "acme:contested", &["x", "duplicate order", "<Enter>", "not written", "<Enter>"]).await;
     act(&mut bo, "3", "acme:contested", &["r", "looks retryable", "<Enter>", "not written", "<Enter>"]).await;
     ana.press("y").await.unwrap();
     bo.press("y").await.unwrap();
@@ -467,7 +467,7 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
         expect_version: None,
         command: ManualCommand::Cancel,
         old_worker_stopped: false,
-        confirmed_not_written: false,
+        confirmed_not_written: true,
     };
     l.manual(&cancel).await.unwrap();
     bo.press("y").await.unwrap();

@@ -210,7 +210,7 @@ async fn bulk_takeover_then_retry_asks_once_whether_the_old_workers_stopped_and_
         ),
         "the dialog says how many and which:\n{screen}"
     );
-    l.manual(&support::person_request("acme:w:3", ManualCommand::Cancel)).await.unwrap();
+    l.manual(&support::checked_cancel("acme:w:3")).await.unwrap();
     run(&mut console, &["worker host is gone", "<Enter>"]).await;
     let screen = console.screen().unwrap();
     assert!(joined(&screen).contains("Old worker stopped? Check it, then type \"stopped\"."), "{screen}");
@@ -294,7 +294,7 @@ async fn cli_bulk_lists_done_and_refused_by_key_and_takes_the_old_worker_flag<S:
     );
     // Held, with the old worker perhaps still acting: a retry without the flag is refused, each
     // saying why; the dry run lists the same; with the flag each runs again.
-    l.manual(&support::person_request("acme:k:b", ManualCommand::Cancel)).await.unwrap();
+    l.manual(&support::checked_cancel("acme:k:b")).await.unwrap();
     let held = ["--state", "held", "--owner", "Ana", "--reason", "old worker gone"];
     let (code, out) = cli(&db.url, [&["retry"][..], &held, &["--dry-run"]].concat()).await;
     assert_eq!(code, Some(3), "{out}");
@@ -430,14 +430,14 @@ async fn bulk_screens<S: Store>(db: TestDb<S>) {
         snap(&mut console, "bulk_old_worker", &["<Esc>", "6", "*", "r", "worker host is gone", "<Enter>"]).await;
         for n in [4, 9] {
             let key = format!("acme:order:{prefix}{n:02}:create-task");
-            l.manual(&support::person_request(&key, ManualCommand::Cancel)).await.unwrap();
+            l.manual(&support::checked_cancel(&key)).await.unwrap();
         }
         snap(&mut console, "bulk_result", &["stopped", "<Enter>", "not written", "<Enter>", "y"]).await;
         snap(&mut console, "bulk_result_end", &["G"]).await;
         // Out of the next round's way: its claims take the oldest pending actions first.
         for n in (1..=12).filter(|n| ![4, 9].contains(n)) {
             let key = format!("acme:order:{prefix}{n:02}:create-task");
-            l.manual(&support::person_request(&key, ManualCommand::Cancel)).await.unwrap();
+            l.manual(&support::checked_cancel(&key)).await.unwrap();
         }
     }
 }
@@ -501,7 +501,7 @@ async fn bulk_triage_in_a_real_terminal() {
     let db = support::sqlite().await;
     let l = &db.ledger;
     l.submit(&raw("acme:tmux:h:done", "{}")).await.unwrap();
-    l.manual(&support::person_request("acme:tmux:h:done", ManualCommand::Cancel)).await.unwrap();
+    l.manual(&support::checked_cancel("acme:tmux:h:done")).await.unwrap();
     for n in 1..=3 {
         failed_after(l, &format!("acme:tmux:b:{n}"), n).await;
     }

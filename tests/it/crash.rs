@@ -49,6 +49,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     std::fs::write(&config, format!("{config_text}\nmax_attempts = 20\n")).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_actionledger"));
     command
+        .env(actionledger::store::Clock::SHIFT_VARIABLE, db.ledger.store().clock().moved_on_ms())
         .args([
             "--db",
             &db.url,

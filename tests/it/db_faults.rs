@@ -207,6 +207,7 @@ async fn sqlite_survives_workers_killed_mid_write() {
     std::fs::write(&config, crm.destination_config("crm")).unwrap();
     for round in 0..5u64 {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .env(actionledger::store::Clock::SHIFT_VARIABLE, db.ledger.store().clock().moved_on_ms())
             .args(["--db", &db.url, "worker", "--concurrency", "4", "--lease", "1s", "--config"])
             .arg(&config)
             .stdout(std::process::Stdio::null())

@@ -219,8 +219,12 @@ async fn an_unsafe_hold_runs_again_only_once_the_old_worker_is_confirmed_stopped
     assert_eq!((held.state, held.old_worker_may_act), (State::Held, true));
     let refused = l.manual(&person_request("unsafe:takeover", ManualCommand::Retry)).await;
     assert!(matches!(refused, Err(LedgerError::Refused(Refusal::OldWorkerMayAct { .. }))), "{refused:?}");
-    // A cancel needs none: nothing runs again.
-    l.manual(&person_request("unsafe:takeover", ManualCommand::Cancel)).await.unwrap();
+    // A cancel needs no word on the old worker, since nothing runs again; but a request may have
+    // written, so it needs the destination checked first.
+    let cancel = person_request("unsafe:takeover", ManualCommand::Cancel);
+    let refused = l.manual(&cancel).await;
+    assert!(matches!(refused, Err(LedgerError::Refused(Refusal::CancelMayHaveWritten { .. }))), "{refused:?}");
+    l.manual(&ManualRequest { confirmed_not_written: true, ..cancel }).await.unwrap();
 
     for k in ["unsafe:retry", "unsafe:not-written"] {
         l.submit(&raw(k)).await.unwrap();

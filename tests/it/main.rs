@@ -22,6 +22,7 @@ mod db_faults;
 mod destinations;
 mod docs;
 mod drain;
+mod evidence;
 mod frontends;
 mod guard_cost;
 mod hostile;

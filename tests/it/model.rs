@@ -322,7 +322,9 @@ impl Model {
     /// two days that just passed.
     fn purge(&mut self) {
         for a in self.actions.values_mut() {
-            a.purged |= a.state.is_terminal() && a.proposed.is_empty() && a.late_results == 0;
+            // An action a request may have written keeps its attempts unless it completed.
+            let keeps_evidence = a.may_have_written && a.state != State::Completed;
+            a.purged |= a.state.is_terminal() && a.proposed.is_empty() && a.late_results == 0 && !keeps_evidence;
             a.lease_expired |= a.state == State::InProgress;
         }
     }
@@ -347,6 +349,11 @@ impl Model {
         // A retry after a possible write: this ledger knows no destination, so none recognises a
         // repeat (rule 6); only with the person's word that nothing was written, which it keeps.
         if command == 0 && a.may_have_written && !confirm {
+            return false;
+        }
+        // A cancellation after a possible write: only with the person's word that the
+        // destination holds nothing, and the action keeps the sign that it may have been written.
+        if command == 3 && a.may_have_written && !confirm {
             return false;
         }
         match command {

@@ -540,7 +540,8 @@ async fn the_command_line_names_what_a_role_may_not_do() {
             .expect("run actionledger")
     };
     let name = database_name(&url);
-    let refused = run(&worker_url, &["cancel", "cli:1", "--owner", "Ana Lima", "--reason", "not needed"]);
+    let cancel = ["cancel", "cli:1", "--owner", "Ana Lima", "--reason", "not needed", "--confirm-not-written"];
+    let refused = run(&worker_url, &cancel);
     let said = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(3), "{said}");
     assert!(said.contains(&format!("refused by the database: actionledger: role {name}_worker may not")), "{said}");
@@ -721,6 +722,7 @@ async fn direct_sql_is_refused_column_by_column_and_actor_by_actor() {
     assert!(detail.audit.iter().all(|entry| entry.actor != "bob"), "{:?}", detail.audit);
 
     // The library's own commands still pass every guard, as the person of the login.
-    reviewer.manual(&person_request("d:1", ManualCommand::Cancel)).await.expect("a reviewer cancels");
+    let cancel = ManualRequest { confirmed_not_written: true, ..person_request("d:1", ManualCommand::Cancel) };
+    reviewer.manual(&cancel).await.expect("a reviewer cancels");
     assert_eq!(state_of(&admin, "d:1").await, State::Cancelled);
 }

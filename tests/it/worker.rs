@@ -283,6 +283,7 @@ async fn a_worker_killed_after_the_crm_committed_recovers_without_a_second_effec
     let config = dir.path().join("actionledger.toml");
     std::fs::write(&config, crm.destination_config("crm")).unwrap();
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+        .env(actionledger::store::Clock::SHIFT_VARIABLE, db.ledger.store().clock().moved_on_ms())
         .args(["--db", &db.url, "worker", "--drain", "--worker-id", "doomed", "--config"])
         .arg(&config)
         .env(actionledger::testkit::faults::VARIABLE, actionledger::testkit::faults::AFTER_RESPONSE)
@@ -428,6 +429,7 @@ async fn a_person_resolves_a_failed_and_an_unknown_action_with_the_cli<S: Store>
 
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .env(actionledger::store::Clock::SHIFT_VARIABLE, db.ledger.store().clock().moved_on_ms())
             .arg("--db")
             .arg(&db.url)
             .args(args)

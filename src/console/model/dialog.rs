@@ -54,6 +54,11 @@ fn needing_not_written(model: &Model, kind: CommandKind, actions: &[ActionRecord
         .collect()
 }
 
+/// The warning a cancellation of an action that may have been written shows before the reason
+/// is typed: a cancelled action says nothing was done, and the effect may exist.
+const MAY_HAVE_WRITTEN: &str = "An earlier request may have written this action: cancelling says nothing was done. \
+                                Check the destination; resolve it as completed if it holds the record.";
+
 /// The warning a retry that could create a second effect shows before the reason is typed.
 const MAY_WRITE_TWICE: &str =
     "A second record is possible: an earlier request may have written, and the destination cannot tell a repeat.";
@@ -233,7 +238,7 @@ fn confirmations_asked(
 ) -> Vec<String> {
     let mut lines = Vec::new();
     if !needing_not_written(model, kind, std::slice::from_ref(action)).is_empty() {
-        lines.push(MAY_WRITE_TWICE.to_owned());
+        lines.push(if kind == CommandKind::Cancel { MAY_HAVE_WRITTEN } else { MAY_WRITE_TWICE }.to_owned());
     }
     if manual::needs_old_worker_stopped(action, command) {
         lines.push(
@@ -586,7 +591,14 @@ pub(super) fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effe
         ));
     }
     let not_written_keys = needing_not_written(model, kind, &actions);
-    if !not_written_keys.is_empty() {
+    if !not_written_keys.is_empty() && kind == CommandKind::Cancel {
+        description.push(format!(
+            "{} of {} may have been written by earlier requests: cancelling says nothing was done. Check the \
+             destination; you will be asked once whether it holds none.",
+            not_written_keys.len(),
+            actions.len(),
+        ));
+    } else if !not_written_keys.is_empty() {
         description.push(format!(
             "{} of {} may create a second record: earlier requests may have written, and the destination cannot \
              tell a repeat. You will be asked once whether it holds none.",

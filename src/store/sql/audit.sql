@@ -15,3 +15,11 @@ ORDER BY id;
 -- {columns}, {rows}: AUDIT_ROW
 INSERT INTO audit_trail ({columns})
 VALUES {rows};
+
+-- name: latest_recorded_time
+-- The latest time among the most recent audit entries (by id, the order they were appended
+-- in), as column `latest`, or NULL on an empty ledger. On SQLite every writer records its own
+-- host's clock: a writer compares its clock with this before it claims or takes over, since a
+-- clock behind what the ledger already recorded makes its leases end early for everyone else.
+SELECT max(at) AS latest
+FROM (SELECT at FROM audit_trail ORDER BY id DESC LIMIT 64) AS recent;

@@ -6,12 +6,14 @@
 -- The settled actions a purge reduces to their tombstone: in one of the final states asked for,
 -- settled (last changed) before a time, with no proposed payload and no unacknowledged late
 -- result waiting for a person (its evidence is among what a purge removes), and not purged
--- already; their keys in key order, locked (where the dialect locks rows) like lock_actions, so
--- that a submission of one of these keys waits for the purge to end.
+-- already; their keys in key order, with their state and whether a request may have written
+-- them (the ledger keeps those whose attempts are the only sign of an effect), locked (where the
+-- dialect locks rows) like lock_actions, so that a submission of one of these keys waits for the
+-- purge to end.
 -- {states}: one parameter per state
 -- {settled_before}: the parameter after them, the time
 -- {lock}: the dialect's row lock (` FOR UPDATE` on PostgreSQL, nothing on SQLite)
-SELECT a.key
+SELECT a.key, a.state, a.may_have_written
 FROM actions a
 WHERE a.state IN ({states})
   AND a.updated_at < {settled_before}

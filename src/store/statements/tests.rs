@@ -35,6 +35,7 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
         ("select_lookups", SELECT_LOOKUPS),
         ("unknown_lookup_failures", UNKNOWN_LOOKUP_FAILURES),
         ("select_audit", SELECT_AUDIT),
+        ("latest_recorded_time", LATEST_RECORDED_TIME),
         ("select_proposals", SELECT_PROPOSALS),
         ("select_waiting_proposals", SELECT_WAITING_PROPOSALS),
         ("keep_proposal", KEEP_PROPOSAL),

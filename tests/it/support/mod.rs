@@ -30,6 +30,15 @@ pub fn person_request(key: &str, command: actionledger::domain::ManualCommand) -
     }
 }
 
+/// Ana Lima's cancellation of `key`, with her word that the destination holds no record of it:
+/// what a cancellation of an action a request may have written needs.
+pub fn checked_cancel(key: &str) -> actionledger::ledger::ManualRequest {
+    actionledger::ledger::ManualRequest {
+        confirmed_not_written: true,
+        ..person_request(key, actionledger::domain::ManualCommand::Cancel)
+    }
+}
+
 /// The same ledger, deciding as if the destinations named (the first also for actions without
 /// one) protect against a repeat with a lookup by external reference.
 pub fn protected_by_lookup<S: actionledger::store::Store>(ledger: &Ledger<S>, destinations: &[&str]) -> Ledger<S> {

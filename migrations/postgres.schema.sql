@@ -523,6 +523,9 @@ DECLARE
     transaction_ms bigint := floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1;
     state_moves    BOOLEAN := NEW.state <> OLD.state;
     back_to_pending BOOLEAN := NEW.state <> OLD.state AND NEW.state = 'pending';
+    -- 0098: the action takes on the payload of its update action KEY#update-N, which completed
+    -- (written earlier in this transaction); decided below only when the payload changes.
+    takes_on_update BOOLEAN := false;
 BEGIN
     IF NEW.key <> OLD.key OR NEW.ownership_version < OLD.ownership_version THEN
         RAISE EXCEPTION 'actionledger: the key and ownership version of an action never go back';
@@ -540,6 +543,17 @@ BEGIN
     END IF;
     may_work := duties & 1 = 1;
     may_review := duties & 2 = 2;
+    IF NEW.payload IS DISTINCT FROM OLD.payload OR NEW.fingerprint IS DISTINCT FROM OLD.fingerprint
+       OR NEW.payload_revision <> OLD.payload_revision OR NEW.source_version IS DISTINCT FROM OLD.source_version THEN
+        takes_on_update := NEW.state = OLD.state AND NEW.payload_revision > OLD.payload_revision
+            AND NEW.proposed_payload IS NOT DISTINCT FROM OLD.proposed_payload
+            AND NEW.idempotency_key IS NOT DISTINCT FROM OLD.idempotency_key
+            AND EXISTS (
+                SELECT 1 FROM actions u
+                WHERE u.key = OLD.key || '#update-' || NEW.payload_revision AND u.updates_key = OLD.key
+                  AND u.state = 'completed' AND u.payload = NEW.payload AND u.fingerprint = NEW.fingerprint
+                  AND NEW.source_version IS NOT DISTINCT FROM GREATEST(OLD.source_version, u.source_version));
+    END IF;
 
     -- 0004: who may make this change of state, and a worker's limits on the payload.
     IF may_work THEN
@@ -548,7 +562,8 @@ BEGIN
                 'actionledger: role %s may not move an action from %s to %s: only a person''s command does that',
                 current_user, OLD.state, NEW.state);
         END IF;
-        IF NEW.payload IS DISTINCT FROM OLD.payload OR NEW.fingerprint IS DISTINCT FROM OLD.fingerprint
+        IF ((NEW.payload IS DISTINCT FROM OLD.payload OR NEW.fingerprint IS DISTINCT FROM OLD.fingerprint)
+            AND NOT takes_on_update)
            OR (NEW.assignee IS DISTINCT FROM OLD.assignee AND NOT routed_to_review_owner)
            OR (OLD.proposed_payload IS NOT NULL AND NEW.proposed_payload IS NULL) THEN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
@@ -588,7 +603,7 @@ BEGIN
             'actionledger: role %s may not change when a request was first sent', current_user);
     END IF;
     IF NOT may_review THEN
-        IF NEW.payload_revision <> OLD.payload_revision
+        IF (NEW.payload_revision <> OLD.payload_revision AND NOT takes_on_update)
            OR NEW.idempotency_key IS DISTINCT FROM OLD.idempotency_key
            OR (NEW.window_started_at IS DISTINCT FROM OLD.window_started_at AND OLD.window_started_at IS NOT NULL) THEN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
@@ -601,7 +616,7 @@ BEGIN
         END IF;
         -- 0095: a source version changes only by a person's approval (a new action records its
         -- own on insert).
-        IF NEW.source_version IS DISTINCT FROM OLD.source_version THEN
+        IF NEW.source_version IS DISTINCT FROM OLD.source_version AND NOT takes_on_update THEN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
                 'actionledger: role %s may not change an action''s source version: only a person''s approval does '
                 'that', current_user);
@@ -612,7 +627,8 @@ BEGIN
            AND NOT (NEW.payload = OLD.proposed_payload AND NEW.fingerprint = OLD.proposed_fingerprint
                     AND NEW.proposed_payload IS NULL AND NEW.payload_revision = OLD.payload_revision + 1
                     AND NEW.source_version IS NOT DISTINCT FROM
-                        COALESCE(OLD.proposed_source_version, OLD.source_version)) THEN
+                        COALESCE(OLD.proposed_source_version, OLD.source_version))
+           AND NOT takes_on_update THEN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
                 'actionledger: role %s may change the approved payload only by approving the proposed one',
                 current_user);

@@ -1,5 +1,5 @@
 //! What each PostgreSQL role may change, table by table and column by column: the policy the
-//! privileges and guard functions of `migrations/postgres` enforce (0004, 0011, 0016, 0093, 0095),
+//! privileges and guard functions of `migrations/postgres` enforce (0004, 0011, 0016, 0093, 0095, 0098),
 //! written once as data so that docs/RULES.md shows it and a test tries every column of every
 //! table with each role's login against it. SQLite has no roles: whoever may write its file may
 //! write anything, so this policy is PostgreSQL's alone.
@@ -56,6 +56,9 @@ const fn owners(table: &'static str, column_name: &'static str) -> ColumnPolicy 
 const STEP: &str = "one step forward with every write of a command";
 const STATE_BY_WORKER: &str = "along a move the transition table gives automation, with its audit entry";
 const STATE_BY_PERSON: &str = "along a move the transition table gives people, with the person's audit entry";
+/// 0098: the completed update action's values, taken on by the action it updates.
+const TAKE_ON_BY_WORKER: &str =
+    "to its update action KEY#update-N's, as that update completes (its result or a lookup)";
 const PERSON: &str = "by a person's command, with the person's audit entry";
 
 /// Every column of every table of the PostgreSQL ledger (tests/it/column_guards.rs fails on a
@@ -70,8 +73,22 @@ pub const POLICY: &[ColumnPolicy] = &[
     column("actions", "id", Never, Never),
     column("actions", "key", Never, Never),
     column("actions", "state", ByCommand(STATE_BY_WORKER), ByCommand(STATE_BY_PERSON)),
-    column("actions", "payload", Never, ByCommand("to the proposed payload, by approving it")),
-    column("actions", "fingerprint", Never, ByCommand("to the proposed payload's, by approving it")),
+    column(
+        "actions",
+        "payload",
+        ByCommand(TAKE_ON_BY_WORKER),
+        ByCommand(
+            "to the proposed payload, by approving it; or to its completed update action's, by resolving that completed",
+        ),
+    ),
+    column(
+        "actions",
+        "fingerprint",
+        ByCommand(TAKE_ON_BY_WORKER),
+        ByCommand(
+            "to the proposed payload's, by approving it; or to its completed update action's, by resolving that completed",
+        ),
+    ),
     column(
         "actions",
         "proposed_payload",
@@ -92,7 +109,14 @@ pub const POLICY: &[ColumnPolicy] = &[
     ),
     column("actions", "resume_state", ByCommand("with a change of state"), ByCommand("with a change of state")),
     column("actions", "source", Never, Never),
-    column("actions", "source_version", Never, ByCommand("to the approved proposal's, by approving it")),
+    column(
+        "actions",
+        "source_version",
+        ByCommand(TAKE_ON_BY_WORKER),
+        ByCommand(
+            "to the approved proposal's, by approving it; or to its completed update action's, by resolving that completed",
+        ),
+    ),
     column("actions", "destination", Never, Never),
     column("actions", "after_key", Never, Never),
     column("actions", "claimed_by", ByCommand("by a claim or its end"), ByCommand("by a takeover")),
@@ -170,7 +194,14 @@ pub const POLICY: &[ColumnPolicy] = &[
         ByCommand("set as an expired claim is held; never cleared"),
         ByCommand("with a change of state or owner (a takeover, a retry confirming the old worker stopped)"),
     ),
-    column("actions", "payload_revision", Never, ByCommand("one step, by approving a proposal")),
+    column(
+        "actions",
+        "payload_revision",
+        ByCommand("forward to N, as its update action KEY#update-N completes"),
+        ByCommand(
+            "one step, by approving a proposal; or forward to N, by resolving its update action KEY#update-N completed",
+        ),
+    ),
     column("actions", "idempotency_key", Never, ByCommand("to KEY#rev-N, by approving a proposal after a send")),
     column("actions", "updates_key", Never, Never),
     column("actions", "updates_destination_id", Never, Never),

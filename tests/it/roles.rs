@@ -331,7 +331,6 @@ async fn a_reviewer_approves_the_update_of_a_completed_action() {
 /// of its update action `KEY#update-N` completed in that transaction (N the new payload revision,
 /// above the old one), and a reviewer the same when resolving the update as completed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the column guards to let a completed update's payload be taken on by its action"]
 async fn a_worker_completes_an_update_and_its_action_takes_it_on() {
     let Some((admin, url)) = ledger().await else { return };
     let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;

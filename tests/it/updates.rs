@@ -4,7 +4,7 @@
 //! Against the simulated CRM: a conditional update (`If-Match`) never overwrites a change made at
 //! the CRM since the ledger last wrote the record; an unconditional one says so before it runs.
 
-use crate::support::{TestDb, order, person_request, run_cli};
+use crate::support::{TestDb, checked_cancel, order, person_request, run_cli};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::Destinations;
@@ -522,7 +522,7 @@ async fn an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_reso
     assert_eq!(taken_on("acme:order:U-2:create-task").await, (2, Some(2), Event::UpdateApplied, "Ana Lima".to_owned()));
 
     let not_written = uncertain("acme:order:U-3:create-task").await;
-    l.manual(&person_request(not_written.as_str(), ManualCommand::Cancel)).await.unwrap();
+    l.manual(&checked_cancel(not_written.as_str())).await.unwrap();
     let (revision, qty, event, _) = taken_on("acme:order:U-3:create-task").await;
     assert_eq!((revision, qty), (1, Some(1)), "a cancelled update leaves its action as it was");
     assert_ne!(event, Event::UpdateApplied);

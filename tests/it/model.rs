@@ -633,7 +633,11 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 let allowed = model.manual(*k, *command, *confirm);
                 match ledger.manual(&request).await {
                     Ok(outcome) if allowed => {
-                        if matches!(request.command, ManualCommand::ResolveNotWritten) {
+                        // The person's word that nothing was written: resolving so, or a retry
+                        // confirmed not written (rule 6).
+                        if matches!(request.command, ManualCommand::ResolveNotWritten)
+                            || (matches!(request.command, ManualCommand::Retry) && request.confirmed_not_written)
+                        {
                             model.actions.get_mut(&(*k, 0)).expect("checked").resolved_through =
                                 outcome.action.attempts;
                         }

@@ -973,6 +973,21 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_guard_proposal_insert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+        'actionledger: role %s may keep a proposal of %s only as a submission does: with the fingerprint of its '
+        'payload, received at the database''s time', current_user, NEW.action_key);
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_guard_purged_action()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -1162,6 +1177,8 @@ CREATE TRIGGER deliveries_as_submitted BEFORE INSERT ON deliveries FOR EACH ROW 
 
 CREATE CONSTRAINT TRIGGER lookups_recorded AFTER INSERT ON lookups DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION actionledger_check_lookup_recorded();
 
+CREATE TRIGGER proposals_as_submitted BEFORE INSERT ON proposals FOR EACH ROW WHEN (new.fingerprint <> encode(sha256(convert_to(new.payload, 'UTF8'::name)), 'hex'::text) OR new.received_at < (floor(EXTRACT(epoch FROM transaction_timestamp()) * 1000::numeric)::bigint - 1)) EXECUTE FUNCTION actionledger_guard_proposal_insert();
+
 CREATE CONSTRAINT TRIGGER proposals_decision_recorded AFTER UPDATE ON proposals DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.decision IS NULL AND new.decision IS NOT NULL) EXECUTE FUNCTION actionledger_check_decision_recorded();
 
 CREATE TRIGGER proposals_guard BEFORE INSERT OR UPDATE ON proposals FOR EACH ROW EXECUTE FUNCTION actionledger_guard_proposal();
@@ -1198,6 +1215,7 @@ ALTER FUNCTION actionledger_guard_audit_append() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_cut_off() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_delivery() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_proposal() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_guard_proposal_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_purged_action() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_reviewer_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_login_is(person text) OWNER TO actionledger_owner;
@@ -1276,6 +1294,8 @@ GRANT EXECUTE ON FUNCTION actionledger_guard_delivery() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_delivery() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_proposal() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_proposal() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_guard_proposal_insert() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_guard_proposal_insert() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_purged_action() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_purged_action() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_reviewer_insert() TO PUBLIC;

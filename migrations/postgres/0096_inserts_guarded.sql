@@ -27,6 +27,8 @@
 --   person's lookup names the person of the login, a lookup that got no answer (`failed`) is of
 --   an unknown action and records nothing found, and any other verdict comes with the lookup's
 --   entry by the same actor in the same transaction.
+-- * actionledger_guard_proposal_insert (new): a proposal carries the fingerprint of its payload
+--   and is received at the database's time.
 
 SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_temp', true);
 
@@ -279,6 +281,28 @@ CREATE CONSTRAINT TRIGGER lookups_recorded AFTER INSERT ON lookups
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION actionledger_check_lookup_recorded();
 
+-- A proposal is a submitted payload as it arrives: its fingerprint is the SHA-256 of it, and it
+-- is received now. Called only for a row that departs from that, so that a submission pays no
+-- call for it.
+CREATE OR REPLACE FUNCTION actionledger_guard_proposal_insert()
+RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT
+AS $function$
+BEGIN
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+        'actionledger: role %s may keep a proposal of %s only as a submission does: with the fingerprint of its '
+        'payload, received at the database''s time', current_user, NEW.action_key);
+END;
+$function$;
+
+CREATE TRIGGER proposals_as_submitted BEFORE INSERT ON proposals
+    FOR EACH ROW WHEN (NEW.fingerprint <> encode(sha256(convert_to(NEW.payload, 'UTF8')), 'hex')
+                       OR NEW.received_at < floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1)
+    EXECUTE FUNCTION actionledger_guard_proposal_insert();
+
 -- The new functions belong to actionledger_owner like the others, where this session may hand
 -- them over.
 DO $$
@@ -287,6 +311,7 @@ BEGIN
         ALTER FUNCTION actionledger_check_creation_recorded() OWNER TO actionledger_owner;
         ALTER FUNCTION actionledger_guard_delivery() OWNER TO actionledger_owner;
         ALTER FUNCTION actionledger_check_lookup_recorded() OWNER TO actionledger_owner;
+        ALTER FUNCTION actionledger_guard_proposal_insert() OWNER TO actionledger_owner;
     END IF;
 END;
 $$;

@@ -276,7 +276,7 @@ fn worker_only_row(table: &str) -> Option<Vec<(&'static str, String)>> {
         ],
         "proposals" => vec![
             ("action_key", "'g:pending'".to_owned()),
-            ("fingerprint", "'ff'".to_owned()),
+            ("fingerprint", r#"encode(sha256(convert_to('{"qty":5}', 'UTF8')), 'hex')"#.to_owned()),
             ("payload", r#"'{"qty":5}'"#.to_owned()),
             ("source", "'shop'".to_owned()),
             ("source_version", "2".to_owned()),
@@ -406,10 +406,53 @@ async fn every_inserted_column_is_guarded_as_the_policy_says() {
     assert_eq!(tried, 3 * columns.len());
 }
 
+/// Lookups, deliveries and proposals forged by direct SQL (see [`forged_inserts_are_refused`]):
+/// each refused, tried in a transaction that is rolled back.
+async fn forged_evidence_is_refused(worker: &Ledger<PostgresStore>, reviewer: &Ledger<PostgresStore>, login: &str) {
+    // Lookups: a verdict with evidence for an action the login settles nothing of.
+    let lookup = |actor: &str, verdict: &str, key: &str| {
+        format!(
+            "INSERT INTO lookups (action_key, at, actor, verdict, records, destination_id, response_body) \
+             VALUES ('{key}', {TX_NOW}, '{actor}', '{verdict}', 1, 'CRM-9', 'found it')"
+        )
+    };
+    refused(worker, "worker: a found lookup with no entry", &[&lookup("w1", "found", "g:claimed")]).await;
+    refused(reviewer, "reviewer: a found lookup with no entry", &[&lookup(login, "found", "g:done")]).await;
+    refused(reviewer, "reviewer: a lookup in bob's name", &[&lookup("bob", "failed", "g:unknown")]).await;
+    refused(worker, "worker: a failed lookup that found something", &[&lookup("w1", "failed", "g:unknown")]).await;
+    refused(
+        worker,
+        "worker: a lookup dated in the past",
+        &["INSERT INTO lookups (action_key, at, actor, verdict, records) VALUES ('g:unknown', 0, 'w1', 'failed', 0)"],
+    )
+    .await;
+    // Deliveries: one that claims to have created an action this transaction did not insert.
+    let delivery = |outcome: &str, at: &str| {
+        format!(
+            "INSERT INTO deliveries (action_key, source, fingerprint, outcome, received_at) \
+             SELECT key, 'shop', fingerprint, '{outcome}', {at} FROM actions WHERE key = 'g:done'"
+        )
+    };
+    assert_eq!(attempt(worker, &[&delivery("duplicate", TX_NOW)]).await, Ok(1), "a duplicate delivery");
+    refused(worker, "worker: a delivery that created another action", &[&delivery("created", TX_NOW)]).await;
+    refused(worker, "worker: a delivery dated in the past", &[&delivery("duplicate", "0")]).await;
+    // A proposal whose fingerprint is not its payload's: approving it would run another payload
+    // than the one shown.
+    refused(
+        worker,
+        "worker: a proposal with another payload's fingerprint",
+        &["INSERT INTO proposals (action_key, fingerprint, payload, received_at) \
+           SELECT key, fingerprint, '{\"qty\":99}', (extract(epoch FROM transaction_timestamp()) * 1000)::bigint \
+           FROM actions WHERE key = 'g:pending'"],
+    )
+    .await;
+}
+
 /// The inserts a tester forged by direct SQL, each refused with nothing kept: a worker's action
 /// created in the past with a destination id, counts, a window, a backoff and an assignee, or
 /// with no `submitted` entry; a lookup that settles an action it never recorded; a delivery that
-/// claims to have created another action; entries under versions the action does not have.
+/// claims to have created another action; a proposal under another payload's fingerprint;
+/// entries under versions the action does not have.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forged_inserts_are_refused() {
     let Some((admin, url)) = ledger().await else { return };
@@ -453,33 +496,7 @@ async fn forged_inserts_are_refused() {
         }
         refused(&worker, &format!("worker: a new action {what}"), &[&with_entry(&insert)]).await;
     }
-    // Lookups: a verdict with evidence for an action the login settles nothing of.
-    let lookup = |actor: &str, verdict: &str, key: &str| {
-        format!(
-            "INSERT INTO lookups (action_key, at, actor, verdict, records, destination_id, response_body) \
-             VALUES ('{key}', {TX_NOW}, '{actor}', '{verdict}', 1, 'CRM-9', 'found it')"
-        )
-    };
-    refused(&worker, "worker: a found lookup with no entry", &[&lookup("w1", "found", "g:claimed")]).await;
-    refused(&reviewer, "reviewer: a found lookup with no entry", &[&lookup(&login, "found", "g:done")]).await;
-    refused(&reviewer, "reviewer: a lookup in bob's name", &[&lookup("bob", "failed", "g:unknown")]).await;
-    refused(&worker, "worker: a failed lookup that found something", &[&lookup("w1", "failed", "g:unknown")]).await;
-    refused(
-        &worker,
-        "worker: a lookup dated in the past",
-        &["INSERT INTO lookups (action_key, at, actor, verdict, records) VALUES ('g:unknown', 0, 'w1', 'failed', 0)"],
-    )
-    .await;
-    // Deliveries: one that claims to have created an action this transaction did not insert.
-    let delivery = |outcome: &str, at: &str| {
-        format!(
-            "INSERT INTO deliveries (action_key, source, fingerprint, outcome, received_at) \
-             SELECT key, 'shop', fingerprint, '{outcome}', {at} FROM actions WHERE key = 'g:done'"
-        )
-    };
-    assert_eq!(attempt(&worker, &[&delivery("duplicate", TX_NOW)]).await, Ok(1), "a duplicate delivery");
-    refused(&worker, "worker: a delivery that created another action", &[&delivery("created", TX_NOW)]).await;
-    refused(&worker, "worker: a delivery dated in the past", &[&delivery("duplicate", "0")]).await;
+    forged_evidence_is_refused(&worker, &reviewer, &login).await;
     // Entries under versions the action does not have.
     let versions = |ownership: &str, revision: &str| {
         format!(

@@ -69,6 +69,7 @@ CREATE TABLE actions (
     CONSTRAINT actions_change_recorded TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT actions_check CHECK ((proposed_payload IS NULL) = (proposed_fingerprint IS NULL)),
     CONSTRAINT actions_check1 CHECK (state::text <> 'in_progress'::text OR claimed_by IS NOT NULL AND lease_expires_at IS NOT NULL),
+    CONSTRAINT actions_creation_recorded TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT actions_key_check CHECK (octet_length(key) >= 1 AND octet_length(key) <= 255),
     CONSTRAINT actions_key_key UNIQUE (key),
     CONSTRAINT actions_late_results_check CHECK (late_results >= 0),
@@ -140,6 +141,7 @@ CREATE TABLE lookups (
     detail text,
     CONSTRAINT lookups_action_key_fkey FOREIGN KEY (action_key) REFERENCES actions(key),
     CONSTRAINT lookups_pkey PRIMARY KEY (id),
+    CONSTRAINT lookups_recorded TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT lookups_verdict_check CHECK (verdict = ANY (ARRAY['found'::text, 'not_found'::text, 'mismatch'::text, 'duplicates'::text, 'failed'::text]))
 );
 
@@ -298,6 +300,29 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_check_creation_recorded()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM audit_trail
+        WHERE action_key = NEW.key AND xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid
+          AND event = 'submitted' AND from_state IS NULL AND to_state = 'pending'
+          AND ownership_version = 0 AND revision = 1
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s inserted %s without its submitted entry in the audit trail: every new action is '
+            'recorded in the same transaction', current_user, NEW.key);
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_check_decision_recorded()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -327,6 +352,9 @@ CREATE OR REPLACE FUNCTION actionledger_check_entry_matches()
 AS $function$
 DECLARE
     this_xact xid;
+    last_of_transaction BOOLEAN;
+    action_now actions%ROWTYPE;
+    entry_before audit_trail%ROWTYPE;
 BEGIN
     IF actionledger_session_duties() = 3 THEN
         RETURN NULL;
@@ -344,12 +372,70 @@ BEGIN
             'actionledger: role %s may date an audit entry only at the database''s time of it', current_user);
     END IF;
     this_xact := (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
-    IF NOT EXISTS (SELECT 1 FROM audit_trail later
-                   WHERE later.action_key = NEW.action_key AND later.id > NEW.id AND later.xmin = this_xact)
-       AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.key = NEW.action_key AND a.state = NEW.to_state) THEN
+    last_of_transaction := NOT EXISTS (
+        SELECT 1 FROM audit_trail later
+        WHERE later.action_key = NEW.action_key AND later.id > NEW.id AND later.xmin = this_xact);
+    SELECT * INTO action_now FROM actions a WHERE a.key = NEW.action_key;
+    IF last_of_transaction AND action_now.state IS DISTINCT FROM NEW.to_state THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
             'actionledger: role %s may not record %s %s to %s: the action is not %s',
             current_user, NEW.event, NEW.action_key, NEW.to_state, NEW.to_state);
+    END IF;
+    -- 0096: the versions the change left. A later write of the same transaction that needs no
+    -- entry (an attempt counted after a claim) may move the revision on, never the owner.
+    SELECT * INTO entry_before FROM audit_trail earlier
+    WHERE earlier.action_key = NEW.action_key AND earlier.id < NEW.id
+    ORDER BY earlier.id DESC LIMIT 1;
+    IF NEW.ownership_version > action_now.ownership_version OR NEW.revision > action_now.revision
+       OR (last_of_transaction AND NEW.ownership_version <> action_now.ownership_version)
+       OR NEW.ownership_version < entry_before.ownership_version OR NEW.revision < entry_before.revision THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may not record %s of %s under ownership version %s and revision %s: an entry '
+            'carries the ownership version and revision the action has after the change', current_user, NEW.event,
+            NEW.action_key, NEW.ownership_version, NEW.revision);
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION actionledger_check_lookup_recorded()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+DECLARE
+    duties integer := actionledger_session_duties();
+BEGIN
+    IF duties = 3 THEN
+        RETURN NULL;
+    END IF;
+    IF NEW.at < floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s may date a lookup only at the database''s time of it', current_user);
+    END IF;
+    IF duties & 1 = 0 AND NOT actionledger_login_is(NEW.actor) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: login %s may not record a lookup as %s: a person''s lookup names the person of the login',
+            session_user, NEW.actor);
+    END IF;
+    IF NEW.verdict = 'failed' THEN
+        IF NEW.destination_id IS NOT NULL OR NEW.records <> 0 OR NOT EXISTS (
+            SELECT 1 FROM actions a WHERE a.key = NEW.action_key AND a.state = 'unknown') THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may keep a lookup that got no answer only for an unknown action, and with '
+                'nothing found', current_user);
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM audit_trail
+        WHERE action_key = NEW.action_key AND actor = NEW.actor
+          AND event IN ('lookup_found', 'lookup_not_found', 'lookup_mismatch', 'looked_up')
+          AND xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+            'actionledger: role %s recorded a lookup of %s without %s''s lookup entry in the audit trail: a lookup '
+            'is kept by the command that settles or records it', current_user, NEW.action_key, NEW.actor);
     END IF;
     RETURN NULL;
 END;
@@ -495,11 +581,32 @@ CREATE OR REPLACE FUNCTION actionledger_guard_action()
  LANGUAGE plpgsql
  SET search_path TO '<schema>', 'pg_temp'
 AS $function$
+DECLARE
+    -- The database's time of this transaction, in the ledger's milliseconds (one millisecond
+    -- for the rounding of either, as 0095).
+    transaction_ms bigint := floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1;
 BEGIN
     IF NEW.state <> 'pending' OR NEW.ownership_version <> 0 THEN
         RAISE EXCEPTION 'actionledger: a new action starts pending with ownership version 0';
     END IF;
-    RETURN NEW;
+    IF NEW.revision = 1 AND NEW.attempts = 0 AND NEW.attempts_in_round = 0 AND NEW.payload_revision = 1
+       AND NEW.late_results = 0 AND NOT NEW.old_worker_may_act AND NOT NEW.may_have_written
+       AND NEW.proposed_payload IS NULL AND NEW.proposed_fingerprint IS NULL
+       AND NEW.proposed_source_version IS NULL AND NEW.resume_state IS NULL AND NEW.claimed_by IS NULL
+       AND NEW.lease_expires_at IS NULL AND NEW.not_before IS NULL AND NEW.assignee IS NULL
+       AND NEW.destination_id IS NULL AND NEW.first_sent_at IS NULL AND NEW.last_error IS NULL
+       AND NEW.window_started_at IS NULL AND NEW.idempotency_key IS NULL
+       AND NEW.created_at >= transaction_ms AND NEW.updated_at = NEW.created_at
+       AND NEW.fingerprint = encode(sha256(convert_to(NEW.payload, 'UTF8')), 'hex') THEN
+        RETURN NEW;
+    END IF;
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+        'actionledger: role %s may insert %s only as a submission records it: pending, never claimed, sent or '
+        'attempted, with nothing proposed, assigned or found, the fingerprint of its payload, and created at the '
+        'database''s time', current_user, NEW.key);
 END;
 $function$;
 
@@ -809,6 +916,32 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_guard_delivery()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+DECLARE
+    transaction_ms bigint := floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1;
+BEGIN
+    IF NEW.received_at >= transaction_ms
+       AND (NEW.outcome NOT IN ('created', 'duplicate') OR EXISTS (
+               SELECT 1 FROM actions a
+               WHERE a.key = NEW.action_key AND a.fingerprint = NEW.fingerprint
+                 AND (NEW.outcome = 'duplicate'
+                      OR a.xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid))) THEN
+        RETURN NEW;
+    END IF;
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+        'actionledger: role %s may record a delivery of %s only as a submission does: at the database''s time, '
+        'created only with the action it inserts, a duplicate only of the approved payload', current_user,
+        NEW.action_key);
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_guard_proposal()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -856,6 +989,21 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_guard_proposal_insert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF actionledger_session_duties() = 3 THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+        'actionledger: role %s may keep a proposal of %s only as a submission does: with the fingerprint of its '
+        'payload, received at the database''s time', current_user, NEW.action_key);
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_guard_purged_action()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -876,14 +1024,43 @@ CREATE OR REPLACE FUNCTION actionledger_guard_reviewer_insert()
  SET search_path TO '<schema>', 'pg_temp'
 AS $function$
 BEGIN
-    IF NEW.updates_key IS NULL AND actionledger_session_duties() & 1 = 0 AND NOT (
-        NEW.key ~ '#recreate-[1-9][0-9]*$' AND NEW.after_key IS NULL
+    IF actionledger_session_duties() & 1 = 1 THEN
+        -- 0096: a submission records a new action, never an update of another.
+        IF (NEW.updates_key IS NOT NULL OR NEW.updates_destination_id IS NOT NULL)
+           AND actionledger_session_duties() <> 3 THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may not record an update action: only a person''s approval does that',
+                current_user);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.updates_key IS NOT NULL THEN
+        -- 0096: the update action an approval records carries its original as it was approved.
+        IF NOT EXISTS (
+            SELECT 1 FROM actions original
+            WHERE original.key = NEW.updates_key AND original.state = 'completed'
+              AND NEW.key = original.key || '#update-' || original.payload_revision
+              AND NEW.after_key IS NULL
+              AND original.payload = NEW.payload AND original.fingerprint = NEW.fingerprint
+              AND original.source IS NOT DISTINCT FROM NEW.source
+              AND original.source_version IS NOT DISTINCT FROM NEW.source_version
+              AND original.destination IS NOT DISTINCT FROM NEW.destination
+              AND original.destination_id IS NOT DISTINCT FROM NEW.updates_destination_id) THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
+                'actionledger: role %s may record an update action only as KEY#update-N of a completed action, with '
+                'its approved payload, source, destination and destination id', current_user);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NOT (
+        NEW.key ~ '#recreate-[1-9][0-9]*$' AND NEW.after_key IS NULL AND NEW.updates_destination_id IS NULL
         AND EXISTS (
             SELECT 1 FROM actions original
             WHERE original.key = regexp_replace(NEW.key, '#recreate-[1-9][0-9]*$', '')
               AND original.state = 'completed' AND original.updates_key IS NULL
               AND original.payload = NEW.payload AND original.fingerprint = NEW.fingerprint
               AND original.source IS NOT DISTINCT FROM NEW.source
+              AND original.source_version IS NOT DISTINCT FROM NEW.source_version
               AND original.destination IS NOT DISTINCT FROM NEW.destination)) THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
             'actionledger: role %s may record only the update action of an approved change or the re-creation '
@@ -984,6 +1161,8 @@ $function$;
 
 CREATE CONSTRAINT TRIGGER actions_change_recorded AFTER UPDATE ON actions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.state::text IS DISTINCT FROM new.state::text OR old.ownership_version IS DISTINCT FROM new.ownership_version OR old.revision IS DISTINCT FROM new.revision AND old.attempts = new.attempts) EXECUTE FUNCTION actionledger_check_change_recorded();
 
+CREATE CONSTRAINT TRIGGER actions_creation_recorded AFTER INSERT ON actions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION actionledger_check_creation_recorded();
+
 CREATE TRIGGER actions_guard BEFORE INSERT ON actions FOR EACH ROW EXECUTE FUNCTION actionledger_guard_action();
 
 CREATE TRIGGER actions_guard_update BEFORE UPDATE ON actions FOR EACH ROW EXECUTE FUNCTION actionledger_guard_action_update();
@@ -1010,6 +1189,12 @@ CREATE CONSTRAINT TRIGGER audit_trail_matches_its_action AFTER INSERT ON audit_t
 
 CREATE TRIGGER audit_trail_no_truncate BEFORE TRUNCATE ON audit_trail FOR EACH STATEMENT EXECUTE FUNCTION actionledger_refuse_audit_change();
 
+CREATE TRIGGER deliveries_as_submitted BEFORE INSERT ON deliveries FOR EACH ROW EXECUTE FUNCTION actionledger_guard_delivery();
+
+CREATE CONSTRAINT TRIGGER lookups_recorded AFTER INSERT ON lookups DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION actionledger_check_lookup_recorded();
+
+CREATE TRIGGER proposals_as_submitted BEFORE INSERT ON proposals FOR EACH ROW WHEN (new.fingerprint <> encode(sha256(convert_to(new.payload, 'UTF8'::name)), 'hex'::text) OR new.received_at < (floor(EXTRACT(epoch FROM transaction_timestamp()) * 1000::numeric)::bigint - 1)) EXECUTE FUNCTION actionledger_guard_proposal_insert();
+
 CREATE CONSTRAINT TRIGGER proposals_decision_recorded AFTER UPDATE ON proposals DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.decision IS NULL AND new.decision IS NOT NULL) EXECUTE FUNCTION actionledger_check_decision_recorded();
 
 CREATE TRIGGER proposals_guard BEFORE INSERT OR UPDATE ON proposals FOR EACH ROW EXECUTE FUNCTION actionledger_guard_proposal();
@@ -1031,8 +1216,10 @@ ALTER DOMAIN actionledger_attempt_outcome OWNER TO actionledger_owner;
 ALTER DOMAIN actionledger_event OWNER TO actionledger_owner;
 ALTER DOMAIN actionledger_state OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_check_change_recorded() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_check_creation_recorded() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_check_decision_recorded() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_check_entry_matches() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_check_lookup_recorded() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_grant_proposals() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_grant_roles() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_acknowledgement() OWNER TO actionledger_owner;
@@ -1042,7 +1229,9 @@ ALTER FUNCTION actionledger_guard_attempt_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_attempt_update() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_audit_append() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_cut_off() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_guard_delivery() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_proposal() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_guard_proposal_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_purged_action() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_reviewer_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_login_is(person text) OWNER TO actionledger_owner;
@@ -1091,10 +1280,14 @@ GRANT DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE ON TABLE ref
 GRANT DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE ON TABLE state_transitions TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_check_change_recorded() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_check_change_recorded() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_check_creation_recorded() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_check_creation_recorded() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_check_decision_recorded() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_check_decision_recorded() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_check_entry_matches() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_check_entry_matches() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_check_lookup_recorded() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_check_lookup_recorded() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_grant_proposals() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_grant_proposals() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_grant_roles() TO PUBLIC;
@@ -1113,8 +1306,12 @@ GRANT EXECUTE ON FUNCTION actionledger_guard_audit_append() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_audit_append() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_cut_off() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_cut_off() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_guard_delivery() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_guard_delivery() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_proposal() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_proposal() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_guard_proposal_insert() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_guard_proposal_insert() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_purged_action() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_purged_action() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_reviewer_insert() TO PUBLIC;

@@ -320,6 +320,212 @@ pub const POLICY: &[ColumnPolicy] = &[
     owners("state_transitions", "by_people"),
 ];
 
+/// How one role may set one column of a row it inserts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    /// The role inserts no row into the table.
+    NotGranted,
+    /// Whatever the command takes (from the submission, the worker, the evidence): another value
+    /// alone is accepted.
+    Given(&'static str),
+    /// Only what the text says: another value alone is refused.
+    Held(&'static str),
+}
+
+impl Insert {
+    /// Whether an INSERT of the row a command writes, with this column alone set to another
+    /// value, is accepted.
+    pub fn accepts_another(self) -> bool {
+        matches!(self, Insert::Given(_))
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Insert::NotGranted => "no insert",
+            Insert::Given(how) | Insert::Held(how) => how,
+        }
+    }
+}
+
+/// One column's policy for the rows the two roles that write insert (0095, 0096).
+#[derive(Debug, Clone, Copy)]
+pub struct InsertPolicy {
+    pub table: &'static str,
+    pub column: &'static str,
+    pub worker: Insert,
+    pub reviewer: Insert,
+}
+
+use Insert::{Given, Held, NotGranted};
+
+const fn insert(table: &'static str, column: &'static str, worker: Insert, reviewer: Insert) -> InsertPolicy {
+    InsertPolicy { table, column, worker, reviewer }
+}
+
+/// A column of a new action that starts at one value whoever inserts it.
+const fn initial(column: &'static str, value: &'static str) -> InsertPolicy {
+    insert("actions", column, Held(value), Held(value))
+}
+
+/// A column of a table only a worker inserts into.
+const fn workers(table: &'static str, column: &'static str, worker: Insert) -> InsertPolicy {
+    insert(table, column, worker, NotGranted)
+}
+
+const SEQUENCE: Insert = Given("any (the sequence's)");
+const NONE: Insert = Held("none");
+const NOW_OR_LATER: Insert = Held("the database's time of the transaction or later");
+const ORIGINALS: Insert = Held("the completed original's");
+
+/// Every column of every table a worker or a reviewer inserts into, in the order of
+/// `migrations/postgres.schema.sql`. The tables not named here no role but the owner inserts
+/// into.
+pub const INSERT_POLICY: &[InsertPolicy] = &[
+    insert("actions", "id", SEQUENCE, SEQUENCE),
+    insert("actions", "key", Given("the submission's"), Held("KEY#recreate-N or KEY#update-N of a completed action")),
+    initial("state", "pending"),
+    insert(
+        "actions",
+        "payload",
+        Held("the submission's, with its fingerprint"),
+        Held("the completed original's, with its fingerprint"),
+    ),
+    insert("actions", "fingerprint", Held("the SHA-256 of the payload"), ORIGINALS),
+    initial("proposed_payload", "none"),
+    initial("proposed_fingerprint", "none"),
+    initial("proposed_source_version", "none"),
+    initial("resume_state", "none"),
+    insert("actions", "source", Given("the submission's"), ORIGINALS),
+    insert("actions", "source_version", Given("the submission's"), ORIGINALS),
+    insert("actions", "destination", Given("the submission's"), ORIGINALS),
+    insert("actions", "after_key", Given("the submission's"), NONE),
+    initial("claimed_by", "none"),
+    initial("ownership_version", "0"),
+    initial("revision", "1"),
+    initial("lease_expires_at", "none"),
+    initial("not_before", "none"),
+    initial("attempts", "0"),
+    initial("attempts_in_round", "0"),
+    initial("assignee", "none"),
+    initial("destination_id", "none"),
+    initial("first_sent_at", "none"),
+    initial("last_error", "none"),
+    insert("actions", "created_at", NOW_OR_LATER, NOW_OR_LATER),
+    insert("actions", "updated_at", Held("its creation time"), Held("its creation time")),
+    initial("window_started_at", "none"),
+    initial("late_results", "0"),
+    initial("old_worker_may_act", "false"),
+    initial("payload_revision", "1"),
+    initial("idempotency_key", "none"),
+    insert("actions", "updates_key", NONE, Held("the completed action an update action updates; none otherwise")),
+    insert("actions", "updates_destination_id", NONE, Held("the updated action's destination id")),
+    initial("may_have_written", "false"),
+    workers("attempts", "id", SEQUENCE),
+    workers("attempts", "action_key", Given("the claimed action's")),
+    workers("attempts", "number", Given("the next")),
+    workers("attempts", "worker", Given("the claim's worker")),
+    workers("attempts", "ownership_version", Given("the claim's")),
+    workers("attempts", "started_at", Given("the database's time (not checked)")),
+    workers("attempts", "ended_at", NONE),
+    workers("attempts", "outcome", NONE),
+    workers("attempts", "error", NONE),
+    workers("attempts", "response_status", NONE),
+    workers("attempts", "destination_id", NONE),
+    workers("attempts", "response_body", NONE),
+    workers("attempts", "stale", Held("false")),
+    workers("attempts", "acknowledged_by", NONE),
+    workers("attempts", "acknowledged_at", NONE),
+    workers("attempts", "idempotency_key", Given("the action's")),
+    insert("audit_trail", "id", SEQUENCE, SEQUENCE),
+    insert(
+        "audit_trail",
+        "action_key",
+        Held("an action in the entry's state at the commit"),
+        Held("an action in the entry's state at the commit"),
+    ),
+    insert("audit_trail", "at", NOW_OR_LATER, NOW_OR_LATER),
+    insert("audit_trail", "actor", Given("the worker's or source's name"), Held("the person of the login")),
+    insert("audit_trail", "actor_kind", Given("worker or source"), Held("person")),
+    insert("audit_trail", "event", Given("the command's"), Given("the command's")),
+    insert(
+        "audit_trail",
+        "from_state",
+        Held("the state the action left (none for its creation)"),
+        Held("the state the action left (none for its creation)"),
+    ),
+    insert(
+        "audit_trail",
+        "to_state",
+        Held("the action's state at the commit"),
+        Held("the action's state at the commit"),
+    ),
+    insert(
+        "audit_trail",
+        "ownership_version",
+        Held("the action's after the change"),
+        Held("the action's after the change"),
+    ),
+    insert(
+        "audit_trail",
+        "revision",
+        Held("the action's after the change: not past it, not before the entry before"),
+        Held("the action's after the change: not past it, not before the entry before"),
+    ),
+    insert("audit_trail", "reason", Given("the command's"), Given("the command's")),
+    workers("deliveries", "id", SEQUENCE),
+    workers("deliveries", "action_key", Held("the submitted action (created: inserted by the same transaction)")),
+    workers("deliveries", "event_id", Given("the submission's")),
+    workers("deliveries", "source", Given("the submission's")),
+    workers("deliveries", "source_version", Given("the submission's")),
+    workers("deliveries", "fingerprint", Held("the approved payload's, for a duplicate or a creation")),
+    workers("deliveries", "outcome", Held("created only with the action inserted, duplicate only of its payload")),
+    workers("deliveries", "received_at", NOW_OR_LATER),
+    insert("lookups", "id", SEQUENCE, SEQUENCE),
+    insert(
+        "lookups",
+        "action_key",
+        Held("an unknown action, or one whose lookup entry the transaction writes"),
+        Held("an unknown action, or one whose lookup entry the transaction writes"),
+    ),
+    insert("lookups", "at", NOW_OR_LATER, NOW_OR_LATER),
+    insert("lookups", "actor", Given("the worker's name"), Held("the person of the login")),
+    insert(
+        "lookups",
+        "verdict",
+        Held("failed alone; any other with the lookup's audit entry by the same actor"),
+        Held("failed alone; any other with the lookup's audit entry by the same actor"),
+    ),
+    insert("lookups", "records", Held("0 when failed"), Held("0 when failed")),
+    insert("lookups", "destination_id", Held("none when failed"), Held("none when failed")),
+    insert("lookups", "response_status", Given("the destination's answer"), Given("the destination's answer")),
+    insert("lookups", "response_body", Given("the destination's answer"), Given("the destination's answer")),
+    insert("lookups", "detail", Given("the lookup's"), Given("the lookup's")),
+    workers("proposals", "id", SEQUENCE),
+    workers("proposals", "action_key", Given("the submission's")),
+    workers("proposals", "fingerprint", Held("the SHA-256 of the payload")),
+    workers("proposals", "payload", Held("the submission's, with its fingerprint")),
+    workers("proposals", "source", Given("the submission's")),
+    workers("proposals", "event_id", Given("the submission's")),
+    workers("proposals", "source_version", Given("the submission's")),
+    workers("proposals", "received_at", NOW_OR_LATER),
+    workers("proposals", "decision", NONE),
+    workers("proposals", "decided_by", NONE),
+    workers("proposals", "decided_at", NONE),
+    workers("refused_submissions", "id", SEQUENCE),
+    workers("refused_submissions", "received_at", Given("the database's time (not checked)")),
+    workers("refused_submissions", "key_excerpt", Given("the refused submission's")),
+    workers("refused_submissions", "problem", Given("the refusal's")),
+    workers("refused_submissions", "message", Given("the refusal's")),
+    workers("refused_submissions", "event_id", Given("the refused submission's")),
+    workers("refused_submissions", "source", Given("the refused submission's")),
+    workers("refused_submissions", "destination", Given("the refused submission's")),
+];
+
+/// The insert policy of one column, if a role inserts into its table.
+pub fn insert_policy_of(table: &str, column: &str) -> Option<&'static InsertPolicy> {
+    INSERT_POLICY.iter().find(|p| p.table == table && p.column == column)
+}
+
 /// The policy of one column, if it has one.
 pub fn policy_of(table: &str, column: &str) -> Option<&'static ColumnPolicy> {
     POLICY.iter().find(|p| p.table == table && p.column == column)
@@ -356,6 +562,22 @@ pub fn policy_markdown() -> String {
          owner role (`actionledger_owner`, which migrates and purges) may change anything.\n",
         rows.concat(),
         named.join(", ")
+    ) + &insert_policy_markdown()
+}
+
+/// The insert policy as docs/RULES.md shows it, after the update policy: one row per column of
+/// each table a role inserts into.
+fn insert_policy_markdown() -> String {
+    let rows: Vec<String> = INSERT_POLICY
+        .iter()
+        .map(|p| format!("| {} | `{}` | {} | {} |\n", p.table, p.column, p.worker.describe(), p.reviewer.describe()))
+        .collect();
+    format!(
+        "\nWhat a row a role inserts may hold (migrations 0095 and 0096): `none` and a value are all the column may \
+         hold; a column the text calls the command's, the submission's or any may hold another value. A new action \
+         also needs its `submitted` entry in the same transaction, and a lookup other than a failed one the \
+         lookup's entry.\n\n| table | column | worker inserts | reviewer inserts |\n|---|---|---|---|\n{}",
+        rows.concat()
     )
 }
 
@@ -372,6 +594,20 @@ mod tests {
         for (index, policy) in POLICY.iter().enumerate() {
             let again = POLICY[index + 1..].iter().any(|p| p.table == policy.table && p.column == policy.column);
             assert!(!again, "{}.{} is classified twice", policy.table, policy.column);
+        }
+    }
+
+    #[test]
+    fn every_inserted_column_is_classified_once() {
+        for (index, policy) in INSERT_POLICY.iter().enumerate() {
+            let again = INSERT_POLICY[index + 1..].iter().any(|p| p.table == policy.table && p.column == policy.column);
+            assert!(!again, "{}.{} is classified twice", policy.table, policy.column);
+            assert!(
+                policy_of(policy.table, policy.column).is_some(),
+                "{}.{} is no column",
+                policy.table,
+                policy.column
+            );
         }
     }
 

@@ -183,6 +183,354 @@ async fn every_column_is_guarded_as_the_policy_says() {
     assert_eq!(tried, 3 * columns.len());
 }
 
+/// The database's time of the transaction, as the ledger writes it: one value for every column of
+/// a statement (a new action's creation and last change are the same instant).
+const TX_NOW: &str = "(extract(epoch FROM transaction_timestamp()) * 1000)::bigint";
+
+/// The row a command of `role` inserts into `table` (as column and SQL value), and what else it
+/// writes in the same statement: `{row}` is the insert of the row, returning `key` for actions.
+/// `None` where the role's commands insert nothing into the table: the worker's row is tried.
+fn inserted_row(table: &str, role: &str, login: &str) -> Option<(Vec<(&'static str, String)>, String)> {
+    let of = |key: &str, column: &str| format!("(SELECT {column} FROM actions WHERE key = '{key}')");
+    let plain = "{row}".to_owned();
+    let submitted = |actor: &str, kind: &str| {
+        format!(
+            "WITH created AS ({{row}} RETURNING key) INSERT INTO audit_trail (action_key, at, actor, actor_kind, \
+             event, from_state, to_state, ownership_version, revision) \
+             SELECT key, {TX_NOW}, '{actor}', '{kind}', 'submitted', NULL, 'pending', 0, 1 FROM created"
+        )
+    };
+    let new_action = |key: &str, from: &str| {
+        vec![
+            ("key", format!("'{key}'")),
+            ("state", "'pending'".to_owned()),
+            ("payload", of(from, "payload")),
+            ("fingerprint", of(from, "fingerprint")),
+            ("source", of(from, "source")),
+            ("source_version", of(from, "source_version")),
+            ("destination", of(from, "destination")),
+            ("ownership_version", "0".to_owned()),
+            ("revision", "1".to_owned()),
+            ("attempts", "0".to_owned()),
+            ("attempts_in_round", "0".to_owned()),
+            ("payload_revision", "1".to_owned()),
+            ("created_at", TX_NOW.to_owned()),
+            ("updated_at", TX_NOW.to_owned()),
+        ]
+    };
+    let entry = |key: &str, actor: &str, kind: &str, event: &str, state: &str| {
+        vec![
+            ("action_key", format!("'{key}'")),
+            ("at", TX_NOW.to_owned()),
+            ("actor", format!("'{actor}'")),
+            ("actor_kind", format!("'{kind}'")),
+            ("event", format!("'{event}'")),
+            ("from_state", format!("'{state}'")),
+            ("to_state", format!("'{state}'")),
+            ("ownership_version", of(key, "ownership_version")),
+            ("revision", of(key, "revision")),
+        ]
+    };
+    // A lookup that got no answer, kept for an unknown action.
+    let failed_lookup = |actor: &str| {
+        vec![
+            ("action_key", "'g:unknown'".to_owned()),
+            ("at", TX_NOW.to_owned()),
+            ("actor", format!("'{actor}'")),
+            ("verdict", "'failed'".to_owned()),
+            ("records", "0".to_owned()),
+            ("response_status", "503".to_owned()),
+            ("response_body", "'busy'".to_owned()),
+            ("detail", "'timed out'".to_owned()),
+        ]
+    };
+    Some(match (table, role) {
+        ("actions", "reviewer") => (new_action("g:done#recreate-1", "g:done"), submitted(login, "person")),
+        ("actions", _) => (new_action("g:new", "g:pending"), submitted("shop", "source")),
+        ("audit_trail", "reviewer") => (entry("g:unknown", login, "person", "assigned", "unknown"), plain),
+        ("audit_trail", _) => (entry("g:claimed", "w1", "worker", "late_result", "in_progress"), plain),
+        ("lookups", "reviewer") => (failed_lookup(login), plain),
+        ("lookups", _) => (failed_lookup("w1"), plain),
+        (table, _) => (worker_only_row(table)?, plain),
+    })
+}
+
+/// The row a worker's command inserts into a table only a worker inserts into.
+fn worker_only_row(table: &str) -> Option<Vec<(&'static str, String)>> {
+    let of = |key: &str, column: &str| format!("(SELECT {column} FROM actions WHERE key = '{key}')");
+    Some(match table {
+        "attempts" => vec![
+            ("action_key", "'g:claimed'".to_owned()),
+            ("number", "9".to_owned()),
+            ("worker", "'setup'".to_owned()),
+            ("ownership_version", of("g:claimed", "ownership_version")),
+            ("started_at", TX_NOW.to_owned()),
+        ],
+        "deliveries" => vec![
+            ("action_key", "'g:pending'".to_owned()),
+            ("source", "'shop'".to_owned()),
+            ("source_version", "1".to_owned()),
+            ("fingerprint", of("g:pending", "fingerprint")),
+            ("outcome", "'duplicate'".to_owned()),
+            ("received_at", TX_NOW.to_owned()),
+        ],
+        "proposals" => vec![
+            ("action_key", "'g:pending'".to_owned()),
+            ("fingerprint", r#"encode(sha256(convert_to('{"qty":5}', 'UTF8')), 'hex')"#.to_owned()),
+            ("payload", r#"'{"qty":5}'"#.to_owned()),
+            ("source", "'shop'".to_owned()),
+            ("source_version", "2".to_owned()),
+            ("received_at", TX_NOW.to_owned()),
+        ],
+        "refused_submissions" => vec![
+            ("received_at", TX_NOW.to_owned()),
+            ("key_excerpt", "'k k'".to_owned()),
+            ("problem", "'invalid_key'".to_owned()),
+            ("message", "'whitespace in the key'".to_owned()),
+        ],
+        _ => return None,
+    })
+}
+
+/// A forged value of `column` of an inserted row, over the command's `value` (`NULL` where the
+/// command leaves the column out): another action for a reference, a time a day in the past (or
+/// now, for a time the command leaves unset), a value the column's check allows.
+fn forged_insert_value(column: &str, data_type: &str, domain: Option<&str>, value: &str) -> String {
+    const TIMES: &[&str] = &[
+        "at",
+        "created_at",
+        "updated_at",
+        "received_at",
+        "started_at",
+        "ended_at",
+        "decided_at",
+        "acknowledged_at",
+        "lease_expires_at",
+        "not_before",
+        "first_sent_at",
+        "window_started_at",
+    ];
+    match column {
+        "id" => "9000007".into(),
+        "action_key" => "'g:conflict'".into(),
+        "outcome" if domain.is_none() => "'created'".into(),
+        "verdict" => "'found'".into(),
+        "decision" => "'approved'".into(),
+        time if TIMES.contains(&time) && value == "NULL" => TX_NOW.into(),
+        time if TIMES.contains(&time) => format!("({value}) - 86400000"),
+        _ => another_value(&format!("({value})"), data_type, domain),
+    }
+}
+
+/// The refusals of an insert: for lack of privilege (the guards, the grants), by the check of a
+/// new action's first state (0001), or by a check constraint a forged value breaks.
+async fn insert_refused(ledger: &Ledger<PostgresStore>, what: &str, statement: &str) {
+    match attempt(ledger, &[statement]).await {
+        Err(refusal) if ["42501", "P0001", "23514"].iter().any(|code| refusal.starts_with(code)) => {}
+        other => panic!("{what}: must be refused ({statement}), got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_inserted_column_is_guarded_as_the_policy_says() {
+    let Some((admin, url)) = ledger().await else { return };
+    fixture(&admin).await;
+    let columns: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text, data_type::text, domain_name::text \
+         FROM information_schema.columns WHERE table_schema = current_schema() \
+           AND table_name IN ('actions', 'attempts', 'audit_trail', 'deliveries', 'lookups', 'proposals', \
+                              'refused_submissions') \
+         ORDER BY table_name, ordinal_position",
+    )
+    .fetch_all(admin.store().pool())
+    .await
+    .unwrap();
+    let unclassified: Vec<String> = columns
+        .iter()
+        .filter(|(table, column, _, _)| pg_guards::insert_policy_of(table, column).is_none())
+        .map(|(table, column, _, _)| format!("{table}.{column}"))
+        .collect();
+    assert!(unclassified.is_empty(), "columns no insert policy classifies (INSERT_POLICY): {unclassified:?}");
+    assert_eq!(columns.len(), pg_guards::INSERT_POLICY.len(), "INSERT_POLICY names a column the ledger lacks");
+
+    let mut tried = 0;
+    for role in ["worker", "reviewer", "viewer"] {
+        let login = open_as(&admin, &url, &format!("actionledger_{role}")).await;
+        let person = format!("{}_{role}", crate::roles::database_name(&url));
+        let mut tables: Vec<&str> = columns.iter().map(|(table, ..)| table.as_str()).collect();
+        tables.dedup();
+        for table in tables {
+            let (row, statement) = inserted_row(table, role, &person)
+                .or_else(|| inserted_row(table, "worker", "w1"))
+                .unwrap_or_else(|| panic!("no row of {table} to try"));
+            let insert = |forged: Option<(&str, String)>| {
+                let mut row = row.clone();
+                if let Some((column, value)) = forged {
+                    match row.iter_mut().find(|(name, _)| *name == column) {
+                        Some(cell) => cell.1 = value,
+                        None => row.push((pg_guards::insert_policy_of(table, column).unwrap().column, value)),
+                    }
+                }
+                let names: Vec<&str> = row.iter().map(|(name, _)| *name).collect();
+                let values: Vec<&str> = row.iter().map(|(_, value)| value.as_str()).collect();
+                let insert = format!("INSERT INTO {table} ({}) SELECT {}", names.join(", "), values.join(", "));
+                statement.replace("{row}", &insert)
+            };
+            let policy_of = |column: &str| {
+                let policy = pg_guards::insert_policy_of(table, column).unwrap();
+                match role {
+                    "worker" => policy.worker,
+                    "reviewer" => policy.reviewer,
+                    _ => pg_guards::Insert::NotGranted,
+                }
+            };
+            let granted = policy_of("id") != pg_guards::Insert::NotGranted;
+            if granted {
+                assert_eq!(attempt(&login, &[&insert(None)]).await.map(|_| ()), Ok(()), "{role}: {table} as written");
+            }
+            for (t, column, data_type, domain) in columns.iter().filter(|(t, ..)| t == table) {
+                let command_value = row.iter().find(|(name, _)| name == column).map_or("NULL", |(_, v)| v.as_str());
+                let value = forged_insert_value(column, data_type, domain.as_deref(), command_value);
+                let sql = insert(Some((column, value)));
+                let policy = policy_of(column);
+                let what = format!("{role} inserting {t} with {column} forged ({policy:?})");
+                if policy.accepts_another() {
+                    assert_eq!(attempt(&login, &[&sql]).await.map(|_| ()), Ok(()), "{what}: {sql}");
+                } else {
+                    insert_refused(&login, &what, &sql).await;
+                }
+                tried += 1;
+            }
+        }
+    }
+    assert_eq!(tried, 3 * columns.len());
+}
+
+/// Lookups, deliveries and proposals forged by direct SQL (see [`forged_inserts_are_refused`]):
+/// each refused, tried in a transaction that is rolled back.
+async fn forged_evidence_is_refused(worker: &Ledger<PostgresStore>, reviewer: &Ledger<PostgresStore>, login: &str) {
+    // Lookups: a verdict with evidence for an action the login settles nothing of.
+    let lookup = |actor: &str, verdict: &str, key: &str| {
+        format!(
+            "INSERT INTO lookups (action_key, at, actor, verdict, records, destination_id, response_body) \
+             VALUES ('{key}', {TX_NOW}, '{actor}', '{verdict}', 1, 'CRM-9', 'found it')"
+        )
+    };
+    refused(worker, "worker: a found lookup with no entry", &[&lookup("w1", "found", "g:claimed")]).await;
+    refused(reviewer, "reviewer: a found lookup with no entry", &[&lookup(login, "found", "g:done")]).await;
+    refused(reviewer, "reviewer: a lookup in bob's name", &[&lookup("bob", "failed", "g:unknown")]).await;
+    refused(worker, "worker: a failed lookup that found something", &[&lookup("w1", "failed", "g:unknown")]).await;
+    refused(
+        worker,
+        "worker: a lookup dated in the past",
+        &["INSERT INTO lookups (action_key, at, actor, verdict, records) VALUES ('g:unknown', 0, 'w1', 'failed', 0)"],
+    )
+    .await;
+    // Deliveries: one that claims to have created an action this transaction did not insert.
+    let delivery = |outcome: &str, at: &str| {
+        format!(
+            "INSERT INTO deliveries (action_key, source, fingerprint, outcome, received_at) \
+             SELECT key, 'shop', fingerprint, '{outcome}', {at} FROM actions WHERE key = 'g:done'"
+        )
+    };
+    assert_eq!(attempt(worker, &[&delivery("duplicate", TX_NOW)]).await, Ok(1), "a duplicate delivery");
+    refused(worker, "worker: a delivery that created another action", &[&delivery("created", TX_NOW)]).await;
+    refused(worker, "worker: a delivery dated in the past", &[&delivery("duplicate", "0")]).await;
+    // A proposal whose fingerprint is not its payload's: approving it would run another payload
+    // than the one shown.
+    refused(
+        worker,
+        "worker: a proposal with another payload's fingerprint",
+        &["INSERT INTO proposals (action_key, fingerprint, payload, received_at) \
+           SELECT key, fingerprint, '{\"qty\":99}', (extract(epoch FROM transaction_timestamp()) * 1000)::bigint \
+           FROM actions WHERE key = 'g:pending'"],
+    )
+    .await;
+}
+
+/// The inserts a tester forged by direct SQL, each refused with nothing kept: a worker's action
+/// created in the past with a destination id, counts, a window, a backoff and an assignee, or
+/// with no `submitted` entry; a lookup that settles an action it never recorded; a delivery that
+/// claims to have created another action; a proposal under another payload's fingerprint;
+/// entries under versions the action does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_inserts_are_refused() {
+    let Some((admin, url)) = ledger().await else { return };
+    fixture(&admin).await;
+    let worker = open_as(&admin, &url, "actionledger_worker").await;
+    let reviewer = open_as(&admin, &url, "actionledger_reviewer").await;
+    let login = format!("{}_reviewer", crate::roles::database_name(&url));
+    let before = details(&admin).await;
+    // The checks of the commit run at each statement here: the entry is written in the same one.
+    let with_entry = |insert: &str| {
+        format!(
+            "WITH created AS ({insert} RETURNING key) INSERT INTO audit_trail (action_key, at, actor, actor_kind, \
+             event, to_state, ownership_version, revision) \
+             SELECT key, {TX_NOW}, 'shop', 'source', 'submitted', 'pending', 0, 1 FROM created"
+        )
+    };
+    let action = |extra_columns: &str, extra_values: &str| {
+        format!(
+            "INSERT INTO actions (key, state, payload, fingerprint, source, created_at, updated_at{extra_columns}) \
+             SELECT 'f:1', 'pending', payload, fingerprint, source, {TX_NOW}, {TX_NOW}{extra_values} \
+             FROM actions WHERE key = 'g:pending'"
+        )
+    };
+    assert_eq!(attempt(&worker, &[&with_entry(&action("", ""))]).await, Ok(1), "a submission as the ledger writes it");
+    refused(&worker, "worker: a new action without its submitted entry", &[&action("", "")]).await;
+    for (what, columns, values) in [
+        ("created a year ago", ", late_results", ", 0"),
+        ("with a destination id", ", destination_id", ", 'CRM-FORGED'"),
+        ("with a request that may have written", ", may_have_written", ", true"),
+        ("with attempts counted", ", attempts, attempts_in_round", ", 5, 5"),
+        ("with late results", ", late_results", ", 2"),
+        ("with a window", ", window_started_at", &format!(", {TX_NOW}")),
+        ("with a backoff", ", not_before", ", 9000000000000"),
+        ("with an assignee", ", assignee", ", 'mallory'"),
+        ("with an old worker that may act", ", old_worker_may_act", ", true"),
+        ("updating another action", ", updates_key, updates_destination_id", ", 'g:done', 'CRM-1'"),
+    ] {
+        let mut insert = action(columns, values);
+        if what == "created a year ago" {
+            insert = insert.replacen(&format!("{TX_NOW}, {TX_NOW}"), "0, 0", 1);
+        }
+        refused(&worker, &format!("worker: a new action {what}"), &[&with_entry(&insert)]).await;
+    }
+    forged_evidence_is_refused(&worker, &reviewer, &login).await;
+    // Entries under versions the action does not have.
+    let versions = |ownership: &str, revision: &str| {
+        format!(
+            "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, \
+             ownership_version, revision) SELECT key, {TX_NOW}, 'w1', 'worker', 'late_result', state, state, \
+             {ownership}, {revision} FROM actions WHERE key = 'g:claimed'"
+        )
+    };
+    assert_eq!(attempt(&worker, &[&versions("ownership_version", "revision")]).await, Ok(1), "an entry as written");
+    for (what, ownership, revision) in [
+        ("an older ownership version", "ownership_version - 1", "revision"),
+        ("a later ownership version", "ownership_version + 1", "revision"),
+        ("a later revision", "ownership_version", "revision + 5"),
+        ("a revision before the entry before", "ownership_version", "0"),
+    ] {
+        refused(&worker, &format!("worker: an entry under {what}"), &[&versions(ownership, revision)]).await;
+    }
+    // Committed, not only tried: refused at the commit, nothing kept.
+    assert!(exec(&worker, &action("", "")).await.is_err(), "an action without its entry is not kept");
+    assert!(admin.store().find(&key("f:1")).await.unwrap().is_none());
+    for (now, was) in details(&admin).await.iter().zip(&before) {
+        let k = &was.action.key;
+        assert_eq!(now.action, was.action, "{k} is as it was");
+        assert_eq!(now.audit.len(), was.audit.len(), "{k}: no entry was kept");
+        assert_eq!(now.lookups.len(), was.lookups.len(), "{k}: no lookup was kept");
+        assert_eq!(now.deliveries.len(), was.deliveries.len(), "{k}: no delivery was kept");
+    }
+    // The commands still pass: a submission, a person's re-creation of a completed action.
+    worker.submit(&raw("g:after", "{}")).await.expect("a worker submits");
+    let recreate = crate::support::person_request("g:done", ManualCommand::Recreate);
+    reviewer.manual(&recreate).await.expect("a reviewer re-creates a completed action");
+    assert_eq!(admin.store().find(&key("g:done#recreate-1")).await.unwrap().unwrap().state, State::Pending);
+}
+
 /// The time of the database, as the ledger writes it.
 const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 

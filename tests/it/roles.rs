@@ -384,7 +384,17 @@ async fn a_reviewer_re_creates_a_completed_action_and_inserts_nothing_else() {
          SELECT 'a:open#recreate-1', 'pending', payload, fingerprint, source, 0, 0 FROM actions WHERE key = 'a:open'",
     )
     .await;
-    exec(&reviewer, &sneaked("a:gone#recreate-2", "{}")).await.expect("the same payload under the next key");
+    // As the command writes it: created now, with the person's `submitted` entry.
+    let now = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+    let recreated = format!(
+        "WITH created AS (INSERT INTO actions (key, state, payload, fingerprint, source, source_version, created_at, \
+         updated_at) SELECT 'a:gone#recreate-2', 'pending', payload, fingerprint, source, source_version, {now}, {now} \
+         FROM actions WHERE key = 'a:gone' RETURNING key) \
+         INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, to_state, ownership_version, revision) \
+         SELECT key, {now}, '{}_reviewer', 'person', 'submitted', 'pending', 0, 1 FROM created",
+        database_name(&url)
+    );
+    exec(&reviewer, &recreated).await.expect("the same payload under the next key");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -697,8 +707,8 @@ async fn direct_sql_is_refused_column_by_column_and_actor_by_actor() {
     // In its own login's name, a reviewer's entry is its own.
     let own = format!(
         "INSERT INTO audit_trail (action_key, at, actor, actor_kind, event, from_state, to_state, ownership_version, \
-         revision) VALUES ('d:1', (extract(epoch FROM clock_timestamp()) * 1000)::bigint, '{reviewer_login}', 'person', \
-         'assigned', 'unknown', 'unknown', 1, 9)"
+         revision) SELECT key, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, '{reviewer_login}', 'person', \
+         'assigned', state, state, ownership_version, revision FROM actions WHERE key = 'd:1'"
     );
     assert_eq!(exec(&reviewer, &own).await.unwrap(), 1, "a login signs as its own name");
 

@@ -1023,6 +1023,9 @@ CREATE OR REPLACE FUNCTION actionledger_guard_reviewer_insert()
  LANGUAGE plpgsql
  SET search_path TO '<schema>', 'pg_temp'
 AS $function$
+DECLARE
+    -- The database's time of this transaction, in the ledger's milliseconds (0095).
+    transaction_ms bigint := floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1;
 BEGIN
     IF actionledger_session_duties() & 1 = 1 THEN
         -- 0096: a submission records a new action, never an update of another.
@@ -1035,20 +1038,27 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.updates_key IS NOT NULL THEN
-        -- 0096: the update action an approval records carries its original as it was approved.
+        -- 0099: the update action an approval records carries the proposal approved in this
+        -- transaction, under the first number above its original's payload revision that is free
+        -- (0097: the original keeps its payload until the update completes).
         IF NOT EXISTS (
             SELECT 1 FROM actions original
+            JOIN proposals approved ON approved.action_key = original.key
             WHERE original.key = NEW.updates_key AND original.state = 'completed'
-              AND NEW.key = original.key || '#update-' || original.payload_revision
+              AND NEW.key ~ ('#update-[1-9][0-9]*$')
+              AND NEW.key = original.key || '#update-' || substring(NEW.key FROM '#update-([1-9][0-9]*)$')
+              AND substring(NEW.key FROM '#update-([1-9][0-9]*)$')::bigint > original.payload_revision
               AND NEW.after_key IS NULL
-              AND original.payload = NEW.payload AND original.fingerprint = NEW.fingerprint
+              AND approved.decision = 'approved' AND approved.decided_at >= transaction_ms
+              AND approved.payload = NEW.payload AND approved.fingerprint = NEW.fingerprint
+              AND NEW.source_version IS NOT DISTINCT FROM COALESCE(approved.source_version, original.source_version)
               AND original.source IS NOT DISTINCT FROM NEW.source
-              AND original.source_version IS NOT DISTINCT FROM NEW.source_version
               AND original.destination IS NOT DISTINCT FROM NEW.destination
               AND original.destination_id IS NOT DISTINCT FROM NEW.updates_destination_id) THEN
             RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
-                'actionledger: role %s may record an update action only as KEY#update-N of a completed action, with '
-                'its approved payload, source, destination and destination id', current_user);
+                'actionledger: role %s may record an update action only as KEY#update-N of a completed action, '
+                'above its payload revision, with the proposal approved in the same transaction and the '
+                'action''s source, destination and destination id', current_user);
         END IF;
         RETURN NEW;
     END IF;

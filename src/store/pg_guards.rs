@@ -1,5 +1,5 @@
 //! What each PostgreSQL role may change, table by table and column by column: the policy the
-//! privileges and guard functions of `migrations/postgres` enforce (0004, 0011, 0016, 0093, 0095, 0098),
+//! privileges and guard functions of `migrations/postgres` enforce (0004, 0011, 0016, 0093, 0095, 0096, 0098, 0099),
 //! written once as data so that docs/RULES.md shows it and a test tries every column of every
 //! table with each role's login against it. SQLite has no roles: whoever may write its file may
 //! write anything, so this policy is PostgreSQL's alone.
@@ -347,7 +347,7 @@ impl Insert {
     }
 }
 
-/// One column's policy for the rows the two roles that write insert (0095, 0096).
+/// One column's policy for the rows the two roles that write insert (0095, 0096, 0099).
 #[derive(Debug, Clone, Copy)]
 pub struct InsertPolicy {
     pub table: &'static str,
@@ -573,7 +573,7 @@ fn insert_policy_markdown() -> String {
         .map(|p| format!("| {} | `{}` | {} | {} |\n", p.table, p.column, p.worker.describe(), p.reviewer.describe()))
         .collect();
     format!(
-        "\nWhat a row a role inserts may hold (migrations 0095 and 0096): `none` and a value are all the column may \
+        "\nWhat a row a role inserts may hold (migrations 0095, 0096 and 0099): `none` and a value are all the column may \
          hold; a column the text calls the command's, the submission's or any may hold another value. A new action \
          also needs its `submitted` entry in the same transaction, and a lookup other than a failed one the \
          lookup's entry.\n\n| table | column | worker inserts | reviewer inserts |\n|---|---|---|---|\n{}",

@@ -140,6 +140,10 @@ pub fn explanation(report: &SubmitReport) -> String {
         crate::domain::SubmitOutcome::Stale => {
             format!("{key} has a newer source version recorded; delivery recorded, nothing changed")
         }
+        crate::domain::SubmitOutcome::Conflict if report.dependency.is_some() => {
+            let dependency = report.dependency.as_ref().map(dependency_explanation).unwrap_or_default();
+            format!("{key} {dependency}")
+        }
         // Only a purged action refuses to keep a proposal (rule 7).
         crate::domain::SubmitOutcome::Conflict if a.proposal.is_none() => format!(
             "{key} was {} and has been purged, with a different payload; this one is not kept and nothing runs; \
@@ -151,6 +155,26 @@ pub fn explanation(report: &SubmitReport) -> String {
              or reject; the action is {}",
             a.state
         ),
+    }
+}
+
+/// What a delivery that named another action to wait for changed, after the action's key.
+fn dependency_explanation(conflict: &crate::ledger::DependencyConflict) -> String {
+    let name = |after: &Option<crate::domain::ActionKey>| {
+        after.as_ref().map_or_else(|| "no other action".to_owned(), |k| escape_untrusted(k.as_str()))
+    };
+    let (asked, recorded) = (name(&conflict.asked), name(&conflict.recorded));
+    if conflict.purged {
+        format!(
+            "was recorded waiting for {recorded} and has been purged; this delivery asks it to wait for {asked}: \
+             nothing changed and nothing runs"
+        )
+    } else {
+        format!(
+            "is recorded waiting for {recorded}; this delivery of the same payload asks it to wait for {asked}: \
+             the dependency it was recorded with stays, and a person decides (the action waits in conflict unless \
+             it was already claimed or settled)"
+        )
     }
 }
 

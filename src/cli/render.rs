@@ -470,9 +470,11 @@ pub fn manual(request: &ManualRequest, outcome: &ManualOutcome, as_json: bool) {
         let what = match (&request.command, &outcome.update) {
             (ManualCommand::Assign { to }, _) => format!("now assigned to {}", escape_untrusted(to)),
             (ManualCommand::Approve { .. }, Some(update)) => format!(
-                "payload revision {} is approved; the update action {} (pending) performs it at the destination",
-                a.payload_revision,
-                escape_untrusted(update.key.as_str())
+                "payload revision {} is approved; the update action {} (pending) performs it at the destination, \
+                 and this action keeps payload revision {} until that update completes",
+                crate::domain::manual::update_number(update).unwrap_or(a.payload_revision + 1),
+                escape_untrusted(update.key.as_str()),
+                a.payload_revision
             ),
             (ManualCommand::Acknowledge, _) => "its late results are acknowledged".to_owned(),
             (ManualCommand::Recreate, _) => format!(

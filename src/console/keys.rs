@@ -588,21 +588,14 @@ mod tests {
     /// source for both.
     #[test]
     fn the_review_guide_lists_every_console_key() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/review.md");
-        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-        let (before, rest) = doc.split_once(KEYS_BEGIN).unwrap_or_else(|| panic!("{path} lacks {KEYS_BEGIN}"));
-        let (shown, after) = rest.split_once(KEYS_END).unwrap_or_else(|| panic!("{path} lacks {KEYS_END}"));
-        let expected = format!("\n{}", keys_markdown());
-        if shown == expected {
-            return;
-        }
-        if std::env::var_os("ACTIONLEDGER_UPDATE_DOCS").is_some() {
-            std::fs::write(path, format!("{before}{KEYS_BEGIN}{expected}{KEYS_END}{after}")).unwrap();
-            return;
-        }
-        panic!(
-            "the console keys in docs/review.md differ from BINDINGS in src/console/keys.rs.\n\
-             Regenerate them: ACTIONLEDGER_UPDATE_DOCS=1 cargo test --lib the_review_guide_lists_every_console_key\n{expected}"
+        crate::domain::generated_section::check(
+            "docs/review.md",
+            KEYS_BEGIN,
+            KEYS_END,
+            &keys_markdown(),
+            "ACTIONLEDGER_UPDATE_DOCS",
+            "the console keys (BINDINGS in src/console/keys.rs)",
+            "cargo test --lib the_review_guide_lists_every_console_key",
         );
     }
 

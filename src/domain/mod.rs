@@ -3,6 +3,8 @@
 pub mod blocked;
 pub mod capability;
 mod exact_json;
+#[cfg(test)]
+pub(crate) mod generated_section;
 pub mod input;
 mod jcs;
 pub mod key;

@@ -481,22 +481,14 @@ mod tests {
 
     #[test]
     fn the_rules_document_shows_the_transition_table() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/RULES.md");
-        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-        let (before, rest) = doc.split_once(TABLE_BEGIN).unwrap_or_else(|| panic!("{path} lacks {TABLE_BEGIN}"));
-        let (shown, after) = rest.split_once(TABLE_END).unwrap_or_else(|| panic!("{path} lacks {TABLE_END}"));
-        let expected = format!("\n{}", transitions_markdown());
-        if shown == expected {
-            return;
-        }
-        if std::env::var_os("ACTIONLEDGER_UPDATE_RULES").is_some() {
-            std::fs::write(path, format!("{before}{TABLE_BEGIN}{expected}{TABLE_END}{after}")).unwrap();
-            return;
-        }
-        panic!(
-            "the transition table in docs/RULES.md differs from TRANSITIONS in src/domain/state.rs.\n\
-             Regenerate it: ACTIONLEDGER_UPDATE_RULES=1 cargo test --lib the_rules_document_shows_the_transition_table\n\
-             (or put this between the markers by hand):\n{expected}"
+        crate::domain::generated_section::check(
+            "docs/RULES.md",
+            TABLE_BEGIN,
+            TABLE_END,
+            &transitions_markdown(),
+            "ACTIONLEDGER_UPDATE_RULES",
+            "the transition table (TRANSITIONS in src/domain/state.rs)",
+            "cargo test --lib the_rules_document_shows_the_transition_table",
         );
     }
 

@@ -169,6 +169,19 @@ pub struct PurgeReport {
 pub struct SubmitReport {
     pub outcome: SubmitOutcome,
     pub action: ActionRecord,
+    /// Set when the conflict is over what the action waits for, not over its payload: a delivery
+    /// of the approved payload that named another action to wait for.
+    pub dependency: Option<DependencyConflict>,
+}
+
+/// A delivery that asked an action to wait for another action than the one it was recorded
+/// waiting for (`None`: for no other action).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DependencyConflict {
+    pub asked: Option<ActionKey>,
+    pub recorded: Option<ActionKey>,
+    /// The action was purged: nothing changed and nothing runs.
+    pub purged: bool,
 }
 
 /// Everything the ledger knows about one action.

@@ -3,7 +3,7 @@
 
 use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
 use super::update::update_in_flight_with;
-use super::{Ledger, LedgerError, SubmitReport};
+use super::{DependencyConflict, Ledger, LedgerError, SubmitReport};
 use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Delivery, DestinationCatalog, Event, ProposalRecord, RawSubmission,
@@ -137,7 +137,7 @@ pub(super) async fn submit_in<T: LedgerTx>(
         let report = if let Some(action) = created.remove(&submission.key) {
             let creation = Transition { event: Event::Submitted, from: State::Pending, to: State::Pending };
             tx.append_audit(&audit_entry(&action, creation, &actor, ActorKind::Source, None, now)).await?;
-            SubmitReport { outcome: SubmitOutcome::Created, action }
+            SubmitReport { outcome: SubmitOutcome::Created, action, dependency: None }
         } else {
             submit_existing(tx, routing, submission, &actor, now).await?
         };
@@ -255,7 +255,7 @@ pub(super) async fn submit_existing<T: LedgerTx>(
         );
         let transition = Transition { event: Event::PayloadChanged, from: action.state, to: action.state };
         tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
-        return Ok(SubmitReport { outcome, action });
+        return Ok(SubmitReport { outcome, action, dependency: None });
     }
     if outcome == SubmitOutcome::Conflict && !already_proposed {
         let kept = ProposalRecord {
@@ -301,7 +301,7 @@ pub(super) async fn submit_existing<T: LedgerTx>(
         );
         tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
     }
-    Ok(SubmitReport { outcome, action })
+    Ok(SubmitReport { outcome, action, dependency: None })
 }
 
 /// A delivery of the approved payload that names another `after` than the one recorded: a
@@ -329,7 +329,9 @@ async fn after_conflict<T: LedgerTx>(
         );
         let transition = Transition { event: Event::PayloadChanged, from: action.state, to: action.state };
         tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
-        return Ok(SubmitReport { outcome, action });
+        let dependency =
+            DependencyConflict { asked: submission.after.clone(), recorded: action.after.clone(), purged: true };
+        return Ok(SubmitReport { outcome, action, dependency: Some(dependency) });
     }
     let from = action.state;
     let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
@@ -345,7 +347,9 @@ async fn after_conflict<T: LedgerTx>(
          and an action waiting for {asked} is submitted under a new key"
     );
     tx.append_audit(&audit_entry(&action, transition, actor, ActorKind::Source, Some(reason), now)).await?;
-    Ok(SubmitReport { outcome, action })
+    let dependency =
+        DependencyConflict { asked: submission.after.clone(), recorded: action.after.clone(), purged: false };
+    Ok(SubmitReport { outcome, action, dependency: Some(dependency) })
 }
 
 /// An `after` as an audit entry names it.

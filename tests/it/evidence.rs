@@ -50,6 +50,11 @@ async fn a_re_delivery_naming_another_after_is_a_conflict_showing_both<S: Store>
     // Another `after`: a conflict for a person, who sees both dependencies; the recorded one stays.
     let changed = l.submit(&raw("mail", Some("task:2"))).await.unwrap();
     assert_eq!(changed.outcome, SubmitOutcome::Conflict);
+    // What the command line prints and the API answers says what changed, and nothing false
+    // (not "purged", not "a different payload").
+    let said = actionledger::document::explanation(&changed);
+    assert!(said.contains("waiting for task:1") && said.contains("wait for task:2"), "{said}");
+    assert!(!said.contains("purged") && !said.contains("different payload"), "{said}");
     let action = l.store().find(&key("mail")).await.unwrap().unwrap();
     assert_eq!(action.state, State::Conflict, "nothing runs before a person has looked");
     assert_eq!(action.after, Some(key("task:1")));

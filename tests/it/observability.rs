@@ -184,6 +184,34 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert!(summary.contains(&format!("completed {ACTIONS}")), "{summary}");
 }
 
+/// The metrics endpoint is held as `serve` is: a client that never finishes its request headers is
+/// closed at the header timeout (10 s by default) and logged, and the endpoint answers others
+/// meanwhile. Without the timeout such a connection stays open for as long as the client likes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_closes_a_client_that_never_finishes_its_headers() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let db = support::sqlite().await;
+    let crm = crm(FaultPlan::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
+    let mut worker = command(dir.path(), &db.url);
+    worker.args(["worker", "--metrics-addr", "127.0.0.1:0"]);
+    let worker = Worker::spawn(worker);
+    let addr = worker.metrics_addr().await;
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /metr").await.unwrap();
+    let opened = Instant::now();
+    assert_eq!(get(&format!("http://{addr}/healthz")).await.0, 200, "others are answered meanwhile");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest)).await;
+    let held = opened.elapsed();
+    assert!(read.is_ok(), "the slow client was still connected after 30 s:\n{}", worker.stderr());
+    assert!(held >= Duration::from_secs(9), "closed after {held:?}, before the header timeout");
+    let logged = worker.stderr();
+    assert!(logged.contains("no complete request headers within 10s"), "{logged}");
+    worker.terminate();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_follows_the_database_down_and_back() {
     let cluster = match actionledger::testkit::throwaway_pg::start_private_server() {

@@ -376,6 +376,10 @@ const SEQUENCE: Insert = Given("any (the sequence's)");
 const NONE: Insert = Held("none");
 const NOW_OR_LATER: Insert = Held("the database's time of the transaction or later");
 const ORIGINALS: Insert = Held("the completed original's");
+/// 0099: an update action carries the proposal approved in its transaction; a re-creation the
+/// completed original's payload.
+const APPROVED_OR_ORIGINALS: &str =
+    "the proposal approved in the same transaction's (an update action); the completed original's (a re-creation)";
 
 /// Every column of every table a worker or a reviewer inserts into, in the order of
 /// `migrations/postgres.schema.sql`. The tables not named here no role but the owner inserts
@@ -384,19 +388,19 @@ pub const INSERT_POLICY: &[InsertPolicy] = &[
     insert("actions", "id", SEQUENCE, SEQUENCE),
     insert("actions", "key", Given("the submission's"), Held("KEY#recreate-N or KEY#update-N of a completed action")),
     initial("state", "pending"),
-    insert(
-        "actions",
-        "payload",
-        Held("the submission's, with its fingerprint"),
-        Held("the completed original's, with its fingerprint"),
-    ),
-    insert("actions", "fingerprint", Held("the SHA-256 of the payload"), ORIGINALS),
+    insert("actions", "payload", Held("the submission's, with its fingerprint"), Held(APPROVED_OR_ORIGINALS)),
+    insert("actions", "fingerprint", Held("the SHA-256 of the payload"), Held(APPROVED_OR_ORIGINALS)),
     initial("proposed_payload", "none"),
     initial("proposed_fingerprint", "none"),
     initial("proposed_source_version", "none"),
     initial("resume_state", "none"),
     insert("actions", "source", Given("the submission's"), ORIGINALS),
-    insert("actions", "source_version", Given("the submission's"), ORIGINALS),
+    insert(
+        "actions",
+        "source_version",
+        Given("the submission's"),
+        Held("the approved proposal's, else the original's (an update action); the original's (a re-creation)"),
+    ),
     insert("actions", "destination", Given("the submission's"), ORIGINALS),
     insert("actions", "after_key", Given("the submission's"), NONE),
     initial("claimed_by", "none"),

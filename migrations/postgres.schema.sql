@@ -929,7 +929,13 @@ BEGIN
                SELECT 1 FROM actions a
                WHERE a.key = NEW.action_key AND a.fingerprint = NEW.fingerprint
                  AND (NEW.outcome = 'duplicate'
-                      OR a.xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid))) THEN
+                      OR a.xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid))
+           -- 0100: a duplicate of the approved new version an update action of this one is still
+           -- to perform (the action keeps its own payload until that update completes).
+           OR (NEW.outcome = 'duplicate' AND EXISTS (
+               SELECT 1 FROM actions u
+               WHERE u.updates_key = NEW.action_key AND u.fingerprint = NEW.fingerprint
+                 AND u.state NOT IN ('failed', 'cancelled')))) THEN
         RETURN NEW;
     END IF;
     IF actionledger_session_duties() = 3 THEN
@@ -937,7 +943,7 @@ BEGIN
     END IF;
     RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = format(
         'actionledger: role %s may record a delivery of %s only as a submission does: at the database''s time, '
-        'created only with the action it inserts, a duplicate only of the approved payload', current_user,
+        'created only with the action it inserts, a duplicate only of the approved payload or of an update still to run', current_user,
         NEW.action_key);
 END;
 $function$;
@@ -1024,8 +1030,8 @@ CREATE OR REPLACE FUNCTION actionledger_guard_reviewer_insert()
  SET search_path TO '<schema>', 'pg_temp'
 AS $function$
 DECLARE
-    -- The database's time of this transaction, in the ledger's milliseconds (0095).
-    transaction_ms bigint := floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint - 1;
+    -- 0100: this transaction, as a row's xmin names the transaction that wrote it.
+    this_xact xid := (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
 BEGIN
     IF actionledger_session_duties() & 1 = 1 THEN
         -- 0096: a submission records a new action, never an update of another.
@@ -1038,8 +1044,8 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.updates_key IS NOT NULL THEN
-        -- 0099: the update action an approval records carries the proposal approved in this
-        -- transaction, under the first number above its original's payload revision that is free
+        -- 0099, 0100: the update action an approval records carries the proposal approved in
+        -- this transaction (the row its decision wrote), under the first number above its original's payload revision that is free
         -- (0097: the original keeps its payload until the update completes).
         IF NOT EXISTS (
             SELECT 1 FROM actions original
@@ -1049,7 +1055,7 @@ BEGIN
               AND NEW.key = original.key || '#update-' || substring(NEW.key FROM '#update-([1-9][0-9]*)$')
               AND substring(NEW.key FROM '#update-([1-9][0-9]*)$')::bigint > original.payload_revision
               AND NEW.after_key IS NULL
-              AND approved.decision = 'approved' AND approved.decided_at >= transaction_ms
+              AND approved.decision = 'approved' AND approved.xmin = this_xact
               AND approved.payload = NEW.payload AND approved.fingerprint = NEW.fingerprint
               AND NEW.source_version IS NOT DISTINCT FROM COALESCE(approved.source_version, original.source_version)
               AND original.source IS NOT DISTINCT FROM NEW.source

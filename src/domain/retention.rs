@@ -106,8 +106,11 @@ impl PurgeCandidate {
     /// Whether a purge keeps this action whole: an earlier request may have written it and it is
     /// not completed (cancelled, or failed after a write nobody ruled out), so its attempts are
     /// the only record that the effect may exist at the destination (rule 7: the ledger never
-    /// forgets an effect that may exist). A completed action's tombstone keeps its destination
-    /// id; an action a person confirmed not written (or never sent) keeps nothing that matters.
+    /// forgets an effect that may exist). A cancellation keeps the mark even when the person
+    /// confirmed the destination holds nothing: a word that may be wrong does not erase the
+    /// evidence, so such an action is kept whole too. A completed action's tombstone keeps its
+    /// destination id; an action whose requests are known not to have written keeps nothing that
+    /// matters.
     pub fn keeps_evidence(&self) -> bool {
         self.may_have_written && self.state != State::Completed
     }

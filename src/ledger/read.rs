@@ -13,6 +13,7 @@ impl<S: Store> Ledger<S> {
         let action = self.store.find(key).await?.ok_or_else(|| LedgerError::NotFound(key.to_string()))?;
         let blocked = self.blocked_among(std::slice::from_ref(&action)).await?.remove(&action.key);
         let retry_needs_check = self.retry_needs_check(&action).await?;
+        let updates = self.updates_of(&action).await?;
         Ok(ActionDetail {
             blocked,
             retry_needs_check,
@@ -23,7 +24,7 @@ impl<S: Store> Ledger<S> {
             attempts: self.store.attempts(key).await?,
             lookups: self.store.lookups(key).await?,
             proposals: self.store.proposals(key).await?,
-            updates: self.updates_of(key).await?,
+            updates,
             audit: self.store.audit_trail(key).await?,
         })
     }

@@ -7,7 +7,7 @@ use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
 use super::{Ledger, LedgerError};
 use crate::domain::manual::{self, update_number};
 use crate::domain::{
-    ActionKey, ActionRecord, ActorKind, Event, ManualCommand, Payload, Proposal, Refusal, State, Timestamp, Transition,
+    ActionRecord, ActorKind, Event, ManualCommand, Payload, Proposal, Refusal, State, Timestamp, Transition,
 };
 use crate::store::{LedgerTx, Store};
 
@@ -143,15 +143,20 @@ pub(super) async fn update_in_flight_with<T: LedgerTx>(
 }
 
 impl<S: Store> Ledger<S> {
-    /// The update actions recorded for `key` (`KEY#update-2`, `KEY#update-3`, ...), oldest first,
-    /// whatever became of them: `show` lists a failed one beside the action it would have changed.
-    pub async fn updates_of(&self, key: &ActionKey) -> Result<Vec<ActionRecord>, LedgerError> {
+    /// The update actions recorded for `action` (`KEY#update-2`, `KEY#update-3`, ...), oldest
+    /// first, whatever became of them: `show` lists a failed one beside the action it would have
+    /// changed. Numbers start above the payload revision the action had at its first approval, so
+    /// the numbers up to its revision now (and the one after) may be missing; above those they
+    /// follow each other, and the first missing one ends the list.
+    pub async fn updates_of(&self, action: &ActionRecord) -> Result<Vec<ActionRecord>, LedgerError> {
+        let key = &action.key;
         let mut updates = Vec::new();
         let mut number = 2;
         while let Ok(update_key) = key.update_key(number) {
             match self.store.find(&update_key).await? {
                 Some(update) if update.updates.as_ref() == Some(key) => updates.push(update),
                 Some(_) => {}
+                None if number <= action.payload_revision + 1 => {}
                 None => break,
             }
             number += 1;

@@ -252,8 +252,10 @@ async fn submit_batch<S: Store>(
     Ok(json_response(StatusCode::OK, &serde_json::json!({ "results": results })))
 }
 
+/// A key in a path names an action that may have been recorded under older key rules: it is read
+/// as the command line reads a typed key, so that such an action can still be read and settled.
 fn parse_key(text: &str) -> Result<ActionKey, Problem> {
-    ActionKey::parse(text).map_err(|e| Problem::not_found(format!("no action can have this key: {e}")))
+    ActionKey::parse_existing(text).map_err(|e| Problem::not_found(format!("no action can have this key: {e}")))
 }
 
 async fn show<S: Store>(

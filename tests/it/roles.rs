@@ -309,9 +309,13 @@ async fn a_reviewer_approves_the_update_of_a_completed_action() {
     assert_eq!((update.key.as_str(), update.updates_destination_id.as_deref()), ("a:done#update-2", Some("CRM-9")));
     assert_eq!(state_of(&admin, "a:done").await, State::Completed);
     assert_eq!(state_of(&admin, "a:done#update-2").await, State::Pending);
+    // A source delivers the approved version again while its update is still to run: a duplicate
+    // of that approval, recorded by the worker's login (0100), not a refusal of the submission.
+    let worker = open_as(&admin, &url, "actionledger_worker").await;
+    let again = worker.submit(&raw("a:done", r#"{"qty":7}"#)).await.expect("a worker's login records the delivery");
+    assert_eq!(again.outcome, actionledger::domain::SubmitOutcome::Duplicate);
     // A worker whose conditional update the destination refused (the record changed there) sends
     // it to conflict under its own event.
-    let worker = open_as(&admin, &url, "actionledger_worker").await;
     let claim = claim_one(&worker, "w1").await;
     let attempt = worker.start_attempt(&claim).await.unwrap();
     worker.record_result(&claim, attempt, &report(Outcome::Conflict)).await.expect("a worker records a refused update");

@@ -34,6 +34,7 @@ conformance!(
     a_conditional_update_whose_last_written_version_is_not_known_is_held_and_not_sent,
     a_failed_update_leaves_its_action_as_it_was_and_a_completed_one_is_taken_on,
     an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_resolves_it,
+    an_update_numbered_above_a_revision_approved_before_completion_is_shown,
 );
 
 fn key(text: &str) -> ActionKey {
@@ -528,4 +529,28 @@ async fn an_uncertain_update_is_taken_on_when_a_lookup_finds_it_or_a_person_reso
     assert_ne!(event, Event::UpdateApplied);
     let detail = l.detail(&key("acme:order:U-3:create-task")).await.unwrap();
     assert_eq!(detail.updates.iter().map(|u| u.state).collect::<Vec<_>>(), [State::Cancelled]);
+}
+
+/// An action whose changed payload was approved before it completed (payload revision 2) gets
+/// `KEY#update-3` as its first update: `show` still lists it, though no `KEY#update-2` exists.
+async fn an_update_numbered_above_a_revision_approved_before_completion_is_shown<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let k = "acme:order:ORD-88:create-task";
+    l.submit(&raw(k, r#"{"qty":1}"#)).await.unwrap();
+    assert_eq!(l.submit(&raw(k, r#"{"qty":2}"#)).await.unwrap().outcome, SubmitOutcome::Conflict);
+    l.manual(&person_request(k, ManualCommand::Approve { proposal: None })).await.unwrap();
+    let claim = l.claim("w1", LEASE, 1).await.unwrap().pop().expect("claimable");
+    let attempt = l.start_attempt(&claim).await.unwrap();
+    let done = Report {
+        outcome: Outcome::Completed { destination_id: "R-8".to_owned() },
+        error: None,
+        evidence: Evidence::default(),
+    };
+    l.record_result(&claim, attempt, &done).await.unwrap();
+    assert_eq!(l.store().find(&key(k)).await.unwrap().unwrap().payload_revision, 2);
+
+    let update = approve_new_version(l, k, r#"{"qty":3}"#).await;
+    assert_eq!(update.as_str(), "acme:order:ORD-88:create-task#update-3");
+    let detail = l.detail(&key(k)).await.unwrap();
+    assert_eq!(detail.updates.iter().map(|u| (u.key.clone(), u.state)).collect::<Vec<_>>(), [(update, State::Pending)]);
 }

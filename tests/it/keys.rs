@@ -26,6 +26,7 @@ conformance!(
 );
 
 const SOURCE: &str = "source-token-0123456789";
+const VIEWER: &str = "viewer-token-0123456789";
 
 /// A Mongolian free variation selector: default-ignorable, drawn as nothing.
 const SELECTOR: char = '\u{180B}';
@@ -48,6 +49,7 @@ fn config() -> Config {
 async fn start<S: Store>(ledger: &Ledger<S>) -> String {
     let mut tokens = Tokens::default();
     tokens.insert(SOURCE, Role::Source, "shop").unwrap();
+    tokens.insert(VIEWER, Role::Viewer, "dashboard").unwrap();
     let intakes = config().intake.into_iter().map(|(name, intake)| Intake::with_secret(&name, intake, None)).collect();
     let options = ServeOptions { rate: 0.0, ..ServeOptions::default() };
     let router = App::new(ledger.clone(), tokens, intakes, options).router();
@@ -267,6 +269,13 @@ async fn an_old_key_with_invisible_characters_is_shown_escaped<S: Store>(db: Tes
     let screen = String::from_utf8_lossy(&review.stdout);
     assert_eq!(review.status.code(), Some(0), "{}", String::from_utf8_lossy(&review.stderr));
     assert!(screen.contains("shop:order:71\\u{180b}00") && !screen.contains(SELECTOR), "{screen}");
+
+    // The API reads it by its key too: a path is read as a typed key is, not as a new key.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut url = reqwest::Url::parse(&format!("{}/v1/actions", start(&db.ledger).await)).unwrap();
+    url.path_segments_mut().unwrap().push(&old);
+    let response = reqwest::Client::new().get(url).bearer_auth(VIEWER).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{}", response.text().await.unwrap());
 
     // Still an action a person can settle by its key.
     let cancel = run_cli(&db.url, &["cancel", &old, "--owner", "Ana Lima", "--reason", "recorded twice"]);

@@ -137,8 +137,9 @@ impl TlsFiles {
 ///
 /// Warns on standard error when a password is about to go in clear to a host that is not this one.
 pub(super) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
-    let options: PgConnectOptions =
-        url.parse().map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
+    let options: PgConnectOptions = for_sqlx(url)
+        .parse()
+        .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
     let files = TlsFiles::of(url);
     if is_unix_socket(&options) {
         return Ok(options.ssl_mode(PgSslMode::Disable));
@@ -155,6 +156,50 @@ pub(super) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError>
         eprintln!("warning: {warning}");
     }
     Ok(options)
+}
+
+/// The query parameters sqlx's PostgreSQL URL parser reads (sqlx-postgres `options/parse.rs`).
+const SQLX_PARAMETERS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// `url` without the query parameters sqlx does not read. sqlx logs each one it ignores with its
+/// value (`ignoring unrecognized connect parameter key=sslpassword value=...`), which puts a
+/// secret such as `sslpassword` in the log; they are logged here by name only. The URL is
+/// returned unchanged when it has none, and `TlsFiles` still reads the original.
+fn for_sqlx(url: &str) -> String {
+    let Ok(mut parsed) = ::url::Url::parse(url) else { return url.to_owned() };
+    let (kept, ignored): (Vec<_>, Vec<_>) =
+        parsed.query_pairs().into_owned().partition(|(key, _)| SQLX_PARAMETERS.contains(&key.as_str()));
+    if ignored.is_empty() {
+        return url.to_owned();
+    }
+    for (key, _) in &ignored {
+        tracing::warn!(parameter = %key, "ignoring the connect parameter {key}, which this client does not use (its value is not logged)");
+    }
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    parsed.into()
 }
 
 /// After a first connection under `sslmode=prefer`: warns if the server did not offer TLS, so
@@ -303,6 +348,21 @@ mod tests {
 
     fn options(url: &str) -> PgConnectOptions {
         url.parse().unwrap()
+    }
+
+    #[test]
+    fn sqlx_never_sees_a_parameter_it_would_log_with_its_value() {
+        let url = "postgres://al@db.example.com/l?sslmode=require&sslpassword=PLANTED42&host=%2Ftmp%2Fpg&x=PLANTED43";
+        let given = for_sqlx(url);
+        assert!(!given.contains("PLANTED"), "{given}");
+        let options: PgConnectOptions = given.parse().unwrap();
+        assert_eq!(options.get_socket(), Some(&std::path::PathBuf::from("/tmp/pg")));
+        assert!(matches!(options.get_ssl_mode(), PgSslMode::Require));
+        assert_eq!(
+            for_sqlx("postgres://al@db.example.com/l?sslmode=require"),
+            "postgres://al@db.example.com/l?sslmode=require"
+        );
+        assert_eq!(for_sqlx("postgres://al@db.example.com/l?sslpassword=k"), "postgres://al@db.example.com/l");
     }
 
     #[test]

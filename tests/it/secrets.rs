@@ -80,5 +80,21 @@ async fn a_planted_secret_appears_nowhere() {
         assert!(out.status.success(), "{logged}");
         assert!(logged.contains("sqlx::query"), "the statements were logged:\n{logged}");
         assert!(!logged.contains(SECRET), "the password was logged:\n{logged}");
+
+        // Secrets in parameters this client does not use (sqlx logs those it ignores with their
+        // values): named in the log, never their values.
+        let separator = if server.contains('?') { '&' } else { '?' };
+        let planted = format!("{with_password}{separator}sslpassword={SECRET}&unused_parameter=7");
+        let out = Command::new(env!("CARGO_BIN_EXE_actionledger"))
+            .args(["--db", &planted, "list"])
+            .env("RUST_LOG", "trace")
+            .output()
+            .unwrap();
+        let logged = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        // Refused (this client reads no encrypted key), after the URL was parsed.
+        assert!(!out.status.success() && logged.contains("sslpassword is not supported"), "{logged}");
+        assert!(logged.contains("ignoring the connect parameter sslpassword"), "{logged}");
+        assert!(logged.contains("ignoring the connect parameter unused_parameter"), "{logged}");
+        assert!(!logged.contains(SECRET), "a parameter's secret was logged:\n{logged}");
     }
 }

@@ -273,15 +273,7 @@ pub(super) async fn submit_existing<T: LedgerTx>(
         tx.keep_proposal(&kept).await?;
         // The latest proposal is the action's: the claim and the state rules read it.
         action.proposal = Some(kept.proposal());
-        let from = action.state;
-        let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
-            action.transition(Event::PayloadChanged, State::Conflict, now)?
-        } else {
-            // In progress, unknown, in conflict or final: the proposal waits beside the approved payload
-            // without disturbing the claim or the outcome being settled.
-            action.updated_at = now;
-            Transition { event: Event::PayloadChanged, from, to: from }
-        };
+        let transition = changed_under_review(&mut action, now)?;
         write_action(tx, &mut action, Writer { routing, actor, actor_kind: ActorKind::Source, now }).await?;
         // A proposal carries no dependency of its own: the one recorded stays whatever is approved.
         let dependency = if after_differs {
@@ -333,13 +325,7 @@ async fn after_conflict<T: LedgerTx>(
             DependencyConflict { asked: submission.after.clone(), recorded: action.after.clone(), purged: true };
         return Ok(SubmitReport { outcome, action, dependency: Some(dependency) });
     }
-    let from = action.state;
-    let transition = if matches!(from, State::Pending | State::Failed | State::Held) {
-        action.transition(Event::PayloadChanged, State::Conflict, now)?
-    } else {
-        action.updated_at = now;
-        Transition { event: Event::PayloadChanged, from, to: from }
-    };
+    let transition = changed_under_review(&mut action, now)?;
     write_action(tx, &mut action, Writer { routing, actor, actor_kind: ActorKind::Source, now }).await?;
     let reason = format!(
         "dependency changed: a delivery of the same payload asks this action to wait for {asked}; it was recorded \
@@ -350,6 +336,19 @@ async fn after_conflict<T: LedgerTx>(
     let dependency =
         DependencyConflict { asked: submission.after.clone(), recorded: action.after.clone(), purged: false };
     Ok(SubmitReport { outcome, action, dependency: Some(dependency) })
+}
+
+/// A delivery asked `action` to change (its payload, or what it waits for): one not yet claimed
+/// (pending, failed or held) waits in `conflict` for a person; one in progress, unknown, in
+/// conflict or final keeps its state, so that the claim or the outcome being settled is not
+/// disturbed, and the change waits beside it.
+fn changed_under_review(action: &mut ActionRecord, now: Timestamp) -> Result<Transition, LedgerError> {
+    let from = action.state;
+    if matches!(from, State::Pending | State::Failed | State::Held) {
+        return Ok(action.transition(Event::PayloadChanged, State::Conflict, now)?);
+    }
+    action.updated_at = now;
+    Ok(Transition { event: Event::PayloadChanged, from, to: from })
 }
 
 /// An `after` as an audit entry names it.

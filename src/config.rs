@@ -98,8 +98,7 @@ fn default_tolerance() -> Duration {
     Duration::from_mins(5)
 }
 
-/// The largest batch a worker takes: its results share one commit, and a slow request holds
-/// the others' results back until it ends.
+/// The most actions one claim of a worker may take.
 pub const MAX_BATCH: usize = 1000;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,9 +107,10 @@ pub struct WorkerSettings {
     /// How long a claim lasts without a heartbeat.
     #[serde(with = "duration_text")]
     pub lease: Duration,
-    /// Requests (or batches) in flight at once in one worker process.
+    /// Actions performed at once in one worker process, each from its claim until its result
+    /// commits.
     pub concurrency: usize,
-    /// Actions claimed, started and recorded together (1: one at a time).
+    /// The most actions one claim takes (a claim takes up to the free slots).
     pub batch: usize,
     /// How often an idle worker looks for work.
     #[serde(with = "duration_text")]
@@ -123,8 +123,8 @@ impl Default for WorkerSettings {
     fn default() -> Self {
         Self {
             lease: Duration::from_secs(30),
-            concurrency: 4,
-            batch: 1,
+            concurrency: 16,
+            batch: 100,
             poll_interval: Duration::from_millis(250),
             default_destination: None,
         }

@@ -22,10 +22,12 @@ pub const AFTER_RESPONSE: &str = "after_response";
 pub const DURING_HEARTBEAT: &str = "during_heartbeat";
 /// Inside the transaction that records a result, after its writes and before it commits.
 pub const DURING_RECORD: &str = "during_record";
+/// After results were queued for the group commit, before their transaction began.
+pub const RESULT_QUEUED: &str = "result_queued";
 
 /// Every crash point, for the crash tests.
 #[cfg(feature = "fault-injection")]
-pub const ALL: [&str; 5] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, DURING_HEARTBEAT, DURING_RECORD];
+pub const ALL: [&str; 6] = [AFTER_CLAIM, BEFORE_SEND, AFTER_RESPONSE, RESULT_QUEUED, DURING_HEARTBEAT, DURING_RECORD];
 
 #[cfg(feature = "fault-injection")]
 fn armed() -> Option<&'static str> {

@@ -141,6 +141,18 @@ pub async fn look_up_for_person<S: Store>(
     Ok((action, looked))
 }
 
+/// Settles an `unknown` action from a lookup made elsewhere (by a worker's effect),
+/// audited under `actor`: the same judgement as [`look_up`]'s.
+pub async fn settle_reported<S: Store>(
+    ledger: &Ledger<S>,
+    action: &ActionRecord,
+    report: LookupReport,
+    actor: &str,
+    actor_kind: ActorKind,
+) -> Result<Settlement, Error> {
+    settle(ledger, action, report, actor, actor_kind, None).await
+}
+
 async fn settle<S: Store>(
     ledger: &Ledger<S>,
     action: &ActionRecord,

@@ -14,11 +14,12 @@ pub struct WorkerArgs {
     /// The configuration file with the destinations.
     #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
     config: std::path::PathBuf,
-    /// Requests (or batches) in flight at once (default: worker.concurrency in the file, else 4).
+    /// Actions performed at once, each from its claim until its result commits (default:
+    /// worker.concurrency in the file, else 16).
     #[arg(long)]
     concurrency: Option<usize>,
-    /// Actions claimed, started and recorded together, each batch's results in one group commit
-    /// (default: worker.batch in the file, else 1).
+    /// The most actions one claim takes; a claim takes up to the free slots (default: worker.batch
+    /// in the file, else 100).
     #[arg(long)]
     batch: Option<usize>,
     /// Lease length, e.g. 30s (default: worker.lease in the file).
@@ -107,9 +108,9 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
         destinations,
         progress: true,
     };
-    let at_once = match options.batch {
-        1 => format!("{} at once", options.concurrency),
-        batch => format!("{} batches of up to {batch} at once", options.concurrency),
+    let at_once = match options.concurrency.min(options.batch) {
+        1 => "one at a time".to_owned(),
+        claim => format!("{} at once, up to {claim} per claim", options.concurrency),
     };
     // Kept until the worker ends: dropping it stops the endpoint.
     let endpoint = match args.metrics_addr {

@@ -327,6 +327,11 @@ impl DestinationCatalog {
         self.review_owners.route(action.key.as_str(), self.destination_name(action))
     }
 
+    /// The destinations declared here.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+
     /// Whether any destination here declares a lookup.
     pub fn any_lookup(&self) -> bool {
         self.by_name.values().any(|c| c.lookup)

@@ -14,5 +14,7 @@ pub mod throwaway_pg;
 /// only with the `fault-injection` feature.
 #[cfg(feature = "fault-injection")]
 pub mod faults {
-    pub use crate::faults::{AFTER_CLAIM, AFTER_RESPONSE, ALL, BEFORE_SEND, DURING_HEARTBEAT, DURING_RECORD, VARIABLE};
+    pub use crate::faults::{
+        AFTER_CLAIM, AFTER_RESPONSE, ALL, BEFORE_SEND, DURING_HEARTBEAT, DURING_RECORD, RESULT_QUEUED, VARIABLE,
+    };
 }

@@ -183,7 +183,7 @@ fn worker_options(id: &str, destinations: &Destinations, drain: bool) -> WorkerO
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 3,
-        batch: 1,
+        batch: 3,
         lease: DEMO_LEASE,
         poll_interval: Duration::from_millis(200),
         drain,

@@ -1,8 +1,9 @@
 //! Crash points: a worker process killed with SIGKILL at each point of an action's life, then
 //! recovery. Repeated runs per point, on both stores, counting records in the simulated CRM: no
 //! action lost, no second effect, every ambiguous case `unknown` or `held`, and nothing left
-//! claimed once recovery ran. Odd runs use batched mode (the whole batch claimed, started and
-//! recorded together), even runs one action at a time. `ACTIONLEDGER_CRASH_RUNS` sets the runs
+//! claimed once recovery ran. Odd runs give the worker a slot per action (one claim takes them
+//! all and starts them in one commit; their results share the group commit), even runs one slot
+//! (one action at a time). `ACTIONLEDGER_CRASH_RUNS` sets the runs
 //! per point (default 4).
 
 use crate::support::{TestDb, order};
@@ -21,15 +22,15 @@ conformance!(every_crash_point_recovers_without_a_second_effect);
 const ACTIONS: usize = 3;
 
 /// The crash switch's points, plus one the test makes itself: killed while the request is out.
-const POINTS: [&str; 6] =
-    ["after_claim", "before_send", "in_flight", "after_response", "during_record", "during_heartbeat"];
+const POINTS: [&str; 7] =
+    ["after_claim", "before_send", "in_flight", "after_response", "result_queued", "during_record", "during_heartbeat"];
 
 fn runs() -> usize {
     std::env::var("ACTIONLEDGER_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }
 
 async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String {
-    let batch = if run % 2 == 1 { ACTIONS } else { 1 };
+    let slots = if run % 2 == 1 { ACTIONS } else { 1 };
     // Requests are slow where the worker must be caught with one in flight or renewing a lease.
     let slow = matches!(point, "in_flight" | "during_heartbeat");
     let faults =
@@ -56,9 +57,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
             "worker",
             "--drain",
             "--concurrency",
-            "1",
-            "--batch",
-            &batch.to_string(),
+            &slots.to_string(),
             "--lease",
             "1s",
             "--worker-id",
@@ -96,8 +95,8 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     destinations.insert(destination.clone(), Destination::new(&destination, settings).unwrap());
     let options = WorkerOptions {
         id: "rescuer".into(),
-        concurrency: 2,
-        batch,
+        concurrency: slots,
+        batch: slots,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(10),
         drain: true,
@@ -128,7 +127,7 @@ async fn crash_once<S: Store>(db: &TestDb<S>, point: &str, run: usize) -> String
     }
     let effects = crm.stats();
     format!(
-        "{point} run {run} (batch {batch}): {} records, {} idempotent replays, states {ended:?}",
+        "{point} run {run} ({slots} slots): {} records, {} idempotent replays, states {ended:?}",
         effects.records, effects.idempotent_replays
     )
 }

@@ -520,7 +520,8 @@ async fn load_postgres() {
     load(db, 1).await;
 }
 
-/// The same load in batched mode: batches of 16 claimed, started and recorded together.
+/// The same load with 16 slots per worker: claims of up to 16 actions whose attempts start in one
+/// commit, results sharing group commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn load_batched_sqlite() {
     load(support::sqlite().await, 16).await;
@@ -544,6 +545,7 @@ async fn load<S: Store>(db: TestDb<S>, batch: usize) {
         .map(|w| {
             let ledger = db.ledger.clone();
             let mut opts = options(&format!("load-{w}"), destinations(&crm, "max_attempts = 20\n"));
+            opts.concurrency = opts.concurrency.max(batch);
             opts.batch = batch;
             tokio::spawn(async move { drain(&ledger, opts).await })
         })

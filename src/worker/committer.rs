@@ -23,15 +23,23 @@ pub(super) struct Queued {
     pub recorded: oneshot::Sender<Option<Recorded>>,
 }
 
+/// What the writer is told: a result to record, or that the worker is done.
+enum Message {
+    Result(Box<Queued>),
+    /// Everything queued before this is recorded, then the writer ends.
+    Close,
+}
+
 /// The sending side: cheap to clone, one per worker.
 #[derive(Clone)]
 pub(super) struct Committer {
-    queue: mpsc::UnboundedSender<Queued>,
+    queue: mpsc::UnboundedSender<Message>,
 }
 
 impl Committer {
-    /// Starts the writer for `ledger`; it ends once every [`Committer`] is dropped and the
-    /// queue is empty: results queued before a shutdown are committed before the worker exits.
+    /// Starts the writer for `ledger`; it ends after [`Committer::close`], once what was queued
+    /// before is committed: results queued before a shutdown are committed before the worker
+    /// exits.
     pub(super) fn start<S: Store>(ledger: Ledger<S>, worker: String) -> (Self, tokio::task::JoinHandle<()>) {
         let (queue, waiting) = mpsc::unbounded_channel();
         (Self { queue }, tokio::spawn(write(ledger, worker, waiting)))
@@ -40,16 +48,22 @@ impl Committer {
     /// Queues a result and waits for its commit.
     pub(super) async fn record(&self, claim: Claim, attempt: StartedAttempt, report: Report) -> Option<Recorded> {
         let (recorded, told) = oneshot::channel();
-        self.queue.send(Queued { claim, attempt, report, recorded }).ok()?;
+        self.queue.send(Message::Result(Box::new(Queued { claim, attempt, report, recorded }))).ok()?;
         told.await.ok().flatten()
+    }
+
+    /// Tells the writer to commit what is queued and end.
+    pub(super) fn close(&self) {
+        let _ = self.queue.send(Message::Close);
     }
 }
 
-async fn write<S: Store>(ledger: Ledger<S>, worker: String, mut waiting: mpsc::UnboundedReceiver<Queued>) {
+async fn write<S: Store>(ledger: Ledger<S>, worker: String, mut waiting: mpsc::UnboundedReceiver<Message>) {
     // A result whose key is already in the gathering commit (the same action, taken over again
     // by this worker after its first claim expired) waits for the next one: one commit records
     // one result per action.
     let mut held_over: Vec<Queued> = Vec::new();
+    let mut closing = false;
     loop {
         let mut batch: Vec<Queued> = Vec::new();
         let mut keys = HashSet::new();
@@ -64,15 +78,25 @@ async fn write<S: Store>(ledger: Ledger<S>, worker: String, mut waiting: mpsc::U
             take(queued, &mut batch, &mut held_over);
         }
         if batch.is_empty() {
+            if closing {
+                return;
+            }
             match waiting.recv().await {
-                Some(queued) => take(queued, &mut batch, &mut held_over),
+                Some(Message::Result(queued)) => take(*queued, &mut batch, &mut held_over),
+                Some(Message::Close) => closing = true,
                 None => return,
             }
         }
         while batch.len() < MAX_RESULTS_PER_COMMIT
-            && let Ok(queued) = waiting.try_recv()
+            && let Ok(message) = waiting.try_recv()
         {
-            take(queued, &mut batch, &mut held_over);
+            match message {
+                Message::Result(queued) => take(*queued, &mut batch, &mut held_over),
+                Message::Close => closing = true,
+            }
+        }
+        if batch.is_empty() {
+            continue;
         }
         // The results are queued and not committed: a crash here is the crash after a send.
         crate::faults::crash_point(crate::faults::RESULT_QUEUED);

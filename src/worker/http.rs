@@ -101,8 +101,8 @@ fn expected_version(destination: &Destination, work: &Work<'_>) -> Result<Expect
     }
 }
 
-/// Sends one started attempt (or looks first, where a repeat is not protected) and says what
-/// the ledger should record.
+/// Sends one started attempt and says what the ledger should record. (Where an earlier attempt
+/// may have written and nothing protects a repeat, the worker looked first.)
 async fn exchange(destination: &Destination, work: &Work<'_>, stop: Stop) -> Report {
     let Work { action, after, .. } = *work;
     // Checked before the attempt started ([`Effect::refusal`]); a version that went missing
@@ -111,36 +111,12 @@ async fn exchange(destination: &Destination, work: &Work<'_>, stop: Stop) -> Rep
         Some(UpdateCondition::IfMatch) if action.updates.is_some() => expected_version(destination, work).ok(),
         _ => None,
     };
-    // Something may have been sent before and no idempotency key protects a repeat: look first.
-    // A key protects only a repeat inside the window in which the earlier requests went out (it
-    // was checked before the attempt started); where a person restarted the window, the
-    // destination may have forgotten the key, so the evidence of an earlier send alone decides.
-    // A derived idempotency key (rule 9) does not protect against the requests sent under the
-    // key before it.
-    let key_protects = destination.config.idempotency.is_some()
-        && action.window_started_at.is_some()
-        && action.idempotency_key.is_none();
-    let looked = if action.first_sent_at.is_some() && !key_protects && destination.config.lookup.is_some() {
-        match destination.lookup(action, after).await {
-            Ok(found) if action.updates.is_some() => update_looked_up(destination, action, &found),
-            Ok(found) if !found.records.is_empty() => Some(SendOutcome::AlreadyExists { response: found.response }),
-            Ok(_) => None,
-            Err(error) => Some(SendOutcome::Uncertain { error: error.to_string(), response: None }),
-        }
-    } else {
-        None
-    };
-    let outcome = match looked {
-        Some(outcome) => outcome,
-        None => match destination
-            .send_if_match_or_stop(action, after, expected.as_ref().map(|e| e.version.as_str()), stop)
-            .await
-        {
-            Ok(outcome) => outcome,
-            Err(template_error) => SendOutcome::Permanent {
-                error: format!("cannot build the request: {template_error}"),
-                response: destination::Response { status: 0, body: String::new() },
-            },
+    let version = expected.as_ref().map(|e| e.version.as_str());
+    let outcome = match destination.send_if_match_or_stop(action, after, version, stop).await {
+        Ok(outcome) => outcome,
+        Err(template_error) => SendOutcome::Permanent {
+            error: format!("cannot build the request: {template_error}"),
+            response: destination::Response { status: 0, body: String::new() },
         },
     };
     match outcome {
@@ -179,26 +155,6 @@ fn changed_at_destination(
             destination_id: None,
             body: Some(refusal.body.clone()),
         },
-    }
-}
-
-/// What a lookup before re-sending an update found: already applied (completed), not applied
-/// (`None`: send it), or something a person must look at.
-fn update_looked_up(
-    destination: &Destination,
-    action: &ActionRecord,
-    found: &destination::Found,
-) -> Option<SendOutcome> {
-    match destination.judge(action, None, found) {
-        Ok(LookupReport { verdict: LookupVerdict::NotFound, .. }) => None,
-        Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), .. }) => {
-            Some(SendOutcome::Created { destination_id: id, response: found.response.clone() })
-        }
-        Ok(report) => Some(SendOutcome::Uncertain {
-            error: format!("before updating again: {}", report.detail.unwrap_or_default()),
-            response: Some(found.response.clone()),
-        }),
-        Err(error) => Some(SendOutcome::Uncertain { error: error.to_string(), response: None }),
     }
 }
 

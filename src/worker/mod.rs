@@ -20,9 +20,9 @@ pub use effect::{Effect, LastWrite, NoOp, Stop, Work};
 
 use crate::destination::Destinations;
 use crate::domain::text::escape_untrusted;
-use crate::domain::{ActionRecord, DestinationCatalog, LookupDue, State};
+use crate::domain::{ActionRecord, DestinationCatalog, Evidence, LookupDue, LookupReport, LookupVerdict, State};
 use crate::error::Error;
-use crate::ledger::{Claim, Ledger, LedgerError, Recorded, Recovery, Report, StartedAttempt};
+use crate::ledger::{Claim, Ledger, LedgerError, Outcome, Recorded, Recovery, Report, StartedAttempt};
 use crate::store::{ClaimScope, ListFilter, Store};
 use committer::Committer;
 use serde::Serialize;
@@ -200,16 +200,12 @@ pub async fn run<S: Store, E: Effect>(
     let result = main_loop(&shared, &stop, shutdown).await;
     let _ = stop.send(true);
     let _ = settling.await;
-    // Every claim's task has ended; dropping the last sender lets the batcher commit what is
-    // queued and end.
-    let shared = Arc::into_inner(shared);
-    if let Some(shared) = shared {
-        drop(shared.committer);
-        let _ = committing.await;
-        let summary = shared.summary.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        return result.map(|()| summary);
-    }
-    result.map(|()| Summary::default())
+    // Every claim's task has ended, each after its result committed; what a task that panicked
+    // left queued is committed now.
+    shared.committer.close();
+    let _ = committing.await;
+    let summary = shared.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    result.map(|()| summary)
 }
 
 async fn main_loop<S: Store, E: Effect>(
@@ -554,7 +550,10 @@ async fn send<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>, item: Ready<S, E>
     let Ready { claim, after, last_write, slot } = item;
     let sent_at = std::time::Instant::now();
     let work = Work { action: &claim.action, after: after.as_ref(), last_write: last_write.as_ref() };
-    let report = shared.options.destinations.perform(&work, Box::pin(stopped(shared))).await;
+    let report = match look_first(shared, &work).await {
+        Some(found) => found,
+        None => shared.options.destinations.perform(&work, Box::pin(stopped(shared))).await,
+    };
     if let Some(destination) = shared.destination_of(&claim.action) {
         crate::metrics::attempt(destination, outcome_label(&report.outcome), sent_at.elapsed());
         crate::metrics::sent(destination, attempt.number);
@@ -569,6 +568,35 @@ async fn send<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>, item: Ready<S, E>
         && let Some(settler) = shared.settler.get()
     {
         settler.settle(uncertain);
+    }
+}
+
+/// Where an earlier attempt may have been performed and no idempotency key protects a repeat,
+/// the destination is looked up before anything goes out again (rule 5 took the claim over on
+/// that promise): a record found completes the action, none found lets the attempt go ahead,
+/// anything else is uncertain. A key protects only a repeat inside the window in which the
+/// earlier attempts went out (checked before the attempt started); a derived key (rule 9) does
+/// not protect against the attempts sent under the key before it. `None`: perform.
+async fn look_first<S: Store, E: Effect>(shared: &Shared<S, E>, work: &Work<'_>) -> Option<Report> {
+    let action = work.action;
+    let capabilities = shared.catalog.of(action)?;
+    let key_protects = capabilities.idempotency_retention.is_some()
+        && action.window_started_at.is_some()
+        && action.idempotency_key.is_none();
+    if action.first_sent_at.is_none() || key_protects || !capabilities.lookup {
+        return None;
+    }
+    let uncertain = |error: String, evidence| Some(Report { outcome: Outcome::Unknown, error: Some(error), evidence });
+    match shared.options.destinations.look_up(action, work.after).await {
+        Ok(LookupReport { verdict: LookupVerdict::NotFound, .. }) => None,
+        Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), evidence, .. }) => {
+            Some(Report { outcome: Outcome::Completed { destination_id: id }, error: None, evidence })
+        }
+        Ok(report) => uncertain(
+            format!("before performing again, the lookup found {}", report.detail.unwrap_or_default()),
+            report.evidence,
+        ),
+        Err(error) => uncertain(format!("before performing again: {error}"), Evidence::default()),
     }
 }
 
@@ -701,8 +729,7 @@ fn after_recorded<S: Store, E: Effect>(
 }
 
 /// An attempt's outcome as the metrics name it.
-fn outcome_label(outcome: &crate::ledger::Outcome) -> &'static str {
-    use crate::ledger::Outcome;
+fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Completed { .. } => "completed",
         Outcome::RetryLater { .. } => "retry",

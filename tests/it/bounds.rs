@@ -58,7 +58,7 @@ fn options(destinations: Destinations) -> WorkerOptions {
     WorkerOptions {
         id: "w1".to_owned(),
         concurrency: 2,
-        batch: 1,
+        batch: 100,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(10),
         drain: true,

@@ -409,7 +409,7 @@ async fn a_worker_killed_between_claim_and_send_leaves_one_record_on_each_path<S
             let options = WorkerOptions {
                 id: "rescuer".into(),
                 concurrency: 1,
-                batch: 1,
+                batch: 100,
                 lease: LEASE,
                 poll_interval: Duration::from_millis(10),
                 drain: true,

@@ -31,7 +31,7 @@ fn worker_options(id: &str, crm: &SimCrm, drain: bool) -> WorkerOptions {
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 4,
-        batch: 1,
+        batch: 100,
         lease: Duration::from_secs(2),
         poll_interval: Duration::from_millis(20),
         drain,

@@ -48,7 +48,7 @@ fn options(text: &str, concurrency: usize) -> WorkerOptions {
     WorkerOptions {
         id: "w1".to_owned(),
         concurrency,
-        batch: 1,
+        batch: 100,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(10),
         drain: true,

@@ -181,7 +181,7 @@ fn idle_worker(id: &str) -> WorkerOptions {
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 1,
-        batch: 1,
+        batch: 100,
         lease: LEASE,
         poll_interval: Duration::from_millis(20),
         drain: false,

@@ -86,7 +86,7 @@ async fn drain<S: Store>(ledger: &Ledger<S>) -> SimCrm {
     let options = WorkerOptions {
         id: "keys-worker".to_owned(),
         concurrency: 2,
-        batch: 1,
+        batch: 100,
         lease: Duration::from_mins(1),
         poll_interval: Duration::from_millis(20),
         drain: true,

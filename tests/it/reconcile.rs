@@ -58,7 +58,7 @@ pub async fn record_at_crm_from_elsewhere(crm: &SimCrm, key: &str) -> String {
     let options = WorkerOptions {
         id: "elsewhere".to_owned(),
         concurrency: 1,
-        batch: 1,
+        batch: 100,
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,
@@ -136,7 +136,7 @@ async fn a_record_changed_at_the_destination_is_reported_with_its_fields_as_the_
     let options = WorkerOptions {
         id: "w".to_owned(),
         concurrency: 1,
-        batch: 1,
+        batch: 100,
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,
@@ -188,7 +188,7 @@ async fn drain<S: Store>(l: &Ledger<S>, crm: &SimCrm) {
     let options = WorkerOptions {
         id: "w".to_owned(),
         concurrency: 1,
-        batch: 1,
+        batch: 100,
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,

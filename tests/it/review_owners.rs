@@ -62,7 +62,7 @@ async fn an_action_that_ends_unknown_goes_to_its_review_owner_and_an_assignee_is
     let options = WorkerOptions {
         id: "w".to_owned(),
         concurrency: 1,
-        batch: 1,
+        batch: 100,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(10),
         drain: true,

@@ -55,7 +55,7 @@ async fn round<S: Store>(db: &TestDb<S>, workers: usize) {
             let options = WorkerOptions {
                 id: format!("{destination}-w{w}"),
                 concurrency: 4,
-                batch: 1,
+                batch: 100,
                 lease: Duration::from_mins(1),
                 poll_interval: Duration::from_millis(20),
                 drain: true,

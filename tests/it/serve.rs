@@ -202,7 +202,7 @@ async fn a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_p
     let options = WorkerOptions {
         id: "storm-worker".to_owned(),
         concurrency: 8,
-        batch: 1,
+        batch: 100,
         lease: Duration::from_mins(1),
         poll_interval: Duration::from_millis(20),
         drain: true,

@@ -225,7 +225,7 @@ async fn drain<S: Store>(ledger: &Ledger<S>, config: &str) -> Summary {
     let options = WorkerOptions {
         id: "w1".to_owned(),
         concurrency: 2,
-        batch: 1,
+        batch: 100,
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,

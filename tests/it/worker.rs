@@ -66,7 +66,7 @@ fn options(id: &str, destinations: BTreeMap<String, Destination>) -> WorkerOptio
     WorkerOptions {
         id: id.to_owned(),
         concurrency: 4,
-        batch: 1,
+        batch: 100,
         lease: LEASE,
         poll_interval: Duration::from_millis(10),
         drain: true,

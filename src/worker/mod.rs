@@ -216,6 +216,7 @@ async fn main_loop<S: Store, E: Effect>(
     let mut tasks: JoinSet<()> = JoinSet::new();
     tokio::pin!(shutdown);
     let mut failing_since: Option<tokio::time::Instant> = None;
+    let mut recovery_due = tokio::time::Instant::now();
     loop {
         while tasks.try_join_next().is_some() {}
         // A SQLite ledger file deleted or replaced under this worker: what it claims from now on
@@ -237,7 +238,7 @@ async fn main_loop<S: Store, E: Effect>(
         }
         // A lost connection or a restarting database is waited out: claims in flight expire and
         // are recovered by the rules, so nothing is repeated blindly.
-        let busy = match round(shared, &mut tasks).await {
+        let busy = match round(shared, &mut tasks, &mut recovery_due).await {
             Ok(busy) => {
                 failing_since = None;
                 busy
@@ -314,13 +315,22 @@ fn take_slots<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>, wanted: usize) ->
 }
 
 /// One round of the main loop: recover expired claims, claim what the free slots can take.
-/// Returns whether there was work.
-async fn round<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>, tasks: &mut JoinSet<()>) -> Result<bool, Error> {
+/// Returns whether there was work. Expired claims are looked for at most once per poll
+/// interval (while none turn up): a busy worker runs a round each time slots come free.
+async fn round<S: Store, E: Effect>(
+    shared: &Arc<Shared<S, E>>,
+    tasks: &mut JoinSet<()>,
+    recovery_due: &mut tokio::time::Instant,
+) -> Result<bool, Error> {
     let mut busy = false;
     let concurrency = shared.options.concurrency.max(1);
     let free = shared.slots.available_permits();
-    if free > 0 {
-        busy |= recover_expired(shared, tasks, free).await?;
+    let now = tokio::time::Instant::now();
+    // A draining worker looks every round: it must not stop while a claim is due for recovery.
+    if free > 0 && (shared.options.drain || now >= *recovery_due) {
+        let recovered = recover_expired(shared, tasks, free).await?;
+        *recovery_due = if recovered { now } else { now + shared.options.poll_interval };
+        busy |= recovered;
     }
     let free = shared.slots.available_permits();
     let idle = free == concurrency;

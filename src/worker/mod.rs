@@ -339,7 +339,10 @@ async fn round<S: Store, E: Effect>(
         let limit = i64::try_from(slots.len()).unwrap_or(i64::MAX);
         let claims =
             shared.ledger.claim_scoped(&shared.options.id, shared.options.lease, limit, &claim_scope(shared)).await?;
-        busy |= !claims.is_empty();
+        // A claim that got all it asked for suggests more is waiting: claim again at once (as
+        // slots allow). One that got less emptied what is claimable: wait for a slot, a wake-up
+        // or the poll.
+        busy |= claims.len() == slots.len();
         for _ in &claims {
             shared.count(|s| s.claimed += 1);
             crate::faults::crash_point(crate::faults::AFTER_CLAIM);

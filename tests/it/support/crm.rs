@@ -1,5 +1,5 @@
-//! Simulated CRMs behind the kinds of destination the tests declare, and latency that keeps
-//! requests in flight.
+//! Simulated CRMs behind the kinds of destination the tests declare, each stopping a repeat only
+//! by what its destination declares, and latency that keeps requests in flight.
 
 use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
 use std::collections::VecDeque;
@@ -11,15 +11,17 @@ pub enum Kind {
     Looked,
     /// An idempotency key only.
     Keyed,
-    /// Nothing: the CRM also accepts a second record with the same reference.
+    /// Nothing.
     Bare,
 }
 
-/// The CRM and the destination block for `kind`.
+/// The CRM and the destination block for `kind`. Every kind's CRM accepts a second record with
+/// the same external reference (no destination here declares unique references), so that a repeat
+/// the declared protection let through shows as a second record.
 pub async fn crm_for(kind: Kind, name: &str) -> (SimCrm, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = match kind {
-        Kind::Looked | Kind::Keyed => Options::default(),
+        Kind::Looked | Kind::Keyed => Options { unique_refs: false, ..Options::default() },
         Kind::Bare => Options { retention: None, unique_refs: false, ..Options::default() },
     };
     let crm = SimCrm::start(listener, options).unwrap();

@@ -100,13 +100,16 @@ impl Backlog {
         self.destinations.iter().map(|(_, _, crm)| usize::try_from(crm.stats().records).unwrap()).sum()
     }
 
-    /// Whether a CRM is handling a create. Only where every request is a create that writes a
-    /// record: no lookup, no repeat.
-    fn creates_in_flight(&self) -> bool {
-        self.destinations.iter().any(|(_, _, crm)| {
-            let stats = crm.stats();
-            stats.requests > stats.records
-        })
+    /// Creates the CRMs are handling. Only where every request is a create that writes a record:
+    /// no lookup, no repeat.
+    fn creates_in_flight(&self) -> u64 {
+        self.destinations
+            .iter()
+            .map(|(_, _, crm)| {
+                let stats = crm.stats();
+                stats.requests - stats.records
+            })
+            .sum()
     }
 
     /// Waits until no connection is open at any CRM: a killed worker's requests have all been
@@ -160,8 +163,11 @@ async fn a_worker_stopped_by_sigterm_mid_drain_commits_every_result_sent_and_giv
     let backlog = Backlog::submit(&db, "term").await;
     let total = backlog.total();
     let mut worker = backlog.worker(&db, "stops-term", &[]);
+    // Several creates in flight, so that some are still at the CRM once the signal is delivered.
+    let mut in_flight = 0;
     wait_until("a fifth of the backlog at the CRMs, with creates in flight", Some(&mut worker), async || {
-        backlog.records() >= total / 5 && backlog.creates_in_flight()
+        in_flight = backlog.creates_in_flight();
+        backlog.records() >= total / 5 && in_flight >= 4
     })
     .await;
     worker.send_sigterm();
@@ -216,8 +222,8 @@ async fn a_worker_stopped_by_sigterm_mid_drain_commits_every_result_sent_and_giv
         assert_eq!((stats.idempotent_replays, stats.duplicates_refused), (0, 0), "{kind:?}: nothing sent twice");
     }
     println!(
-        "SIGTERM: {completed} completed ({landed_after_the_signal} of them landed at the CRM after the signal), \
-         {pending} given back; {}",
+        "SIGTERM with {in_flight} creates in flight: {completed} completed ({landed_after_the_signal} of them landed \
+         at the CRM after the signal), {pending} given back; {}",
         exited.stdout.trim()
     );
 

@@ -197,6 +197,10 @@ pub struct Stats {
     /// TCP connections accepted: far fewer than `requests` when clients reuse connections.
     #[serde(default)]
     pub connections: u64,
+    /// Connections open now. A connection closes only once every request read from it was
+    /// handled, so none open after a client died means that all it had sent has landed.
+    #[serde(default)]
+    pub open_connections: u64,
     /// The most requests (creates, updates, lookups) received in any one second of the clock.
     #[serde(default)]
     pub busiest_second: u64,
@@ -239,6 +243,27 @@ struct Shared {
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One connection counted open from its accept until its task ends, however it ends.
+struct OpenConnection(Arc<Shared>);
+
+impl OpenConnection {
+    fn count(shared: Arc<Shared>) -> Self {
+        {
+            let stats = &mut shared.state().stats;
+            stats.connections += 1;
+            stats.open_connections += 1;
+        }
+        Self(shared)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        let stats = &mut self.0.state().stats;
+        stats.open_connections = stats.open_connections.saturating_sub(1);
     }
 }
 
@@ -285,7 +310,7 @@ impl SimCrm {
     /// Starts serving on `listener` in the background.
     pub fn start(listener: TcpListener, options: Options) -> Result<Self, SimCrmError> {
         let addr = listener.local_addr().map_err(SimCrmError::Address)?;
-        let state = match &options.state_file {
+        let mut state: State = match &options.state_file {
             Some(path) if path.exists() => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|source| SimCrmError::ReadState { path: path.clone(), source })?;
@@ -294,14 +319,15 @@ impl SimCrm {
             }
             _ => State::default(),
         };
+        // The connections a saved state counted open closed with the process that saved it.
+        state.stats.open_connections = 0;
         let shared = Arc::new(Shared { faults: Mutex::new(options.faults.clone()), options, state: Mutex::new(state) });
         let server = Arc::clone(&shared);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                server.state().stats.connections += 1;
-                let shared = Arc::clone(&server);
-                tokio::spawn(async move { serve_connection(stream, &shared).await });
+                let open = OpenConnection::count(Arc::clone(&server));
+                tokio::spawn(async move { serve_connection(stream, &open.0).await });
             }
         });
         Ok(Self { addr, shared })

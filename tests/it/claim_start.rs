@@ -4,6 +4,7 @@
 //! same way. Each test counts rows, and the crash tests count records in the simulated CRM, on
 //! SQLite and PostgreSQL.
 
+use crate::support::crm::{Kind, crm_for};
 use crate::support::{TestDb, order};
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
@@ -11,7 +12,6 @@ use actionledger::domain::{
     ActionKey, ActionRecord, AttemptOutcome, Capabilities, DestinationCatalog, Event, Evidence, RawSubmission, State,
 };
 use actionledger::ledger::{Claim, Ledger, Outcome, Recovery, Report};
-use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::Store;
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::{BTreeMap, HashMap};
@@ -337,32 +337,6 @@ async fn a_takeover_after_a_crash_between_claim_and_send_follows_the_destination
     assert!(trail.last().unwrap().reason.as_deref().unwrap().contains("nothing was sent under it"));
     assert!(ledger.store().attempts(taken.key()).await.unwrap().is_empty());
     assert!(!find(&db, "crashed:bare").await.may_have_written);
-}
-
-/// How the crash test declares each destination of the simulated CRM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A lookup (and the CRM's idempotency key).
-    Looked,
-    /// An idempotency key only.
-    Keyed,
-    /// Nothing: the CRM also accepts a second record with the same reference.
-    Bare,
-}
-
-/// The CRM and the destination block for `kind`.
-async fn crm_for(kind: Kind, name: &str) -> (SimCrm, String) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let options = match kind {
-        Kind::Looked | Kind::Keyed => Options::default(),
-        Kind::Bare => Options { retention: None, unique_refs: false, ..Options::default() },
-    };
-    let crm = SimCrm::start(listener, options).unwrap();
-    let mut config = crm.destination_config(name);
-    if kind != Kind::Looked {
-        config = config.lines().filter(|line| !line.starts_with("lookup =")).collect::<Vec<_>>().join("\n");
-    }
-    (crm, format!("{config}\n"))
 }
 
 async fn a_worker_killed_between_claim_and_send_leaves_one_record_on_each_path<S: Store>(db: TestDb<S>) {

@@ -2,22 +2,22 @@
 //! run; SQLite with many contending writers, and worker processes killed mid-write. No lost or
 //! duplicated transition, the worker and console carry on, SQLite's integrity check passes.
 
+use crate::support::crm::every_create_delayed;
 use crate::support::{self, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::console::{ConsoleOptions, ScriptedConsole, model::Msg};
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{Person, State};
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm};
+use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 async fn crm(delay_ms: u64) -> SimCrm {
-    let faults = FaultPlan { script: std::collections::VecDeque::new(), rates: vec![(Fault::Delay(delay_ms), 1.0)] };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    SimCrm::start(listener, Options { faults, ..Options::default() }).unwrap()
+    SimCrm::start(listener, Options { faults: every_create_delayed(delay_ms), ..Options::default() }).unwrap()
 }
 
 fn worker_options(id: &str, crm: &SimCrm, drain: bool) -> WorkerOptions {

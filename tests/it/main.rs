@@ -48,6 +48,7 @@ mod secrets;
 mod serve;
 mod sim_crm;
 mod sqlite_commands;
+mod stops;
 mod storage;
 mod submissions;
 mod tls;

@@ -2,87 +2,19 @@
 //! the simulated CRM, readiness following a PostgreSQL outage, `stats --json` against a ledger set
 //! up by hand on both stores, JSON log lines, and untrusted text escaped in the log bytes.
 
+use crate::support::crm::every_create_delayed;
+use crate::support::process::{WorkerProcess, command};
 use crate::support::{self, TestDb, order};
 use actionledger::domain::Evidence;
 use actionledger::ledger::{Outcome, Report};
-use actionledger::sim_crm::{Fault, FaultPlan, Options, SimCrm, Stats};
+use actionledger::sim_crm::{FaultPlan, Options, SimCrm, Stats};
 use actionledger::store::Store;
 use serde_json::Value;
-use std::io::{BufRead as _, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_actionledger");
 
 async fn crm(faults: FaultPlan) -> SimCrm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     SimCrm::start(listener, Options { faults, ..Options::default() }).unwrap()
-}
-
-fn command(dir: &Path, db: &str) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .current_dir(dir)
-        .env_remove("ACTIONLEDGER_DB")
-        .env_remove("DATABASE_URL")
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .args(["--db", db]);
-    command
-}
-
-/// A worker process whose standard error is collected as it is written.
-struct Worker {
-    child: Child,
-    stderr: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Worker {
-    fn spawn(mut command: Command) -> Self {
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let mut reader = BufReader::new(child.stderr.take().unwrap());
-        let collected = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut line = Vec::new();
-            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                collected.lock().unwrap().extend_from_slice(&line);
-                line.clear();
-            }
-        });
-        Self { child, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
-    }
-
-    /// The address the worker logged for its metrics endpoint.
-    async fn metrics_addr(&self) -> String {
-        let deadline = Instant::now() + Duration::from_mins(1);
-        loop {
-            let logged = self.stderr();
-            if let Some(at) = logged.find("metrics at http://") {
-                let rest = &logged[at + "metrics at http://".len()..];
-                return rest[..rest.find("/metrics").unwrap()].to_owned();
-            }
-            assert!(Instant::now() < deadline, "no metrics address logged:\n{logged}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Stops the worker as a service manager would (SIGTERM) and returns its standard output.
-    fn terminate(self) -> String {
-        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
-        assert!(status.success());
-        let Self { child, stderr } = self;
-        let output = child.wait_with_output().unwrap();
-        let logged = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
-        assert!(output.status.success(), "the worker failed:\n{logged}");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
 }
 
 async fn get(url: &str) -> (u16, String) {
@@ -111,7 +43,7 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     const ACTIONS: u64 = 12;
     let db = support::sqlite().await;
     // Slow answers, so that the scrape below happens while the worker is still draining.
-    let crm = crm(FaultPlan { script: std::collections::VecDeque::new(), rates: vec![(Fault::Delay(150), 1.0)] }).await;
+    let crm = crm(every_create_delayed(150)).await;
     for n in 0..ACTIONS {
         db.ledger.submit(&order(&format!("obs:metrics:{n}"), r#"{"n":1}"#)).await.unwrap();
     }
@@ -129,7 +61,7 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
         "--metrics-refresh",
         "200ms",
     ]);
-    let worker = Worker::spawn(worker);
+    let worker = WorkerProcess::spawn(worker);
     let addr = worker.metrics_addr().await;
     assert_eq!(get(&format!("http://{addr}/healthz")).await.0, 200);
     assert_eq!(get(&format!("http://{addr}/readyz")).await.0, 200);
@@ -180,7 +112,7 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert_eq!(sample(&done, "actionledger_sends_per_action_count{destination=\"crm\"}"), records);
     assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{le=\"1.0\",destination=\"crm\"}"), records);
 
-    let summary = worker.terminate();
+    let summary = worker.terminate().await;
     assert!(summary.contains(&format!("completed {ACTIONS}")), "{summary}");
 }
 
@@ -196,7 +128,7 @@ async fn the_metrics_endpoint_closes_a_client_that_never_finishes_its_headers() 
     std::fs::write(dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
     let mut worker = command(dir.path(), &db.url);
     worker.args(["worker", "--metrics-addr", "127.0.0.1:0"]);
-    let worker = Worker::spawn(worker);
+    let worker = WorkerProcess::spawn(worker);
     let addr = worker.metrics_addr().await;
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
     slow.write_all(b"GET /metr").await.unwrap();
@@ -209,7 +141,7 @@ async fn the_metrics_endpoint_closes_a_client_that_never_finishes_its_headers() 
     assert!(held >= Duration::from_secs(9), "closed after {held:?}, before the header timeout");
     let logged = worker.stderr();
     assert!(logged.contains("no complete request headers within 10s"), "{logged}");
-    worker.terminate();
+    worker.terminate().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,7 +159,7 @@ async fn readiness_follows_the_database_down_and_back() {
     std::fs::write(dir.path().join("actionledger.toml"), crm.destination_config("crm")).unwrap();
     let mut worker = command(dir.path(), &cluster.url);
     worker.args(["worker", "--metrics-addr", "127.0.0.1:0", "--metrics-refresh", "200ms"]);
-    let worker = Worker::spawn(worker);
+    let worker = WorkerProcess::spawn(worker);
     let addr = worker.metrics_addr().await;
     let ready = format!("http://{addr}/readyz");
     let until = |want: u16| {
@@ -261,7 +193,7 @@ async fn readiness_follows_the_database_down_and_back() {
         assert!(Instant::now() < deadline, "the ready gauge never rose again");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    worker.terminate();
+    worker.terminate().await;
 }
 
 /// `stats --json` reports the figures of a ledger set up by hand: two pending actions, one claim

@@ -47,6 +47,40 @@ async fn state_survives_a_restart_and_keys_are_still_honoured() {
     assert_eq!(status, 409, "the external reference is still unique");
     let effects = second.stats();
     assert_eq!((effects.records, effects.idempotent_replays, effects.duplicates_refused), (1, 1, 1));
+    // The state was saved with the first server's connection open; that connection is not this one's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while second.stats().open_connections != 0 {
+        assert!(std::time::Instant::now() < deadline, "connections still counted open: {:?}", second.stats());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A connection counts open until every request read from it was handled: once a client that
+/// dropped its connection with a create in flight sees none open, the record is written.
+#[tokio::test]
+async fn a_connection_counts_open_until_its_requests_were_handled() {
+    use tokio::io::AsyncWriteExt as _;
+    let crm = start(Options { faults: support::crm::every_create_delayed(300), ..Options::default() }).await;
+    let mut client = tokio::net::TcpStream::connect(crm.addr()).await.unwrap();
+    let body = r#"{"external_ref":"in-flight"}"#;
+    let request = format!(
+        "POST /tasks HTTP/1.1\r\nhost: crm\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(request.as_bytes()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while crm.stats().requests == 0 {
+        assert!(std::time::Instant::now() < deadline, "the request never arrived");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(client);
+    let open = crm.stats();
+    assert_eq!((open.connections, open.open_connections, open.records), (1, 1, 0), "the create is still waiting");
+    while crm.stats().open_connections != 0 {
+        assert!(std::time::Instant::now() < deadline, "the connection never closed: {:?}", crm.stats());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(crm.stats().records, 1, "the create sent before the client went away was handled first");
 }
 
 #[tokio::test]

@@ -1,7 +1,10 @@
 //! Test databases: a fresh SQLite file per test, and a fresh PostgreSQL database per test on a
-//! throwaway cluster that this test process starts (or on `ACTIONLEDGER_TEST_PG_URL`).
+//! throwaway cluster that this test process starts (or on `ACTIONLEDGER_TEST_PG_URL`); with them
+//! the simulated CRM's destination kinds (`crm`) and the binary as a child process (`process`).
 
+pub mod crm;
 pub mod pg;
+pub mod process;
 
 use actionledger::Ledger;
 use actionledger::store::{PostgresStore, SqliteStore};

@@ -1107,6 +1107,34 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_notify_runnable()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM pg_notify('actionledger_runnable', TG_TABLE_SCHEMA);
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION actionledger_notify_runnable_inserted()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF EXISTS (SELECT 1 FROM inserted_actions n
+               WHERE n.state = 'pending' AND n.proposed_payload IS NULL
+                 AND (n.not_before IS NULL OR n.not_before <= n.updated_at)
+                 AND (n.after_key IS NULL
+                      OR EXISTS (SELECT 1 FROM actions p WHERE p.key = n.after_key AND p.state = 'completed'))) THEN
+        PERFORM pg_notify('actionledger_runnable', TG_TABLE_SCHEMA);
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_refuse_audit_change()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -1185,6 +1213,10 @@ CREATE TRIGGER actions_guard_update BEFORE UPDATE ON actions FOR EACH ROW EXECUT
 
 CREATE TRIGGER actions_notify_change AFTER UPDATE ON actions FOR EACH ROW WHEN (old.state::text IS DISTINCT FROM new.state::text AND ((old.state::text = ANY (ARRAY['failed'::text, 'unknown'::text, 'conflict'::text, 'held'::text])) OR (new.state::text = ANY (ARRAY['failed'::text, 'unknown'::text, 'conflict'::text, 'held'::text]))) OR old.assignee IS DISTINCT FROM new.assignee OR old.proposed_fingerprint IS DISTINCT FROM new.proposed_fingerprint OR old.late_results IS DISTINCT FROM new.late_results) EXECUTE FUNCTION actionledger_notify_change();
 
+CREATE TRIGGER actions_notify_runnable AFTER UPDATE ON actions FOR EACH ROW WHEN (new.state::text = 'pending'::text AND new.proposed_payload IS NULL AND (new.not_before IS NULL OR new.not_before <= new.updated_at) AND NOT (old.state::text = 'pending'::text AND old.proposed_payload IS NULL AND (old.not_before IS NULL OR old.not_before <= new.updated_at))) EXECUTE FUNCTION actionledger_notify_runnable();
+
+CREATE TRIGGER actions_notify_runnable_inserted AFTER INSERT ON actions REFERENCING NEW TABLE AS inserted_actions FOR EACH STATEMENT EXECUTE FUNCTION actionledger_notify_runnable_inserted();
+
 CREATE TRIGGER actions_purged_never_change BEFORE UPDATE ON actions FOR EACH ROW WHEN (old.state::text = ANY (ARRAY['completed'::text, 'cancelled'::text])) EXECUTE FUNCTION actionledger_guard_purged_action();
 
 CREATE TRIGGER actions_reviewer_inserts_only_updates BEFORE INSERT ON actions FOR EACH ROW EXECUTE FUNCTION actionledger_guard_reviewer_insert();
@@ -1252,6 +1284,8 @@ ALTER FUNCTION actionledger_guard_purged_action() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_reviewer_insert() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_login_is(person text) OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_notify_change() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_notify_runnable() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_notify_runnable_inserted() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_refuse_audit_change() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_refuse_purge_change() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_session_duties() OWNER TO actionledger_owner;
@@ -1336,6 +1370,10 @@ GRANT EXECUTE ON FUNCTION actionledger_login_is(person text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_login_is(person text) TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_notify_change() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_notify_change() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_notify_runnable() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_notify_runnable() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_notify_runnable_inserted() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION actionledger_notify_runnable_inserted() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_refuse_audit_change() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_refuse_audit_change() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_refuse_purge_change() TO PUBLIC;

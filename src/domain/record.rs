@@ -228,6 +228,17 @@ impl ActionRecord {
     pub fn lease_is_live(&self, now: Timestamp) -> bool {
         self.state == State::InProgress && self.lease_expires_at.is_some_and(|until| until > now)
     }
+
+    /// Whether a worker may claim the action as it was last written, at the time of that write:
+    /// pending, with no proposed payload awaiting a decision and no backoff still running. An
+    /// action that waits for another (`after`) may still have to wait for it to complete, which
+    /// only a read of that action tells; a wake-up for it is at worst one claim that finds
+    /// nothing. The same test as migration 0101's notify triggers on PostgreSQL.
+    pub fn claimable_as_written(&self) -> bool {
+        self.state == State::Pending
+            && self.proposal.is_none()
+            && self.not_before.is_none_or(|until| until <= self.updated_at)
+    }
 }
 
 /// How one delivery of a submission was taken.
@@ -476,4 +487,32 @@ pub struct LookupReport {
     pub destination_id: Option<String>,
     pub evidence: Evidence,
     pub detail: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending_at(now: Timestamp) -> ActionRecord {
+        let key = ActionKey::parse("shop:order:1").unwrap();
+        ActionRecord::pending(key, Payload::parse(b"{}").unwrap(), now)
+    }
+
+    #[test]
+    fn claimable_as_written_only_pending_with_nothing_proposed_and_no_backoff_running() {
+        let now = Timestamp::default() + chrono::TimeDelta::hours(1);
+        let new = pending_at(now);
+        assert!(new.claimable_as_written());
+        let ended = ActionRecord { not_before: Some(now), ..new.clone() };
+        assert!(ended.claimable_as_written(), "a backoff ending as it is written");
+        let backing_off = ActionRecord { not_before: Some(now + chrono::TimeDelta::seconds(1)), ..new.clone() };
+        assert!(!backing_off.claimable_as_written());
+        let proposal = Proposal { payload: new.payload.clone(), source_version: None };
+        let proposed = ActionRecord { proposal: Some(proposal), ..new.clone() };
+        assert!(!proposed.claimable_as_written());
+        for state in [State::InProgress, State::Completed, State::Failed, State::Unknown, State::Conflict, State::Held]
+        {
+            assert!(!ActionRecord { state, ..new.clone() }.claimable_as_written(), "{state}");
+        }
+    }
 }

@@ -34,6 +34,7 @@ mod sql_tx;
 mod sqlite;
 mod statements;
 mod url;
+mod wake;
 
 pub use clock::Clock;
 pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
@@ -43,6 +44,7 @@ pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
+pub use wake::Wakeups;
 
 use crate::domain::{
     ActionKey, ActionRecord, ActorKind, Attempt, AuditEntry, Delivery, LookupRecord, ProposalDecision, ProposalRecord,
@@ -505,6 +507,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn listen_for_changes(
         &self,
     ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send;
+
+    /// What an idle worker waits on: wake-ups when new work may be claimable, raised after this
+    /// process's commits that made some (through this store or any clone of it), and on
+    /// PostgreSQL also by the database for every other process's (LISTEN on the channel of
+    /// migration 0101; never the consoles' channel, which every claim and result notifies).
+    /// Never fails: where the database cannot be listened to, it says so in a warning and keeps
+    /// trying in the background, and the worker's polling finds the work meanwhile.
+    fn listen_for_runnable(&self) -> impl Future<Output = Wakeups> + Send;
 }
 
 /// One write transaction. Dropping it without [`LedgerTx::commit`] rolls it back.

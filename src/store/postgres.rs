@@ -7,9 +7,11 @@ use super::pg_tls;
 use super::sql_store::SqlStore;
 use super::statements;
 use super::url::redact_url;
+use super::wake::{RunnableSignal, Wakeups};
 use super::{Clock, StoreError};
+use crate::domain::text::escape_untrusted;
 use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArguments, PgConnection, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgRow};
 use sqlx::{Arguments as _, Postgres};
 use std::time::Duration;
 
@@ -21,6 +23,7 @@ pub struct PostgresStore {
     clock: Clock,
     /// The schema the ledger lives in, which every pooled connection's `search_path` holds.
     schema: String,
+    runnable: RunnableSignal,
 }
 
 impl SqlStore for PostgresStore {
@@ -32,6 +35,10 @@ impl SqlStore for PostgresStore {
 
     fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    fn runnable(&self) -> &RunnableSignal {
+        &self.runnable
     }
 
     async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
@@ -61,6 +68,22 @@ impl SqlStore for PostgresStore {
             }
         });
         Ok(Some(receiver))
+    }
+
+    async fn listen_for_runnable(&self) -> Wakeups {
+        let options = self.pool.connect_options();
+        // The first LISTEN before the worker's first claim, so that nothing submitted after that
+        // claim goes unheard.
+        let listener = match listen_runnable(&options).await {
+            Ok(listener) => Some(listener),
+            Err(error) => {
+                warn_not_listening(&error);
+                None
+            }
+        };
+        let (relay, database) = tokio::sync::watch::channel(());
+        tokio::spawn(relay_runnable(RunnableRelay { options, schema: self.schema.clone(), relay }, listener));
+        Wakeups::with_remote(&self.runnable, database)
     }
 }
 
@@ -170,6 +193,99 @@ pub const IDLE_IN_TRANSACTION_LIMIT: &str = "30s";
 /// The channel migration 0003 notifies on.
 const CHANGES_CHANNEL: &str = "actionledger_changes";
 
+/// The channel migration 0101 notifies on when work becomes claimable, with the ledger's schema
+/// as the payload.
+const RUNNABLE_CHANNEL: &str = "actionledger_runnable";
+
+/// The longest pause between two tries to LISTEN again after the connection was lost.
+const RELISTEN_AT_MOST: Duration = Duration::from_secs(30);
+
+/// A LISTEN on [`RUNNABLE_CHANNEL`], on a connection of its own outside the store's pool: a
+/// worker holds it for as long as it runs, and its pool's connections are for its work.
+async fn listen_runnable(options: &PgConnectOptions) -> Result<PgListener, sqlx::Error> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options.clone())
+        .await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    // A lost connection is made again here, by a new listener, rather than inside `try_recv`:
+    // only then is it known when the LISTEN is back in place.
+    listener.eager_reconnect(false);
+    listener.listen(RUNNABLE_CHANNEL).await?;
+    Ok(listener)
+}
+
+fn warn_not_listening(error: &sqlx::Error) {
+    let error = escape_untrusted(&error.to_string());
+    tracing::warn!(
+        %error,
+        "cannot LISTEN on {RUNNABLE_CHANNEL}: {error}; idle workers find new work by polling until it can, and it \
+         keeps trying"
+    );
+}
+
+/// Where the database's wake-ups go: the worker's [`Wakeups`], and which of the channel's
+/// notifications are for this ledger.
+struct RunnableRelay {
+    options: std::sync::Arc<PgConnectOptions>,
+    schema: String,
+    relay: tokio::sync::watch::Sender<()>,
+}
+
+/// Relays the notifications for this ledger's schema to the worker until its [`Wakeups`] is
+/// dropped. A lost connection is listened on again, at once and then at growing intervals, and
+/// the worker woken as soon as the LISTEN is back, since a notification may have been missed
+/// meanwhile. Warns once per outage that lasts beyond the first try.
+async fn relay_runnable(relay: RunnableRelay, mut listener: Option<PgListener>) {
+    let RunnableRelay { options, schema, relay } = relay;
+    // Set while no LISTEN is in place: how long to wait before the next try.
+    let mut pause = listener.is_none().then_some(Duration::from_secs(1));
+    let mut warned = listener.is_none();
+    loop {
+        let Some(active) = listener.as_mut() else {
+            let wait = pause.unwrap_or_default();
+            tokio::select! {
+                () = relay.closed() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            match listen_runnable(&options).await {
+                Ok(again) => {
+                    if warned {
+                        tracing::info!("listening on {RUNNABLE_CHANNEL} again: idle workers are woken by new work");
+                    }
+                    (listener, pause, warned) = (Some(again), None, false);
+                    relay.send_replace(());
+                }
+                Err(error) => {
+                    if !warned {
+                        warn_not_listening(&error);
+                        warned = true;
+                    }
+                    tracing::debug!(error = %escape_untrusted(&error.to_string()), "LISTEN on {RUNNABLE_CHANNEL} failed again");
+                    pause = Some((wait * 2).clamp(Duration::from_secs(1), RELISTEN_AT_MOST));
+                }
+            }
+            continue;
+        };
+        let received = tokio::select! {
+            () = relay.closed() => return,
+            received = active.try_recv() => received,
+        };
+        if let Ok(Some(notification)) = received {
+            // Another ledger's, in another schema of the same database, wakes nobody here.
+            if notification.payload() == schema {
+                relay.send_replace(());
+            }
+        } else {
+            tracing::debug!("the connection listening on {RUNNABLE_CHANNEL} was lost; listening again");
+            (listener, pause) = (None, Some(Duration::ZERO));
+        }
+    }
+}
+
 impl PostgresStore {
     /// Connects to and migrates (creating it if need be) the ledger at a `postgres://` URL, in the
     /// schema its `search_path` names, else `actionledger`.
@@ -226,7 +342,7 @@ impl PostgresStore {
                 _ => StoreError::Migrate(error),
             })?;
         }
-        Ok(Self { pool, clock: Clock::database(), schema })
+        Ok(Self { pool, clock: Clock::database(), schema, runnable: RunnableSignal::default() })
     }
 
     /// The schema the ledger lives in.

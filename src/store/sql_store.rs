@@ -10,6 +10,7 @@ use super::rows::{
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
+use super::wake::{RunnableSignal, Wakeups};
 use super::{
     AttemptStart, AttemptStarted, ClaimRequest, Claimed, Clock, LedgerTx, ListFilter, LookupFailures, SchemaStatus,
     StateFigures, Store, StoreError,
@@ -32,6 +33,9 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
     /// See [`Store::clock`].
     fn clock(&self) -> &Clock;
 
+    /// The signal this store and its clones raise after a commit that made work claimable.
+    fn runnable(&self) -> &RunnableSignal;
+
     /// See [`Store::schema_status`].
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;
 
@@ -51,6 +55,13 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send {
         async { Ok(None) }
     }
+
+    /// See [`Store::listen_for_runnable`]: this process's commits alone, unless the database
+    /// sends wake-ups of its own.
+    fn listen_for_runnable(&self) -> impl Future<Output = Wakeups> + Send {
+        let wakeups = Wakeups::in_process(self.runnable());
+        async { wakeups }
+    }
 }
 
 impl<S: SqlStore> Store for S {
@@ -58,7 +69,7 @@ impl<S: SqlStore> Store for S {
 
     async fn begin(&self) -> Result<Self::Tx, StoreError> {
         let tx = self.connections().begin_with(S::Backend::DIALECT.begin).await?;
-        Ok(SqlTx::new(tx, SqlStore::clock(self).shift_ms()))
+        Ok(SqlTx::new(tx, SqlStore::clock(self).shift_ms(), self.runnable().clone()))
     }
 
     async fn now(&self) -> Result<Timestamp, StoreError> {
@@ -304,6 +315,10 @@ impl<S: SqlStore> Store for S {
         &self,
     ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<()>>, StoreError>> + Send {
         SqlStore::listen_for_changes(self)
+    }
+
+    fn listen_for_runnable(&self) -> impl Future<Output = Wakeups> + Send {
+        SqlStore::listen_for_runnable(self)
     }
 }
 

@@ -6,6 +6,7 @@ use super::rows::{
     Columns as _, action_from_row, after_link, attempt_from_row, keyed_number, proposal_from_row, purge_from_row,
 };
 use super::statements as sql;
+use super::wake::RunnableSignal;
 use super::{ClaimScope, LedgerTx, StoreError};
 use crate::domain::record::from_millis;
 use crate::domain::retention::states_text;
@@ -23,6 +24,9 @@ pub struct SqlTx<B: Backend> {
     /// Ends of attempts waiting for the commit, for the same reason: written with the audit
     /// entries, in one statement where the database allows.
     finished: Vec<Attempt>,
+    /// Raised once the transaction commits, if it wrote an action claimable now.
+    runnable: RunnableSignal,
+    wrote_claimable: bool,
 }
 
 impl<B: Backend> std::fmt::Debug for SqlTx<B> {
@@ -32,13 +36,19 @@ impl<B: Backend> std::fmt::Debug for SqlTx<B> {
             .field("clock_offset_ms", &self.clock_offset_ms)
             .field("audit", &self.audit)
             .field("finished", &self.finished)
+            .field("wrote_claimable", &self.wrote_claimable)
             .finish_non_exhaustive()
     }
 }
 
 impl<B: Backend> SqlTx<B> {
-    pub(crate) fn new(tx: sqlx::Transaction<'static, B>, clock_offset_ms: i64) -> Self {
-        Self { tx, clock_offset_ms, audit: Vec::new(), finished: Vec::new() }
+    pub(crate) fn new(tx: sqlx::Transaction<'static, B>, clock_offset_ms: i64, runnable: RunnableSignal) -> Self {
+        Self { tx, clock_offset_ms, audit: Vec::new(), finished: Vec::new(), runnable, wrote_claimable: false }
+    }
+
+    /// Notes the actions this transaction writes that a worker may claim once it commits.
+    fn note_claimable<'a>(&mut self, written: impl IntoIterator<Item = &'a ActionRecord>) {
+        self.wrote_claimable = self.wrote_claimable || written.into_iter().any(ActionRecord::claimable_as_written);
     }
 
     /// Writes what waits for the commit: the ends of attempts, then the audit entries, many rows
@@ -136,10 +146,12 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
                 inserted.push(action_from_row(&row)?);
             }
         }
+        self.note_claimable(&inserted);
         Ok(inserted)
     }
 
     async fn update_actions(&mut self, changed: &[&ActionRecord]) -> Result<u64, StoreError> {
+        self.note_claimable(changed.iter().copied());
         // One result's writes (the per-action path): its action, its attempt's end and its audit
         // entries in one statement on PostgreSQL, rather than this and one more at the commit.
         if B::DIALECT.writes_in_one_statement
@@ -385,6 +397,11 @@ impl<B: Backend> LedgerTx for SqlTx<B> {
     async fn commit(mut self) -> Result<(), StoreError> {
         self.write_deferred().await?;
         self.tx.commit().await?;
+        // After the commit, never before: a worker woken earlier would claim before the work
+        // is there to see, and then wait out its whole poll interval.
+        if self.wrote_claimable {
+            self.runnable.raise();
+        }
         Ok(())
     }
 

@@ -4,6 +4,7 @@ use super::backend::{Backend, Dialect, Statement};
 use super::migration::{AppliedMigration, SchemaStatus};
 use super::sql_store::SqlStore;
 use super::statements;
+use super::wake::RunnableSignal;
 use super::{Clock, ReadOnlyReason, StoreError};
 use sqlx::error::BoxDynError;
 use sqlx::migrate::MigrateError;
@@ -29,6 +30,7 @@ pub struct SqliteStore {
     pool: sqlx::SqlitePool,
     clock: Clock,
     file: Arc<LedgerFile>,
+    runnable: RunnableSignal,
 }
 
 /// The ledger file this store opened: its path and the file (device and inode) the path named
@@ -77,6 +79,10 @@ impl SqlStore for SqliteStore {
 
     fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    fn runnable(&self) -> &RunnableSignal {
+        &self.runnable
     }
 
     fn check_file(&self) -> Result<(), StoreError> {
@@ -201,7 +207,7 @@ impl SqliteStore {
             .map_err(|e| unwritable(&path).unwrap_or_else(|| StoreError::Open(format!("{}: {e}", path.display()))))?;
         migrate(&pool, url).await.map_err(|e| unwritable(&path).unwrap_or(e))?;
         let file = Arc::new(LedgerFile::identify(&path)?);
-        Ok(Self { pool, clock: Clock::database(), file })
+        Ok(Self { pool, clock: Clock::database(), file, runnable: RunnableSignal::default() })
     }
 
     /// Where the ledger's schema stands against this build's migrations; creates and changes

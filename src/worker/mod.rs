@@ -217,6 +217,8 @@ async fn main_loop<S: Store, E: Effect>(
     tokio::pin!(shutdown);
     let mut failing_since: Option<tokio::time::Instant> = None;
     let mut recovery_due = tokio::time::Instant::now();
+    // Opened before the first claim, so that nothing submitted after that claim goes unheard.
+    let mut wakeups = shared.ledger.store().listen_for_runnable().await;
     loop {
         while tasks.try_join_next().is_some() {}
         // A SQLite ledger file deleted or replaced under this worker: what it claims from now on
@@ -278,6 +280,8 @@ async fn main_loop<S: Store, E: Effect>(
             }
             () = tokio::time::sleep(pause) => {}
             () = shared.freed.notified(), if failing_since.is_none() => {}
+            // New work submitted (or given back) while idle: claimed now, not at the next poll.
+            () = wakeups.next(), if failing_since.is_none() => {}
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }

@@ -54,4 +54,5 @@ mod submissions;
 mod tls;
 mod tmux;
 mod updates;
+mod wake;
 mod worker;

@@ -8,6 +8,10 @@
 //! Approving a new payload of a completed action records its update action (`KEY#update-N`),
 //! which the model claims and finishes like any other; an approval after a send moves requests
 //! to a derived idempotency key (`KEY#rev-N`), which the model expects too.
+//! The worker pipeline itself (`worker::run`, draining) is one more operation: the model predicts
+//! which expired claims it takes over or holds, which actions it claims and sends, how often, and
+//! with what result, and the drain is compared with it down to each audit entry, each attempt,
+//! each send the effect counted and the worker's summary.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
@@ -15,19 +19,28 @@
 use crate::support;
 use actionledger::Ledger;
 use actionledger::domain::{
-    ActionKey, Evidence, ManualCommand, Person, PurgeRequest, RawSubmission, Reason, Refusal, State,
+    ActionKey, AttemptOutcome, Capabilities, DestinationCatalog, Event, Evidence, ManualCommand, Person, PurgeRequest,
+    RawSubmission, Reason, Refusal, State,
 };
 use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
 use actionledger::store::{ClaimScope, Store};
+use actionledger::worker::{self, Effect, Stop, Summary, Work, WorkerOptions};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_mins(1);
 const KEYS: u8 = 4;
 const WORKERS: u8 = 3;
+/// The worker id of the pipeline's runs.
+const PIPELINE: &str = "pipeline";
+/// How long a keyed destination recognises a repeated key: longer than any case's clock moves
+/// (at most fifty purges of two days), so that rule 4 never holds an action here and the model
+/// need not follow the window.
+const KEY_RETENTION: Duration = Duration::from_hours(24 * 365);
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -73,6 +86,17 @@ enum Op {
     },
     /// Two days pass, then a purge of what settled more than a day ago.
     Purge,
+    /// The worker pipeline (`worker::run`, draining) with `slots` send slots, for a destination
+    /// that declares an idempotency key (`keyed`) or no protection against a repeat: it recovers
+    /// the expired claims and performs everything claimable until nothing is. Each send answers
+    /// `first`, and a send of an action this run sent before answers `then` (never a retry, so
+    /// that the drain ends).
+    Work {
+        slots: u8,
+        keyed: bool,
+        first: u8,
+        then: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -88,6 +112,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
         3 => (0..KEYS, 0..8u8, any::<bool>()).prop_map(|(key, command, confirm)| Op::Manual { key, command, confirm }),
         1 => Just(Op::Purge),
+        2 => (1..=3u8, any::<bool>(), 0..4u8, prop_oneof![Just(0u8), Just(1), Just(3)])
+            .prop_map(|(slots, keyed, first, then)| Op::Work { slots, keyed, first, then }),
     ]
 }
 
@@ -300,8 +326,8 @@ impl Model {
         }
     }
 
-    fn recover(&mut self, key: u8, protected: bool) {
-        let Some(a) = self.actions.get_mut(&(key, 0)) else { return };
+    fn recover(&mut self, id: Id, protected: bool) {
+        let Some(a) = self.actions.get_mut(&id) else { return };
         if a.state != State::InProgress || !a.lease_expired {
             return;
         }
@@ -315,6 +341,74 @@ impl Model {
         } else {
             settle(a, State::Held);
             a.old_worker_may_act = true;
+        }
+    }
+
+    /// One drain of the worker pipeline for a destination that protects against a repeat or not:
+    /// every expired claim is taken over (and performed) or held as rule 5 says, then every
+    /// claimable action is claimed and performed, oldest first, until none is. The `n`-th send of
+    /// an action answers `first` if `n` is 1, else `then`.
+    fn drain(&mut self, protected: bool, first: u8, then: u8) -> Drain {
+        let mut drain =
+            Drain { summary: Summary { worker: PIPELINE.to_owned(), ..Summary::default() }, ..Drain::default() };
+        let expired: Vec<Id> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|id| self.actions[id].state == State::InProgress && self.actions[id].lease_expired)
+            .collect();
+        for id in expired {
+            self.recover(id, protected);
+            let a = &self.actions[&id];
+            if a.state == State::InProgress {
+                drain.summary.recovered += 1;
+                drain.entry(id, (Event::ClaimRecovered, State::InProgress, State::InProgress, a.ownership_version));
+                self.perform(id, first, then, &mut drain);
+            } else {
+                drain.summary.held += 1;
+                drain.entry(id, (Event::LeaseExpired, State::InProgress, a.state, a.ownership_version));
+            }
+        }
+        while let Some((id, version)) = self.claim() {
+            drain.summary.claimed += 1;
+            drain.entry(id, (Event::Claimed, State::Pending, State::InProgress, version));
+            self.perform(id, first, then, &mut drain);
+        }
+        drain
+    }
+
+    /// One send of the worker under the current claim of `id`, and its result recorded.
+    fn perform(&mut self, id: Id, first: u8, then: u8, drain: &mut Drain) {
+        let sends = drain.sends.entry(id).or_default();
+        *sends += 1;
+        let outcome = if *sends == 1 { first } else { then };
+        let version = self.actions[&id].ownership_version;
+        self.started(id);
+        self.finish(id, version, outcome);
+        let state = self.actions[&id].state;
+        let event = match outcome {
+            0 => Event::Completed,
+            1 if state == State::Unknown => Event::OutcomeUnknown,
+            1 => Event::Failed,
+            2 => Event::RetryScheduled,
+            _ => Event::OutcomeUnknown,
+        };
+        drain.entry(id, (event, State::InProgress, state, version));
+        drain.attempts.entry(id).or_default().push((version, attempt_outcome(outcome)));
+        let summary = &mut drain.summary;
+        match state {
+            State::Completed => summary.completed += 1,
+            State::Pending => summary.retried += 1,
+            State::Failed => summary.failed += 1,
+            State::Unknown => summary.unknown += 1,
+            State::Conflict => summary.conflict += 1,
+            State::Held => summary.held += 1,
+            State::InProgress | State::Cancelled => {}
+        }
+        // A completed update: the action it updates says so, whether it took the payload on or
+        // had taken a later one on already, unless purged.
+        if outcome == 0 && id.1 != 0 && !self.actions[&(id.0, 0)].purged {
+            *drain.updates_applied.entry((id.0, 0)).or_default() += 1;
         }
     }
 
@@ -467,6 +561,121 @@ fn newest_per_key(held: &Held) -> Vec<usize> {
     picked
 }
 
+/// An audit entry as the model predicts it: event, from, to, ownership version.
+type Entry = (Event, State, State, i64);
+
+/// What one drain of the worker pipeline is expected to do.
+#[derive(Debug, Default)]
+struct Drain {
+    /// Sends per action, as the effect counts them.
+    sends: BTreeMap<Id, u32>,
+    /// The audit entries the worker appends to each action, in order, but for `UpdateApplied`.
+    entries: BTreeMap<Id, Vec<Entry>>,
+    /// `UpdateApplied` entries per original: an update's completion runs beside its original's
+    /// own work, so where they fall among its entries, and the state and version they show,
+    /// depend on timing; only their number is predicted.
+    updates_applied: BTreeMap<Id, usize>,
+    /// The attempts the worker adds to each action: ownership version and outcome.
+    attempts: BTreeMap<Id, Vec<(i64, AttemptOutcome)>>,
+    summary: Summary,
+}
+
+impl Drain {
+    fn entry(&mut self, id: Id, entry: Entry) {
+        self.entries.entry(id).or_default().push(entry);
+    }
+}
+
+fn attempt_outcome(n: u8) -> AttemptOutcome {
+    match n {
+        0 => AttemptOutcome::Succeeded,
+        1 => AttemptOutcome::FailedPermanent,
+        2 => AttemptOutcome::FailedBeforeWrite,
+        _ => AttemptOutcome::Unknown,
+    }
+}
+
+/// The effect the pipeline performs in the model: nothing outside, each send answers the outcome
+/// the operation chose, and every send is counted per action. It declares no lookup, so that no
+/// settling runs beside the sends and the outcome of a drain does not depend on timing.
+struct Scripted {
+    catalog: DestinationCatalog,
+    first: u8,
+    then: u8,
+    sends: Arc<Mutex<BTreeMap<String, u32>>>,
+}
+
+impl Scripted {
+    fn new(destination: &str, keyed: bool, first: u8, then: u8) -> Self {
+        let capabilities = Capabilities {
+            idempotency_retention: keyed.then_some(KEY_RETENTION),
+            lookup: false,
+            ..Capabilities::default()
+        };
+        // No default destination: the pipeline claims this case's actions only.
+        let catalog = DestinationCatalog::new(BTreeMap::from([(destination.to_owned(), capabilities)]), None);
+        Self { catalog, first, then, sends: Arc::default() }
+    }
+}
+
+impl Effect for Scripted {
+    fn catalog(&self) -> DestinationCatalog {
+        self.catalog.clone()
+    }
+
+    async fn perform(&self, work: &Work<'_>, _stop: Stop) -> Report {
+        let sends = {
+            let mut sends = self.sends.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let sends = sends.entry(work.action.key.to_string()).or_default();
+            *sends += 1;
+            *sends
+        };
+        outcome(if sends == 1 { self.first } else { self.then }, work.action.ownership_version)
+    }
+}
+
+/// What a run of the pipeline appended to each action's audit trail and attempts, read after
+/// the `before` counts, side by side with the model's `expected` drain.
+async fn compare_drain<S: Store>(
+    ledger: &Ledger<S>,
+    key: impl Fn(Id) -> ActionKey,
+    before: &BTreeMap<Id, (usize, usize)>,
+    expected: &Drain,
+) -> Result<(), String> {
+    for (&id, &(entries_before, attempts_before)) in before {
+        let trail = ledger.store().audit_trail(&key(id)).await.map_err(|e| e.to_string())?;
+        let added = trail.get(entries_before..).unwrap_or_default();
+        if let Some(stranger) = added.iter().find(|e| e.actor != PIPELINE) {
+            return Err(format!("key {id:?}: an audit entry by {} during the drain: {stranger:?}", stranger.actor));
+        }
+        let (applied, own): (Vec<_>, Vec<_>) = added.iter().partition(|e| e.event == Event::UpdateApplied);
+        let own: Vec<Entry> = own
+            .iter()
+            .map(|e| (e.event, e.from_state.unwrap_or(e.to_state), e.to_state, e.ownership_version))
+            .collect();
+        let wanted = expected.entries.get(&id).cloned().unwrap_or_default();
+        if own != wanted {
+            return Err(format!("key {id:?}: audit entries ledger {own:?}, model {wanted:?}"));
+        }
+        let wanted = expected.updates_applied.get(&id).copied().unwrap_or_default();
+        if applied.len() != wanted || applied.iter().any(|e| e.from_state != Some(e.to_state)) {
+            return Err(format!("key {id:?}: update applied entries ledger {applied:?}, model {wanted}"));
+        }
+        let attempts = ledger.store().attempts(&key(id)).await.map_err(|e| e.to_string())?;
+        let added: Vec<(i64, AttemptOutcome)> = attempts
+            .get(attempts_before..)
+            .unwrap_or_default()
+            .iter()
+            .map(|t| (t.ownership_version, t.outcome.unwrap_or(AttemptOutcome::CutOff)))
+            .collect();
+        let wanted = expected.attempts.get(&id).cloned().unwrap_or_default();
+        if added != wanted {
+            return Err(format!("key {id:?}: attempts added ledger {added:?}, model {wanted:?}"));
+        }
+    }
+    Ok(())
+}
+
 static CASE: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs one sequence against the store and the model; returns the first disagreement.
@@ -601,7 +810,51 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .recover_expired(&key((*k, 0)), version, "rescuer", LEASE)
                     .await
                     .map_err(|e| format!("step {step}: recover: {e}"))?;
-                model.recover(*k, *protected);
+                model.recover((*k, 0), *protected);
+            }
+            Op::Work { slots, keyed, first, then } => {
+                let mut before = BTreeMap::new();
+                for &id in model.actions.keys() {
+                    let entries = ledger.store().audit_trail(&key(id)).await.map_err(|e| e.to_string())?.len();
+                    let attempts = ledger.store().attempts(&key(id)).await.map_err(|e| e.to_string())?.len();
+                    before.insert(id, (entries, attempts));
+                }
+                let effect = Scripted::new(&destination, *keyed, *first, *then);
+                let sends = Arc::clone(&effect.sends);
+                let options = WorkerOptions {
+                    id: PIPELINE.to_owned(),
+                    concurrency: usize::from(*slots),
+                    batch: usize::from(*slots),
+                    lease: LEASE,
+                    poll_interval: Duration::from_millis(2),
+                    drain: true,
+                    destinations: effect,
+                    progress: false,
+                };
+                // A drain that never ends is a disagreement too, not a hung test.
+                let summary = tokio::time::timeout(
+                    Duration::from_mins(1),
+                    worker::run(ledger.clone(), options, std::future::pending()),
+                )
+                .await
+                .map_err(|_| format!("step {step}: the worker did not finish draining"))?
+                .map_err(|e| format!("step {step}: worker: {e}"))?;
+                let expected = model.drain(*keyed, *first, *then);
+                let sent = sends.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                let wanted: BTreeMap<String, u32> =
+                    expected.sends.iter().map(|(id, n)| (key(*id).to_string(), *n)).collect();
+                if sent != wanted {
+                    return Err(format!("step {step} ({op:?}): sends per action: effect {sent:?}, model {wanted:?}"));
+                }
+                if summary != expected.summary {
+                    return Err(format!(
+                        "step {step} ({op:?}): worker summary {summary:?}, model {:?}",
+                        expected.summary
+                    ));
+                }
+                compare_drain(ledger, key, &before, &expected)
+                    .await
+                    .map_err(|e| format!("step {step} ({op:?}): {e}"))?;
             }
             Op::Purge => {
                 ledger.store().clock().advance(Duration::from_hours(48));
@@ -674,6 +927,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 actual.late_results,
                 actual.old_worker_may_act,
                 actual.may_have_written,
+                actual.attempts,
                 purged,
             );
             let sending = match expected.derived_key {
@@ -690,12 +944,14 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 expected.late_results,
                 expected.old_worker_may_act,
                 expected.may_have_written,
+                i64::from(expected.attempts),
                 expected.purged,
             );
             if seen != wanted {
                 return Err(format!(
                     "after step {step} ({op:?}), key {k:?}: ledger (state, version, approved payload, proposal, \
-                     payload revision, idempotency key, late results, old worker may act, may have written, purged) \
+                     payload revision, idempotency key, late results, old worker may act, may have written, attempts, \
+                     purged) \
                      {seen:?}, model {wanted:?}"
                 ));
             }

@@ -7,13 +7,17 @@
 //! library in batched mode (claims, attempts and results for many actions per commit); a duplicate
 //! storm; new keys submitted through the library's own `submit` and through the HTTP intake API
 //! (`actionledger serve`, in-process on 127.0.0.1, 16 clients), in the same run; and a recovery
-//! sweep of expired claims.
+//! sweep of expired claims. Before those, the worker as a user runs it: 16 default workers
+//! draining a backlog (against the raw drain, and at two backlog sizes), the time from submit to
+//! perform on idle workers, and one worker against the simulated CRM with lost answers.
 
 mod drain;
 mod memory;
+mod worker;
 
 pub use drain::{PRODUCERS as DRAIN_PRODUCERS, WORKERS as DRAIN_WORKERS};
 pub use memory::{MemoryRun, worker_memory};
+pub use worker::{LATENCY_RATE, LOST_SHARE, SETTLE as LOST_ANSWERS_SETTLE};
 
 use crate::domain::{Capabilities, DestinationCatalog, Evidence, RawSubmission};
 use crate::error::Error;
@@ -30,11 +34,19 @@ pub struct Case {
     pub store: String,
     pub workers: usize,
     pub actions_per_sec: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
+    /// `None` where a case's steps are not seen from outside (the default workers' drains).
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// The slowest action, where a case measures latency itself (submit to perform).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<f64>,
     /// Throughput over the raw per-action baseline with the same store and worker count (for
-    /// batched mode and the storm: 16 workers).
+    /// batched mode and the storm: 16 workers), or over the case `baseline` names.
     pub ratio_to_raw: Option<f64>,
+    /// The case the ratio is to, where it is not a raw one (`fault-free`: the same worker
+    /// against the simulated CRM without faults, in the same round).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
     pub actions: usize,
     /// The database server's CPU time per action, where it was measured (the drain cases on a
     /// PostgreSQL server on this machine).
@@ -53,6 +65,13 @@ pub enum BenchError {
     ClaimsNotSettled { settled: usize, claims: usize },
     #[error("{case}: drained {drained} of {backlog} pending actions")]
     DrainIncomplete { case: String, drained: usize, backlog: usize },
+    #[error("{case}: {performed} of {submitted} actions performed, {repeats} performed again")]
+    NotPerformedOnce { case: String, submitted: usize, performed: usize, repeats: u32 },
+    #[error(
+        "{case}: {actions} actions made {records} CRM records (at most {max_per_key} per key) and {completed} \
+         completed actions; {dropped} answers dropped"
+    )]
+    LostAnswers { case: String, actions: usize, records: u64, max_per_key: u64, completed: u64, dropped: u64 },
     /// The worker measured by `--worker-memory` was gone before it could be sampled.
     #[error("the worker exited at once")]
     WorkerExitedAtOnce,
@@ -72,17 +91,25 @@ impl From<BenchError> for crate::Error {
     }
 }
 
-/// How big the run is.
-#[derive(Debug, Clone, Copy)]
+/// Which cases a run measures, and how big each is.
+#[derive(Debug, Clone)]
 pub struct Sizes {
     pub lifecycles: usize,
     pub storm_keys: usize,
     pub sweep_claims: usize,
     pub batch: usize,
-    /// Pending actions in the backlog of each drain case.
+    /// The lifecycle, batched, storm, intake and sweep cases.
+    pub throughput: bool,
+    /// Pending actions in the backlog of each drain case; 0 for no drain cases.
     pub drain: usize,
-    /// Only the drain cases.
-    pub drain_only: bool,
+    /// The backlogs the raw drain and the default workers work off, one size after the other.
+    pub backlogs: Vec<usize>,
+    /// How long actions are submitted at [`LATENCY_RATE`] a second to idle workers; `None` for
+    /// no latency case.
+    pub latency: Option<Duration>,
+    /// Actions one default worker performs against the simulated CRM, fault-free and with
+    /// answers lost; 0 for no such case.
+    pub lost_answers: usize,
 }
 
 impl Sizes {
@@ -92,45 +119,67 @@ impl Sizes {
             storm_keys: 10_000,
             sweep_claims: 100_000,
             batch: 64,
+            throughput: true,
             drain: 10_000,
-            drain_only: false,
+            backlogs: vec![4000, 100_000],
+            latency: Some(Duration::from_secs(10)),
+            lost_answers: 1000,
         }
     }
 
     /// Finishes within a minute, for a smoke check.
     pub fn quick() -> Self {
-        Self { lifecycles: 300, storm_keys: 500, sweep_claims: 2000, batch: 64, drain: 1000, drain_only: false }
+        Self {
+            lifecycles: 300,
+            storm_keys: 500,
+            sweep_claims: 2000,
+            batch: 64,
+            throughput: true,
+            drain: 1000,
+            backlogs: vec![200, 1000],
+            latency: Some(Duration::from_secs(1)),
+            lost_answers: 100,
+        }
     }
 
-    /// The drain cases only, over a backlog of `actions`.
-    pub fn drain_only(actions: usize) -> Self {
-        Self { drain: actions, drain_only: true, ..Self::full() }
+    /// No case: the caller names the ones to run, at the full run's sizes otherwise.
+    pub fn none() -> Self {
+        Self { throughput: false, drain: 0, backlogs: Vec::new(), latency: None, lost_answers: 0, ..Self::full() }
     }
 }
 
 const LEASE: Duration = Duration::from_mins(5);
 const WORKER_COUNTS: [usize; 3] = [1, 4, 16];
 
-fn percentile_ms(samples: &mut [Duration], percent: usize) -> f64 {
+fn percentile_ms(samples: &mut [Duration], percent: usize) -> Option<f64> {
     if samples.is_empty() {
-        return 0.0;
+        return None;
     }
     samples.sort_unstable();
     let index = ((samples.len() - 1) * percent).div_ceil(100);
-    samples[index].as_secs_f64() * 1000.0
+    Some(samples[index].as_secs_f64() * 1000.0)
 }
 
 fn case(name: &str, store: &str, workers: usize, elapsed: Duration, mut latencies: Vec<Duration>) -> Case {
-    let actions = latencies.len();
+    let mut c = counted(name, store, workers, latencies.len(), elapsed);
+    c.p50_ms = percentile_ms(&mut latencies, 50);
+    c.p99_ms = percentile_ms(&mut latencies, 99);
+    c
+}
+
+/// A case of `actions` actions in `elapsed`, whose latencies are not measured.
+fn counted(name: &str, store: &str, workers: usize, actions: usize, elapsed: Duration) -> Case {
     Case {
         name: name.to_owned(),
         store: store.to_owned(),
         workers,
         actions_per_sec: f64::from(u32::try_from(actions).unwrap_or(u32::MAX))
             / elapsed.as_secs_f64().max(f64::EPSILON),
-        p50_ms: percentile_ms(&mut latencies, 50),
-        p99_ms: percentile_ms(&mut latencies, 99),
+        p50_ms: None,
+        p99_ms: None,
+        max_ms: None,
         ratio_to_raw: None,
+        baseline: None,
         actions,
         db_cpu_ms_per_action: None,
     }
@@ -470,35 +519,24 @@ impl Target {
     }
 }
 
+/// PostgreSQL connections the benchmark's pool may open: the 16 default workers share it, each
+/// with a claim, a start of attempts, a group commit and a settle sweep under way at once.
+pub const POSTGRES_POOL: u32 = 64;
+
 /// Runs every case on one target, appending to `cases` as it goes (and printing each line).
-pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, print: bool) -> Result<(), Error> {
+pub async fn run_target(target: &Target, sizes: &Sizes, cases: &mut Vec<Case>, print: bool) -> Result<(), Error> {
+    let label = target.label();
     match target {
         Target::Sqlite { synchronous, path } => {
             let url = format!("sqlite://{}", path.display());
             let store = SqliteStore::open_with(&url, *synchronous).await?;
             let pool = store.pool().clone();
             let ledger = Ledger::new(store.clone());
-            let drained = drain_cases(
-                &ledger,
-                &target.label(),
-                sizes,
-                cases,
-                print,
-                |prefix, n, destination| {
-                    let pool = pool.clone();
-                    async move { drain::seed_sqlite(&pool, &prefix, n, destination).await }
-                },
-                || drain::raw_drain_sqlite(pool.clone()),
-                |prefix, n| drain::raw_enqueue_sqlite(pool.clone(), prefix, n),
-                None,
-            )
-            .await;
-            let result = if sizes.drain_only || drained.is_err() {
-                drained
-            } else {
-                run_cases(
-                    &Ledger::new(store.clone()),
-                    &target.label(),
+            let mut result = worker_and_drain_cases(&ledger, &label, sizes, cases, print, &pool, None).await;
+            if result.is_ok() && sizes.throughput {
+                result = run_cases(
+                    &ledger,
+                    &label,
                     sizes,
                     cases,
                     print,
@@ -506,59 +544,90 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
                     |prefix, workers, per| raw_sqlite(pool.clone(), prefix, workers, per),
                     |sql, n, now| bulk_sqlite(pool.clone(), sql, n, now),
                 )
-                .await
-            };
+                .await;
+            }
             store.close().await;
             for suffix in ["", "-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }
+            if result.is_ok() && print {
+                print_against_raw_lifecycle(cases, &label);
+            }
             result
         }
         Target::Postgres { url } => {
-            let store = PostgresStore::open_with(url, 20).await?;
+            let store = PostgresStore::open_with(url, POSTGRES_POOL).await?;
             let pool = store.pool().clone();
+            let ledger = Ledger::new(store.clone());
             let cpu = drain::ServerCpu::of(&pool).await;
-            let drained = drain_cases(
-                &Ledger::new(store.clone()),
-                &target.label(),
-                sizes,
-                cases,
-                print,
-                |prefix, n, destination| {
-                    let pool = pool.clone();
-                    async move {
-                        drain::seed_postgres(&pool, &prefix, n, destination).await?;
-                        // Each case starts from a table without the dead rows of the last.
-                        drain::plain_postgres(&pool, "VACUUM ANALYZE actions").await
-                    }
-                },
-                || drain::raw_drain_postgres(pool.clone()),
-                |prefix, n| drain::raw_enqueue_postgres(pool.clone(), prefix, n),
-                cpu,
-            )
-            .await;
-            if sizes.drain_only || drained.is_err() {
-                store.close().await;
-                return drained;
+            let mut result = worker_and_drain_cases(&ledger, &label, sizes, cases, print, &pool, cpu).await;
+            if print {
+                println!(
+                    "{label:<14} pool: at most {POSTGRES_POOL} connections, shared by every case; {} open after the \
+                     worker cases",
+                    pool.size()
+                );
             }
-            let result = run_cases(
-                &Ledger::new(store.clone()),
-                &target.label(),
-                sizes,
-                cases,
-                print,
-                true,
-                |prefix, workers, per| raw_postgres(pool.clone(), prefix, workers, per),
-                |sql, n, now| bulk_postgres(pool.clone(), sql, n, now),
-            )
-            .await;
-            let result = match result {
-                Ok(()) => notification_cost(&Ledger::new(store.clone()), sizes, cases, print).await,
-                failed => failed,
-            };
+            if result.is_ok() && sizes.throughput {
+                result = run_cases(
+                    &ledger,
+                    &label,
+                    sizes,
+                    cases,
+                    print,
+                    true,
+                    |prefix, workers, per| raw_postgres(pool.clone(), prefix, workers, per),
+                    |sql, n, now| bulk_postgres(pool.clone(), sql, n, now),
+                )
+                .await;
+                if result.is_ok() {
+                    result = notification_cost(&ledger, sizes, cases, print).await;
+                }
+            }
+            if result.is_ok() && (sizes.throughput || sizes.latency.is_some()) {
+                result = wake_up_cost(&ledger, cases, print).await;
+            }
             store.close().await;
+            if result.is_ok() && print {
+                print_against_raw_lifecycle(cases, &label);
+            }
             result
         }
+    }
+}
+
+/// The cases that drain a backlog or run workers, before the throughput cases: those leave
+/// pending actions and claims behind that a worker would take.
+async fn worker_and_drain_cases<S: Store>(
+    ledger: &Ledger<S>,
+    store: &str,
+    sizes: &Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+    raw: &impl drain::RawSql,
+    cpu: Option<drain::ServerCpu>,
+) -> Result<(), Error> {
+    drain_cases(ledger, store, sizes, cases, print, raw, cpu).await?;
+    backlog_cases(ledger, store, sizes, cases, print, raw, cpu).await?;
+    latency_cases(ledger, store, sizes, cases, print).await?;
+    lost_answer_cases(ledger, store, sizes, cases, print).await
+}
+
+/// The issue's measure for SQLite: the default workers' drain against the raw lifecycle (three
+/// statements per action, 16 workers) of the same run, where both were measured.
+fn print_against_raw_lifecycle(cases: &[Case], store: &str) {
+    let of_store = || cases.iter().filter(|c| c.store == store);
+    let Some(raw) = of_store().rfind(|c| c.name == "raw lifecycle" && c.workers == 16) else { return };
+    let drains: Vec<String> = of_store()
+        .filter(|c| c.name.starts_with(&format!("{}, round", DrainCase::Worker.label())))
+        .map(|c| format!("{:.0}/s = {:.2}x", c.actions_per_sec, c.actions_per_sec / raw.actions_per_sec))
+        .collect();
+    if !drains.is_empty() {
+        println!(
+            "{store:<14} default worker drain against the raw lifecycle (16 workers, {:.0}/s): {}",
+            raw.actions_per_sec,
+            drains.join(", ")
+        );
     }
 }
 
@@ -567,122 +636,184 @@ pub async fn run_target(target: &Target, sizes: Sizes, cases: &mut Vec<Case>, pr
 enum DrainCase {
     /// Hand-written statements, the baseline of the cases after it.
     Raw,
-    /// The worker's path, one action at a time, for actions without a destination.
+    /// 16 default workers, for actions to a destination that declares nothing: each attempt's
+    /// start commits before the action is performed.
+    Worker,
+    /// The same for a destination that declares an idempotency key: the claim starts the attempt.
+    WorkerKeyed,
+    /// The ledger calls of the worker's path, made directly, one action at a time, for actions
+    /// without a destination.
     PerAction,
     /// The same for a destination that declares an idempotency key: its claims start their attempts.
     Keyed,
-    /// Claims, starts and results in batches of this many.
+    /// The ledger calls with claims, starts and results in batches of this many.
     Batched(usize),
     /// [`drain::PRODUCERS`] producers insert the backlog by hand, then the raw drain works it off:
-    /// the baseline of the library's end to end.
+    /// the baseline of the end-to-end cases after it.
     RawEndToEnd,
-    /// The backlog submitted through the library's `submit`, then drained one action at a time.
+    /// The backlog submitted through the library's `submit`, then drained by 16 default workers.
+    WorkerEndToEnd,
+    /// The backlog submitted through the library's `submit`, then drained by the ledger calls one
+    /// action at a time.
     EndToEnd,
 }
 
 impl DrainCase {
-    fn name(self, round: usize) -> String {
+    fn label(self) -> String {
         match self {
-            Self::Raw => format!("raw drain, round {round}"),
-            Self::PerAction => format!("library drain, per action, round {round}"),
-            Self::Keyed => format!("library drain, per action, keyed destination, round {round}"),
-            Self::Batched(n) => format!("library drain, batched ({n} per commit), round {round}"),
-            Self::RawEndToEnd => format!("raw end to end (enqueue, then drain), round {round}"),
-            Self::EndToEnd => format!("library end to end, per action, round {round}"),
+            Self::Raw => "raw drain".to_owned(),
+            Self::Worker => "default worker drain".to_owned(),
+            Self::WorkerKeyed => "default worker drain, keyed destination".to_owned(),
+            Self::PerAction => "ledger calls drain, per action".to_owned(),
+            Self::Keyed => "ledger calls drain, per action, keyed destination".to_owned(),
+            Self::Batched(n) => format!("ledger calls drain, batched ({n} per commit)"),
+            Self::RawEndToEnd => "raw end to end (enqueue, then drain)".to_owned(),
+            Self::WorkerEndToEnd => "default worker end to end".to_owned(),
+            Self::EndToEnd => "ledger calls end to end, per action".to_owned(),
         }
+    }
+
+    fn name(self, round: usize) -> String {
+        format!("{}, round {round}", self.label())
     }
 
     /// The drain whose rate is this case's baseline, if it has one.
     fn baseline(self) -> Option<Self> {
         match self {
             Self::Raw | Self::RawEndToEnd => None,
-            Self::EndToEnd => Some(Self::RawEndToEnd),
+            Self::EndToEnd | Self::WorkerEndToEnd => Some(Self::RawEndToEnd),
             _ => Some(Self::Raw),
         }
     }
+
+    fn end_to_end(self) -> bool {
+        matches!(self, Self::RawEndToEnd | Self::WorkerEndToEnd | Self::EndToEnd)
+    }
+
+    /// The destination of the seeded backlog.
+    fn destination(self) -> Option<&'static str> {
+        matches!(self, Self::Keyed | Self::WorkerKeyed).then_some(drain::PROTECTED)
+    }
+}
+
+/// What one drain case measured: its wall time, the latency of each step (none for the default
+/// workers, whose steps are not seen from outside) and the actions it drained (for the default
+/// workers: the actions their summaries count completed).
+struct Drained {
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+    actions: usize,
+}
+
+/// Runs one drain case over what is pending (end to end: after enqueueing `backlog` actions
+/// keyed `prefix`).
+async fn run_drain<S: Store>(
+    kind: DrainCase,
+    ledger: &Ledger<S>,
+    raw: &impl drain::RawSql,
+    prefix: &str,
+    backlog: usize,
+) -> Result<Drained, Error> {
+    let by_steps =
+        |(elapsed, latencies): (Duration, Vec<Duration>)| Drained { elapsed, actions: latencies.len(), latencies };
+    let by_workers = |(elapsed, summary): (Duration, crate::worker::Summary)| Drained {
+        elapsed,
+        latencies: Vec::new(),
+        actions: usize::try_from(summary.completed).unwrap_or(usize::MAX),
+    };
+    let workers = prefix.to_lowercase();
+    Ok(match kind {
+        DrainCase::Raw => by_steps(raw.drain().await?),
+        DrainCase::Worker => by_workers(worker::drain(ledger, &worker::plain(), &workers).await?),
+        DrainCase::WorkerKeyed => by_workers(worker::drain(ledger, &worker::keyed(), &workers).await?),
+        DrainCase::PerAction => by_steps(drain::library_drain(ledger, 1).await?),
+        DrainCase::Keyed => by_steps(drain::library_drain(&drain::protected(ledger), 1).await?),
+        DrainCase::Batched(n) => by_steps(drain::library_drain(ledger, n).await?),
+        DrainCase::RawEndToEnd | DrainCase::WorkerEndToEnd | DrainCase::EndToEnd => {
+            let (enqueue, mut latencies) = if kind == DrainCase::RawEndToEnd {
+                raw.enqueue(prefix.to_owned(), backlog).await?
+            } else {
+                library_submit(ledger, prefix, backlog).await?
+            };
+            let drained = match kind {
+                DrainCase::RawEndToEnd => by_steps(raw.drain().await?),
+                DrainCase::WorkerEndToEnd => by_workers(worker::drain(ledger, &worker::plain(), &workers).await?),
+                _ => by_steps(drain::library_drain(ledger, 1).await?),
+            };
+            // Every action's latency, of its enqueue and of its drain, where the drain's steps
+            // are seen; the default workers' are not, and an enqueue's alone would mislead.
+            if kind == DrainCase::WorkerEndToEnd {
+                latencies.clear();
+            } else {
+                latencies.extend(drained.latencies);
+            }
+            // The rate is of the whole: the actions over the enqueue's time and the drain's.
+            Drained { elapsed: enqueue + drained.elapsed, latencies, actions: drained.actions }
+        }
+    })
+}
+
+/// Seeds (or, end to end, enqueues) a backlog of `backlog` actions and runs `kind` over it;
+/// checks that it drained all of them and returns its case, with the server's CPU per action.
+#[allow(clippy::too_many_arguments, reason = "a case's name, place and size, and the backend")]
+async fn drain_case<S: Store>(
+    kind: DrainCase,
+    name: String,
+    prefix: &str,
+    backlog: usize,
+    ledger: &Ledger<S>,
+    store: &str,
+    raw: &impl drain::RawSql,
+    cpu: Option<drain::ServerCpu>,
+) -> Result<Case, Error> {
+    if !kind.end_to_end() {
+        raw.seed(prefix, backlog, kind.destination()).await?;
+    }
+    let before = cpu.map(drain::ServerCpu::seconds);
+    let measured = run_drain(kind, ledger, raw, prefix, backlog).await?;
+    let cpu_seconds = cpu.zip(before).map(|(cpu, before)| cpu.seconds() - before);
+    if measured.actions != backlog {
+        return Err(BenchError::DrainIncomplete { case: name, drained: measured.actions, backlog }.into());
+    }
+    Ok(drain::drain_case(&name, store, backlog, (measured.elapsed, measured.latencies), cpu_seconds))
 }
 
 /// The drain cases, twice each, alternating, so that a slow moment of the disk does not land on
-/// one side only: the raw drain, the worker's path one action at a time (for actions without a
-/// destination, and for a destination that declares an idempotency key, whose claims start their
-/// attempts), and batched, each against the raw drain of its round; then end to end (the backlog
-/// enqueued by 16 producers, then drained), the library's against the raw one of its round.
-#[allow(clippy::too_many_arguments, reason = "the raw closures are the only backend-specific parts")]
-async fn drain_cases<S, SF, SFut, R, RF, E, EF>(
+/// one side only: the raw drain, 16 default workers (for a destination that declares nothing, and
+/// for one that declares an idempotency key), the ledger calls one action at a time (the same two
+/// destinations) and batched, each against the raw drain of its round; then end to end (the
+/// backlog enqueued by 16 producers, then drained), the default workers' and the ledger calls'
+/// against the raw one of its round.
+async fn drain_cases<S: Store>(
     ledger: &Ledger<S>,
     store: &str,
-    sizes: Sizes,
+    sizes: &Sizes,
     cases: &mut Vec<Case>,
     print: bool,
-    seed: SF,
-    raw: R,
-    raw_enqueue: E,
+    raw: &impl drain::RawSql,
     cpu: Option<drain::ServerCpu>,
-) -> Result<(), Error>
-where
-    S: Store,
-    SF: Fn(String, usize, Option<&'static str>) -> SFut,
-    SFut: std::future::Future<Output = Result<(), Error>>,
-    R: Fn() -> RF,
-    RF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
-    E: Fn(String, usize) -> EF,
-    EF: std::future::Future<Output = Result<(Duration, Vec<Duration>), Error>>,
-{
+) -> Result<(), Error> {
     if sizes.drain == 0 {
         return Ok(());
     }
-    let protected = drain::protected(ledger);
     // The producers enqueue the same number each.
     let enqueued = sizes.drain.div_ceil(drain::PRODUCERS) * drain::PRODUCERS;
     for round in 1..=2 {
         let mut rates: Vec<(DrainCase, f64)> = Vec::new();
         for kind in [
             DrainCase::Raw,
+            DrainCase::Worker,
+            DrainCase::WorkerKeyed,
             DrainCase::PerAction,
             DrainCase::Keyed,
             DrainCase::Batched(sizes.batch),
             DrainCase::RawEndToEnd,
+            DrainCase::WorkerEndToEnd,
             DrainCase::EndToEnd,
         ] {
-            let name = kind.name(round);
+            let backlog = if kind.end_to_end() { enqueued } else { sizes.drain };
             let prefix = format!("drain-{round}-{kind:?}");
-            let end_to_end = matches!(kind, DrainCase::RawEndToEnd | DrainCase::EndToEnd);
-            if !end_to_end {
-                let destination = (kind == DrainCase::Keyed).then_some(drain::PROTECTED);
-                seed(prefix.clone(), sizes.drain, destination).await?;
-            }
-            let before = cpu.map(drain::ServerCpu::seconds);
-            let (elapsed, latencies) = match kind {
-                DrainCase::Raw => raw().await?,
-                DrainCase::PerAction => drain::library_drain(ledger, 1).await?,
-                DrainCase::Keyed => drain::library_drain(&protected, 1).await?,
-                DrainCase::Batched(n) => drain::library_drain(ledger, n).await?,
-                DrainCase::RawEndToEnd | DrainCase::EndToEnd => {
-                    let (enqueue, mut latencies) = if kind == DrainCase::RawEndToEnd {
-                        raw_enqueue(prefix, enqueued).await?
-                    } else {
-                        library_submit(ledger, &prefix, enqueued).await?
-                    };
-                    let (drain, drained) = if kind == DrainCase::RawEndToEnd {
-                        raw().await?
-                    } else {
-                        drain::library_drain(ledger, 1).await?
-                    };
-                    // Every action's latency, of its enqueue and of its drain.
-                    latencies.extend(drained);
-                    (enqueue + drain, latencies)
-                }
-            };
-            let cpu_seconds = cpu.zip(before).map(|(cpu, before)| cpu.seconds() - before);
-            let backlog = if end_to_end { enqueued } else { sizes.drain };
-            // End to end, each action has two latencies: its enqueue's, then its drain's.
-            let drained = latencies.len().saturating_sub(if end_to_end { backlog } else { 0 });
-            if drained != backlog {
-                return Err(BenchError::DrainIncomplete { case: name, drained, backlog }.into());
-            }
-            // End to end, the rate is of the whole: the actions over the enqueue's time and the
-            // drain's.
-            let mut c = drain::drain_case(&name, store, backlog, (elapsed, latencies), cpu_seconds);
+            let mut c = drain_case(kind, kind.name(round), &prefix, backlog, ledger, store, raw, cpu).await?;
             c.ratio_to_raw = kind
                 .baseline()
                 .and_then(|base| rates.iter().find(|(k, _)| *k == base))
@@ -690,6 +821,115 @@ where
             rates.push((kind, c.actions_per_sec));
             if print {
                 println!("{}", line(&c));
+            }
+            cases.push(c);
+        }
+    }
+    Ok(())
+}
+
+/// The raw drain and the default workers over each backlog size in turn, so that a rate that
+/// falls as the backlog grows shows; each worker drain against the raw drain of its size.
+async fn backlog_cases<S: Store>(
+    ledger: &Ledger<S>,
+    store: &str,
+    sizes: &Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+    raw: &impl drain::RawSql,
+    cpu: Option<drain::ServerCpu>,
+) -> Result<(), Error> {
+    // Per size: the raw drain's rate and the default workers'.
+    let mut rates: Vec<(usize, f64, f64)> = Vec::new();
+    for &size in &sizes.backlogs {
+        let mut raw_rate = 0.0;
+        for kind in [DrainCase::Raw, DrainCase::Worker] {
+            let name = format!("{}, backlog of {size}", kind.label());
+            let prefix = format!("backlog-{size}-{kind:?}");
+            let mut c = drain_case(kind, name, &prefix, size, ledger, store, raw, cpu).await?;
+            if kind == DrainCase::Raw {
+                raw_rate = c.actions_per_sec;
+            } else {
+                c.ratio_to_raw = Some(c.actions_per_sec / raw_rate);
+                rates.push((size, raw_rate, c.actions_per_sec));
+            }
+            if print {
+                println!("{}", line(&c));
+            }
+            cases.push(c);
+        }
+    }
+    if print && let Some(&(smallest, raw_first, worker_first)) = rates.first() {
+        for &(size, raw_rate, worker_rate) in &rates[1..] {
+            println!(
+                "{store:<14} backlog of {size} against {smallest}: default worker drain {:.2}x, raw drain {:.2}x",
+                worker_rate / worker_first,
+                raw_rate / raw_first
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Submit to perform on one idle default worker, then on 16.
+async fn latency_cases<S: Store>(
+    ledger: &Ledger<S>,
+    store: &str,
+    sizes: &Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+) -> Result<(), Error> {
+    let Some(duration) = sizes.latency else { return Ok(()) };
+    for workers in [1, worker::WORKERS] {
+        let c = worker::latency(ledger, store, workers, duration).await?;
+        if print {
+            println!("{}", line(&c));
+        }
+        cases.push(c);
+    }
+    Ok(())
+}
+
+/// One default worker against the simulated CRM, fault-free and with [`LOST_SHARE`] of the
+/// answers dropped after the CRM committed, twice each, alternating; each lossy run against the
+/// fault-free run of its round.
+async fn lost_answer_cases<S: Store>(
+    ledger: &Ledger<S>,
+    store: &str,
+    sizes: &Sizes,
+    cases: &mut Vec<Case>,
+    print: bool,
+) -> Result<(), Error> {
+    if sizes.lost_answers == 0 {
+        return Ok(());
+    }
+    let actions = sizes.lost_answers;
+    for round in 1..=2 {
+        let mut fault_free = None;
+        for lost in [0.0, LOST_SHARE] {
+            let (label, prefix) = if lost > 0.0 {
+                (format!("{:.0}% of answers lost", lost * 100.0), format!("lost-{round}-lossy"))
+            } else {
+                ("fault-free".to_owned(), format!("lost-{round}-fault-free"))
+            };
+            let name = format!("default worker vs simulated CRM, {label}, round {round}");
+            let run = worker::lost_answers(ledger, &name, &prefix, actions, lost).await?;
+            let mut c = counted(&name, store, 1, actions, run.elapsed);
+            match fault_free {
+                None => fault_free = Some(c.actions_per_sec),
+                Some(rate) => {
+                    c.ratio_to_raw = Some(c.actions_per_sec / rate);
+                    c.baseline = Some("fault-free".to_owned());
+                }
+            }
+            if print {
+                println!("{}", line(&c));
+                if lost > 0.0 {
+                    println!(
+                        "{store:<14} {} answers dropped, {} actions settled by lookup",
+                        run.dropped, run.settled_by_lookup
+                    );
+                }
             }
             cases.push(c);
         }
@@ -706,7 +946,7 @@ const NOTIFY_TRIGGERS: [(&str, &str); 2] =
 /// after the sweep, say) does not land on one side only; each against the raw baseline.
 async fn notification_cost(
     ledger: &Ledger<PostgresStore>,
-    sizes: Sizes,
+    sizes: &Sizes,
     cases: &mut Vec<Case>,
     print: bool,
 ) -> Result<(), Error> {
@@ -719,11 +959,11 @@ async fn notification_cost(
     let mut measured = Vec::new();
     for (round, notify) in [(1, true), (1, false), (2, true), (2, false)] {
         if !notify {
-            set_notifications(ledger.store().pool(), false).await?;
+            set_triggers(ledger.store().pool(), &NOTIFY_TRIGGERS, false).await?;
         }
         let run = library_lifecycle(ledger, &format!("notify-{round}-{notify}"), 16, per).await;
         if !notify {
-            set_notifications(ledger.store().pool(), true).await?;
+            set_triggers(ledger.store().pool(), &NOTIFY_TRIGGERS, true).await?;
         }
         let (elapsed, latencies) = run?;
         let name = format!("library lifecycle, notifications {}, round {round}", if notify { "on" } else { "off" });
@@ -739,8 +979,8 @@ async fn notification_cost(
     Ok(())
 }
 
-async fn set_notifications(pool: &sqlx::PgPool, on: bool) -> Result<(), Error> {
-    for (table, trigger) in NOTIFY_TRIGGERS {
+async fn set_triggers(pool: &sqlx::PgPool, triggers: &[(&str, &str)], on: bool) -> Result<(), Error> {
+    for (table, trigger) in triggers {
         let switch = if on { "ENABLE" } else { "DISABLE" };
         sqlx::query(sqlx::AssertSqlSafe(format!("ALTER TABLE {table} {switch} TRIGGER {trigger}")))
             .execute(pool)
@@ -750,11 +990,50 @@ async fn set_notifications(pool: &sqlx::PgPool, on: bool) -> Result<(), Error> {
     Ok(())
 }
 
+/// The triggers that NOTIFY idle workers of new work (migration 0101).
+const WAKE_UP_TRIGGERS: [(&str, &str); 2] =
+    [("actions", "actions_notify_runnable_inserted"), ("actions", "actions_notify_runnable")];
+
+/// Submissions per run of the wake-up cost case.
+const WAKE_UP_COST_SUBMISSIONS: usize = 4000;
+
+/// What waking idle workers costs the submissions on PostgreSQL: 16 submitters through the
+/// library's `submit`, one new action per transaction (each one notifies), with migration 0101's
+/// triggers on and off, alternating twice; each run's ratio is to the run without them of its
+/// round. A notifying commit takes a database-wide lock, so this is where the cost shows.
+async fn wake_up_cost(ledger: &Ledger<PostgresStore>, cases: &mut Vec<Case>, print: bool) -> Result<(), Error> {
+    let mut measured: Vec<Case> = Vec::new();
+    for (round, notify) in [(1, false), (1, true), (2, false), (2, true)] {
+        if !notify {
+            set_triggers(ledger.store().pool(), &WAKE_UP_TRIGGERS, false).await?;
+        }
+        let run = library_submit(ledger, &format!("wake-{round}-{notify}"), WAKE_UP_COST_SUBMISSIONS).await;
+        if !notify {
+            set_triggers(ledger.store().pool(), &WAKE_UP_TRIGGERS, true).await?;
+        }
+        let (elapsed, latencies) = run?;
+        let name = format!("library submit, wake-ups {}, round {round}", if notify { "on" } else { "off" });
+        let mut c = case(&name, "postgres", 16, elapsed, latencies);
+        if notify {
+            c.ratio_to_raw = measured.last().map(|off| c.actions_per_sec / off.actions_per_sec);
+            c.baseline = Some("wake-ups off".to_owned());
+        }
+        measured.push(c);
+    }
+    for c in measured {
+        if print {
+            println!("{}", line(&c));
+        }
+        cases.push(c);
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments, reason = "the two raw closures are the only backend-specific parts")]
 async fn run_cases<S, R, RF, X, XF>(
     ledger: &Ledger<S>,
     store: &str,
-    sizes: Sizes,
+    sizes: &Sizes,
     cases: &mut Vec<Case>,
     print: bool,
     postgres: bool,
@@ -818,15 +1097,21 @@ where
 
 /// One line of the human-readable table.
 pub fn line(c: &Case) -> String {
+    let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2}"));
+    let compared = match (c.ratio_to_raw, &c.baseline, c.max_ms) {
+        (Some(ratio), Some(baseline), _) => format!("{ratio:.2}x {baseline}"),
+        (Some(ratio), None, _) => format!("{ratio:.2}x raw"),
+        (None, _, Some(max)) => format!("max {max:.2} ms"),
+        (None, _, None) => "(baseline)".to_owned(),
+    };
     format!(
-        "{:<14} {:<48} {:>3} workers {:>9.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}{}",
+        "{:<14} {:<62} {:>3} workers {:>9.0}/s  p50 {:>7} ms  p99 {:>7} ms  {compared}{}",
         c.store,
         c.name,
         c.workers,
         c.actions_per_sec,
-        c.p50_ms,
-        c.p99_ms,
-        c.ratio_to_raw.map_or("(baseline)".to_owned(), |r| format!("{r:.2}x raw")),
+        ms(c.p50_ms),
+        ms(c.p99_ms),
         c.db_cpu_ms_per_action.map_or(String::new(), |ms| format!("  db cpu {ms:.3} ms/action"))
     )
 }

@@ -1,11 +1,12 @@
 //! The drain cases: a backlog of pending actions (the situation after an outage), worked off by
-//! 16 workers, first by three hand-written statements per action (the raw baseline, on the same
-//! database just before), then through the worker's own path one action at a time (claim, start
-//! attempt, record result: three commits), the same for a destination that declares an
-//! idempotency key (the claim starts the attempt: two commits), then in batches; and end to end:
-//! 16 producers enqueue the backlog (by hand, or through `submit`), then 16 workers drain it (by
-//! hand, or one action at a time). On PostgreSQL each case also reports the database server's
-//! CPU time per action.
+//! 16 workers, first by two hand-written statements per action (the raw baseline, on the same
+//! database just before), then by 16 default workers (`worker::run`, [`super::worker`]), then
+//! by the ledger calls a worker makes, made directly one action at a time (claim, start attempt,
+//! record result: three commits), the same for a destination that declares an idempotency key
+//! (the claim starts the attempt: two commits), then in batches; and end to end: 16 producers
+//! enqueue the backlog (by hand, or through `submit`), then 16 workers drain it (by hand, the
+//! default workers, or the ledger calls one action at a time). On PostgreSQL each case also
+//! reports the database server's CPU time per action.
 
 use super::{Case, LEASE, case, completed};
 use crate::error::Error;
@@ -35,16 +36,20 @@ fn seed_sql(postgres: bool, prefix: &str) -> String {
 /// each claim starts its attempt in the same commit (a first attempt: no window runs yet).
 pub const PROTECTED: &str = "bench-keyed";
 
-/// The ledger of the protected per-action case: `ledger`, knowing that [`PROTECTED`] takes an
-/// idempotency key (kept a day).
-pub(super) fn protected<S: Store>(ledger: &Ledger<S>) -> Ledger<S> {
-    let keyed = crate::domain::Capabilities {
+/// What [`PROTECTED`] declares: an idempotency key, kept a day.
+pub(super) fn keyed_capabilities() -> crate::domain::Capabilities {
+    crate::domain::Capabilities {
         idempotency_retention: Some(Duration::from_hours(24)),
         lookup: false,
         ..Default::default()
-    };
+    }
+}
+
+/// The ledger of the protected per-action case: `ledger`, knowing that [`PROTECTED`] takes an
+/// idempotency key.
+pub(super) fn protected<S: Store>(ledger: &Ledger<S>) -> Ledger<S> {
     ledger.clone().with_destinations(crate::domain::DestinationCatalog::new(
-        std::collections::BTreeMap::from([(PROTECTED.to_owned(), keyed)]),
+        std::collections::BTreeMap::from([(PROTECTED.to_owned(), keyed_capabilities())]),
         None,
     ))
 }
@@ -76,11 +81,7 @@ pub const PRODUCERS: usize = 16;
 /// and the seeding statement, for one backend's pool.
 macro_rules! raw_drain {
     ($drain:ident, $enqueue:ident, $seed:ident, $pool:ty, $postgres:expr) => {
-        pub(super) async fn $enqueue(
-            pool: $pool,
-            prefix: String,
-            actions: usize,
-        ) -> Result<(Duration, Vec<Duration>), Error> {
+        async fn $enqueue(pool: $pool, prefix: String, actions: usize) -> Result<(Duration, Vec<Duration>), Error> {
             super::concurrently(PRODUCERS, actions.div_ceil(PRODUCERS), move |producer, n| {
                 let pool = pool.clone();
                 let key = format!("{prefix}:{producer}:{n}");
@@ -97,12 +98,7 @@ macro_rules! raw_drain {
             .await
         }
 
-        pub(super) async fn $seed(
-            pool: &$pool,
-            prefix: &str,
-            actions: usize,
-            destination: Option<&str>,
-        ) -> Result<(), Error> {
+        async fn $seed(pool: &$pool, prefix: &str, actions: usize, destination: Option<&str>) -> Result<(), Error> {
             let now = chrono::Utc::now().timestamp_millis() - 1000;
             sqlx::query(sqlx::AssertSqlSafe(seed_sql($postgres, prefix)))
                 .bind(i64::try_from(actions).unwrap_or(i64::MAX))
@@ -114,7 +110,7 @@ macro_rules! raw_drain {
             Ok(())
         }
 
-        pub(super) async fn $drain(pool: $pool) -> Result<(Duration, Vec<Duration>), Error> {
+        async fn $drain(pool: $pool) -> Result<(Duration, Vec<Duration>), Error> {
             let claim = raw_claim_sql($postgres);
             until_empty(move |worker| {
                 let (pool, claim) = (pool.clone(), claim.clone());
@@ -145,6 +141,46 @@ macro_rules! raw_drain {
 
 raw_drain!(raw_drain_sqlite, raw_enqueue_sqlite, seed_sqlite, sqlx::SqlitePool, false);
 raw_drain!(raw_drain_postgres, raw_enqueue_postgres, seed_postgres, sqlx::PgPool, true);
+
+/// The hand-written statements of one backend, for the cases that need a backlog or a baseline.
+pub(super) trait RawSql {
+    /// Puts `actions` pending actions keyed `PREFIX:n` in the backlog, for `destination`.
+    async fn seed(&self, prefix: &str, actions: usize, destination: Option<&str>) -> Result<(), Error>;
+    /// The raw drain of whatever is pending, by [`WORKERS`] tasks.
+    async fn drain(&self) -> Result<(Duration, Vec<Duration>), Error>;
+    /// The raw enqueue of the end-to-end case, by [`PRODUCERS`] producers.
+    async fn enqueue(&self, prefix: String, actions: usize) -> Result<(Duration, Vec<Duration>), Error>;
+}
+
+impl RawSql for sqlx::SqlitePool {
+    async fn seed(&self, prefix: &str, actions: usize, destination: Option<&str>) -> Result<(), Error> {
+        seed_sqlite(self, prefix, actions, destination).await
+    }
+
+    async fn drain(&self) -> Result<(Duration, Vec<Duration>), Error> {
+        raw_drain_sqlite(self.clone()).await
+    }
+
+    async fn enqueue(&self, prefix: String, actions: usize) -> Result<(Duration, Vec<Duration>), Error> {
+        raw_enqueue_sqlite(self.clone(), prefix, actions).await
+    }
+}
+
+impl RawSql for sqlx::PgPool {
+    async fn seed(&self, prefix: &str, actions: usize, destination: Option<&str>) -> Result<(), Error> {
+        seed_postgres(self, prefix, actions, destination).await?;
+        // Each case starts from a table without the dead rows of the last.
+        plain_postgres(self, "VACUUM ANALYZE actions").await
+    }
+
+    async fn drain(&self) -> Result<(Duration, Vec<Duration>), Error> {
+        raw_drain_postgres(self.clone()).await
+    }
+
+    async fn enqueue(&self, prefix: String, actions: usize) -> Result<(Duration, Vec<Duration>), Error> {
+        raw_enqueue_postgres(self.clone(), prefix, actions).await
+    }
+}
 
 /// Runs one statement without parameters (PostgreSQL's VACUUM between cases).
 pub(super) async fn plain_postgres(pool: &sqlx::PgPool, sql: &str) -> Result<(), Error> {
@@ -181,8 +217,8 @@ where
     Ok((started.elapsed(), all))
 }
 
-/// The worker's own path: claim up to `batch`, start the attempts, record the results (one
-/// action: `claim(1)`, `start_attempt`, `record_result`, as `worker` does by default).
+/// The ledger calls of a worker, made directly: claim up to `batch`, start the attempts, record
+/// the results (one action: `claim(1)`, `start_attempt`, `record_result`).
 pub(super) async fn library_drain<S: Store>(
     ledger: &Ledger<S>,
     batch: usize,

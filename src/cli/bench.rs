@@ -1,5 +1,6 @@
 //! `bench`: ledger throughput against the raw-SQL limit (and the HTTP intake against the library's own
-//! submit), and a worker's memory over a long run.
+//! submit), the default worker's drain, latency and lost answers, and a worker's memory over a long
+//! run.
 
 use super::{is_postgres, redact_url};
 use crate::error::{Error, exit};
@@ -17,12 +18,41 @@ pub struct BenchArgs {
     /// simulated CRM and sample its resident memory.
     #[arg(long, value_name = "ACTIONS")]
     worker_memory: Option<usize>,
-    /// Only the drain cases: a backlog of this many pending actions worked off by 16 workers, raw
-    /// and through the worker's path (one action at a time, also for a destination declaring an
-    /// idempotency key, whose claims start their attempts; and batched), and end to end (16
-    /// producers enqueue the backlog, then 16 workers drain it), twice each.
+    /// Only the drain cases (and the others named): a backlog of this many pending actions worked
+    /// off by 16 workers: raw, by 16 default workers in this process (for a destination declaring
+    /// nothing, and for one declaring an idempotency key, whose claims start their attempts), and
+    /// by the ledger calls a worker makes, made directly (one action at a time, also for the keyed
+    /// destination; and batched); and end to end (16 producers enqueue the backlog, then the raw
+    /// drain, the default workers or the ledger calls drain it), twice each.
     #[arg(long, value_name = "ACTIONS", conflicts_with = "worker_memory")]
     drain: Option<usize>,
+    /// Only the backlog cases (and the others named): the raw drain and 16 default workers each
+    /// work off a backlog of each size, smallest first, to show whether the rate falls as the
+    /// backlog grows (the full run: 4000,100000).
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', conflicts_with = "worker_memory")]
+    backlog: Vec<usize>,
+    /// Only the latency case (and the others named): actions submitted through `submit` at 50 a
+    /// second for this long to one idle default worker, then to 16, in this process; the time from
+    /// each submit's start to its perform's start, p50, p99 and max, whatever wakes the worker.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        num_args = 0..=1,
+        default_missing_value = "10",
+        conflicts_with = "worker_memory"
+    )]
+    latency: Option<u64>,
+    /// Only the lost-answers case (and the others named): one default worker (16 send slots)
+    /// performs this many actions against the simulated CRM, fault-free and with 30% of the
+    /// answers dropped after the CRM committed (the lookup settles them, 20 ms after), twice each.
+    #[arg(
+        long,
+        value_name = "ACTIONS",
+        num_args = 0..=1,
+        default_missing_value = "1000",
+        conflicts_with = "worker_memory"
+    )]
+    lost_answers: Option<usize>,
     /// With --worker-memory: the worker's batch size.
     #[arg(long, default_value_t = 64, requires = "worker_memory")]
     batch: usize,
@@ -33,13 +63,8 @@ pub struct BenchArgs {
 /// it: a fresh file beside the SQLite file named, or a fresh schema in the PostgreSQL database
 /// named; everything created is removed afterwards.
 pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Error> {
-    use crate::bench::{Sizes, Target};
-    let sizes = match args.drain {
-        Some(0) => return Err(Error::Invalid("--drain needs at least 1 action".to_owned())),
-        Some(actions) => Sizes::drain_only(actions),
-        None if args.quick => Sizes::quick(),
-        None => Sizes::full(),
-    };
+    use crate::bench::Target;
+    let sizes = sizes(&args)?;
     let scratch = std::env::temp_dir().join(format!("actionledger-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
     if let Some(actions) = args.worker_memory {
@@ -98,12 +123,12 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
         }
     };
     if !args.json {
-        print_header(&args, sizes);
+        print_header(&args, &sizes);
     }
     let mut cases = Vec::new();
     let mut result = Ok(());
     for target in &targets {
-        result = crate::bench::run_target(target, sizes, &mut cases, !args.json).await;
+        result = crate::bench::run_target(target, &sizes, &mut cases, !args.json).await;
         if result.is_err() {
             break;
         }
@@ -119,9 +144,36 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
     Ok(exit::OK)
 }
 
-/// The line above the human-readable table: what each case measures.
-fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
-    if sizes.drain_only {
+/// The cases the flags name, or every case (smaller with `--quick`) where none is named.
+fn sizes(args: &BenchArgs) -> Result<crate::bench::Sizes, Error> {
+    use crate::bench::Sizes;
+    if args.drain.is_none() && args.backlog.is_empty() && args.latency.is_none() && args.lost_answers.is_none() {
+        return Ok(if args.quick { Sizes::quick() } else { Sizes::full() });
+    }
+    if args.drain == Some(0) {
+        return Err(Error::Invalid("--drain needs at least 1 action".to_owned()));
+    }
+    if args.backlog.contains(&0) {
+        return Err(Error::Invalid("--backlog needs sizes of at least 1 action".to_owned()));
+    }
+    if args.latency == Some(0) {
+        return Err(Error::Invalid("--latency needs at least 1 second".to_owned()));
+    }
+    if args.lost_answers == Some(0) {
+        return Err(Error::Invalid("--lost-answers needs at least 1 action".to_owned()));
+    }
+    Ok(Sizes {
+        drain: args.drain.unwrap_or(0),
+        backlogs: args.backlog.clone(),
+        latency: args.latency.map(std::time::Duration::from_secs),
+        lost_answers: args.lost_answers.unwrap_or(0),
+        ..Sizes::none()
+    })
+}
+
+/// The lines above the human-readable table: what each case measures.
+fn print_header(args: &BenchArgs, sizes: &crate::bench::Sizes) {
+    if sizes.drain > 0 && !sizes.throughput {
         println!(
             "actionledger bench --drain {}: a backlog of {} pending actions per case, {} workers; each ratio is to \
              the raw drain measured just before it (end to end: {} producers enqueue the backlog, then the \
@@ -131,11 +183,42 @@ fn print_header(args: &BenchArgs, sizes: crate::bench::Sizes) {
             crate::bench::DRAIN_WORKERS,
             crate::bench::DRAIN_PRODUCERS
         );
-    } else {
+    }
+    if sizes.throughput {
         println!(
-            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before it",
+            "actionledger bench{}: {} lifecycles per case; each ratio is to the raw SQL baseline measured just before \
+             it; before them, a drain of {} pending actions per case as `bench --drain` runs it, and the cases below",
             if args.quick { " --quick" } else { "" },
-            sizes.lifecycles
+            sizes.lifecycles,
+            sizes.drain
+        );
+    }
+    if !sizes.backlogs.is_empty() {
+        let list: Vec<String> = sizes.backlogs.iter().map(usize::to_string).collect();
+        println!(
+            "backlog {}: the raw drain, then {} default workers, over each backlog in turn; each worker drain's ratio \
+             is to the raw drain of its size",
+            list.join(","),
+            crate::bench::DRAIN_WORKERS
+        );
+    }
+    if let Some(duration) = sizes.latency {
+        println!(
+            "latency: actions submitted at {}/s for {} s to 1, then {}, idle default workers in this process; from each \
+             submit's start to its perform's start",
+            crate::bench::LATENCY_RATE,
+            duration.as_secs(),
+            crate::bench::DRAIN_WORKERS
+        );
+    }
+    if sizes.lost_answers > 0 {
+        println!(
+            "lost answers: one default worker (16 send slots) performs {} actions against the simulated CRM, \
+             fault-free, then with {:.0}% of the answers dropped after the CRM committed (lookup declared, settled \
+             {} ms after), twice each; each lossy run's ratio is to the fault-free run of its round",
+            sizes.lost_answers,
+            crate::bench::LOST_SHARE * 100.0,
+            crate::bench::LOST_ANSWERS_SETTLE.as_millis()
         );
     }
 }

@@ -214,7 +214,8 @@ pub enum Command {
     SimCrm(SimCrmArgs),
     /// A self-contained demonstration: ledger, simulated CRM with faults, workers, console.
     Demo(DemoArgs),
-    /// Ledger throughput against the raw-SQL limit, measured in the same run.
+    /// Ledger and worker throughput against the raw-SQL limit, measured in the same run; the
+    /// worker's submit-to-perform latency and its rate when answers are lost.
     Bench(BenchArgs),
     /// Print a shell completion script to standard output, e.g. `actionledger completions bash >
     /// /etc/bash_completion.d/actionledger`.

@@ -18,9 +18,21 @@ fn quick_bench_reports_every_case_with_its_ratio() {
     let cases = run(&["--db", &db, "bench", "--quick", "--json"]);
     let cases = cases.as_array().expect("a list of cases");
     let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for expected in
-        ["raw lifecycle", "library lifecycle", "duplicate storm", "library submit", "HTTP intake", "recovery sweep"]
-    {
+    for expected in [
+        "raw lifecycle",
+        "library lifecycle",
+        "duplicate storm",
+        "library submit",
+        "HTTP intake",
+        "recovery sweep",
+        "default worker drain, round",
+        "default worker end to end",
+        "raw drain, backlog of 1000",
+        "default worker drain, backlog of 1000",
+        "submit to perform",
+        "default worker vs simulated CRM, fault-free",
+        "default worker vs simulated CRM, 30% of answers lost",
+    ] {
         assert!(names.iter().any(|n| n.starts_with(expected)), "{expected} missing from {names:?}");
     }
     assert!(names.iter().any(|n| n.starts_with("library batched")), "{names:?}");
@@ -29,8 +41,16 @@ fn quick_bench_reports_every_case_with_its_ratio() {
             assert!(case.get(field).is_some(), "{field} missing from {case}");
         }
         assert!(case["actions_per_sec"].as_f64().unwrap() > 0.0, "{case}");
-        let is_baseline = case["name"].as_str().unwrap().starts_with("raw ");
-        assert_eq!(case["ratio_to_raw"].is_null(), is_baseline, "{case}");
+        // A case without a ratio is a baseline (a raw one, or the worker against the simulated
+        // CRM without faults) or measures latency, which it reports up to its slowest action.
+        let name = case["name"].as_str().unwrap();
+        let is_baseline = name.starts_with("raw ") || name.contains("fault-free");
+        let is_latency = case.get("max_ms").is_some();
+        assert_eq!(case["ratio_to_raw"].is_null(), is_baseline || is_latency, "{case}");
+        if is_latency {
+            assert_eq!(case["actions"], 50, "one second at 50/s: {case}");
+            assert!(case["p50_ms"].as_f64().unwrap() <= case["max_ms"].as_f64().unwrap(), "{case}");
+        }
     }
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "the benchmark removes what it made: {left:?}");

@@ -1,7 +1,8 @@
-//! `bench --drain`: a backlog of pending actions worked off raw, per action (for actions without a
-//! destination, and for one declaring an idempotency key, whose claims start their attempts) and batched, on each
-//! store, and end to end (enqueued by 16 producers, then drained), every action drained exactly
-//! once, with the server's CPU per action on PostgreSQL.
+//! `bench --drain`: a backlog of pending actions worked off raw, by 16 default workers and by the
+//! ledger calls one action at a time (for actions without a destination, and for one declaring an
+//! idempotency key, whose claims start their attempts) and batched, on each store, and end to end
+//! (enqueued by 16 producers, then drained), every action drained exactly once, with the server's
+//! CPU per action on PostgreSQL.
 
 use crate::support;
 use std::process::Command;
@@ -35,11 +36,14 @@ fn check(cases: &[serde_json::Value], cpu_measured: Option<bool>) {
     for round in 1..=2 {
         for (case, baseline) in [
             ("raw drain", None),
-            ("library drain, per action", Some("raw drain")),
-            ("library drain, per action, keyed destination", Some("raw drain")),
-            ("library drain, batched (64 per commit)", Some("raw drain")),
+            ("default worker drain", Some("raw drain")),
+            ("default worker drain, keyed destination", Some("raw drain")),
+            ("ledger calls drain, per action", Some("raw drain")),
+            ("ledger calls drain, per action, keyed destination", Some("raw drain")),
+            ("ledger calls drain, batched (64 per commit)", Some("raw drain")),
             ("raw end to end (enqueue, then drain)", None),
-            ("library end to end, per action", Some("raw end to end (enqueue, then drain)")),
+            ("default worker end to end", Some("raw end to end (enqueue, then drain)")),
+            ("ledger calls end to end, per action", Some("raw end to end (enqueue, then drain)")),
         ] {
             let name = format!("{case}, round {round}");
             let measured = cases.iter().find(|c| c["name"] == name.as_str());
@@ -57,7 +61,7 @@ fn check(cases: &[serde_json::Value], cpu_measured: Option<bool>) {
             }
         }
     }
-    assert_eq!(cases.len(), 12, "{names:?}");
+    assert_eq!(cases.len(), 18, "{names:?}");
     if let Some(measured) = cpu_measured {
         for case in cases {
             assert_eq!(case.get("db_cpu_ms_per_action").is_some(), measured, "{case}");

@@ -450,7 +450,10 @@ async fn http_submit<S: Store>(
 
 /// Expired claims, found and taken over by 16 workers; checks that every one was settled once.
 async fn recovery_sweep<S: Store>(ledger: &Ledger<S>, claims: usize) -> Result<(Duration, Vec<Duration>), Error> {
-    let expired = ledger.store().expired_claims(i64::try_from(claims).unwrap_or(i64::MAX)).await?;
+    let expired = ledger
+        .store()
+        .expired_claims(i64::try_from(claims).unwrap_or(i64::MAX), &crate::store::ClaimScope::any())
+        .await?;
     if expired.len() != claims {
         return Err(BenchError::ClaimsNotFound { found: expired.len(), made: claims }.into());
     }

@@ -37,6 +37,8 @@ pub struct Dialect {
     /// Makes submissions that wait for another action take turns until their transactions end,
     /// where transactions do not already (see [`super::statements::AFTER_LINKS`]).
     pub after_links_lock: Option<&'static str>,
+    /// The texts of the JSON list in parameter `$3`, as a subquery's rows.
+    pub json_texts_of_third: &'static str,
 }
 
 /// How a dialect writes the parameters of generated statements.

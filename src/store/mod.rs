@@ -67,7 +67,7 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         ("renew a lease", statements::RENEW_LEASE.to_owned()),
         ("write actions back", statements::update_actions_sql(params, 3)),
         ("finish attempts", statements::finish_attempts_sql(params, 3)),
-        ("expired claims", statements::EXPIRED_CLAIMS.to_owned()),
+        ("expired claims", statements::expired_claims_sql(dialect)),
         ("stale claim count", statements::COUNT_STALE_CLAIMS.to_owned()),
         ("late results count", statements::COUNT_LATE_RESULTS.to_owned()),
         ("attempt started under a claim", statements::ATTEMPT_STARTED_UNDER.to_owned()),
@@ -468,8 +468,13 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_late_results(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many claims have outlived their lease by database time.
     fn count_stale_claims(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
-    /// Claims whose lease ran out by database time, oldest expiry first.
-    fn expired_claims(&self, limit: i64) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// Claims whose lease ran out by database time, oldest expiry first, of the actions `scope`
+    /// names.
+    fn expired_claims(
+        &self,
+        limit: i64,
+        scope: &ClaimScope,
+    ) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
     /// For each destination with pending actions waiting out a backoff, when the last of those
     /// waits ends.
     fn pending_backoffs(&self) -> impl Future<Output = Result<Vec<(Option<String>, Timestamp)>, StoreError>> + Send;

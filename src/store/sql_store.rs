@@ -12,8 +12,8 @@ use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::wake::{RunnableSignal, Wakeups};
 use super::{
-    AttemptStart, AttemptStarted, ClaimRequest, Claimed, Clock, LedgerTx, ListFilter, LookupFailures, SchemaStatus,
-    StateFigures, Store, StoreError,
+    AttemptStart, AttemptStarted, ClaimRequest, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, LookupFailures,
+    SchemaStatus, StateFigures, Store, StoreError,
 };
 use crate::domain::record::from_millis;
 use crate::domain::{
@@ -263,9 +263,9 @@ impl<S: SqlStore> Store for S {
         Ok(read_one(self, Statement::new(sql::COUNT_LATE_RESULTS)).await?.int("count")?)
     }
 
-    async fn expired_claims(&self, limit: i64) -> Result<Vec<ActionRecord>, StoreError> {
+    async fn expired_claims(&self, limit: i64, scope: &ClaimScope) -> Result<Vec<ActionRecord>, StoreError> {
         let now = Store::now(self).await?;
-        let expired = Statement::new(sql::EXPIRED_CLAIMS).int(now.timestamp_millis()).int(limit);
+        let expired = sql::expired_claims(now, limit, scope);
         autocommitted(self, expired).await?.iter().map(action_from_row).collect()
     }
 

@@ -65,6 +65,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     statements_in_one_command: true,
     purge_permission: None,
     after_links_lock: None,
+    json_texts_of_third: "SELECT value FROM json_each($3)",
 };
 
 /// PostgreSQL serves many workers on many machines: rows read for a change are locked
@@ -78,6 +79,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     statements_in_one_command: false,
     purge_permission: Some(named(POSTGRES_OWN, "purge_permission")),
     after_links_lock: Some(named(POSTGRES_OWN, "after_links_lock")),
+    json_texts_of_third: "SELECT json_array_elements_text($3::json)",
 };
 
 /// `$1, $2, ...` (or `?, ?, ...`): `count` parameters from parameter `first`.
@@ -116,7 +118,7 @@ pub(crate) const RENEW_LEASE: &str = named(ACTIONS, "renew_lease");
 const COUNT_ATTEMPTS: Template<4> = template(named(ACTIONS, "count_attempts"), ["{now}", "{now}", "{now}", "{claims}"]);
 pub(crate) const COUNT_STALE_CLAIMS: &str = named(ACTIONS, "count_stale_claims");
 pub(crate) const COUNT_LATE_RESULTS: &str = named(ACTIONS, "count_late_results");
-pub(crate) const EXPIRED_CLAIMS: &str = named(ACTIONS, "expired_claims");
+const EXPIRED_CLAIMS: Template<1> = template(named(ACTIONS, "expired_claims"), ["{destinations}"]);
 pub(crate) const PENDING_BACKOFFS: &str = named(ACTIONS, "pending_backoffs");
 pub(crate) const LEDGER_STATS: &str = named(ACTIONS, "ledger_stats");
 pub(crate) const COUNT_BY_STATE: &str = named(ACTIONS, "count_by_state");
@@ -432,6 +434,19 @@ pub(crate) fn contains_pattern(text: &str) -> String {
 }
 
 // The worker's claims and the attempts they start (sql/claims.sql).
+
+/// See `expired_claims` in sql/actions.sql.
+pub(crate) fn expired_claims_sql(dialect: Dialect) -> String {
+    EXPIRED_CLAIMS.fill([dialect.json_texts_of_third])
+}
+
+pub(crate) fn expired_claims<B: Backend>(now: Timestamp, limit: i64, scope: &ClaimScope) -> Statement<B> {
+    Statement::new(expired_claims_sql(B::DIALECT))
+        .int(now.timestamp_millis())
+        .int(limit)
+        .text(scope.destinations_json().as_deref())
+        .flag(scope.include_unassigned)
+}
 
 /// See `sqlite_claim` in sql/claims.sql. PostgreSQL claims with [`pg_claim_with_audit_sql`] or
 /// [`pg_claim_and_start_sql`], which write the audit entries in the same statement.

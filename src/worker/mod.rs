@@ -452,7 +452,9 @@ async fn recover_expired<S: Store, E: Effect>(
         return Ok(false);
     }
     let store = shared.ledger.store();
-    let expired = store.expired_claims(i64::try_from(free).unwrap_or(i64::MAX)).await?;
+    // Scoped as claims are: expired claims of destinations this worker does not serve must not
+    // fill the places its own would take.
+    let expired = store.expired_claims(i64::try_from(free).unwrap_or(i64::MAX), &claim_scope(shared)).await?;
     let mut any = false;
     for action in expired {
         if shared.destination_of(&action).is_none() {

@@ -99,7 +99,7 @@ async fn concurrent_recovery_takes_each_expired_claim_once<S: Store>(db: TestDb<
     let first = claim_everything(&db).await;
     assert_eq!(first.len(), KEYS);
     db.ledger.store().clock().advance(LEASE * 2);
-    let expired = db.ledger.store().expired_claims(1000).await.unwrap();
+    let expired = db.ledger.store().expired_claims(1000, &actionledger::store::ClaimScope::any()).await.unwrap();
     assert_eq!(expired.len(), KEYS);
 
     let mut rescuers = Vec::new();

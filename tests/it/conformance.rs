@@ -5,7 +5,8 @@ use crate::support::{TestDb, person_request};
 use actionledger::Ledger;
 use actionledger::domain::state::{self, TRANSITIONS};
 use actionledger::domain::{
-    ActionKey, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, Refusal, State, SubmitOutcome,
+    ActionKey, ActionRecord, ActorKind, AttemptOutcome, Event, Evidence, ManualCommand, RawSubmission, Refusal, State,
+    SubmitOutcome,
 };
 use actionledger::ledger::LedgerError;
 use actionledger::ledger::{Claim, ManualRequest, Outcome, Recorded, Recovery, Report};
@@ -16,6 +17,7 @@ const LEASE: Duration = Duration::from_secs(30);
 
 conformance!(
     submission_outcomes,
+    expired_claims_are_found_for_the_destinations_asked,
     duplicate_changes_nothing_but_the_deliveries,
     a_changed_payload_waits_beside_the_approved_one,
     rejecting_a_proposal_returns_to_where_the_action_was,
@@ -449,11 +451,11 @@ async fn leases_expire_by_database_time<S: Store>(db: TestDb<S>) {
     let now = l.store().now().await.unwrap();
     let until = claim.action.lease_expires_at.unwrap();
     assert!((until - now).num_seconds() >= 28 && (until - now).num_seconds() <= 30, "lease from database time");
-    assert!(l.store().expired_claims(10).await.unwrap().is_empty());
+    assert!(l.store().expired_claims(10, &actionledger::store::ClaimScope::any()).await.unwrap().is_empty());
     assert_eq!(l.recover_expired(claim.key(), 1, "w2", LEASE).await.unwrap(), Recovery::NotExpired);
 
     l.store().clock().advance(LEASE + Duration::from_secs(1));
-    let expired = l.store().expired_claims(10).await.unwrap();
+    let expired = l.store().expired_claims(10, &actionledger::store::ClaimScope::any()).await.unwrap();
     assert_eq!(expired.len(), 1);
     // Nothing was sent under the expired claim: safe to take over even without protection.
     let Recovery::Claimed(second) = l.recover_expired(claim.key(), 1, "w2", LEASE).await.unwrap() else {
@@ -509,7 +511,10 @@ async fn heartbeats_extend_only_a_current_claim<S: Store>(db: TestDb<S>) {
     let until = l.heartbeat(&claim, LEASE).await.unwrap();
     assert!(until > claim.action.lease_expires_at.unwrap());
     l.store().clock().advance(Duration::from_secs(20));
-    assert!(l.store().expired_claims(10).await.unwrap().is_empty(), "the renewed lease still runs");
+    assert!(
+        l.store().expired_claims(10, &actionledger::store::ClaimScope::any()).await.unwrap().is_empty(),
+        "the renewed lease still runs"
+    );
     assert_eq!(
         l.store().find(&key("hb")).await.unwrap().unwrap().revision,
         claim.action.revision,
@@ -536,6 +541,28 @@ async fn claims_respect_backoff_dependencies_and_proposals<S: Store>(db: TestDb<
     let second = claim_one(l, "w").await;
     assert_eq!(second.key().as_str(), "second", "runs once its predecessor completed");
     assert!(l.claim("w", LEASE, 10).await.unwrap().is_empty());
+}
+
+/// A worker recovers the expired claims of its own destinations first, whatever else expired
+/// before them: the expired claims of a destination nobody serves now never take their places.
+async fn expired_claims_are_found_for_the_destinations_asked<S: Store>(db: TestDb<S>) {
+    use actionledger::store::ClaimScope;
+    let l = &db.ledger;
+    for (key, destination) in
+        [("other-1", Some("mail")), ("other-2", Some("mail")), ("mine", Some("crm")), ("bare", None)]
+    {
+        l.submit(&RawSubmission { destination: destination.map(str::to_owned), ..raw(key, "{}") }).await.unwrap();
+        claim_one(l, "w1").await;
+        l.store().clock().advance(Duration::from_secs(1));
+    }
+    l.store().clock().advance(LEASE * 2);
+    let keys = |expired: Vec<ActionRecord>| expired.into_iter().map(|a| a.key.to_string()).collect::<Vec<_>>();
+    let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false };
+    assert_eq!(keys(l.store().expired_claims(1, &crm).await.unwrap()), ["mine"]);
+    let crm_and_bare = ClaimScope { include_unassigned: true, ..crm };
+    assert_eq!(keys(l.store().expired_claims(10, &crm_and_bare).await.unwrap()), ["mine", "bare"]);
+    let all = keys(l.store().expired_claims(10, &ClaimScope::any()).await.unwrap());
+    assert_eq!(all, ["other-1", "other-2", "mine", "bare"], "oldest expiry first");
 }
 
 async fn the_database_enforces_the_same_transition_table<S: Store>(db: TestDb<S>) {

@@ -189,9 +189,14 @@ FROM actions
 WHERE late_results > 0;
 
 -- name: expired_claims
--- The claims whose lease ran out, oldest expiry first: those to recover.
+-- The claims whose lease ran out, oldest expiry first: those to recover, for the destinations
+-- the recovering worker serves (another destination's expired claims, whose workers may be
+-- stopped, never take the places of its own). {destinations} is the dialect's list of the
+-- texts in the JSON list $3.
 -- $1 now: the time
 -- $2 limit: at most this many
+-- $3 destinations: JSON list of the destinations recovered for, or NULL for all
+-- $4 unassigned: whether claims of actions without a destination are recovered too
 SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerprint,
        proposed_source_version, resume_state, source, source_version, destination, after_key,
        claimed_by, ownership_version, revision, lease_expires_at, not_before, attempts,
@@ -200,6 +205,9 @@ SELECT id, key, state, payload, fingerprint, proposed_payload, proposed_fingerpr
        idempotency_key, updates_key, updates_destination_id
 FROM actions
 WHERE state = 'in_progress' AND lease_expires_at <= $1
+  AND (CAST($3 AS TEXT) IS NULL
+       OR destination IN ({destinations})
+       OR (destination IS NULL AND $4))
 ORDER BY lease_expires_at
 LIMIT $2;
 

@@ -290,15 +290,27 @@ async fn main_loop<S: Store, E: Effect>(
 }
 
 /// A send slot: held from an action's claim until its result commits (or it is given back).
-/// Giving it back tells the loop.
+/// Giving it back tells the loop, which claims again.
 struct Slot<S: Store, E: Effect> {
     _permit: OwnedSemaphorePermit,
     shared: Arc<Shared<S, E>>,
+    /// Whether an action held it: a slot a claim took but found nothing for frees quietly,
+    /// or an idle worker would claim again at once, and again, for as long as nothing comes.
+    used: bool,
+}
+
+impl<S: Store, E: Effect> Slot<S, E> {
+    /// Gives back a slot no action held, without waking the loop.
+    fn unused(mut self) {
+        self.used = false;
+    }
 }
 
 impl<S: Store, E: Effect> Drop for Slot<S, E> {
     fn drop(&mut self) {
-        self.shared.freed.notify_one();
+        if self.used {
+            self.shared.freed.notify_one();
+        }
     }
 }
 
@@ -313,7 +325,7 @@ fn take_slots<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>, wanted: usize) ->
     let mut slots = Vec::with_capacity(wanted);
     while slots.len() < wanted {
         let Ok(permit) = Arc::clone(&shared.slots).try_acquire_owned() else { break };
-        slots.push(Slot { _permit: permit, shared: Arc::clone(shared) });
+        slots.push(Slot { _permit: permit, shared: Arc::clone(shared), used: true });
     }
     slots
 }
@@ -351,7 +363,10 @@ async fn round<S: Store, E: Effect>(
             shared.count(|s| s.claimed += 1);
             crate::faults::crash_point(crate::faults::AFTER_CLAIM);
         }
-        // The slots the claim did not fill are given back as they drop.
+        let mut slots = slots;
+        for unfilled in slots.split_off(claims.len()) {
+            unfilled.unused();
+        }
         let claimed: Vec<_> = claims.into_iter().zip(slots).collect();
         if !claimed.is_empty() {
             let shared = Arc::clone(shared);
@@ -475,10 +490,11 @@ async fn recover_expired<S: Store, E: Effect>(
             }
             Recovery::Held(action) => {
                 any = true;
+                slot.unused();
                 shared.count(|s| s.held += 1);
                 shared.progress(&action, "held", "expired claim held: a takeover is not safe here");
             }
-            Recovery::NotExpired | Recovery::Changed => {}
+            Recovery::NotExpired | Recovery::Changed => slot.unused(),
         }
     }
     Ok(any)

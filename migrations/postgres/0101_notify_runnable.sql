@@ -27,8 +27,8 @@
 --
 -- The cost falls on the submissions: a transaction that notifies takes a database-wide lock at
 -- its commit (0014), so concurrent submissions commit one after another (docs/BENCHMARKS.md,
--- "Wake-ups for new work"). No privilege is needed: pg_notify is open to every role, and LISTEN
--- too.
+-- "The default worker: one pipeline"). No privilege is needed: pg_notify is open to every role,
+-- and LISTEN too.
 
 SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_temp', true);
 

@@ -9,12 +9,15 @@ use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{ActionKey, Evidence, RawSubmission, State};
+use actionledger::domain::{Capabilities, DestinationCatalog};
 use actionledger::ledger::{Outcome, Report};
 use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{PostgresStore, Store, Wakeups};
-use actionledger::worker::{self, Summary, WorkerOptions};
+use actionledger::worker::{self, Effect, NoOp, Stop, Summary, Work, WorkerOptions};
 use sqlx::postgres::PgListener;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -26,6 +29,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const CHANNEL: &str = "actionledger_runnable";
 
 conformance!(
+    an_idle_worker_waits_rather_than_claiming_over_and_over,
     an_idle_worker_performs_an_action_submitted_while_it_waits,
     a_claim_given_back_wakes_the_workers_and_claims_and_results_do_not,
 );
@@ -111,6 +115,57 @@ async fn an_idle_worker_performs_an_action_submitted_while_it_waits<S: Store>(db
     let summary = running.stop().await;
     assert_eq!(summary.completed, 2, "{summary:?}");
     assert_eq!(crm.stats().requests, 2, "each action sent once");
+}
+
+/// A no-op effect that counts the worker's rounds: each round asks, for each destination,
+/// whether it is paused, before it looks for expired claims and before it claims.
+#[derive(Clone)]
+struct CountingRounds {
+    noop: NoOp,
+    asked: Arc<AtomicUsize>,
+}
+
+impl Effect for CountingRounds {
+    fn catalog(&self) -> DestinationCatalog {
+        self.noop.catalog()
+    }
+
+    async fn perform(&self, work: &Work<'_>, stop: Stop) -> Report {
+        self.noop.perform(work, stop).await
+    }
+
+    fn paused(&self, _destination: &str) -> bool {
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+}
+
+/// A worker with nothing to do claims at its start and then waits for a wake-up or its poll; a
+/// claim that finds nothing must not make it claim again at once (the slots it took and found
+/// nothing for once did), which kept idle workers claiming back to back.
+async fn an_idle_worker_waits_rather_than_claiming_over_and_over<S: Store>(db: TestDb<S>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let effect = CountingRounds { noop: NoOp::new("crm", Capabilities::default()), asked: Arc::clone(&asked) };
+    let options = WorkerOptions {
+        id: "idle".to_owned(),
+        concurrency: 16,
+        batch: 100,
+        lease: LEASE,
+        poll_interval: POLL_INTERVAL,
+        drain: false,
+        destinations: effect,
+        progress: false,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(worker::run(db.ledger.clone(), options, async move {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rounds = asked.load(Ordering::Relaxed);
+    let _ = stop.send(());
+    tokio::time::timeout(PATIENCE, worker).await.expect("the worker stopped").unwrap().unwrap();
+    assert!(rounds >= 1, "the worker claimed at its start");
+    assert!(rounds <= 8, "an idle worker asked {rounds} times in a second, polling once an hour");
 }
 
 fn completed() -> Report {

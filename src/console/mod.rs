@@ -351,10 +351,42 @@ pub async fn run_terminal<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions
     std::thread::spawn(move || read_terminal_events(&sender));
     let size = terminal.size().unwrap_or_default();
     let mut model = new_model(options, size.width, size.height);
-    let result = event_loop(&mut terminal, &mut model, ledger, options, &mut events).await;
+    // A service manager's SIGTERM, a dropped SSH link's SIGHUP or a `kill -INT` ends the console
+    // as `q` does: the terminal is given back as it was found, never left in raw mode on the
+    // alternate screen. What was in flight is the ledger's own transaction: whole or not at all.
+    let result = tokio::select! {
+        result = event_loop(&mut terminal, &mut model, ledger, options, &mut events) => result,
+        signal = termination_signal() => {
+            tracing::info!("review console stopped by {signal}");
+            Ok(())
+        }
+    };
     let _ = execute!(std::io::stdout(), event::DisableBracketedPaste);
     ratatui::restore();
     result
+}
+
+/// Completes with the name of the first of SIGTERM, SIGHUP and SIGINT to arrive; never, for one
+/// that cannot be listened for.
+async fn termination_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind: SignalKind| signal(kind).ok();
+    let (mut term, mut hangup, mut interrupt) =
+        (listen(SignalKind::terminate()), listen(SignalKind::hangup()), listen(SignalKind::interrupt()));
+    tokio::select! {
+        () = next_signal(term.as_mut()) => "SIGTERM",
+        () = next_signal(hangup.as_mut()) => "SIGHUP",
+        () = next_signal(interrupt.as_mut()) => "SIGINT",
+    }
+}
+
+async fn next_signal(stream: Option<&mut tokio::signal::unix::Signal>) {
+    match stream {
+        Some(stream) => {
+            stream.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Forwards terminal events until the console stops listening.

@@ -137,3 +137,62 @@ async fn resizing_the_terminal_keeps_the_selection_on_the_same_key() {
     tmux.keys(&["q"]);
     tmux.wait_for("CONSOLE-EXITED-0");
 }
+
+impl Tmux {
+    /// A tmux format of the pane (`#{alternate_on}`, `#{cursor_flag}`, `#{pane_tty}`...).
+    fn pane(&self, format: &str) -> String {
+        let shown = self.run(&["display-message", "-p", "-t", "review", format]);
+        String::from_utf8_lossy(&shown.stdout).trim().to_owned()
+    }
+
+    /// What the terminal is left in, as the next program there finds it: the alternate screen
+    /// left, the cursor shown, and the line discipline cooked and echoing, not raw.
+    /// (Only where no interactive shell reads the terminal: readline sets its own modes.)
+    fn assert_terminal_given_back(&self, after: &str) {
+        assert_eq!(self.pane("#{alternate_on}"), "0", "still on the alternate screen {after}");
+        assert_eq!(self.pane("#{cursor_flag}"), "1", "the cursor left hidden {after}");
+        let tty = self.pane("#{pane_tty}");
+        let modes = Command::new("stty").args(["-F", &tty, "-a"]).output().expect("run stty");
+        let modes = String::from_utf8_lossy(&modes.stdout);
+        let set: Vec<&str> = modes.split_whitespace().collect();
+        for mode in ["icanon", "echo", "isig"] {
+            assert!(set.contains(&mode), "{mode} unset {after}: the terminal was left raw:\n{modes}");
+        }
+    }
+}
+
+/// The review console's process: the child of the pane's shell.
+fn console_pid(tmux: &Tmux) -> String {
+    let shell = tmux.pane("#{pane_pid}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = Command::new("pgrep").args(["-P", &shell]).output().expect("run pgrep");
+        let pids = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+        if let Some(pid) = pids.lines().next() {
+            return pid.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no review console under the pane's shell {shell}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A service manager's SIGTERM and a dropped SSH link's SIGHUP end the console as `q` does: the
+/// terminal is given back whole, as after a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_and_sighup_give_the_terminal_back() {
+    if !tmux_available() {
+        return;
+    }
+    for signal in ["-TERM", "-HUP", "-INT"] {
+        let db = support::sqlite().await;
+        let dir = tempfile::tempdir().unwrap();
+        let tmux = Tmux::review(dir.path(), &db.url, "", 80, 24);
+        tmux.wait_for("actionledger review");
+        assert_eq!(tmux.pane("#{alternate_on}"), "1", "the console runs on the alternate screen");
+        let pid = console_pid(&tmux);
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+        let after = tmux.wait_for("CONSOLE-EXITED-0");
+        assert!(!after.contains("actionledger review"), "the console's screen is gone after {signal}:\n{after}");
+        tmux.assert_terminal_given_back(&format!("after kill {signal}"));
+    }
+}

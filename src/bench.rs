@@ -961,14 +961,9 @@ async fn notification_cost(
     let per = sizes.lifecycles.div_ceil(16);
     let mut measured = Vec::new();
     for (round, notify) in [(1, true), (1, false), (2, true), (2, false)] {
-        if !notify {
-            set_triggers(ledger.store().pool(), &NOTIFY_TRIGGERS, false).await?;
-        }
-        let run = library_lifecycle(ledger, &format!("notify-{round}-{notify}"), 16, per).await;
-        if !notify {
-            set_triggers(ledger.store().pool(), &NOTIFY_TRIGGERS, true).await?;
-        }
-        let (elapsed, latencies) = run?;
+        let prefix = format!("notify-{round}-{notify}");
+        let run = library_lifecycle(ledger, &prefix, 16, per);
+        let (elapsed, latencies) = with_triggers(ledger.store().pool(), &NOTIFY_TRIGGERS, notify, run).await?;
         let name = format!("library lifecycle, notifications {}, round {round}", if notify { "on" } else { "off" });
         measured.push(case(&name, "postgres", 16, elapsed, latencies));
     }
@@ -980,6 +975,22 @@ async fn notification_cost(
         cases.push(c);
     }
     Ok(())
+}
+
+/// Runs `run` with `triggers` enabled or, unless `enabled`, disabled for its length only.
+async fn with_triggers<T>(
+    pool: &sqlx::PgPool,
+    triggers: &[(&str, &str)],
+    enabled: bool,
+    run: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    if enabled {
+        return run.await;
+    }
+    set_triggers(pool, triggers, false).await?;
+    let result = run.await;
+    set_triggers(pool, triggers, true).await?;
+    result
 }
 
 async fn set_triggers(pool: &sqlx::PgPool, triggers: &[(&str, &str)], on: bool) -> Result<(), Error> {
@@ -1007,14 +1018,9 @@ const WAKE_UP_COST_SUBMISSIONS: usize = 4000;
 async fn wake_up_cost(ledger: &Ledger<PostgresStore>, cases: &mut Vec<Case>, print: bool) -> Result<(), Error> {
     let mut measured: Vec<Case> = Vec::new();
     for (round, notify) in [(1, false), (1, true), (2, false), (2, true)] {
-        if !notify {
-            set_triggers(ledger.store().pool(), &WAKE_UP_TRIGGERS, false).await?;
-        }
-        let run = library_submit(ledger, &format!("wake-{round}-{notify}"), WAKE_UP_COST_SUBMISSIONS).await;
-        if !notify {
-            set_triggers(ledger.store().pool(), &WAKE_UP_TRIGGERS, true).await?;
-        }
-        let (elapsed, latencies) = run?;
+        let prefix = format!("wake-{round}-{notify}");
+        let run = library_submit(ledger, &prefix, WAKE_UP_COST_SUBMISSIONS);
+        let (elapsed, latencies) = with_triggers(ledger.store().pool(), &WAKE_UP_TRIGGERS, notify, run).await?;
         let name = format!("library submit, wake-ups {}, round {round}", if notify { "on" } else { "off" });
         let mut c = case(&name, "postgres", 16, elapsed, latencies);
         if notify {

@@ -83,24 +83,9 @@ pub(super) async fn drain<S: Store, E: Effect + Clone>(
         .collect();
     let mut total = Summary { worker: name.to_owned(), ..Summary::default() };
     for worker in workers {
-        add(&mut total, &worker.await??);
+        total.add(&worker.await??);
     }
     Ok((started.elapsed(), total))
-}
-
-fn add(total: &mut Summary, one: &Summary) {
-    total.claimed += one.claimed;
-    total.completed += one.completed;
-    total.retried += one.retried;
-    total.failed += one.failed;
-    total.unknown += one.unknown;
-    total.held += one.held;
-    total.conflict += one.conflict;
-    total.recovered += one.recovered;
-    total.settled_by_lookup += one.settled_by_lookup;
-    total.stale_results += one.stale_results;
-    total.released += one.released;
-    total.errors += one.errors;
 }
 
 /// When an action was first performed, and how many times.

@@ -82,6 +82,38 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Adds another worker's counts to these (the worker's name stays): several workers' run as
+    /// one. Every count is named, so that a count added to the summary is added here too.
+    pub fn add(&mut self, other: &Self) {
+        let Self {
+            worker: _,
+            claimed,
+            completed,
+            retried,
+            failed,
+            unknown,
+            held,
+            conflict,
+            recovered,
+            settled_by_lookup,
+            stale_results,
+            released,
+            errors,
+        } = other;
+        self.claimed += claimed;
+        self.completed += completed;
+        self.retried += retried;
+        self.failed += failed;
+        self.unknown += unknown;
+        self.held += held;
+        self.conflict += conflict;
+        self.recovered += recovered;
+        self.settled_by_lookup += settled_by_lookup;
+        self.stale_results += stale_results;
+        self.released += released;
+        self.errors += errors;
+    }
+
     pub fn line(&self) -> String {
         format!(
             "worker {}: claimed {}, completed {}, retried {}, failed {}, unknown {}, held {}, conflict {}, \

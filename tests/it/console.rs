@@ -24,6 +24,7 @@ conformance!(
     every_section_of_a_detail_is_reachable_at_80x24,
     messages_are_never_cut_at_80_columns,
     the_selection_is_a_key_through_resize_refresh_and_departures,
+    the_list_fills_the_pane_around_the_selection_when_an_action_leaves,
     a_lookup_that_cannot_reach_its_destination_failed_and_was_not_refused,
 );
 
@@ -547,6 +548,108 @@ async fn the_selection_is_a_key_through_resize_refresh_and_departures<S: Store>(
     assert!(screen.contains("acme:sel:049 left the pending pane"), "{screen}");
     assert!(screen.contains(&format!("the selection is now on {}", selected(&console))), "{screen}");
     assert_eq!(selected(&console), "acme:sel:048", "the next one down, and the console named it");
+}
+
+/// Cancels `key` as another reviewer would, outside the console.
+async fn cancelled_elsewhere<S: Store>(ledger: &Ledger<S>, key: &str) {
+    let cancel = ManualRequest {
+        key: ActionKey::parse(key).unwrap(),
+        person: Person::parse("Bo").unwrap(),
+        reason: Reason::parse("duplicate").unwrap(),
+        expect_version: None,
+        command: ManualCommand::Cancel,
+        old_worker_stopped: false,
+        confirmed_not_written: false,
+    };
+    ledger.manual(&cancel).await.unwrap();
+}
+
+/// The keys of the pane's rows on screen, top to bottom.
+fn rows_on_screen(screen: &str, prefix: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|line| line.strip_prefix("  ").or_else(|| line.strip_prefix("> ")))
+        .filter_map(|row| row.split_whitespace().next())
+        .filter(|word| word.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn the_list_fills_the_pane_around_the_selection_when_an_action_leaves<S: Store>(db: TestDb<S>) {
+    use actionledger::console::model::Msg;
+    let l = &db.ledger;
+    for n in 0..15 {
+        l.submit(&raw(&format!("acme:fill:{n:03}"), "{}")).await.unwrap();
+    }
+    // 15 rows fit the 16 an 80x24 screen shows; the twelfth from the top is selected, then leaves.
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    for _ in 0..11 {
+        console.press("j").await.unwrap();
+    }
+    assert_eq!(selected(&console), "acme:fill:003");
+    cancelled_elsewhere(l, "acme:fill:003").await;
+    console.send(Msg::Tick).await.unwrap();
+    let screen = console.screen().unwrap();
+    let expected: Vec<String> = (0..15).rev().filter(|n| *n != 3).map(|n| format!("acme:fill:{n:03}")).collect();
+    assert_eq!(rows_on_screen(&screen, "acme:fill:"), expected, "every row still in view:\n{screen}");
+    assert_eq!(selected(&console), "acme:fill:002", "the row that took its place");
+    console.press("k").await.unwrap();
+    assert_eq!(selected(&console), "acme:fill:004", "k moves to the row above, not to the top");
+
+    // Deep in a longer pane, not at its newest rows: the screen stays full and in place.
+    for n in 15..60 {
+        l.submit(&raw(&format!("acme:fill:{n:03}"), "{}")).await.unwrap();
+    }
+    console.press("g").await.unwrap();
+    console.press("<PageDown>").await.unwrap();
+    console.press("j").await.unwrap();
+    console.press("j").await.unwrap();
+    let before = rows_on_screen(&console.screen().unwrap(), "acme:fill:");
+    assert!(!console.model().at_newest, "a window below the newest rows");
+    let leaving = selected(&console);
+    let at = before.iter().position(|k| *k == leaving).unwrap();
+    cancelled_elsewhere(l, &leaving).await;
+    console.send(Msg::Tick).await.unwrap();
+    let after = rows_on_screen(&console.screen().unwrap(), "acme:fill:");
+    assert_eq!(after.len(), 16, "a full screen: {after:?}");
+    assert_eq!(after[..at], before[..at], "the rows above stay where they were");
+    assert_eq!(selected(&console), before[at + 1], "the next one down");
+    console.press("k").await.unwrap();
+    assert_eq!(selected(&console), before[at - 1], "and k goes to the row above it");
+
+    // The last row of the pane leaves: the one before it is selected, the screen still full.
+    console.press("G").await.unwrap();
+    let before = rows_on_screen(&console.screen().unwrap(), "acme:fill:");
+    assert_eq!(selected(&console), "acme:fill:000");
+    cancelled_elsewhere(l, "acme:fill:000").await;
+    console.send(Msg::Tick).await.unwrap();
+    let after = rows_on_screen(&console.screen().unwrap(), "acme:fill:");
+    assert_eq!(after.len(), 16, "a full screen: {after:?}");
+    assert_eq!(after[1..], before[..15], "the rows above it, one line down");
+    assert_eq!(selected(&console), "acme:fill:001");
+    let screen = joined(&console.screen().unwrap());
+    assert!(screen.contains("acme:fill:000 left the pending pane; the selection is now on acme:fill:001"), "{screen}");
+
+    // A window that starts less than a screen below the top: k from its first row goes to the
+    // row just above, not to the pane's first row.
+    console.press("g").await.unwrap();
+    for _ in 0..16 {
+        console.press("j").await.unwrap();
+    }
+    let first_of_second_page = selected(&console);
+    console.send(Msg::Resize(80, 40)).await.unwrap();
+    assert_eq!(selected(&console), first_of_second_page);
+    // The scripted terminal keeps its size: the rows the model holds are those a 40-line one shows.
+    let keys = |console: &ScriptedConsole<S>| match &console.model().rows {
+        actionledger::console::model::Rows::Actions(rows) => rows.iter().map(|a| a.key.to_string()).collect::<Vec<_>>(),
+        actionledger::console::model::Rows::Refused(_) => Vec::new(),
+    };
+    assert_eq!(keys(&console).first(), Some(&first_of_second_page), "the window starts at it");
+    console.press("k").await.unwrap();
+    let screen = keys(&console);
+    let at = screen.iter().position(|k| *k == first_of_second_page).unwrap();
+    assert_eq!(selected(&console), screen[at - 1], "the row just above: {screen:?}");
+    assert_eq!(screen.len(), 32, "and the screen is full");
 }
 
 /// A completed action (record R-1) with a new version proposed.

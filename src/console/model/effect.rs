@@ -29,8 +29,9 @@ pub enum Selection {
     Index(usize),
     /// The row with this key; if the window does not hold it, the window starting at it.
     Key(String),
-    /// The row with this key if the window holds it, else the first (a new filter).
-    KeyElseFirst(String),
+    /// The row with this key if the window holds it, else the row at this index: the first for
+    /// a new filter, the one that took its place for an action that left the pane.
+    KeyOr(String, usize),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

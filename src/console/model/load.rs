@@ -186,24 +186,16 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
     if let Window::After(_) = request.window
         && short
     {
-        // Near the top a window newer than the selection is short: show a full first page instead.
-        model.next_request += 1;
-        model.loading = Some(model.next_request);
-        let key = match &snapshot.rows {
-            Rows::Actions(rows) => rows.first().map(|a| a.key.to_string()),
-            Rows::Refused(rows) => rows.first().map(|r| r.id.to_string()),
-        };
-        return vec![Effect::Load(LoadRequest {
-            id: model.next_request,
-            window: Window::Newest,
-            select: key.map_or(Selection::First, Selection::Key),
-            ..request.clone()
-        })];
+        // Near the top a window newer than the selection is short: show the first page instead,
+        // on the row this window would have selected (for `k`, the row just above).
+        let select = chosen_key(&snapshot.rows, &request.select, model.selected)
+            .map_or(Selection::First, |key| Selection::KeyOr(key, 0));
+        return vec![reload(model, request, Window::Newest, select)];
     }
     // The selection is a key, never a row number: when the window loaded does not hold it (the
     // screen shrank, rows arrived or left), load the window that starts at it; when that does not
     // hold it either, the action left the pane, and the console says so.
-    let mut departed = None;
+    let mut departed_to = None;
     if let Selection::Key(key) = &request.select
         && !keys_of(&snapshot.rows).contains(key)
     {
@@ -213,17 +205,26 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
         {
             return vec![reload(model, request, window, Selection::Key(key.clone()))];
         }
-        if snapshot.rows.is_empty() && !model.rows.is_empty() {
-            // It was the oldest row of the pane: show the oldest rows instead.
-            say_departed(model, key, None);
-            return vec![reload(model, request, Window::Oldest, Selection::Last)];
+        match departure(model, request, key, anchored == Some(request.window), &snapshot.rows) {
+            Departure::Reload(effect) => return vec![effect],
+            Departure::Select(successor) => departed_to = Some(successor),
         }
-        departed = Some(key.clone());
     }
     if snapshot.rows.is_empty() && matches!(request.window, Window::Before(_)) && !model.rows.is_empty() {
         // Nothing older: stay where we are.
         model.selected = model.rows.len() - 1;
         return Vec::new();
+    }
+    if short && matches!(request.window, Window::Before(_) | Window::From(_)) {
+        // The window reached the end of the pane before it filled the screen: show the last full
+        // page instead, on the same row, so that the rows above it stay in view.
+        let index = departed_to.as_ref().map_or(model.selected, |(_, index)| *index);
+        let key = match &departed_to {
+            Some((key, _)) => key.clone(),
+            None => chosen_key(&snapshot.rows, &request.select, model.selected),
+        };
+        let select = key.map_or(Selection::Last, |key| Selection::KeyOr(key, index));
+        return vec![reload(model, request, Window::Oldest, select)];
     }
     model.at_newest = matches!(request.window, Window::Newest) || (matches!(request.window, Window::Oldest) && short);
     model.rows = snapshot.rows;
@@ -236,22 +237,70 @@ fn apply_snapshot(model: &mut Model, request: &LoadRequest, snapshot: Snapshot) 
             }
         }
     }
-    let len = model.rows.len();
-    model.selected = match &request.select {
-        _ if len == 0 => 0,
-        Selection::First => 0,
-        Selection::Last => len - 1,
-        Selection::Index(i) => (*i).min(len - 1),
-        Selection::Key(_) if departed.is_some() => 0,
-        Selection::Key(key) | Selection::KeyElseFirst(key) => {
-            keys_of(&model.rows).iter().position(|k| k == key).unwrap_or(0)
-        }
+    let select = match departed_to {
+        Some((Some(key), index)) => Selection::KeyOr(key, index),
+        Some((None, index)) => Selection::Index(index),
+        None => request.select.clone(),
     };
-    if let Some(key) = departed {
-        let now_on = model.selected_key();
-        say_departed(model, &key, now_on.as_deref());
-    }
+    model.selected = chosen_key(&model.rows, &select, model.selected)
+        .and_then(|key| keys_of(&model.rows).iter().position(|k| *k == key))
+        .unwrap_or(0);
     Vec::new()
+}
+
+/// What becomes of the selection when its action left the pane.
+enum Departure {
+    /// Load the window that keeps the rows around the departed one in view.
+    Reload(Effect),
+    /// The window loaded is the right one: select this row (the key, else the index).
+    Select((Option<String>, usize)),
+}
+
+/// The selected action left the pane: the row that took its place is selected (the one after it,
+/// or before it when it was the last), in the window the person was looking at, and the console
+/// says so. `from_departed` says the rows loaded are those from its place on.
+fn departure(model: &mut Model, request: &LoadRequest, key: &str, from_departed: bool, rows: &Rows) -> Departure {
+    let index = model.selected;
+    let on_screen = keys_of(&model.rows);
+    let position = on_screen.iter().position(|k| k == key);
+    let after = if from_departed { keys_of(rows).into_iter().next() } else { None };
+    let before = position.and_then(|at| at.checked_sub(1)).and_then(|at| on_screen.get(at).cloned());
+    let successor = after.clone().or(before);
+    say_departed(model, key, successor.as_deref());
+    let top = model.rows.ids().0;
+    let window = if after.is_none() && from_departed {
+        // It was the last row of the pane: the last page, ending on the row before it.
+        Some(Window::Oldest)
+    } else if model.at_newest {
+        Some(Window::Newest)
+    } else if position != Some(0) {
+        // The window the person was looking at: without the departed row it pulls up one more.
+        top.map(Window::From)
+    } else {
+        // It was at the top of the screen: the rows from its place on are the screen.
+        None
+    };
+    let index = if after.is_none() { index.saturating_sub(1) } else { index };
+    match window {
+        Some(window) => {
+            let select = successor.map_or(Selection::Index(index), |key| Selection::KeyOr(key, index));
+            Departure::Reload(reload(model, request, window, select))
+        }
+        None => Departure::Select((successor, index)),
+    }
+}
+
+/// The key of the row `select` names among `rows`; `selected` is the row selected before.
+fn chosen_key(rows: &Rows, select: &Selection, selected: usize) -> Option<String> {
+    let keys = keys_of(rows);
+    let at = |index: usize| keys.get(index.min(keys.len().checked_sub(1)?)).cloned();
+    match select {
+        Selection::First => at(0),
+        Selection::Last => keys.last().cloned(),
+        Selection::Index(index) => at(*index),
+        Selection::Key(key) => keys.contains(key).then(|| key.clone()).or_else(|| at(selected)),
+        Selection::KeyOr(key, index) => keys.contains(key).then(|| key.clone()).or_else(|| at(*index)),
+    }
 }
 
 /// The keys of rows, as the selection names them (a refused submission by its id).

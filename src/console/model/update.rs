@@ -112,7 +112,7 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
                 }
                 None => model.info("filter cleared"),
             }
-            let select = model.selected_key().map_or(Selection::First, Selection::KeyElseFirst);
+            let select = model.selected_key().map_or(Selection::First, |key| Selection::KeyOr(key, 0));
             // The pane counts follow the filter at once.
             let mut load = model.load(Window::Newest, select);
             if let Effect::Load(request) = &mut load {

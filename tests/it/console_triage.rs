@@ -26,6 +26,7 @@ conformance!(
     filters_by_destination_mine_age_and_text_and_the_counts_follow,
     history_panes_and_copying_a_key_or_destination_id,
     sorting_by_age_pages_both_ways_and_keeps_the_selection,
+    long_keys_are_told_apart_and_stale_claims_say_whether_a_repeat_is_safe,
 );
 
 fn options(owner: &str, destinations: Destinations) -> ConsoleOptions {
@@ -637,4 +638,51 @@ async fn palettes() {
 /// The screen's words in order, box borders left out: a wrapped sentence reads whole.
 fn joined(screen: &str) -> String {
     screen.replace(['│', '─'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn long_keys_are_told_apart_and_stale_claims_say_whether_a_repeat_is_safe<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    let stem = "acme-corporation-emea:salesforce-opportunity:OPP-0012345";
+    let (create, confirm) = (format!("{stem}:create-task"), format!("{stem}:send-confirmation"));
+    for key in [&create, &confirm] {
+        l.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    }
+    let mut console = ScriptedConsole::start(l, &options("Ana", Destinations::default()), 80, 24).await.unwrap();
+    let screen = console.screen().unwrap();
+    let rows: Vec<&str> = screen.lines().filter(|line| line.contains("acme-corp")).collect();
+    assert_eq!(rows.len(), 2, "{screen}");
+    assert_ne!(rows[0].split_whitespace().nth(1), rows[1].split_whitespace().nth(1), "told apart:\n{screen}");
+    for row in &rows {
+        assert!(row.contains('…'), "a cut is marked: {row}");
+        assert!(row.contains(":create-task") || row.contains("confirmation"), "the end is kept: {row}");
+    }
+    // The detail's title names the whole key, wrapped rather than cut.
+    console.press("<Enter>").await.unwrap();
+    let detail = joined(&console.screen().unwrap());
+    assert!(detail.contains(&confirm) || detail.contains(&create), "the full key:\n{detail}");
+    console.press("<Esc>").await.unwrap();
+
+    // Two stale claims: which one a takeover may send again is in the pane, by the destination's
+    // declaration, without opening either.
+    for key in [&create, &confirm] {
+        let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+        l.start_attempt(&claim).await.unwrap();
+        assert_eq!(claim.key().as_str(), key.as_str());
+    }
+    l.store().clock().advance(LEASE * 2);
+    let nowhere = NOWHERE.parse().unwrap();
+    for (destinations, says) in
+        [(crm_at(nowhere, true), "protected"), (crm_at(nowhere, false), "UNSAFE"), (Destinations::default(), "unknown")]
+    {
+        let mut console = ScriptedConsole::start(l, &options("Ana", destinations), 80, 24).await.unwrap();
+        console.press("2").await.unwrap();
+        let screen = console.screen().unwrap();
+        let rows: Vec<&str> = screen.lines().filter(|line| line.contains("acme-corp")).collect();
+        assert_eq!(rows.len(), 2, "{screen}");
+        for row in rows {
+            let words: Vec<&str> = row.split_whitespace().collect();
+            assert!(words.contains(&"crm") && words.contains(&says), "{says}: {row}");
+            assert!(row.contains("STALE"), "{row}");
+        }
+    }
 }

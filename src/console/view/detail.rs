@@ -2,7 +2,7 @@
 //! proposal waits, in any state: each field it changes with both values in full), latest attempt,
 //! destination evidence, audit trail.
 
-use super::{Theme, fit, short_duration};
+use super::{Theme, fit, fit_middle, short_duration};
 use crate::console::layout;
 use crate::console::model::{DetailView, Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
@@ -26,17 +26,29 @@ fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
             (format!(" refused submission {} ", refused.id), refused_lines(model, refused, theme))
         }
         (None, _) => return None,
-        (Some(detail), _) if model.detail_view == DetailView::Values => (
-            format!(" {} — full values (v or Esc: back) ", SafeText::new(detail.action.key.as_str())),
-            values(detail, theme),
-        ),
-        (Some(detail), _) => (
-            format!(" {} ", SafeText::new(detail.action.key.as_str())),
-            lines(model, detail, theme, usize::from(width)),
-        ),
+        (Some(detail), _) if model.detail_view == DetailView::Values => {
+            key_titled(detail, " — full values (v or Esc: back)", width, values(detail, theme))
+        }
+        (Some(detail), _) => key_titled(detail, "", width, lines(model, detail, theme, usize::from(width))),
     };
     let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
     Some(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }))
+}
+
+/// The title names the action's key; a key too long for it is cut in its middle there and
+/// given whole, wrapped, as the first line: two long keys are never told apart by a cut.
+fn key_titled<'a>(
+    detail: &ActionDetail,
+    suffix: &str,
+    width: u16,
+    mut lines: Vec<Line<'a>>,
+) -> (String, Vec<Line<'a>>) {
+    let key = SafeText::new(detail.action.key.as_str()).to_string();
+    let room = usize::from(width).saturating_sub(suffix.chars().count() + 4);
+    if key.chars().count() > room {
+        lines.insert(0, Line::raw(format!("key {key}")));
+    }
+    (format!(" {}{suffix} ", fit_middle(&key, room)), lines)
 }
 
 /// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end

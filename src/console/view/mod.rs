@@ -199,9 +199,39 @@ pub fn fit(text: &str, width: usize) -> String {
     out
 }
 
+/// Cuts a key to `width` columns in its middle, keeping its start and more of its end: keys of one
+/// source share their start and differ at the end (`…:create-task`, `…:send-confirmation`).
+pub fn fit_middle(text: &str, width: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= width {
+        return text.to_owned();
+    }
+    let room = width.saturating_sub(1);
+    let head = room / 3;
+    let tail = room - head;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_cut_in_the_middle_keeps_the_end_where_keys_differ() {
+        let create = "acme-corporation-emea:salesforce-opportunity:OPP-0012345:create-task";
+        let confirm = "acme-corporation-emea:salesforce-opportunity:OPP-0012345:send-confirmation";
+        for width in [24, 30, 41] {
+            let (a, b) = (fit_middle(create, width), fit_middle(confirm, width));
+            assert_eq!((a.chars().count(), b.chars().count()), (width, width), "{a} {b}");
+            assert_ne!(a, b, "told apart at {width} columns");
+            assert!(a.starts_with("acme") && a.ends_with(":create-task") && a.contains('…'), "{a}");
+        }
+        assert_eq!(fit_middle("acme:1", 6), "acme:1", "a key that fits is whole");
+        assert_eq!(fit_middle("abcdefgh", 4), "a…gh");
+    }
 
     #[test]
     fn a_terminal_without_256_colours_gets_the_16_colour_palette() {

@@ -252,7 +252,7 @@ pub async fn run<S: Store>(
     let states = ledger.counts().await?.into_iter().map(|(state, n)| (state.as_str().to_owned(), n)).collect();
     Ok(DemoSummary {
         states,
-        refused: ledger.store().count_refused().await?,
+        refused: ledger.store().count_refused(&crate::store::ListFilter::default()).await?,
         crm_records: effects.records,
         crm_max_records_per_external_ref: effects.max_records_per_external_ref,
         crm_idempotent_replays: effects.idempotent_replays,

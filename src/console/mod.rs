@@ -253,7 +253,8 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
         // before the next newer id.
         None if request.pane == Pane::Refused => {
             let before_id = before_id.map(|id| if start == PageStart::AtCursor { id + 1 } else { id });
-            Rows::Refused(ledger.list_refused(before_id, request.limit).await?)
+            let page = ListFilter { before_id, limit: request.limit, ..matching.clone().unwrap_or_default() };
+            Rows::Refused(ledger.list_refused_matching(&page).await?)
         }
         state => Rows::Actions(
             ledger
@@ -277,19 +278,27 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
         Rows::Actions(actions) => ledger.blocked_among(actions).await?,
         Rows::Refused(_) => std::collections::BTreeMap::new(),
     };
-    let counts = if request.with_counts {
-        Some(Counts {
-            by_state: match &matching {
-                Some(filter) => ledger.counts_matching(filter).await?,
-                None => ledger.counts().await?,
-            },
-            refused: store.count_refused().await?,
+    // Every count follows the filter: a tab never counts what its pane would not list.
+    let counts = match (request.with_counts, &matching) {
+        (false, _) => None,
+        (true, Some(filter)) => {
+            let notices = store.count_notices_matching(filter).await?;
+            Some(Counts {
+                by_state: ledger.counts_matching(filter).await?,
+                refused: store.count_refused(filter).await?,
+                stale_claims: notices.stale_claims,
+                proposed_elsewhere: notices.proposed_elsewhere,
+                late_results: notices.late_results,
+            })
+        }
+        // Without a filter, each count is read through its own index.
+        (true, None) => Some(Counts {
+            by_state: ledger.counts().await?,
+            refused: store.count_refused(&ListFilter::default()).await?,
             stale_claims: store.count_stale_claims().await?,
             proposed_elsewhere: store.count_proposed_elsewhere().await?,
             late_results: store.count_late_results().await?,
-        })
-    } else {
-        None
+        }),
     };
     Ok(Snapshot { counts, now, rows, blocked })
 }

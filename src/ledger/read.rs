@@ -116,7 +116,14 @@ impl<S: Store> Ledger<S> {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<RefusedSubmission>, LedgerError> {
-        Ok(self.store.list_refused(before_id, limit).await?)
+        let page = ListFilter { before_id, limit, ..ListFilter::default() };
+        Ok(self.store.list_refused(&page).await?)
+    }
+
+    /// A page of refused submissions that match `filter`'s terms (destination, key text, age),
+    /// newest first, older than its `before_id`: the console's refused pane under a filter.
+    pub async fn list_refused_matching(&self, filter: &ListFilter) -> Result<Vec<RefusedSubmission>, LedgerError> {
+        Ok(self.store.list_refused(filter).await?)
     }
 
     /// A count for every state, zero included, in the order of [`State::ALL`].

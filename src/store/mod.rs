@@ -267,6 +267,17 @@ pub struct ListFilter {
     pub limit: i64,
 }
 
+/// What the console's header counts besides states, of the actions a filter matches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Notices {
+    /// Actions outside `conflict` whose proposed payload awaits a decision.
+    pub proposed_elsewhere: i64,
+    /// Actions with late results that no person has acknowledged.
+    pub late_results: i64,
+    /// Claims that outlived their lease.
+    pub stale_claims: i64,
+}
+
 /// The order of a page of actions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ListOrder {
@@ -439,10 +450,11 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The purge run that reduced action `key` to its tombstone, if one did.
     fn purge_of(&self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<ActionRecord>, StoreError>> + Send;
+    /// A page of refused submissions, newest first, that match `filter`'s terms (destination,
+    /// key text, age; an owner matches none), older than its `before_id`, at most its `limit`.
     fn list_refused(
         &self,
-        before_id: Option<i64>,
-        limit: i64,
+        filter: &ListFilter,
     ) -> impl Future<Output = Result<Vec<RefusedSubmission>, StoreError>> + Send;
     fn count_by_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// The state of each recorded action among `keys` (a key not recorded is left out).
@@ -460,8 +472,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// How many actions in each state match `filter`'s terms (its state, cursors and limit aside).
     fn count_matching(&self, filter: &ListFilter)
     -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
-    /// How many refused submissions are recorded.
-    fn count_refused(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// How many refused submissions match `filter`'s terms, as [`Store::list_refused`] lists them
+    /// (all of them for the default filter).
+    fn count_refused(&self, filter: &ListFilter) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// Of the actions that match `filter`'s terms, at database time: those outside `conflict`
+    /// with a proposal waiting, those with late results, and the stale claims.
+    fn count_notices_matching(&self, filter: &ListFilter) -> impl Future<Output = Result<Notices, StoreError>> + Send;
     /// How many actions outside `conflict` have a proposed payload awaiting a decision.
     fn count_proposed_elsewhere(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions have late results that no person has acknowledged.

@@ -13,7 +13,7 @@ use super::statements as sql;
 use super::wake::{RunnableSignal, Wakeups};
 use super::{
     AttemptStart, AttemptStarted, ClaimRequest, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, LookupFailures,
-    SchemaStatus, StateFigures, Store, StoreError,
+    Notices, SchemaStatus, StateFigures, Store, StoreError,
 };
 use crate::domain::record::from_millis;
 use crate::domain::{
@@ -211,9 +211,8 @@ impl<S: SqlStore> Store for S {
         Ok(actions)
     }
 
-    async fn list_refused(&self, before_id: Option<i64>, limit: i64) -> Result<Vec<RefusedSubmission>, StoreError> {
-        let rows = autocommitted(self, Statement::new(sql::LIST_REFUSED).int(before_id).int(limit)).await?;
-        rows.iter().map(refusal_from_row).collect()
+    async fn list_refused(&self, filter: &ListFilter) -> Result<Vec<RefusedSubmission>, StoreError> {
+        autocommitted(self, sql::list_refused(filter)).await?.iter().map(refusal_from_row).collect()
     }
 
     async fn count_by_state(&self) -> Result<Vec<(State, i64)>, StoreError> {
@@ -245,8 +244,18 @@ impl<S: SqlStore> Store for S {
         autocommitted(self, sql::count_matching_by_state(filter)).await?.iter().map(state_count_from_row).collect()
     }
 
-    async fn count_refused(&self) -> Result<i64, StoreError> {
-        Ok(read_one(self, Statement::new(sql::COUNT_REFUSED)).await?.int("count")?)
+    async fn count_refused(&self, filter: &ListFilter) -> Result<i64, StoreError> {
+        Ok(read_one(self, sql::count_refused(filter)).await?.int("count")?)
+    }
+
+    async fn count_notices_matching(&self, filter: &ListFilter) -> Result<Notices, StoreError> {
+        let now = Store::now(self).await?;
+        let row = read_one(self, sql::count_matching_notices(filter, now)).await?;
+        Ok(Notices {
+            proposed_elsewhere: row.int("proposed_elsewhere")?,
+            late_results: row.int("late_results")?,
+            stale_claims: row.int("stale_claims")?,
+        })
     }
 
     async fn count_proposed_elsewhere(&self) -> Result<i64, StoreError> {

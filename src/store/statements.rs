@@ -127,6 +127,7 @@ pub(crate) const COUNT_WAITING_BY_AFTER_STATE: &str = named(ACTIONS, "count_wait
 pub(crate) const COUNT_PROPOSED_ELSEWHERE: &str = named(ACTIONS, "count_proposed_elsewhere");
 const LIST_ACTIONS: &str = named(ACTIONS, "list_actions");
 const COUNT_MATCHING_BY_STATE: Template<1> = template(named(ACTIONS, "count_matching_by_state"), ["{terms}"]);
+const COUNT_MATCHING_NOTICES: Template<2> = template(named(ACTIONS, "count_matching_notices"), ["{now}", "{terms}"]);
 pub(crate) const ENFORCED_PAIRS: &str = named(ACTIONS, "enforced_pairs");
 
 /// See `lock_actions` in sql/actions.sql.
@@ -427,6 +428,49 @@ pub(crate) fn count_matching_by_state<B: Backend>(filter: &ListFilter) -> Statem
     matching(Statement::new(head), filter).push(tail)
 }
 
+/// See `count_matching_notices` in sql/actions.sql: the time, then the filter's terms in its hole.
+pub(crate) fn count_matching_notices<B: Backend>(filter: &ListFilter, now: Timestamp) -> Statement<B> {
+    // Every parameter pushed in order: SQLite numbers a `$1` and the `?` after it apart.
+    let ([head, middle], tail) = COUNT_MATCHING_NOTICES.pieces();
+    matching(Statement::new(head).push_int(now.timestamp_millis()).push(middle), filter).push(tail)
+}
+
+/// The terms of a filter a person types, as refused submissions have them: the destination, the
+/// key as far as it was kept, and the age (from when it was received). A refused submission is
+/// nobody's: a filter on an owner or assignee matches none.
+fn refused_matching<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> Statement<B> {
+    if let Some(destination) = &filter.destination {
+        statement = statement.push("\n  AND destination = ").push_text(destination.as_str());
+    }
+    if filter.owner.is_some() {
+        statement = statement.push("\n  AND 1 = 0");
+    }
+    if let Some(before) = filter.updated_before {
+        statement = statement.push("\n  AND received_at < ").push_int(before.timestamp_millis());
+    }
+    if let Some(text) = &filter.key_contains {
+        let pattern = contains_pattern(text);
+        statement = statement.push("\n  AND key_excerpt LIKE ").push_text(pattern.as_str()).push(" ESCAPE '\\'");
+    }
+    statement
+}
+
+/// A page of refused submissions matching a filter's terms, newest first, older than its
+/// `before_id`: the text of `list_refused` in sql/refused.sql, then the terms, cursor and limit.
+pub(crate) fn list_refused<B: Backend>(filter: &ListFilter) -> Statement<B> {
+    let mut statement = refused_matching(Statement::new(LIST_REFUSED), filter);
+    if let Some(id) = filter.before_id {
+        statement = statement.push("\n  AND id < ").push_int(id);
+    }
+    statement.push("\nORDER BY id DESC\nLIMIT ").push_int(filter.limit)
+}
+
+/// See `count_refused` in sql/refused.sql: the filter's terms in its hole.
+pub(crate) fn count_refused<B: Backend>(filter: &ListFilter) -> Statement<B> {
+    let ([head], tail) = COUNT_REFUSED.pieces();
+    refused_matching(Statement::new(head), filter).push(tail)
+}
+
 /// A LIKE pattern matching `text` anywhere, with LIKE's own wildcards taken literally.
 pub(crate) fn contains_pattern(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
@@ -698,8 +742,8 @@ pub(crate) const SELECT_PROPOSALS: &str = named(PROPOSALS, "select_proposals");
 pub(crate) const SELECT_WAITING_PROPOSALS: &str = named(PROPOSALS, "select_waiting_proposals");
 pub(crate) const KEEP_PROPOSAL: &str = named(PROPOSALS, "keep_proposal");
 pub(crate) const DECIDE_PROPOSAL: &str = named(PROPOSALS, "decide_proposal");
-pub(crate) const LIST_REFUSED: &str = named(REFUSED, "list_refused");
-pub(crate) const COUNT_REFUSED: &str = named(REFUSED, "count_refused");
+const LIST_REFUSED: &str = named(REFUSED, "list_refused");
+const COUNT_REFUSED: Template<1> = template(named(REFUSED, "count_refused"), ["{terms}"]);
 const INSERT_REFUSAL: Template<2> = template(named(REFUSED, "insert_refusal"), ["{columns}", "{rows}"]);
 
 pub(crate) const REFUSAL_ROW: &[Column<RefusedSubmission>] = &[

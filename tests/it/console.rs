@@ -25,6 +25,7 @@ conformance!(
     messages_are_never_cut_at_80_columns,
     the_selection_is_a_key_through_resize_refresh_and_departures,
     the_list_fills_the_pane_around_the_selection_when_an_action_leaves,
+    every_count_follows_the_filter_as_it_is_typed,
     a_lookup_that_cannot_reach_its_destination_failed_and_was_not_refused,
 );
 
@@ -860,4 +861,61 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
         assert!(!written.contains(forbidden), "{forbidden:?} reached the terminal");
     }
     assert!(written.contains("owned"), "the text itself is shown");
+}
+
+/// One of each kind the header counts besides states, under `prefix`: a stale claim, a late
+/// result, a proposal on a completed action and a refused submission.
+async fn one_of_each_notice<S: Store>(ledger: &Ledger<S>, prefix: &str) {
+    action_in(ledger, &format!("{prefix}:stale"), State::InProgress).await;
+    late_on_completed(ledger, &format!("{prefix}:late")).await;
+    completed_with_a_new_version(ledger, &format!("{prefix}:proposed")).await;
+    let not_json = RawSubmission { payload: b"{not json".to_vec(), ..raw(&format!("{prefix}:refused"), "{}") };
+    ledger.submit(&not_json).await.unwrap_err();
+}
+
+async fn every_count_follows_the_filter_as_it_is_typed<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    one_of_each_notice(l, "acme:north").await;
+    one_of_each_notice(l, "acme:south").await;
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    let header = |console: &mut ScriptedConsole<S>| {
+        let screen = console.screen().unwrap();
+        screen.lines().skip(1).take(2).collect::<Vec<_>>().join("\n")
+    };
+    let everything = header(&mut console);
+    for count in ["STALE CLAIMS 2", "all actions 6", "2prog 2", "4conf 0+2", "7refu 2", "8late 2"] {
+        assert!(everything.contains(count), "{count}:\n{everything}");
+    }
+    // Typed, not yet applied: the pane and every count narrow at once.
+    for line in ["/", "acme:north"] {
+        console.press(line).await.unwrap();
+    }
+    let typed = header(&mut console);
+    for count in ["STALE CLAIMS 1", "all actions 3  (filtered)", "2prog 1", "4conf 0+1", "7refu 1", "8late 1"] {
+        assert!(typed.contains(count), "{count}:\n{typed}");
+    }
+    // Each pane lists what its tab counts: the conflict pane its one proposal, the refused pane
+    // its one refusal.
+    for line in ["<Enter>", "4"] {
+        console.press(line).await.unwrap();
+    }
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("acme:north:proposed") && !screen.contains("acme:south"), "{screen}");
+    console.press("7").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("acme:north:refused") && !screen.contains("acme:south"), "{screen}");
+    // Esc on a filter being typed puts back the one applied before, counts and all.
+    for line in ["/", "<Backspace>", "<Backspace>", "<Backspace>", "<Backspace>", "<Backspace>", "south"] {
+        console.press(line).await.unwrap();
+    }
+    assert!(console.screen().unwrap().contains("acme:south:refused"), "narrowed as typed");
+    console.press("<Esc>").await.unwrap();
+    let screen = console.screen().unwrap();
+    assert!(screen.contains("acme:north:refused") && !screen.contains("acme:south"), "{screen}");
+    // Esc in the list clears the filter: the counts are the whole ledger's again.
+    console.press("<Esc>").await.unwrap();
+    let cleared = header(&mut console);
+    for count in ["STALE CLAIMS 2", "all actions 6", "prog 2", "conf 0+2", "refused 2", "late 2"] {
+        assert!(cleared.contains(count) && !cleared.contains("filtered"), "{count}:\n{cleared}");
+    }
 }

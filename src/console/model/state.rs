@@ -420,6 +420,8 @@ pub struct Model {
     pub(super) next_request: u64,
     pub(super) loading: Option<u64>,
     pub(super) detail_request: u64,
+    /// The filter applied when the filter line was opened: Esc puts it back.
+    pub(super) filter_before_edit: Option<FilterTerms>,
 }
 
 impl Model {
@@ -466,6 +468,7 @@ impl Model {
             next_request: 0,
             loading: None,
             detail_request: 0,
+            filter_before_edit: None,
         }
     }
 

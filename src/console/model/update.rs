@@ -87,6 +87,8 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     }
 }
 
+/// The filter line: it narrows the pane and its counts as it is typed; Enter keeps it, Esc puts
+/// back the filter it started from.
 fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     let Mode::Filter(text) = &mut model.mode else { return Vec::new() };
     match key.code {
@@ -94,7 +96,16 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         KeyCode::Backspace => {
             text.pop();
         }
-        KeyCode::Esc => model.mode = Mode::List,
+        KeyCode::Esc => {
+            model.mode = Mode::List;
+            let before = model.filter_before_edit.take();
+            if before == model.filter {
+                return Vec::new();
+            }
+            model.filter = before;
+            model.info("filter put back as it was");
+            return vec![filtered_load(model)];
+        }
         KeyCode::Enter => {
             let text = text.trim().to_owned();
             let terms = match FilterTerms::parse(&text, &model.owner) {
@@ -104,25 +115,45 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
                     return Vec::new();
                 }
             };
-            model.filter = (!text.is_empty()).then_some(terms);
+            model.filter_before_edit = None;
             model.mode = Mode::List;
+            let changed = model.filter.as_ref().map(|f| &f.line) != (!text.is_empty()).then_some(&text);
+            model.filter = (!text.is_empty()).then_some(terms);
             match &model.filter {
                 Some(f) => {
                     model.info(format!("showing {}; / then Enter on an empty filter clears it", f.describe()));
                 }
                 None => model.info("filter cleared"),
             }
-            let select = model.selected_key().map_or(Selection::First, |key| Selection::KeyOr(key, 0));
-            // The pane counts follow the filter at once.
-            let mut load = model.load(Window::Newest, select);
-            if let Effect::Load(request) = &mut load {
-                request.with_counts = true;
-            }
-            return vec![load];
+            return if changed { vec![filtered_load(model)] } else { Vec::new() };
         }
-        _ => {}
+        _ => return Vec::new(),
     }
-    Vec::new()
+    // As typed: a line that parses narrows the pane at once; one that does not yet (`age:3`
+    // on its way to `age:30m`) leaves it as it was, and the status line says why.
+    let line = text.trim().to_owned();
+    match FilterTerms::parse(&line, &model.owner) {
+        Ok(terms) => {
+            let terms = (!line.is_empty()).then_some(terms);
+            if terms == model.filter {
+                return Vec::new();
+            }
+            model.filter = terms;
+            vec![filtered_load(model)]
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The pane's first rows under the filter now set, with the counts, which follow the filter; the
+/// selection stays on its action where the filter still shows it.
+fn filtered_load(model: &mut Model) -> Effect {
+    let select = model.selected_key().map_or(Selection::First, |key| Selection::KeyOr(key, 0));
+    let mut load = model.load(Window::Newest, select);
+    if let Effect::Load(request) = &mut load {
+        request.with_counts = true;
+    }
+    load
 }
 
 fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
@@ -205,11 +236,13 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
                 model.detail = None;
             } else if model.filter.take().is_some() {
                 model.info("filter cleared");
-                return vec![model.load(Window::Newest, Selection::First)];
+                return vec![filtered_load(model)];
             }
             Vec::new()
         }
         Action::Filter => {
+            // What Esc puts back: the filter line narrows the pane as it is typed.
+            model.filter_before_edit.clone_from(&model.filter);
             model.mode = Mode::Filter(String::new());
             Vec::new()
         }

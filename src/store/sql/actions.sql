@@ -282,6 +282,22 @@ FROM actions
 WHERE 1 = 1{terms}
 GROUP BY state;
 
+-- name: count_matching_notices
+-- Of the actions that match a filter's terms (its state, cursors and limit aside): those outside
+-- `conflict` whose proposed payload awaits a decision, those with late results no person has
+-- acknowledged, and the claims that outlived their lease: the console's notices while a filter
+-- is applied, as `count_proposed_elsewhere`, `count_late_results` and `count_stale_claims` count
+-- them without one.
+-- {now}: the parameter of the time, the first; the terms' parameters follow it
+-- {terms}: the filter's terms, each `AND ...` with its own parameter
+SELECT COALESCE(SUM(CASE WHEN proposed_payload IS NOT NULL AND state <> 'conflict' THEN 1 ELSE 0 END), 0)
+           AS proposed_elsewhere,
+       COALESCE(SUM(CASE WHEN late_results > 0 THEN 1 ELSE 0 END), 0) AS late_results,
+       COALESCE(SUM(CASE WHEN state = 'in_progress' AND lease_expires_at <= {now} THEN 1 ELSE 0 END), 0)
+           AS stale_claims
+FROM actions
+WHERE 1 = 1{terms};
+
 -- name: enforced_pairs
 -- The (from, to) state pairs the database's trigger accepts.
 SELECT from_state, to_state

@@ -39,8 +39,6 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
         ("select_waiting_proposals", SELECT_WAITING_PROPOSALS),
         ("keep_proposal", KEEP_PROPOSAL),
         ("decide_proposal", DECIDE_PROPOSAL),
-        ("list_refused", LIST_REFUSED),
-        ("count_refused", COUNT_REFUSED),
         ("insert_purge", INSERT_PURGE),
         ("select_purge_of", SELECT_PURGE_OF),
         ("applied_migrations", APPLIED_MIGRATIONS),
@@ -116,19 +114,29 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
     generated("insert_lookup", "1 row", insert_lookup_sql(params));
     generated("insert_refusal", "1 row", insert_refusal_sql(params));
     for (filter_name, filter) in filters() {
-        let (list, count) = if postgres {
-            (
+        let now = chrono::DateTime::UNIX_EPOCH;
+        let texts = if postgres {
+            [
                 list_actions::<sqlx::Postgres>(&filter).sql().to_owned(),
                 count_matching_by_state::<sqlx::Postgres>(&filter).sql().to_owned(),
-            )
+                count_matching_notices::<sqlx::Postgres>(&filter, now).sql().to_owned(),
+                list_refused::<sqlx::Postgres>(&filter).sql().to_owned(),
+                count_refused::<sqlx::Postgres>(&filter).sql().to_owned(),
+            ]
         } else {
-            (
+            [
                 list_actions::<sqlx::Sqlite>(&filter).sql().to_owned(),
                 count_matching_by_state::<sqlx::Sqlite>(&filter).sql().to_owned(),
-            )
+                count_matching_notices::<sqlx::Sqlite>(&filter, now).sql().to_owned(),
+                list_refused::<sqlx::Sqlite>(&filter).sql().to_owned(),
+                count_refused::<sqlx::Sqlite>(&filter).sql().to_owned(),
+            ]
         };
-        generated("list_actions", filter_name, list);
-        generated("count_matching_by_state", filter_name, count);
+        let names =
+            ["list_actions", "count_matching_by_state", "count_matching_notices", "list_refused", "count_refused"];
+        for (name, text) in names.into_iter().zip(texts) {
+            generated(name, filter_name, text);
+        }
     }
     sent
 }

@@ -128,6 +128,19 @@ fn on_search_key(model: &mut Model, key: KeyEvent) {
     }
 }
 
+/// `v` in an open detail: every value in full, or back to the facts.
+fn toggle_values(model: &mut Model) {
+    model.detail_view = match model.detail_view {
+        DetailView::Facts => DetailView::Values,
+        DetailView::Values => DetailView::Facts,
+    };
+    model.detail_scroll = 0;
+    // The search stays applied; its matches are counted again in the other view.
+    if let Some(search) = &mut model.detail_search {
+        search.current = 0;
+    }
+}
+
 /// `n` and `N`: the next or previous match of the detail's search, round past either end.
 fn step_match(model: &mut Model, action: Action) {
     let count = model.scroll_limits.detail_matches.len();
@@ -239,15 +252,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         Action::Top => vec![model.load(Window::Newest, Selection::First)],
         Action::Bottom => vec![model.load(Window::Oldest, Selection::Last)],
         Action::Values if in_detail && model.detail.is_some() => {
-            model.detail_view = match model.detail_view {
-                DetailView::Facts => DetailView::Values,
-                DetailView::Values => DetailView::Facts,
-            };
-            model.detail_scroll = 0;
-            // The search stays applied; its matches are counted again in the other view.
-            if let Some(search) = &mut model.detail_search {
-                search.current = 0;
-            }
+            toggle_values(model);
             Vec::new()
         }
         Action::Search => {

@@ -90,7 +90,8 @@ pub enum Action {
     Open,
     Back,
     Filter,
-    /// The full values of the open action: payloads, last response, last error.
+    /// Every value of the open action in full: payloads, each attempt's error and response body,
+    /// each lookup's answer, the last error.
     Values,
     /// Show the next of the proposals waiting on the open action: approve and reject act on the
     /// one shown.
@@ -108,6 +109,12 @@ pub enum Action {
     /// Copy the selected action's destination id to the clipboard.
     CopyDestinationId,
     Command(CommandKind),
+    /// Open the search line of the open detail.
+    Search,
+    /// Show the next match of the detail's search, round to the first.
+    NextMatch,
+    /// Show the previous match of the detail's search, round to the last.
+    PreviousMatch,
 }
 
 /// A key as a binding lists it. An event is this key when it has the same code and has Ctrl
@@ -212,7 +219,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         keys: "v",
         actions: &[(Key::char('v'), Action::Values)],
-        help: "full values: payload, proposal, last response and error",
+        help: "every value in full: payloads, errors, bodies, lookups",
     },
     Binding { keys: "Esc", actions: &[(Key::plain(KeyCode::Esc), Action::Back)], help: "back, or cancel a dialog" },
     Binding {
@@ -297,6 +304,30 @@ pub const BINDINGS: &[Binding] = &[
     },
 ];
 
+/// Keys an open detail reads before [`BINDINGS`]: there `/` searches the detail rather than
+/// filter the list.
+pub const DETAIL_BINDINGS: &[Binding] = &[Binding {
+    keys: "/",
+    actions: &[(Key::char('/'), Action::Search)],
+    help: "search the detail, any case (Enter: the first match)",
+}];
+
+/// Keys an open detail reads first while a search is applied: `n` moves to the next match (and
+/// resolves as not written again once `Esc` has ended the search).
+pub const FOUND_BINDINGS: &[Binding] = &[Binding {
+    keys: "n / N",
+    actions: &[(Key::char('n'), Action::NextMatch), (Key::char('N'), Action::PreviousMatch)],
+    help: "next / previous match (Esc ends the search)",
+}];
+
+/// Each table of bindings with where it applies, in the order the help screen lists them; in an
+/// open detail the later tables are read first.
+pub const BINDING_TABLES: [(&str, &[Binding]); 3] = [
+    ("in the list, and in an open detail unless listed below", BINDINGS),
+    ("in an open detail", DETAIL_BINDINGS),
+    ("in an open detail, while a search is applied", FOUND_BINDINGS),
+];
+
 /// The key of a command, for the footer.
 pub fn command_key(kind: CommandKind) -> &'static str {
     action_key(Action::Command(kind))
@@ -311,6 +342,19 @@ pub fn action_key(wanted: Action) -> &'static str {
 /// that lists the key gives it.
 pub fn browse_action(event: KeyEvent) -> Option<Action> {
     BINDINGS.iter().flat_map(|b| b.actions).find(|(key, _)| key.matches(event)).map(|&(_, action)| action)
+}
+
+/// What a key means in an open detail (not while typing into a field): what the detail's own
+/// bindings give it (those of a search while `searching`), else what it means while browsing.
+pub fn detail_action(event: KeyEvent, searching: bool) -> Option<Action> {
+    let first = |table: &[Binding]| {
+        table.iter().flat_map(|b| b.actions).find(|(key, _)| key.matches(event)).map(|&(_, action)| action)
+    };
+    searching
+        .then(|| first(FOUND_BINDINGS))
+        .flatten()
+        .or_else(|| first(DETAIL_BINDINGS))
+        .or_else(|| browse_action(event))
 }
 
 /// Why a script cannot run: found before any key is pressed, so a bad script changes nothing.
@@ -456,7 +500,7 @@ mod tests {
 
     #[test]
     fn help_lines_fit_an_80_column_terminal() {
-        for binding in BINDINGS {
+        for binding in BINDING_TABLES.iter().flat_map(|(_, table)| table.iter()) {
             assert!(16 + binding.help.len() <= 76, "{}", binding.help);
         }
     }
@@ -551,8 +595,29 @@ mod tests {
     }
 
     #[test]
+    fn a_detail_reads_its_own_keys_first() {
+        for table in [DETAIL_BINDINGS, FOUND_BINDINGS] {
+            for binding in table {
+                for &(key, action) in binding.actions {
+                    let event = KeyEvent::new(key.code, KeyModifiers::NONE);
+                    assert_eq!(detail_action(event, true), Some(action), "{} while searching", name(key));
+                }
+            }
+        }
+        let key = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+        assert_eq!(browse_action(key('/')), Some(Action::Filter), "the list filters");
+        assert_eq!(detail_action(key('/'), false), Some(Action::Search), "a detail searches");
+        assert_eq!(detail_action(key('n'), true), Some(Action::NextMatch));
+        assert_eq!(detail_action(key('N'), true), Some(Action::PreviousMatch));
+        let not_written = Some(Action::Command(CommandKind::ResolveNotWritten));
+        assert_eq!(detail_action(key('n'), false), not_written, "without a search n resolves as not written");
+        assert_eq!(detail_action(key('N'), false), None);
+        assert_eq!(detail_action(key('j'), true), Some(Action::Down), "the rest as while browsing");
+    }
+
+    #[test]
     fn each_help_line_names_exactly_the_keys_it_binds() {
-        for binding in BINDINGS {
+        for binding in BINDING_TABLES.iter().flat_map(|(_, table)| table.iter()) {
             let bound: BTreeSet<String> = binding.actions.iter().map(|&(key, _)| name(key)).collect();
             assert_eq!(named(binding.keys), bound, "the help line {:?}", binding.keys);
         }
@@ -575,13 +640,16 @@ mod tests {
                               the_review_guide_lists_every_console_key -->";
     const KEYS_END: &str = "<!-- end of console keys -->";
 
-    /// The help screen's lines as a Markdown table.
+    /// The help screen's lines as Markdown tables, one per place they apply.
     fn keys_markdown() -> String {
-        let rows = BINDINGS.iter().map(|binding| {
-            let keys: Vec<String> = binding.keys.split(" / ").map(|k| format!("`{k}`")).collect();
-            format!("| {} | {} |\n", keys.join(" / "), binding.help)
-        });
-        std::iter::once("| keys | what they do |\n|---|---|\n".to_owned()).chain(rows).collect()
+        let table = |(place, bindings): &(&str, &[Binding])| {
+            let rows = bindings.iter().map(|binding| {
+                let keys: Vec<String> = binding.keys.split(" / ").map(|k| format!("`{k}`")).collect();
+                format!("| {} | {} |\n", keys.join(" / "), binding.help)
+            });
+            std::iter::once(format!("| keys {place} | what they do |\n|---|---|\n")).chain(rows).collect::<String>()
+        };
+        BINDING_TABLES.iter().map(table).collect::<Vec<_>>().join("\n")
     }
 
     /// The review owners' guide lists every console key with the help screen's own words: one

@@ -53,20 +53,29 @@ pub fn max_scroll(lines: usize, shown: u16) -> u16 {
     u16::try_from(lines).unwrap_or(u16::MAX).saturating_sub(shown)
 }
 
+/// [`max_scroll`] for a text that may run to more rows than a `u16` counts: a value shown in
+/// full can be hundreds of kilobytes.
+pub fn max_scroll_rows(rows: usize, shown: u16) -> usize {
+    rows.saturating_sub(usize::from(shown))
+}
+
 /// How far each scrollable part of the screen scrolls at most, measured by the view for the
 /// screen as it is. The driver measures before each key and the update bounds scrolling by these,
 /// so that `End` shows the end and `Up` after it moves at once, without the update asking the
 /// view.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScrollLimits {
     /// The open detail, its lines as wrapped at the screen's width.
-    pub detail: u16,
+    pub detail: usize,
     /// Lines the open detail shows at once: what PageDown moves.
     pub detail_page: u16,
     /// The help screen.
     pub help: u16,
     /// The last bulk command's result.
     pub result: u16,
+    /// The row of each match of the detail's search (the one being typed, else the one applied),
+    /// in reading order: where a search scrolls to.
+    pub detail_matches: Vec<usize>,
 }
 
 #[cfg(test)]

@@ -31,6 +31,27 @@ pub fn escape_untrusted_lines(text: &str) -> String {
     text.split('\n').map(escape_untrusted).collect::<Vec<_>>().join("\n")
 }
 
+/// Renders one line of JSON text (as `serde_json` writes it) so that no byte of it can act on a terminal,
+/// in JSON's own notation: a control or invisible character still in it (JSON escapes only
+/// those below U+0020) becomes `\uXXXX`, as JSON would write it. Its backslashes are left alone:
+/// in JSON text each one already starts an escape (a backslash of the data is written `\\`), so
+/// the text stays valid JSON that reads as the value, where [`escape_untrusted`] would show the
+/// escape `\u001b` as `\\u001b`.
+pub fn escape_untrusted_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for ch in json.chars() {
+        if ch.is_control() || super::key::is_invisible_format(ch) {
+            let mut units = [0u16; 2];
+            for unit in ch.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
 /// Cuts text to at most `max_bytes`, on a character boundary, marking the cut.
 pub fn truncate(text: &str, max_bytes: usize) -> String {
     if text.len() <= max_bytes {
@@ -62,6 +83,17 @@ mod tests {
         let hostile: String = (0u32..0x250).filter_map(char::from_u32).collect();
         let shown = escape_untrusted(&hostile);
         assert!(!shown.chars().any(|c| c.is_control() || crate::domain::key::is_invisible_format(c)));
+    }
+
+    #[test]
+    fn json_text_keeps_its_own_escapes_and_escapes_what_it_left() {
+        let value = serde_json::json!({ "note": "\u{1b}[2J a\\b \u{9b}31m \u{202e}x \u{e0001}" });
+        let json = serde_json::to_string(&value).unwrap();
+        let shown = escape_untrusted_json(&json);
+        assert_eq!(shown, r#"{"note":"\u001b[2J a\\b \u009b31m \u202ex \udb40\udc01"}"#);
+        assert!(!shown.chars().any(|c| c.is_control() || crate::domain::key::is_invisible_format(c)));
+        let read: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(read, value, "what is shown is the same JSON value");
     }
 
     #[test]

@@ -417,7 +417,7 @@ async fn every_section_of_a_detail_is_reachable_at_80x24<S: Store>(db: TestDb<S>
         console.press("j").await.unwrap();
         seen.push_str(&console.screen().unwrap());
     }
-    let sections = ["late results (1)", "deliveries (", "expected payload", "latest attempt", "destination evidence"];
+    let sections = ["late results (1)", "deliveries (", "expected payload", "attempts (", "destination evidence"];
     for section in sections.into_iter().chain(["audit trail (", oldest]) {
         assert!(seen.contains(section), "{section:?} never reached by Down");
     }

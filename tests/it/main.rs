@@ -16,6 +16,7 @@ mod concurrency;
 mod conformance;
 mod console;
 mod console_bulk;
+mod console_detail;
 mod console_triage;
 mod crash;
 mod db_faults;

@@ -16,8 +16,9 @@ mod update;
 pub use dialog::{NotOffered, applicable_commands, lookup_offered, named_destination_id};
 pub use effect::{Counts, Done, Effect, LoadRequest, MarkedSet, Msg, Selection, Snapshot, Window};
 pub use state::{
-    BulkResult, DetailView, Dialog, DialogStage, Failure, FilterError, FilterTerms, MARK_ALL_LIMIT, Mode, Model,
-    NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER, Order, Pane, Rows, Status, StatusKind, marked_actions, thousands,
+    BulkResult, DetailSearch, DetailView, Dialog, DialogStage, Failure, FilterError, FilterTerms, MARK_ALL_LIMIT, Mode,
+    Model, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER, Order, Pane, Rows, Status, StatusKind, marked_actions,
+    thousands,
 };
 pub use update::update;
 

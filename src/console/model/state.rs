@@ -297,7 +297,8 @@ pub const NOT_WRITTEN_ANSWER: &str = "not written";
 pub enum DetailView {
     /// Every section, values cut to a line where they are long.
     Facts,
-    /// The full values: payloads, last response, last error (`v`).
+    /// Every value in full, however long (`v`): payloads, each attempt's error and response
+    /// body, each lookup's answer, the last error.
     Values,
 }
 
@@ -382,7 +383,9 @@ pub struct Model {
     /// every one refused, with why.
     pub result: Option<Box<BulkResult>>,
     pub detail: Option<Box<ActionDetail>>,
-    pub detail_scroll: u16,
+    /// How far the open detail is scrolled, in rows: a value shown in full can run to more rows
+    /// than a `u16` counts.
+    pub detail_scroll: usize,
     /// Which of the proposals waiting on the open action is shown (from 0, oldest first): approve
     /// and reject name it when several wait.
     pub proposal_shown: usize,
@@ -422,6 +425,20 @@ pub struct Model {
     pub(super) detail_request: u64,
     /// The filter applied when the filter line was opened: Esc puts it back.
     pub(super) filter_before_edit: Option<FilterTerms>,
+    /// The search applied to the open detail (`/` then Enter): its matches are marked, and `n`
+    /// and `N` move between them.
+    pub detail_search: Option<DetailSearch>,
+    /// The search line being typed in the open detail, until Enter or Esc.
+    pub search_line: Option<String>,
+}
+
+/// A search applied to the open detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DetailSearch {
+    /// The text searched for, as typed; case is ignored.
+    pub text: String,
+    /// Which match is shown, from 0 in reading order.
+    pub current: usize,
 }
 
 impl Model {
@@ -469,6 +486,8 @@ impl Model {
             loading: None,
             detail_request: 0,
             filter_before_edit: None,
+            detail_search: None,
+            search_line: None,
         }
     }
 
@@ -541,7 +560,8 @@ pub(super) fn text_field(model: &mut Model) -> Option<&mut String> {
             DialogStage::NotWritten => Some(&mut dialog.not_written_answer),
             DialogStage::Confirm | DialogStage::Running => None,
         },
-        Mode::List | Mode::Detail => None,
+        Mode::Detail => model.search_line.as_mut(),
+        Mode::List => None,
     }
 }
 

@@ -5,8 +5,10 @@
 use super::dialog::{self, on_dialog_key, open_bulk_dialog, open_dialog};
 use super::effect::{Done, Effect, LoadRequest, Msg, Selection, Window};
 use super::load;
-use super::state::{DetailView, DialogStage, FilterTerms, MARK_ALL_LIMIT, Mode, Model, Pane, Rows, text_field};
-use crate::console::keys::{Action, browse_action};
+use super::state::{
+    DetailSearch, DetailView, DialogStage, FilterTerms, MARK_ALL_LIMIT, Mode, Model, Pane, Rows, text_field,
+};
+use crate::console::keys::{Action, browse_action, detail_action};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// Applies one message; returns the work it asks the driver to do.
@@ -80,11 +82,94 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     match &model.mode {
         Mode::Filter(_) => on_filter_key(model, key),
         Mode::Dialog(_) => on_dialog_key(model, key),
-        Mode::List | Mode::Detail => match browse_action(key) {
+        Mode::Detail if model.search_line.is_some() => {
+            on_search_key(model, key);
+            Vec::new()
+        }
+        Mode::Detail => match detail_action(key, model.detail_search.is_some()) {
+            Some(action) => on_action(model, action),
+            None => Vec::new(),
+        },
+        Mode::List => match browse_action(key) {
             Some(action) => on_action(model, action),
             None => Vec::new(),
         },
     }
+}
+
+/// The detail's search line: typed in the status line as the filter is; Enter applies it and
+/// shows the first match, Esc closes it and leaves the search as it was.
+fn on_search_key(model: &mut Model, key: KeyEvent) {
+    let Some(line) = &mut model.search_line else { return };
+    match key.code {
+        KeyCode::Char(c) => line.push(c),
+        KeyCode::Backspace => {
+            line.pop();
+        }
+        KeyCode::Esc => model.search_line = None,
+        KeyCode::Enter => {
+            let text = model.search_line.take().unwrap_or_default();
+            if text.is_empty() {
+                if model.detail_search.take().is_some() {
+                    model.info("search ended");
+                }
+                return;
+            }
+            // The view measured the matches of the line as typed, before this key.
+            if model.scroll_limits.detail_matches.is_empty() {
+                model.detail_search = None;
+                model.error(format!("no match for \"{text}\""));
+                return;
+            }
+            model.detail_search = Some(DetailSearch { text, current: 0 });
+            show_match(model, None);
+        }
+        _ => {}
+    }
+}
+
+/// `v` in an open detail: every value in full, or back to the facts.
+fn toggle_values(model: &mut Model) {
+    model.detail_view = match model.detail_view {
+        DetailView::Facts => DetailView::Values,
+        DetailView::Values => DetailView::Facts,
+    };
+    model.detail_scroll = 0;
+    // The search stays applied; its matches are counted again in the other view.
+    if let Some(search) = &mut model.detail_search {
+        search.current = 0;
+    }
+}
+
+/// `n` and `N`: the next or previous match of the detail's search, round past either end.
+fn step_match(model: &mut Model, action: Action) {
+    let count = model.scroll_limits.detail_matches.len();
+    let Some(search) = &mut model.detail_search else { return };
+    if count == 0 {
+        let text = format!("no match for \"{}\"", search.text);
+        model.error(text);
+        return;
+    }
+    let at = search.current.min(count - 1);
+    let (next, wrapped) = match action {
+        Action::PreviousMatch if at == 0 => (count - 1, Some("wrapped to the end")),
+        Action::PreviousMatch => (at - 1, None),
+        _ if at + 1 == count => (0, Some("wrapped to the top")),
+        _ => (at + 1, None),
+    };
+    search.current = next;
+    show_match(model, wrapped);
+}
+
+/// Scrolls the detail to the current match, its row at the top where the detail has room below,
+/// and says which it is.
+fn show_match(model: &mut Model, wrapped: Option<&str>) {
+    let Some(search) = &model.detail_search else { return };
+    let count = model.scroll_limits.detail_matches.len();
+    let Some(&row) = model.scroll_limits.detail_matches.get(search.current) else { return };
+    model.detail_scroll = row.min(model.scroll_limits.detail);
+    let wrapped = wrapped.map(|w| format!(" ({w})")).unwrap_or_default();
+    model.info(format!("match {} of {count} for \"{}\"{wrapped}", search.current + 1, search.text));
 }
 
 /// The filter line: it narrows the pane and its counts as it is typed; Enter keeps it, Esc puts
@@ -198,11 +283,15 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
         Action::Top => vec![model.load(Window::Newest, Selection::First)],
         Action::Bottom => vec![model.load(Window::Oldest, Selection::Last)],
         Action::Values if in_detail && model.detail.is_some() => {
-            model.detail_view = match model.detail_view {
-                DetailView::Facts => DetailView::Values,
-                DetailView::Values => DetailView::Facts,
-            };
-            model.detail_scroll = 0;
+            toggle_values(model);
+            Vec::new()
+        }
+        Action::Search => {
+            model.search_line = Some(String::new());
+            Vec::new()
+        }
+        Action::NextMatch | Action::PreviousMatch => {
+            step_match(model, action);
             Vec::new()
         }
         Action::NextProposal => next_proposal(model, in_detail),
@@ -210,6 +299,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             Some(key) if !in_detail => {
                 model.mode = Mode::Detail;
                 model.detail_scroll = 0;
+                model.detail_search = None;
                 model.proposal_shown = 0;
                 model.detail_view = if action == Action::Values { DetailView::Values } else { DetailView::Facts };
                 model.detail = None;
@@ -220,6 +310,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
                 // A refused submission has no action: its detail shows the row in full.
                 if model.pane == Pane::Refused && !in_detail && !model.rows.is_empty() {
                     model.mode = Mode::Detail;
+                    model.detail_search = None;
                     model.detail_view = DetailView::Facts;
                     model.detail_scroll = 0;
                     model.detail = None;
@@ -228,7 +319,9 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             }
         },
         Action::Back => {
-            if in_detail && model.detail_view == DetailView::Values {
+            if in_detail && model.detail_search.take().is_some() {
+                model.info("search ended");
+            } else if in_detail && model.detail_view == DetailView::Values {
                 model.detail_view = DetailView::Facts;
                 model.detail_scroll = 0;
             } else if in_detail {
@@ -347,7 +440,7 @@ fn reorder_or_history(model: &mut Model, action: Action) -> Vec<Effect> {
 /// Scrolls the open detail, bounded by its lines as wrapped at this width, so that `End` shows
 /// the end and `Up` after it moves at once.
 fn scroll_detail(model: &mut Model, action: Action) {
-    let (max, page) = (model.scroll_limits.detail, model.scroll_limits.detail_page);
+    let (max, page) = (model.scroll_limits.detail, usize::from(model.scroll_limits.detail_page));
     let scroll = model.detail_scroll.min(max);
     model.detail_scroll = match action {
         Action::Down => scroll.saturating_add(1),

@@ -1,38 +1,39 @@
-//! The selected action in full: record and source, deliveries, expected payload (whenever a
-//! proposal waits, in any state: each field it changes with both values in full), latest attempt,
-//! destination evidence, audit trail.
+//! The selected action in full: record and source, how it was settled, deliveries, expected
+//! payload (whenever a proposal waits, in any state: each field it changes with both values in
+//! full), every attempt, destination evidence, audit trail; and with `v` every value in full.
+//! A search (`/`) marks its matches and scrolls to the one shown.
 
+use super::reflow::{self, Found};
 use super::{Theme, fit, fit_middle, short_duration};
 use crate::console::layout;
 use crate::console::model::{DetailView, Model, Pane, Rows};
 use crate::console::safe_text::SafeText;
-use crate::domain::RefusedSubmission;
+use crate::domain::{ActorKind, AuditEntry, RefusedSubmission};
 use crate::ledger::ActionDetail;
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph};
 
 fn time(t: crate::domain::Timestamp) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-/// The open detail: the selected action's, or in the refused pane the selected refused
-/// submission's; `None` while it loads.
-fn paragraph(model: &Model, theme: Theme, width: u16) -> Option<Paragraph<'_>> {
-    let (title, lines) = match (&model.detail, &model.rows) {
+/// The open detail's title and lines, before they are wrapped: the selected action's, or in the
+/// refused pane the selected refused submission's; `None` while it loads.
+fn content(model: &Model, theme: Theme, width: u16) -> Option<(String, Vec<Line<'_>>)> {
+    match (&model.detail, &model.rows) {
         (None, Rows::Refused(rows)) if model.pane == Pane::Refused => {
             let refused = rows.get(model.selected)?;
-            (format!(" refused submission {} ", refused.id), refused_lines(model, refused, theme))
+            Some((format!(" refused submission {} ", refused.id), refused_lines(model, refused, theme)))
         }
-        (None, _) => return None,
+        (None, _) => None,
         (Some(detail), _) if model.detail_view == DetailView::Values => {
-            key_titled(detail, " — full values (v or Esc: back)", width, values(detail, theme))
+            Some(key_titled(detail, " — full values (v or Esc: back)", width, values(detail, theme)))
         }
-        (Some(detail), _) => key_titled(detail, "", width, lines(model, detail, theme, usize::from(width))),
-    };
-    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
-    Some(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }))
+        (Some(detail), _) => Some(key_titled(detail, "", width, lines(model, detail, theme, usize::from(width)))),
+    }
 }
 
 /// The title names the action's key; a key too long for it is cut in its middle there and
@@ -51,31 +52,65 @@ fn key_titled<'a>(
     (format!(" {}{suffix} ", fit_middle(&key, room)), lines)
 }
 
-/// How far the detail scrolls at most in `area`: its lines as wrapped at that width, so the end
-/// of the last section (the audit trail) is always reachable.
-pub fn max_scroll(model: &Model, area: Rect) -> u16 {
-    paragraph(model, Theme::PLAIN, area.width).map_or(0, |p| layout::max_scroll(p.line_count(area.width), area.height))
+/// The open detail as drawn in an area `width` wide: its title, its rows, and the row of each
+/// match of `needle` (the search applied, or the one being typed).
+struct Shown {
+    title: String,
+    rows: Vec<Line<'static>>,
+    found_rows: Vec<usize>,
+}
+
+fn shown(model: &Model, theme: Theme, width: u16, needle: Option<&str>) -> Option<Shown> {
+    let (title, lines) = content(model, theme, width)?;
+    let found: Vec<Found> = needle.map(|n| reflow::find(&lines, n)).unwrap_or_default();
+    let current = model.detail_search.as_ref().filter(|s| Some(s.text.as_str()) == needle).map(|s| s.current);
+    let marks =
+        (Style::default().add_modifier(Modifier::UNDERLINED | Modifier::BOLD), theme.selected().patch(theme.warn()));
+    let (rows, found_rows) = reflow::wrap(&lines, width, &found, current, marks);
+    Some(Shown { title, rows, found_rows })
+}
+
+/// Rows of the detail that fit `area` at once: the area but its top and bottom borders.
+fn rows_shown(area: Rect) -> u16 {
+    area.height.saturating_sub(2)
+}
+
+/// How the detail scrolls in `area`: how far at most (its rows as wrapped at that width, so the
+/// end of the last section is always reachable), and the row of each match of the search being
+/// typed, else of the one applied, for the update to scroll to.
+pub fn measure(model: &Model, area: Rect) -> (usize, Vec<usize>) {
+    let needle = model.search_line.as_deref().or(model.detail_search.as_ref().map(|s| s.text.as_str()));
+    shown(model, Theme::PLAIN, area.width, needle).map_or((0, Vec::new()), |shown| {
+        (layout::max_scroll_rows(shown.rows.len(), rows_shown(area)), shown.found_rows)
+    })
 }
 
 pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
-    let Some(paragraph) = paragraph(model, theme, area.width) else {
+    let needle = model.detail_search.as_ref().map(|s| s.text.as_str());
+    let Some(shown) = shown(model, theme, area.width, needle) else {
         frame.render_widget(Paragraph::new("loading…").block(Block::default().borders(Borders::TOP)), area);
         return;
     };
-    let scroll = model.detail_scroll.min(max_scroll(model, area));
-    frame.render_widget(paragraph.scroll((scroll, 0)), area);
+    let max = layout::max_scroll_rows(shown.rows.len(), rows_shown(area));
+    let scroll = model.detail_scroll.min(max);
+    let visible: Vec<Line<'static>> = shown.rows.into_iter().skip(scroll).take(usize::from(rows_shown(area))).collect();
+    let block =
+        Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(shown.title, theme.title()));
+    frame.render_widget(Paragraph::new(visible).block(block), area);
 }
 
-/// Every value of the action in full, nothing cut: the approved payload, the proposed one, the
-/// last response and the last error.
+/// Every value of the action in full, nothing cut: the approved payload, each proposal waiting,
+/// each attempt's error and response body, each lookup's answer, and the last error.
 fn values<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
     let a = &detail.action;
-    let block = |text: &str| SafeText::lines(text).into_iter().map(|l| Line::raw(format!("  {l}"))).collect::<Vec<_>>();
+    let indented = |lines: Vec<SafeText>| lines.into_iter().map(|l| Line::raw(format!("  {l}"))).collect::<Vec<_>>();
+    let block = |text: &str| indented(SafeText::whole_lines(text));
+    let json = |text: &str| indented(SafeText::whole_json_lines(text));
     let mut out = vec![section(&format!("payload ({})", a.payload.fingerprint().short()), theme)];
     if detail.purge.is_some() {
         out.push(Line::raw("  removed by retention; only its fingerprint is kept"));
     } else {
-        out.extend(block(&a.payload.pretty()));
+        out.extend(json(&a.payload.pretty()));
     }
     out.push(Line::raw(""));
     // Every proposal waiting, oldest first.
@@ -90,16 +125,66 @@ fn values<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
             format!("proposed payload ({})", proposal.payload.fingerprint().short())
         };
         out.push(section(&title, theme));
-        out.extend(block(&proposal.payload.pretty()));
+        out.extend(json(&proposal.payload.pretty()));
     }
-    out.push(Line::raw(""));
-    match detail.attempts.iter().rev().find(|at| at.evidence.status.is_some() || at.evidence.body.is_some()) {
-        Some(at) => {
-            let status = at.evidence.status.map_or("-".to_owned(), |s| s.to_string());
-            out.push(section(&format!("last response: attempt #{}, status {status}", at.number), theme));
-            out.extend(block(at.evidence.body.as_deref().unwrap_or("(no body)")));
+    if detail.attempts.is_empty() {
+        out.extend([Line::raw(""), section("attempts: none", theme)]);
+    }
+    for at in detail.attempts.iter().rev() {
+        let ev = &at.evidence;
+        out.push(Line::raw(""));
+        out.push(section(
+            &format!(
+                "attempt #{} by {} (ownership {}): {}, status {}, destination id {}",
+                at.number,
+                safe(&at.worker),
+                at.ownership_version,
+                at.outcome.map_or("in flight", |o| o.as_str()),
+                ev.status.map_or("-".to_owned(), |s| s.to_string()),
+                safe(ev.destination_id.as_deref().unwrap_or("-"))
+            ),
+            theme,
+        ));
+        match &at.error {
+            Some(error) => {
+                out.push(Line::raw("error"));
+                out.extend(block(error));
+            }
+            None => out.push(Line::raw("error: none")),
         }
-        None => out.push(section("last response: none", theme)),
+        match &ev.body {
+            Some(body) => {
+                out.push(Line::raw("response body"));
+                out.extend(block(body));
+            }
+            None => out.push(Line::raw("response body: none")),
+        }
+    }
+    for lookup in detail.lookups.iter().rev() {
+        out.push(Line::raw(""));
+        out.push(section(
+            &format!(
+                "lookup {} by {}: {}, {} records, status {}, destination id {}",
+                time(lookup.at),
+                safe(&lookup.actor),
+                lookup.verdict.as_str(),
+                lookup.records,
+                lookup.evidence.status.map_or("-".to_owned(), |s| s.to_string()),
+                safe(lookup.destination_id.as_deref().unwrap_or("-"))
+            ),
+            theme,
+        ));
+        if let Some(said) = &lookup.detail {
+            out.push(Line::raw("what it found"));
+            out.extend(block(said));
+        }
+        match &lookup.evidence.body {
+            Some(body) => {
+                out.push(Line::raw("response body"));
+                out.extend(block(body));
+            }
+            None => out.push(Line::raw("response body: none")),
+        }
     }
     out.push(Line::raw(""));
     match &a.last_error {
@@ -161,6 +246,7 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
             a.after.as_ref().map(|k| format!("  runs after {}", safe(k.as_str()))).unwrap_or_default()
         )),
     ];
+    out.extend(settled(detail, theme, width));
     if let Some(blocked) = &detail.blocked {
         out.push(Line::styled(format!("BLOCKED: {}", safe(&blocked.reason())), theme.warn()));
         out.push(Line::raw(if blocked.after_can_be_retried() {
@@ -219,7 +305,7 @@ fn lines<'a>(model: &Model, detail: &'a ActionDetail, theme: Theme, width: usize
 
     out.extend(deliveries(detail, theme));
     out.extend(payloads(detail, model.proposal_shown, theme));
-    out.extend(latest_attempt(detail, theme));
+    out.extend(attempts(detail, theme, width));
     out.extend(evidence(model, detail, theme, width));
     out.extend(audit(detail, theme));
     out
@@ -298,7 +384,7 @@ fn payloads<'a>(detail: &ActionDetail, shown: usize, theme: Theme) -> Vec<Line<'
     match shown.map(|i| (i, waiting[i].proposal())).or_else(|| a.proposal.clone().map(|p| (0, p))) {
         None => {
             out.push(section(&format!("expected payload ({})", a.payload.fingerprint().short()), theme));
-            out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
+            out.extend(SafeText::json_lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
         Some((index, proposal)) => {
             // Per changed field, both values in full (the paragraph wraps them): two columns
@@ -339,11 +425,11 @@ fn payloads<'a>(detail: &ActionDetail, shown: usize, theme: Theme) -> Vec<Line<'
                     continue;
                 }
                 out.push(Line::styled(format!("  {}", safe(field)), theme.warn()));
-                out.push(Line::raw(format!("    approved  {}", safe(old))));
-                out.push(Line::raw(format!("    proposed  {}", safe(new))));
+                out.push(Line::raw(format!("    approved  {}", SafeText::json(old))));
+                out.push(Line::raw(format!("    proposed  {}", SafeText::json(new))));
             }
             out.push(Line::raw(format!("  {unchanged} field(s) unchanged; the approved payload in full:")));
-            out.extend(SafeText::lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
+            out.extend(SafeText::json_lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
     }
 
@@ -376,27 +462,98 @@ fn leaves(value: &serde_json::Value) -> std::collections::BTreeMap<String, Strin
     out
 }
 
-fn latest_attempt<'a>(detail: &ActionDetail, theme: Theme) -> Vec<Line<'a>> {
-    let mut out = vec![Line::raw(""), section("latest attempt", theme)];
-    match detail.attempts.last() {
-        None => out.push(Line::raw("  none yet")),
-        Some(at) => {
-            out.push(Line::raw(format!(
-                "  #{} by {} under ownership version {}  started {}  ended {}  outcome {}{}",
-                at.number,
-                safe(&at.worker),
-                at.ownership_version,
-                time(at.started_at),
-                at.ended_at.map_or("-".to_owned(), time),
-                at.outcome.map_or("in flight", |o| o.as_str()),
-                if at.stale { "  STALE: late result, changed nothing" } else { "" }
-            )));
-            if let Some(error) = &at.error {
-                out.push(Line::raw(format!("  error {}", safe(error))));
-            }
+/// How a settled action (completed, cancelled, or failed for good) came to its state: the audit
+/// entry that moved it there, with who (a person, or a worker and its ownership version), when
+/// (the ledger's time) and how (the command and its reason, or the worker's result and its
+/// evidence). An action still to be decided has its own sections for what waits.
+fn settled<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+    use crate::domain::State;
+    let a = &detail.action;
+    if !matches!(a.state, State::Completed | State::Cancelled | State::Failed) {
+        return Vec::new();
+    }
+    let Some(entry) = detail.audit.iter().rev().find(|e| e.to_state == a.state && e.from_state != Some(a.state)) else {
+        return Vec::new();
+    };
+    let how = format!("{} by {} at {}", entry.event.as_str().replace('_', " "), actor(entry), time(entry.at));
+    // A worker's result: its attempt under that claim says what the destination answered.
+    let attempt = (entry.actor_kind == ActorKind::Worker)
+        .then(|| {
+            detail
+                .attempts
+                .iter()
+                .rev()
+                .find(|at| at.ownership_version == entry.ownership_version && at.worker == entry.actor && !at.stale)
+        })
+        .flatten();
+    let record = match a.state {
+        State::Completed => a.destination_id.as_deref(),
+        _ => attempt.and_then(|at| at.evidence.destination_id.as_deref()),
+    };
+    // The last error has its own line below, and a worker's reason is its error: said once.
+    let said_below = |text: &&str| a.last_error.as_deref() == Some(*text);
+    let error = attempt.and_then(|at| at.error.as_deref()).filter(|e| !said_below(e));
+    let reason = entry.reason.as_deref().filter(|r| !said_below(r) && error != Some(*r));
+    let cut = |text: &str| fit(&safe(text), width.saturating_mul(2));
+    let evidence: Vec<String> = [
+        attempt.and_then(|at| at.evidence.status).map(|status| format!("HTTP {status}")),
+        record.map(|record| format!("record {}", safe(record))),
+        error.map(|error| format!("error {}", cut(error))),
+        reason.map(|reason| format!("reason: {}", cut(reason))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    // A dash after the time, not a comma: the time reads as one word of its own.
+    let evidence = if evidence.is_empty() { String::new() } else { format!(" — {}", evidence.join(", ")) };
+    vec![Line::from(vec![Span::styled("settled: ", theme.title()), Span::raw(format!("{how}{evidence}"))])]
+}
+
+/// Who made an audit entry: a person by name, a worker with the ownership version it acted under.
+fn actor(entry: &AuditEntry) -> String {
+    match entry.actor_kind {
+        ActorKind::Worker => format!("{} (ownership {})", safe(&entry.actor), entry.ownership_version),
+        ActorKind::Person => safe(&entry.actor),
+        ActorKind::Source => format!("source {}", safe(&entry.actor)),
+    }
+}
+
+/// Every attempt, newest first, each with its own worker, claim, times, outcome, error and
+/// evidence; long errors and bodies are cut to a few rows here and shown in full by `v`.
+fn attempts<'a>(detail: &ActionDetail, theme: Theme, width: usize) -> Vec<Line<'a>> {
+    let title = match detail.attempts.len() {
+        0 => "attempts: none yet".to_owned(),
+        1 => "attempts (1)".to_owned(),
+        n => format!("attempts ({n}), newest first"),
+    };
+    let mut out = vec![Line::raw(""), section(&title, theme)];
+    for at in detail.attempts.iter().rev() {
+        out.push(Line::raw(format!(
+            "  #{} by {} under ownership version {}  started {}  ended {}  outcome {}{}",
+            at.number,
+            safe(&at.worker),
+            at.ownership_version,
+            time(at.started_at),
+            at.ended_at.map_or("-".to_owned(), time),
+            at.outcome.map_or("in flight", |o| o.as_str()),
+            if at.stale { "  STALE: late result, changed nothing" } else { "" }
+        )));
+        if let Some(error) = &at.error {
+            out.push(Line::raw(format!("    error {}", fit(&safe(error), width.saturating_mul(3).saturating_sub(10)))));
+        }
+        let ev = &at.evidence;
+        if ev.status.is_some() || ev.destination_id.is_some() || ev.body.is_some() {
+            let head = format!(
+                "    status {}  destination id {}",
+                ev.status.map_or("-".to_owned(), |s| s.to_string()),
+                safe(ev.destination_id.as_deref().unwrap_or("-"))
+            );
+            let body = ev.body.as_deref().map_or(String::new(), |body| {
+                format!("  body {}", fit(&safe(body), width.saturating_sub(head.chars().count() + 7).max(20)))
+            });
+            out.push(Line::raw(format!("{head}{body}")));
         }
     }
-
     out
 }
 

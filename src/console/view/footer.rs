@@ -1,7 +1,7 @@
 //! The status line (what just happened, or a database error) and the keys that apply now.
 
 use super::Theme;
-use crate::console::keys::command_key;
+use crate::console::keys::{FOUND_BINDINGS, command_key};
 use crate::console::model::{DetailView, DialogStage, FilterTerms, Mode, Model, StatusKind, applicable_commands};
 use crate::console::safe_text::SafeText;
 use ratatui::Frame;
@@ -21,6 +21,13 @@ fn status_line(model: &Model, theme: Theme) -> Line<'static> {
             Span::styled("/", theme.key()),
             Span::raw(format!("{}_  ", SafeText::new(text))),
             Span::styled(format!("({})", SafeText::new(&meaning)), theme.dim()),
+        ]);
+    }
+    if let (Mode::Detail, Some(text)) = (&model.mode, &model.search_line) {
+        return Line::from(vec![
+            Span::styled("/", theme.key()),
+            Span::raw(format!("{}_  ", SafeText::new(text))),
+            Span::styled("(search the detail, any case)", theme.dim()),
         ]);
     }
     match (&model.status, &model.hint) {
@@ -70,20 +77,35 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             DialogStage::Confirm => vec![pair("y", "confirm"), pair("n/Esc", "cancel")],
             DialogStage::Running => vec![pair("…", "working")],
         },
+        Mode::Detail if model.search_line.is_some() => {
+            vec![pair("type", "text to find"), pair("Enter", "go to the first match"), pair("Esc", "cancel")]
+        }
         Mode::List | Mode::Detail => {
             // Most useful first: what can be done to the selected action, then help; the rest
             // as room allows (help lists everything).
             let mut keys = Vec::new();
+            // While a detail's search is applied, its keys come first, and n means the search's.
+            let searching = model.mode == Mode::Detail && model.detail_search.is_some();
+            if searching {
+                keys.push(pair("n/N", "next/previous match"));
+            }
             if let Some(action) = model.selected_action() {
+                let shadowed =
+                    |key: &str| searching && FOUND_BINDINGS.iter().any(|b| b.keys.split(" / ").any(|k| k == key));
                 for kind in applicable_commands(model, action) {
-                    keys.push(pair(command_key(kind), kind.short_label()));
+                    if !shadowed(command_key(kind)) {
+                        keys.push(pair(command_key(kind), kind.short_label()));
+                    }
                 }
             }
             if !model.marks.is_empty() {
                 keys.push(pair("u", &format!("unmark {}", model.marks.len())));
             }
             keys.push(pair("?", "help"));
-            if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none()) {
+            if searching {
+                keys.push(pair("Esc", "end search"));
+            } else if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none())
+            {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
             } else if model.mode == Mode::Detail {
                 keys.extend([pair("Esc", "back"), pair("j/k", "scroll"), pair("v", "values")]);

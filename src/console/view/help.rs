@@ -1,7 +1,7 @@
 //! The help screen: every key binding.
 
 use super::Theme;
-use crate::console::keys::{Action, BINDINGS, CommandKind};
+use crate::console::keys::{Action, BINDING_TABLES, CommandKind};
 use crate::console::layout;
 use crate::console::model::Model;
 use ratatui::Frame;
@@ -17,11 +17,19 @@ fn lines(model: &Model, theme: Theme) -> Vec<Line<'static>> {
     let is_lookup = |b: &&crate::console::keys::Binding| {
         b.actions.iter().any(|&(_, action)| action == Action::Command(CommandKind::Lookup))
     };
-    let mut lines: Vec<Line<'static>> = BINDINGS
-        .iter()
-        .filter(|b| lookups || !is_lookup(b))
-        .map(|b| Line::from(vec![Span::styled(format!("{:<16}", b.keys), theme.key()), Span::raw(b.help)]))
-        .collect();
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for (index, (place, bindings)) in BINDING_TABLES.iter().enumerate() {
+        // The first table needs no heading: it is what keys mean wherever nothing else says.
+        if index > 0 {
+            lines.push(Line::styled(format!("{place}:"), theme.title()));
+        }
+        lines.extend(
+            bindings
+                .iter()
+                .filter(|b| lookups || !is_lookup(b))
+                .map(|b| Line::from(vec![Span::styled(format!("{:<16}", b.keys), theme.key()), Span::raw(b.help)])),
+        );
+    }
     if model.configured.is_empty() {
         lines.push(Line::styled("no --config: look up (l) needs the destinations' configuration", theme.dim()));
     }

@@ -1,6 +1,6 @@
 //! Drawing: `view(&Model, &mut Frame)`. One file per part of the screen (every pane is drawn by
-//! `list`); every string drawn is a `SafeText` or
-//! the console's own label.
+//! `list`), and `reflow`, which wraps the detail's long text into rows; every string drawn is a
+//! `SafeText` or the console's own label.
 
 mod detail;
 mod dialog;
@@ -8,6 +8,7 @@ mod footer;
 mod header;
 mod help;
 mod list;
+mod reflow;
 mod result;
 
 use super::layout::{self, ScrollLimits};
@@ -134,7 +135,7 @@ pub fn scroll_limits(model: &Model) -> ScrollLimits {
     let mut limits = ScrollLimits::default();
     if model.mode == Mode::Detail {
         let [_, _, body, _, _] = areas(model, screen);
-        limits.detail = detail::max_scroll(model, body);
+        (limits.detail, limits.detail_matches) = detail::measure(model, body);
         limits.detail_page = layout::detail_page(body);
     }
     if model.help {

@@ -67,6 +67,10 @@ pub struct ScrollLimits {
     pub help: u16,
     /// The last bulk command's result.
     pub result: u16,
+    /// The open dialog's description (a bulk command's list of every action).
+    pub dialog: u16,
+    /// Lines of the open dialog's description shown at once: what PageDown moves.
+    pub dialog_page: u16,
 }
 
 #[cfg(test)]

@@ -21,10 +21,22 @@ pub enum CommandKind {
 }
 
 impl CommandKind {
-    /// Whether the command applies to a set of marked actions with one reason: those whose
-    /// reason fits every action (a destination id, a proposal or late results are one action's).
+    /// Whether the command applies to a set of marked actions with one reason: all but those
+    /// that need one action's answer (a destination id) or one action's destination (a lookup).
+    /// A bulk approval takes each action's only waiting proposal; where several wait, the ledger
+    /// refuses it and the person opens that action to choose.
     pub fn applies_to_marks(self) -> bool {
-        matches!(self, Self::Retry | Self::Cancel | Self::Takeover | Self::ResolveNotWritten | Self::Assign)
+        matches!(
+            self,
+            Self::Retry
+                | Self::Cancel
+                | Self::Takeover
+                | Self::ResolveNotWritten
+                | Self::Assign
+                | Self::Approve
+                | Self::Reject
+                | Self::Acknowledge
+        )
     }
 
     pub const ALL: [Self; 10] = [
@@ -234,7 +246,7 @@ pub const BINDINGS: &[Binding] = &[
             (Key::char('*'), Action::MarkAll),
             (Key::char('u'), Action::ClearMarks),
         ],
-        help: "mark one / all matching / none; then r x t n o act on them",
+        help: "mark one / all matching / none; r x t n o a d e act on them",
     },
     Binding {
         keys: "r",

@@ -76,6 +76,10 @@ pub struct ScrollLimits {
     /// The row of each match of the detail's search (the one being typed, else the one applied),
     /// in reading order: where a search scrolls to.
     pub detail_matches: Vec<usize>,
+    /// The open dialog's description (a bulk command's list of every action).
+    pub dialog: u16,
+    /// Lines of the open dialog's description shown at once: what PageDown moves.
+    pub dialog_page: u16,
 }
 
 #[cfg(test)]

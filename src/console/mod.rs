@@ -103,6 +103,9 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
         Effect::LoadDetail { id, key } => {
             Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(failure) }
         }
+        Effect::LoadFacts { id, command, actions } => {
+            Done::FactsLoaded { id, result: ledger.decision_facts(&actions, &command).await.map_err(failure) }
+        }
         Effect::Run(request) => {
             Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(failure))
         }

@@ -209,6 +209,31 @@ pub fn choose_proposals(
     Ok(choice)
 }
 
+/// A command decided as the ledger decides it: the waiting proposals it settles
+/// ([`choose_proposals`]), then its plan ([`plan`]) against the action carrying the proposal it
+/// approves. The ledger calls this with what it locked; a front end that says in advance what a
+/// command will do calls it with what it read, so that both reach the same answer.
+pub fn decide(
+    action: &ActionRecord,
+    command: &ManualCommand,
+    now: Timestamp,
+    claim: ClaimFacts,
+    confirmed: Confirmed,
+    waiting: Vec<ProposalRecord>,
+) -> Result<(ProposalChoice, ManualPlan), Refusal> {
+    let choice = choose_proposals(action, command, waiting)?;
+    let remain = !choice.remaining.is_empty();
+    let planned = match &choice.approved {
+        Some(approved) => {
+            let mut approving = action.clone();
+            approving.proposal = Some(approved.proposal());
+            plan(&approving, command, now, claim, confirmed, remain)?
+        }
+        None => plan(action, command, now, claim, confirmed, remain)?,
+    };
+    Ok((choice, planned))
+}
+
 /// Decides a command against the action as read, at database time `now`. `claim` is what the
 /// ledger established about the current claim (for a takeover) and whether the destination
 /// recognises a repeat (for a takeover and a retry); `confirmed` is what the person confirmed;

@@ -24,7 +24,7 @@ pub use capability::{
 pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan, ProposalChoice};
-pub use payload::{Fingerprint, Payload, PayloadError};
+pub use payload::{FieldChange, Fingerprint, Payload, PayloadChanges, PayloadError};
 pub use record::{
     Acknowledgement, ActionRecord, ActorKind, Attempt, AttemptOutcome, AuditEntry, Delivery, Evidence, LookupRecord,
     LookupReport, LookupVerdict, Proposal, ProposalDecision, ProposalRecord, RefusedSubmission, SubmitOutcome,

@@ -111,6 +111,80 @@ impl Payload {
     pub fn pretty(&self) -> String {
         serde_json::to_string_pretty(&self.value()).expect("a JSON value always serializes")
     }
+
+    /// What `proposed` changes of this payload, field by field: what a person compares before
+    /// approving or rejecting it.
+    pub fn changes_to(&self, proposed: &Payload) -> PayloadChanges {
+        let (approved, proposed) = (leaves(&self.value()), leaves(&proposed.value()));
+        let fields: std::collections::BTreeSet<&String> = approved.keys().chain(proposed.keys()).collect();
+        let mut changes = PayloadChanges::default();
+        for field in fields {
+            let (old, new) = (approved.get(field), proposed.get(field));
+            if old == new {
+                changes.unchanged += 1;
+            } else {
+                changes.changed.push(FieldChange {
+                    field: field.clone(),
+                    approved: old.cloned(),
+                    proposed: new.cloned(),
+                });
+            }
+        }
+        changes
+    }
+}
+
+/// The fields a proposed payload changes, each a leaf of the JSON value named by its JSON pointer
+/// (an empty object or array is a leaf), in the order of their pointers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PayloadChanges {
+    pub changed: Vec<FieldChange>,
+    /// How many fields both payloads hold with the same value.
+    pub unchanged: usize,
+}
+
+/// One field a proposal changes, with both values as JSON text; `None` where a payload lacks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldChange {
+    pub field: String,
+    pub approved: Option<String>,
+    pub proposed: Option<String>,
+}
+
+impl fmt::Display for FieldChange {
+    /// `qty: 1 -> 2`, with `(absent)` for a field added or removed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.field.strip_prefix('/').filter(|n| !n.is_empty()).unwrap_or(&self.field);
+        let absent = "(absent)";
+        let (old, new) = (self.approved.as_deref().unwrap_or(absent), self.proposed.as_deref().unwrap_or(absent));
+        write!(f, "{name}: {old} -> {new}")
+    }
+}
+
+/// A JSON value as its leaves: JSON pointer to the leaf's JSON text (an empty object or array is
+/// a leaf).
+fn leaves(value: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    fn walk(value: &serde_json::Value, at: String, out: &mut std::collections::BTreeMap<String, String>) {
+        match value {
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (name, inner) in map {
+                    walk(inner, format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")), out);
+                }
+            }
+            serde_json::Value::Array(items) if !items.is_empty() => {
+                for (index, inner) in items.iter().enumerate() {
+                    walk(inner, format!("{at}/{index}"), out);
+                }
+            }
+            leaf => {
+                let at = if at.is_empty() { "/".to_owned() } else { at };
+                out.insert(at, leaf.to_string());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(value, String::new(), &mut out);
+    out
 }
 
 impl Fingerprint {
@@ -156,6 +230,17 @@ fn contains_nul(value: &serde_json::Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_name_each_field_changed_added_and_removed() {
+        let approved = Payload::parse(br#"{"qty":1,"note":"a","customer":{"id":7},"tags":[]}"#).unwrap();
+        let proposed = Payload::parse(br#"{"qty":2,"customer":{"id":7},"tags":[],"rush":true}"#).unwrap();
+        let changes = approved.changes_to(&proposed);
+        let said: Vec<String> = changes.changed.iter().map(ToString::to_string).collect();
+        assert_eq!(said, ["note: \"a\" -> (absent)", "qty: 1 -> 2", "rush: (absent) -> true"]);
+        assert_eq!(changes.unchanged, 2, "customer/id and the empty tags");
+        assert_eq!(approved.changes_to(&approved).changed, []);
+    }
 
     #[test]
     fn canonical_form_sorts_keys_and_drops_whitespace() {

@@ -7,7 +7,8 @@ use super::tx::{Writer, audit_entry, purge_of_settled, write_action};
 use super::update::updates_after_command;
 use super::{Ledger, LedgerError, ManualOutcome, ManualRequest};
 use crate::domain::{
-    ActionRecord, ActorKind, ClaimFacts, Event, ManualCommand, ProposalDecision, Refusal, State, Timestamp, Transition,
+    ActionRecord, ActorKind, ClaimFacts, Event, ManualCommand, ProposalDecision, ProposalRecord, Refusal, State,
+    Timestamp, Transition,
     manual::{self, Confirmed, update_number},
 };
 use crate::store::{LedgerTx, Store};
@@ -48,6 +49,29 @@ impl<S: Store> Ledger<S> {
         answers
     }
 
+    /// The facts `command` on `action` is decided from at `now` (rules 5 and 6), given whether an
+    /// attempt was started under its current claim (read only where [`reads_claim`] says so).
+    pub(super) fn command_facts(
+        &self,
+        command: &ManualCommand,
+        action: &ActionRecord,
+        now: Timestamp,
+        sent_under_claim: bool,
+    ) -> ClaimFacts {
+        match command {
+            ManualCommand::Takeover if reads_claim(command, action) => ClaimFacts {
+                sent_under_claim,
+                repeat_protected: self.destinations.protects_against_repeat(action, now),
+            },
+            // Rule 6: whether the destination would recognise this retry as a repeat.
+            ManualCommand::Retry => ClaimFacts {
+                repeat_protected: self.destinations.retry_recognised(action, now),
+                ..ClaimFacts::WORST_CASE
+            },
+            _ => ClaimFacts::WORST_CASE,
+        }
+    }
+
     /// A takeover decides whether the lease expired, which on SQLite this process's clock
     /// measures: refused when that clock is behind the ledger ([`Store::check_clock`]).
     async fn check_clock_for(&self, command: &ManualCommand) -> Result<(), LedgerError> {
@@ -83,23 +107,14 @@ impl<S: Store> Ledger<S> {
                 {
                     return Err(Refusal::changed_since_read(command.verb(), &action, expected).into());
                 }
-                let facts = match command {
-                    ManualCommand::Takeover if action.state == State::InProgress => {
-                        self.claim_facts(tx, &action, now).await?
-                    }
-                    // Rule 6: whether the destination would recognise this retry as a repeat.
-                    ManualCommand::Retry => ClaimFacts {
-                        repeat_protected: self.destinations.retry_recognised(&action, now),
-                        ..ClaimFacts::WORST_CASE
-                    },
-                    _ => ClaimFacts::WORST_CASE,
-                };
-                let choice = choose_proposals(tx, &action, command).await?;
+                let sent_under_claim = reads_claim(command, &action)
+                    && tx.attempt_started_under(&action.key, action.ownership_version).await?;
+                let facts = self.command_facts(command, &action, now, sent_under_claim);
+                let waiting = waiting_proposals(tx, &action, command).await?;
+                let (choice, plan) = manual::decide(&action, command, now, facts, confirmed, waiting)?;
                 if let Some(approved) = &choice.approved {
                     action.proposal = Some(approved.proposal());
                 }
-                let proposals_remain = !choice.remaining.is_empty();
-                let plan = manual::plan(&action, command, now, facts, confirmed, proposals_remain)?;
                 let confirmed_stopped = manual::needs_old_worker_stopped(&action, command);
                 let checked_not_written = manual::needs_not_written(&action, command, facts.repeat_protected);
                 if matches!(command, ManualCommand::Takeover) {
@@ -250,18 +265,30 @@ async fn record_recreate_action<T: LedgerTx>(
     Ok(created)
 }
 
-/// Which waiting proposals a manual command settles (rule 9): approve names one or takes the only
-/// one, reject names one or takes all, cancel takes all. Read only where one waits.
-pub(super) async fn choose_proposals<T: LedgerTx>(
+/// Whether `command` on `action` is decided from what was sent under its current claim: a
+/// takeover of a claimed action (rule 5).
+pub(super) fn reads_claim(command: &ManualCommand, action: &ActionRecord) -> bool {
+    matches!(command, ManualCommand::Takeover) && action.state == State::InProgress
+}
+
+/// The waiting proposals a manual command chooses from (rule 9: approve names one or takes the
+/// only one, reject names one or takes all, cancel takes all), oldest first. Read only where the
+/// command settles proposals and one waits.
+pub(super) async fn waiting_proposals<T: LedgerTx>(
     tx: &mut T,
     action: &ActionRecord,
     command: &ManualCommand,
-) -> Result<manual::ProposalChoice, LedgerError> {
-    let settles =
-        matches!(command, ManualCommand::Approve { .. } | ManualCommand::Reject { .. } | ManualCommand::Cancel);
-    let waiting =
-        if settles && action.proposal.is_some() { tx.waiting_proposals(&action.key).await? } else { Vec::new() };
-    Ok(manual::choose_proposals(action, command, waiting)?)
+) -> Result<Vec<ProposalRecord>, LedgerError> {
+    if settles_proposals(command) && action.proposal.is_some() {
+        Ok(tx.waiting_proposals(&action.key).await?)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Whether a command settles the proposals waiting on its action.
+pub(super) fn settles_proposals(command: &ManualCommand) -> bool {
+    matches!(command, ManualCommand::Approve { .. } | ManualCommand::Reject { .. } | ManualCommand::Cancel)
 }
 
 /// Records `person`'s decisions on the proposals a command settled.

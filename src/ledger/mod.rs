@@ -213,6 +213,19 @@ pub struct ActionDetail {
     pub retry_needs_check: bool,
 }
 
+/// What a person's command on one action will be decided from, as read without locking
+/// ([`Ledger::decision_facts`]): a front end says from these, through
+/// [`crate::domain::manual::decide`], what the command will do before the person confirms it.
+/// The ledger reads them again, locked, when the command runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionFacts {
+    /// What was sent under its claim and whether its destination recognises a repeat (rules 5
+    /// and 6), as the command reads them.
+    pub claim: crate::domain::ClaimFacts,
+    /// The proposals waiting on it, oldest first, where the command settles proposals (rule 9).
+    pub waiting: Vec<ProposalRecord>,
+}
+
 impl ActionDetail {
     /// The number N of the update action `KEY#update-N` approving a new version of this
     /// completed action would record now: the first after its payload revision that no earlier

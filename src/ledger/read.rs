@@ -1,8 +1,11 @@
 //! Queries: one action in full, lists, counts and figures, and readiness.
 
-use super::{ActionDetail, Ledger, LedgerError, LedgerStats, NotReady};
+use super::manual::{reads_claim, settles_proposals};
+use super::{ActionDetail, DecisionFacts, Ledger, LedgerError, LedgerStats, NotReady};
 use crate::domain::blocked::blocks_dependents;
-use crate::domain::{ActionKey, ActionRecord, Attempt, AttemptOutcome, Blocked, Refusal, RefusedSubmission, State};
+use crate::domain::{
+    ActionKey, ActionRecord, Attempt, AttemptOutcome, Blocked, ManualCommand, Refusal, RefusedSubmission, State,
+};
 use crate::store::{ListFilter, Store};
 use std::collections::BTreeMap;
 
@@ -27,6 +30,38 @@ impl<S: Store> Ledger<S> {
             updates,
             audit: self.store.audit_trail(key).await?,
         })
+    }
+
+    /// What `command` on each of `actions` will be decided from, read now without locking, by
+    /// key: what was sent under each claim a takeover would take, and the proposals each
+    /// approval, rejection or cancellation would settle, with the destinations' declared
+    /// protections. What a bulk command says it will do before a person confirms it; each
+    /// command reads them again, locked, when it runs. Reads only what the command needs, one
+    /// action at a time, with the statements the detail reads.
+    pub async fn decision_facts(
+        &self,
+        actions: &[ActionRecord],
+        command: &ManualCommand,
+    ) -> Result<BTreeMap<ActionKey, DecisionFacts>, LedgerError> {
+        let now = self.store.now().await?;
+        let mut facts = BTreeMap::new();
+        for action in actions {
+            let sent_under_claim = reads_claim(command, action)
+                && self
+                    .store
+                    .attempts(&action.key)
+                    .await?
+                    .iter()
+                    .any(|a| a.ownership_version == action.ownership_version);
+            let waiting = if settles_proposals(command) && action.proposal.is_some() {
+                self.store.proposals(&action.key).await?.into_iter().filter(|p| p.decision.is_none()).collect()
+            } else {
+                Vec::new()
+            };
+            let claim = self.command_facts(command, action, now, sent_under_claim);
+            facts.insert(action.key.clone(), DecisionFacts { claim, waiting });
+        }
+        Ok(facts)
     }
 
     /// Refuses `verb` on `action` when a purge reduced it to its tombstone (rule 7): a tombstone

@@ -339,8 +339,11 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
     let mut statement = Statement::new(LIST_ACTIONS);
     match (filter.state, filter.or_proposed) {
         (Some(state), true) => {
-            statement = statement.push("\n  AND (state = ").push_text(state.as_str());
-            statement = statement.push(" OR proposed_payload IS NOT NULL)");
+            // Each half through its own index (`actions_state`, `actions_proposed`): an `OR` of
+            // the two would walk every action on SQLite.
+            statement =
+                statement.push("\n  AND id IN (SELECT id FROM actions WHERE state = ").push_text(state.as_str());
+            statement = statement.push(" UNION SELECT id FROM actions WHERE proposed_payload IS NOT NULL)");
         }
         (Some(state), false) => statement = statement.push("\n  AND state = ").push_text(state.as_str()),
         (None, _) => {}
@@ -349,9 +352,10 @@ pub(crate) fn list_actions<B: Backend>(filter: &ListFilter) -> Statement<B> {
         statement = statement.push("\n  AND late_results > 0");
     }
     statement = matching(statement, filter);
-    let oldest_first = match filter.order {
-        ListOrder::MostAttempts => return by_attempts(statement, filter),
-        order => order == ListOrder::OldestFirst,
+    let oldest_first = match (filter.order, filter.state) {
+        (ListOrder::MostAttempts, _) => return by_attempts(statement, filter),
+        (order, Some(state)) if filter.or_proposed => return by_proposal(statement, filter, state, order),
+        (order, _) => order == ListOrder::OldestFirst,
     };
     let (inclusive, last_page) = (filter.start == PageStart::AtCursor, filter.start == PageStart::Last);
     // The page after a cursor in the order shown, and the page before it (read the other way
@@ -398,6 +402,63 @@ fn by_attempts<B: Backend>(mut statement: Statement<B>, filter: &ListFilter) -> 
         "\nORDER BY attempts DESC, id DESC\nLIMIT "
     };
     statement.push(order).push_int(filter.limit)
+}
+
+/// The rest of [`list_actions`] for a pane of one state that also lists the other actions whose
+/// proposal waits (the console's conflict pane): the pane's own state first, then the others;
+/// within each, newest proposal first (its latest waiting proposal's `received_at`; an action no
+/// waiting proposal explains, such as a conflict a lookup found, by when it last changed), ties by
+/// id. Oldest first turns the times and ids round but keeps the pane's own state first. A cursor
+/// is a row id; its place is the row's (group, time, id) as it is now, read by a row-value
+/// subquery, so the console's windows stay ids and a page never skips or repeats a row. The rows
+/// are found through `actions_state` and `actions_proposed` and sorted: no index has this order,
+/// and the pane holds only what waits for a person.
+fn by_proposal<B: Backend>(
+    mut statement: Statement<B>,
+    filter: &ListFilter,
+    state: State,
+    order: ListOrder,
+) -> Statement<B> {
+    let oldest_first = order == ListOrder::OldestFirst;
+    // The group ranks in the direction of the order, so that one row value compares all three.
+    let (own, others) = if oldest_first { (0, 1) } else { (1, 0) };
+    // A state's name is one of a fixed set of words: written into the text, it needs no parameter.
+    let place = |row: &str| {
+        [
+            format!("CASE WHEN {row}.state = '{}' THEN {own} ELSE {others} END", state.as_str()),
+            format!(
+                "COALESCE((SELECT MAX(proposals.received_at) FROM proposals WHERE proposals.action_key = {row}.key \
+                 AND proposals.decision IS NULL), {row}.updated_at)"
+            ),
+            format!("{row}.id"),
+        ]
+    };
+    let row = place("actions");
+    let cursor = |statement: Statement<B>, op: &str, id: i64| {
+        let text = format!(
+            "\n  AND ({}) {op} (SELECT {} FROM actions AS cursor_row WHERE cursor_row.id = ",
+            row.join(", "),
+            place("cursor_row").join(", ")
+        );
+        statement.push(&text).push_int(id).push(")")
+    };
+    let inclusive = filter.start == PageStart::AtCursor;
+    let (after, before) = match (oldest_first, inclusive) {
+        (true, false) => (">", "<"),
+        (true, true) => (">=", "<"),
+        (false, false) => ("<", ">"),
+        (false, true) => ("<=", ">"),
+    };
+    if let Some(id) = filter.before_id {
+        statement = cursor(statement, after, id);
+    }
+    if let Some(id) = filter.after_id {
+        statement = cursor(statement, before, id);
+    }
+    let ascending = (filter.after_id.is_some() || filter.start == PageStart::Last) != oldest_first;
+    let direction = if ascending { "ASC" } else { "DESC" };
+    let order = row.iter().map(|term| format!("{term} {direction}")).collect::<Vec<_>>().join(",\n         ");
+    statement.push(&format!("\nORDER BY {order}\nLIMIT ")).push_int(filter.limit)
 }
 
 /// The terms of a filter a person types (destination, owner or assignee, age, key text, and

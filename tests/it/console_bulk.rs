@@ -1,6 +1,8 @@
-//! The review console's sort by attempts, bulk results that name what was done and what was
-//! refused, the old-worker question asked once for a marked set, the `*` cap said on screen, and
-//! the tabs at 80 columns; and the CLI's bulk output, on both stores.
+//! The review console's sort by attempts, bulk dialogs that list every marked action with what
+//! will happen to it, bulk results that name what was done and what was refused, the old-worker
+//! question asked once for a marked set, bulk approval, the choice among proposals, the conflict
+//! pane's order, the `*` cap said on screen, and the tabs at 80 columns; and the CLI's bulk
+//! output, on both stores.
 
 use crate::support::{self, TestDb, order as raw};
 use actionledger::Ledger;
@@ -20,6 +22,10 @@ conformance!(
     keystrokes_for_the_common_settlements,
     marking_all_says_when_it_stops_at_the_cap_and_the_command_line_that_reaches_the_rest,
     bulk_screens,
+    a_bulk_dialog_lists_every_marked_action_at_80x24_by_scrolling_with_the_counts,
+    bulk_approve_takes_each_only_proposal_and_refuses_where_several_wait,
+    the_approve_dialog_lets_the_person_choose_among_the_proposals_waiting,
+    the_conflict_pane_lists_conflicts_first_newest_proposal_first_and_pages_without_skipping,
 );
 
 fn options(owner: &str) -> ConsoleOptions {
@@ -558,4 +564,237 @@ async fn bulk_triage_in_a_real_terminal() {
     tmux.wait_for("cancelled — most attempts first");
     tmux.keys(&["q"]);
     tmux.wait_for("CONSOLE-EXITED-0");
+}
+
+/// The keys of the marked actions a bulk dialog shows on this screen, each listed on a line of
+/// its own ("  KEY: ...").
+fn listed_keys(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|line| {
+            let inside = line.split('│').nth(1)?;
+            let key = inside.strip_prefix("  ")?.split(": ").next()?;
+            key.starts_with("acme:").then(|| key.to_owned())
+        })
+        .collect()
+}
+
+async fn a_bulk_dialog_lists_every_marked_action_at_80x24_by_scrolling_with_the_counts<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 1..=27 {
+        failed_after(l, &format!("acme:many:{n:02}"), 1).await;
+    }
+    for n in 28..=30 {
+        l.submit(&raw(&format!("acme:many:{n:02}"), r#"{"qty":1}"#)).await.unwrap();
+        l.manual(&support::checked_cancel(&format!("acme:many:{n:02}"))).await.unwrap();
+    }
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    // 27 failed marked in their pane, 3 cancelled in theirs: marks survive switching panes.
+    run(&mut console, &["5", "*", "9", "h", "*", "r"]).await;
+    assert_eq!(console.model().marks.len(), 30);
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    assert!(words.contains("27 to pending, 3 will be refused (refused ones stay marked)"), "the counts:\n{screen}");
+    assert!(words.contains("lines 1-"), "it says the list scrolls:\n{screen}");
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(lines[22].contains("marked all 3 in the cancelled pane"), "the status line stays in view:\n{screen}");
+    assert!(lines[23].contains("Esc cancel"), "the footer stays in view:\n{screen}");
+    // Down, PageDown and End reach every one; the reason typed meanwhile is kept.
+    let mut seen: std::collections::BTreeSet<String> = listed_keys(&screen).into_iter().collect();
+    run(&mut console, &["because"]).await;
+    for key in ["<Down>", "<PageDown>", "<PageDown>", "<PageDown>", "<End>"] {
+        console.press(key).await.unwrap();
+        seen.extend(listed_keys(&console.screen().unwrap()));
+    }
+    let all: std::collections::BTreeSet<String> = (1..=30).map(|n| format!("acme:many:{n:02}")).collect();
+    assert_eq!(seen, all, "every marked action is listed");
+    let end = console.screen().unwrap();
+    assert!(joined(&end).contains("acme:many:30: cannot retry acme:many:30"), "with why it will be refused:\n{end}");
+    assert!(joined(&end).contains("reason: because_"), "{end}");
+    console.press("<Home>").await.unwrap();
+    assert!(joined(&console.screen().unwrap()).contains("Retry 30 marked actions"));
+    run(&mut console, &["<Enter>", "y"]).await;
+    assert!(joined(&console.screen().unwrap()).contains("retry: 27 done, 3 refused"));
+    assert_eq!(record(l, "acme:many:01").await.action.state, State::Pending, "the ledger agrees");
+    assert_eq!(record(l, "acme:many:30").await.action.state, State::Cancelled);
+
+    // A bulk of N hand-picked: the pane, N marks, the command, the reason's Enter and y. (The
+    // retried ones out of the way first: a claim takes the oldest pending action.)
+    for n in 1..=27 {
+        l.manual(&support::checked_cancel(&format!("acme:many:{n:02}"))).await.unwrap();
+    }
+    for n in 1..=3 {
+        failed_after(l, &format!("acme:picked:{n}"), 1).await;
+    }
+    let script: &[&str] = &["5", "<Space>", "<Space>", "<Space>", "r", "CRM fixed", "<Enter>", "y"];
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    run(&mut console, script).await;
+    assert!(joined(&console.screen().unwrap()).contains("retry: 3 done, 0 refused"), "{}", console.screen().unwrap());
+    let (total, text) = keystrokes(script);
+    assert_eq!(total - text, 3 + 4, "N+4 keys and the reason");
+}
+
+/// A pending action given a second payload: a conflict with one proposal waiting; `more` more
+/// payloads make as many more proposals wait.
+async fn conflict_with<S: Store>(l: &Ledger<S>, key: &str, more: usize) {
+    l.submit(&raw(key, r#"{"qty":1}"#)).await.unwrap();
+    for qty in 2..=2 + more {
+        l.submit(&raw(key, &format!(r#"{{"qty":{qty}}}"#))).await.unwrap();
+    }
+}
+
+async fn bulk_approve_takes_each_only_proposal_and_refuses_where_several_wait<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    for n in 1..=3 {
+        conflict_with(l, &format!("acme:one:{n}"), 0).await;
+    }
+    conflict_with(l, "acme:two:1", 1).await;
+    assert_eq!(record(l, "acme:two:1").await.waiting_proposals().count(), 2);
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    run(&mut console, &["4", "*", "a"]).await;
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    assert!(words.contains("3 to pending, 1 will be refused"), "the counts:\n{screen}");
+    assert!(words.contains("acme:one:1: conflict -> pending, approving"), "{screen}");
+    console.press("<End>").await.unwrap();
+    let end = joined(&console.screen().unwrap());
+    assert!(
+        end.contains("acme:two:1: cannot approve acme:two:1: 2 proposed payloads are waiting")
+            && end.contains("open it to choose"),
+        "the ledger's refusal, said before the reason:\n{end}"
+    );
+    run(&mut console, &["customer changed qty", "<Enter>", "y"]).await;
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    assert!(words.contains("approve: 3 done, 1 refused"), "{screen}");
+    assert!(words.contains("acme:two:1: cannot approve acme:two:1"), "refused with the reason:\n{screen}");
+    assert_eq!(console.model().marks.keys().collect::<Vec<_>>(), ["acme:two:1"], "the refused one stays marked");
+    for n in 1..=3 {
+        let detail = record(l, &format!("acme:one:{n}")).await;
+        assert_eq!((detail.action.state, detail.action.payload.canonical()), (State::Pending, r#"{"qty":2}"#));
+        let last = detail.audit.last().unwrap();
+        assert_eq!(last.actor.as_str(), "Ana");
+        assert!(last.reason.as_deref().unwrap().starts_with("customer changed qty"), "{last:?}");
+    }
+    let two = record(l, "acme:two:1").await;
+    assert_eq!((two.action.state, two.waiting_proposals().count()), (State::Conflict, 2), "untouched");
+}
+
+async fn the_approve_dialog_lets_the_person_choose_among_the_proposals_waiting<S: Store>(db: TestDb<S>) {
+    let l = &db.ledger;
+    conflict_with(l, "acme:choose:1", 1).await;
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    // From the list: the dialog reads the proposals and offers them, with what each changes.
+    run(&mut console, &["4", "a"]).await;
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    assert!(words.contains("Approve proposal 1 of 2"), "{screen}");
+    assert!(words.contains("Proposal 1 of 2") && words.contains("qty: 1 -> 2"), "{screen}");
+    run(&mut console, &["<Right>"]).await;
+    let screen = console.screen().unwrap();
+    let words = joined(&screen);
+    assert!(words.contains("Approve proposal 2 of 2") && words.contains("the other 1 are rejected"), "{screen}");
+    assert!(words.contains("Proposal 2 of 2") && words.contains("qty: 1 -> 3"), "{screen}");
+    insta::assert_snapshot!("approve_choice_80x24", support::mask_times(&screen));
+    run(&mut console, &["the customer's last word", "<Enter>", "y"]).await;
+    let refusals = console.model().refusals;
+    assert_eq!(refusals, 0, "{}", console.screen().unwrap());
+    let detail = record(l, "acme:choose:1").await;
+    assert_eq!((detail.action.state, detail.action.payload.canonical()), (State::Pending, r#"{"qty":3}"#));
+    assert_eq!(detail.waiting_proposals().count(), 0, "the other was rejected");
+    // Left goes round the other way, from the detail too: the one chosen is the one approved.
+    conflict_with(l, "acme:choose:2", 2).await;
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    run(&mut console, &["4", "<Enter>", "a", "<Left>"]).await;
+    assert!(joined(&console.screen().unwrap()).contains("Proposal 3 of 3"), "{}", console.screen().unwrap());
+    run(&mut console, &["reject the last", "<Enter>"]).await;
+    console.press("<Esc>").await.unwrap();
+    run(&mut console, &["d", "<Left>", "not this one", "<Enter>", "y"]).await;
+    let detail = record(l, "acme:choose:2").await;
+    let waiting: Vec<String> = detail.waiting_proposals().map(|p| p.payload.canonical().to_owned()).collect();
+    assert_eq!(waiting, [r#"{"qty":2}"#, r#"{"qty":3}"#], "only the one chosen was rejected");
+}
+
+async fn the_conflict_pane_lists_conflicts_first_newest_proposal_first_and_pages_without_skipping<S: Store>(
+    db: TestDb<S>,
+) {
+    let l = &db.ledger;
+    // Completed actions with a new version proposed: listed after every conflict.
+    for n in 1..=3 {
+        let key = format!("acme:done:{n}");
+        l.submit(&raw(&key, r#"{"qty":1}"#)).await.unwrap();
+        let claim = l.claim("worker-1", LEASE, 1).await.unwrap().pop().unwrap();
+        let attempt = l.start_attempt(&claim).await.unwrap();
+        let done = Report {
+            outcome: Outcome::Completed { destination_id: format!("R-{n}") },
+            error: None,
+            evidence: Evidence::default(),
+        };
+        l.record_result(&claim, attempt, &done).await.unwrap();
+    }
+    let keys: Vec<String> = (0..105).map(|n| format!("acme:order:{n:03}")).collect();
+    let first: Vec<_> = keys.iter().map(|k| raw(k, r#"{"qty":1}"#)).collect();
+    l.submit_many(&first).await.unwrap();
+    // Proposals arrive in chunks, newest ids first, a second apart: proposal time is not id order.
+    for chunk in keys.rchunks(20) {
+        l.store().clock().advance(Duration::from_secs(1));
+        let second: Vec<_> = chunk.iter().map(|k| raw(k, r#"{"qty":2}"#)).collect();
+        l.submit_many(&second).await.unwrap();
+    }
+    for n in 1..=3 {
+        l.store().clock().advance(Duration::from_secs(1));
+        l.submit(&raw(&format!("acme:done:{n}"), r#"{"qty":2}"#)).await.unwrap();
+    }
+    // The oldest conflict gets a third payload last of all: it comes first.
+    l.store().clock().advance(Duration::from_secs(1));
+    l.submit(&raw("acme:order:000", r#"{"qty":3}"#)).await.unwrap();
+    // The order, from each action's proposals as its detail lists them.
+    let mut expected = Vec::new();
+    for key in keys.iter().chain(&["acme:done:1".to_owned(), "acme:done:2".to_owned(), "acme:done:3".to_owned()]) {
+        let detail = record(l, key).await;
+        let newest = detail.waiting_proposals().map(|p| p.received_at).max().unwrap();
+        expected.push((detail.action.state == State::Conflict, newest, detail.action.id, key.clone()));
+    }
+    expected.sort_by_key(|e| std::cmp::Reverse((e.0, e.1, e.2)));
+    let expected: Vec<String> = expected.into_iter().map(|e| e.3).collect();
+    assert_eq!(expected[0], "acme:order:000");
+    assert_eq!(&expected[105..], ["acme:done:3", "acme:done:2", "acme:done:1"]);
+    // The store, page by page of 10 either way: never a row skipped or repeated.
+    let conflicts = ListFilter { state: Some(State::Conflict), or_proposed: true, limit: 10, ..ListFilter::default() };
+    let (mut forward, mut before_id) = (Vec::new(), None);
+    loop {
+        let page = l.list(&ListFilter { before_id, ..conflicts.clone() }).await.unwrap();
+        let Some(last) = page.last() else { break };
+        before_id = Some(last.id);
+        forward.extend(page.iter().map(|a| a.key.to_string()));
+    }
+    assert_eq!(forward, expected, "newest first, page after page");
+    let mut backward: Vec<String> = Vec::new();
+    let mut after_id = None;
+    let last = ListFilter { start: PageStart::Last, ..conflicts.clone() };
+    let mut page = l.list(&last).await.unwrap();
+    while !page.is_empty() {
+        after_id = page.first().map(|a| a.id).or(after_id);
+        backward.splice(0..0, page.iter().map(|a| a.key.to_string()));
+        page = l.list(&ListFilter { after_id, ..conflicts.clone() }).await.unwrap();
+    }
+    assert_eq!(backward, expected, "and back again from the last page");
+    let oldest = l.list(&ListFilter { order: ListOrder::OldestFirst, limit: 200, ..conflicts.clone() }).await.unwrap();
+    let oldest: Vec<String> = oldest.iter().map(|a| a.key.to_string()).collect();
+    let conflicts_reversed: Vec<String> = expected[..105].iter().rev().cloned().collect();
+    assert_eq!(oldest[..105], conflicts_reversed, "oldest first: the conflicts still first");
+    // The console walks the same order with j, PageDown and G.
+    let mut console = ScriptedConsole::start(l, &options("Ana"), 80, 24).await.unwrap();
+    console.press("4").await.unwrap();
+    let selected = |console: &ScriptedConsole<S>| console.model().selected_action().unwrap().key.to_string();
+    let mut walked = vec![selected(&console)];
+    for _ in 1..expected.len() {
+        console.press("j").await.unwrap();
+        walked.push(selected(&console));
+    }
+    assert_eq!(walked, expected, "j through every page");
+    console.press("g").await.unwrap();
+    assert_eq!(selected(&console), "acme:order:000");
+    console.press("G").await.unwrap();
+    assert_eq!(selected(&console), "acme:done:1");
 }

@@ -266,7 +266,20 @@ async fn bulk_takeover_of_marked_stale_claims_checks_each_version_and_keeps_refu
     }
     let screen = console.screen().unwrap();
     assert!(joined(&screen).contains("take over 6 marked actions"), "one dialog for the set:\n{screen}");
-    assert!(joined(&screen).contains("pending if nothing was sent under its claim, else held"), "{screen}");
+    // Each one's outcome, from what the ledger read was sent under its claim.
+    let words = joined(&screen);
+    assert!(words.contains("3 to pending, 3 to held"), "the counts:\n{screen}");
+    assert!(
+        words.contains("acme:stale:1: in_progress -> pending: nothing was sent under its claim"),
+        "nothing sent under the claim: pending\n{screen}"
+    );
+    assert!(
+        words.contains(
+            "acme:stale:2: in_progress -> held: a request may have been sent, and the destination cannot tell a \
+             repeat: a person checks first"
+        ),
+        "a request sent under the claim: held\n{screen}"
+    );
     console.press("y").await.unwrap();
     let screen = console.screen().unwrap();
     assert!(joined(&screen).contains("take over: 5 done, 1 refused"), "{screen}");

@@ -9,9 +9,9 @@ use super::state::{
 use crate::console::keys::CommandKind;
 use crate::console::safe_text::SafeText;
 use crate::domain::manual::{self, Confirmed, ManualCommand};
-use crate::domain::{ActionKey, ActionRecord, ClaimFacts, Reason, Refusal, State};
+use crate::domain::{ActionKey, ActionRecord, ClaimFacts, Reason, Refusal, State, WayOut};
 use crate::error::Kind;
-use crate::ledger::{ActionDetail, ManualRequest};
+use crate::ledger::{ActionDetail, DecisionFacts, ManualRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
 impl Dialog {
@@ -126,14 +126,23 @@ fn takeover_outcome(model: &Model, detail: &ActionDetail) -> Result<String, Refu
     Ok(format!("This action will go to {}: {}.", planned.to, facts.takeover_why()))
 }
 
-/// What a command will do, for the dialog; or why it cannot run.
-fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<Vec<String>, NotOffered> {
+/// What a command will do, for the dialog; or why it cannot run. `detail` is the action's, where
+/// one was read: a takeover's outcome, the proposal `proposal` (among those waiting) an approval
+/// or a rejection acts on, and an update's number come from it.
+fn describe(
+    model: &Model,
+    kind: CommandKind,
+    action: &ActionRecord,
+    detail: Option<&ActionDetail>,
+    proposal: usize,
+) -> Result<Vec<String>, NotOffered> {
     let key = &action.key;
     let now = model.now.unwrap_or(action.updated_at);
     let same_key = "The original key is kept.".to_owned();
+    let detail = detail.filter(|d| d.action.key == action.key);
     // The dialog asks whether the old worker stopped where that is needed, so the description
     // plans as if the person will confirm it; the ledger refuses if they do not.
-    let shown = shown_proposal(model, action);
+    let shown = detail.and_then(|d| shown_in(d, proposal));
     // Rejecting the proposal shown while others wait keeps the action waiting for them.
     let others_wait = shown.as_ref().is_some_and(|s| s.waiting > 1);
     let plan = |command: &ManualCommand| {
@@ -157,7 +166,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
         }
         CommandKind::Takeover => {
             plan(&ManualCommand::Takeover)?;
-            let outcome = match model.detail.as_deref().filter(|d| d.action.key == action.key) {
+            let outcome = match detail {
                 Some(detail) => takeover_outcome(model, detail)?,
                 None => "Reading what was sent under its claim…".to_owned(),
             };
@@ -172,7 +181,9 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
             ]
         }
         _ => {
-            let Some(command) = manual_command(model, kind, action, String::new()) else { return Ok(Vec::new()) };
+            let Some(command) = manual_command(model, kind, String::new(), shown.as_ref()) else {
+                return Ok(Vec::new());
+            };
             let planned = plan(&command)?;
             let change = if planned.from == planned.to {
                 format!("{key} stays {}.", planned.from)
@@ -189,11 +200,7 @@ fn describe(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<V
                 CommandKind::Approve if planned.from == State::Completed => format!(
                     "Approve the proposed payload: the update action {key}#update-{} changes the record at the \
                      destination, and the approved payload becomes this one once that update completes.",
-                    model
-                        .detail
-                        .as_deref()
-                        .filter(|d| d.action.key == action.key)
-                        .map_or(action.payload_revision + 1, ActionDetail::next_update_number)
+                    detail.map_or(action.payload_revision + 1, ActionDetail::next_update_number)
                 ),
                 CommandKind::Approve => match &shown {
                     Some(s) if s.waiting > 1 => format!(
@@ -260,14 +267,14 @@ fn manual_kind(kind: CommandKind) -> Option<ManualCommand> {
 }
 
 /// The ledger command behind a console command; `None` for a lookup, which is not one. While
-/// several proposals wait on the open action, approve and reject name the one shown.
+/// several proposals wait, approve and reject name the one `shown`.
 fn manual_command(
     model: &Model,
     kind: CommandKind,
-    action: &ActionRecord,
     destination_id: String,
+    shown: Option<&ShownProposal>,
 ) -> Option<ManualCommand> {
-    let named = shown_proposal(model, action).filter(|s| s.waiting > 1).map(|s| s.full_fingerprint);
+    let named = shown.filter(|s| s.waiting > 1).map(|s| s.full_fingerprint.clone());
     Some(match manual_command_with(kind, destination_id, model.owner.as_str().to_owned())? {
         ManualCommand::Approve { .. } => ManualCommand::Approve { proposal: named },
         ManualCommand::Reject { .. } => ManualCommand::Reject { proposal: named },
@@ -275,7 +282,7 @@ fn manual_command(
     })
 }
 
-/// The proposal shown in the open detail of `action`, among those waiting.
+/// The proposal an approval or a rejection acts on, among those waiting.
 #[derive(Debug)]
 struct ShownProposal {
     index: usize,
@@ -284,10 +291,10 @@ struct ShownProposal {
     full_fingerprint: String,
 }
 
-fn shown_proposal(model: &Model, action: &ActionRecord) -> Option<ShownProposal> {
-    let detail = model.detail.as_ref().filter(|d| d.action.key == action.key)?;
+/// The proposal `index` (from 0, oldest first, kept in range) among those waiting in `detail`.
+fn shown_in(detail: &ActionDetail, index: usize) -> Option<ShownProposal> {
     let waiting: Vec<_> = detail.waiting_proposals().collect();
-    let index = model.proposal_shown.min(waiting.len().checked_sub(1)?);
+    let index = index.min(waiting.len().checked_sub(1)?);
     let fingerprint = waiting[index].payload.fingerprint();
     Some(ShownProposal {
         index,
@@ -295,6 +302,11 @@ fn shown_proposal(model: &Model, action: &ActionRecord) -> Option<ShownProposal>
         fingerprint: fingerprint.short().to_owned(),
         full_fingerprint: fingerprint.as_str().to_owned(),
     })
+}
+
+/// The open detail of `action`, if it is open.
+fn open_detail<'m>(model: &'m Model, action: &ActionRecord) -> Option<&'m ActionDetail> {
+    model.detail.as_deref().filter(|d| d.action.key == action.key)
 }
 
 fn manual_command_with(kind: CommandKind, destination_id: String, owner: String) -> Option<ManualCommand> {
@@ -316,7 +328,11 @@ fn manual_command_with(kind: CommandKind, destination_id: String, owner: String)
 
 /// The commands that apply to an action now, for the footer.
 pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandKind> {
-    CommandKind::ALL.into_iter().filter(|kind| describe(model, *kind, action).is_ok()).collect()
+    let detail = open_detail(model, action);
+    CommandKind::ALL
+        .into_iter()
+        .filter(|kind| describe(model, *kind, action, detail, model.proposal_shown).is_ok())
+        .collect()
 }
 
 pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
@@ -324,7 +340,8 @@ pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
         model.refuse("nothing selected: choose an action first");
         return Vec::new();
     };
-    match describe(model, kind, &action) {
+    let detail = open_detail(model, &action).cloned().map(Box::new);
+    match describe(model, kind, &action, detail.as_deref(), model.proposal_shown) {
         Err(refusal) => model.refuse(refusal.to_string()),
         Ok(description) => {
             let stage =
@@ -344,16 +361,25 @@ pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
                 not_written_keys,
                 evidence_request: None,
                 offered_id: false,
+                scroll: 0,
+                facts: None,
+                evidence: None,
+                proposal: model.proposal_shown,
             };
-            // A takeover's outcome and a destination id the evidence names come from the detail:
-            // the open one, or one read for the dialog.
+            // A takeover's outcome, a destination id the evidence names and the proposals an
+            // approval or a rejection chooses from come from the detail: the open one, or one
+            // read for the dialog.
             let mut effects = Vec::new();
-            if matches!(kind, CommandKind::Takeover | CommandKind::ResolveCompleted) {
-                if let Some(detail) = model.detail.clone().filter(|d| d.action.key == dialog.action.key) {
+            if reads_evidence(kind) {
+                if let Some(detail) = detail {
                     with_evidence(model, &mut dialog, &detail);
                 } else {
                     let effect = model.load_detail(dialog.action.key.clone());
                     dialog.evidence_request = Some(model.detail_request);
+                    if matches!(kind, CommandKind::Approve | CommandKind::Reject) {
+                        dialog.proposal = 0;
+                        dialog.description.push("Reading the proposals waiting…".to_owned());
+                    }
                     effects.push(effect);
                 }
             }
@@ -364,8 +390,13 @@ pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     Vec::new()
 }
 
+/// Whether a command's dialog is completed from the action's detail.
+fn reads_evidence(kind: CommandKind) -> bool {
+    matches!(kind, CommandKind::Takeover | CommandKind::ResolveCompleted | CommandKind::Approve | CommandKind::Reject)
+}
+
 /// Completes a dialog from the action's detail: the takeover's outcome, a destination id to
-/// offer.
+/// offer, the proposals to choose from.
 fn with_evidence(model: &Model, dialog: &mut Dialog, detail: &ActionDetail) {
     match dialog.command {
         CommandKind::Takeover => {
@@ -381,8 +412,50 @@ fn with_evidence(model: &Model, dialog: &mut Dialog, detail: &ActionDetail) {
                 dialog.offered_id = true;
             }
         }
+        CommandKind::Approve | CommandKind::Reject => {
+            dialog.evidence = Some(Box::new(detail.clone()));
+            reword_proposal(model, dialog);
+        }
         _ => {}
     }
+}
+
+/// Words an approval or a rejection for the proposal chosen: what the command does, and what
+/// that proposal changes, field by field.
+fn reword_proposal(model: &Model, dialog: &mut Dialog) {
+    let detail = dialog.evidence.as_deref();
+    // The action as the detail read it: a proposal that arrived since changes its version, and
+    // the ledger refuses a command on a version the person did not see.
+    let action = detail.map_or_else(|| dialog.action.clone(), |d| d.action.clone());
+    let mut lines = describe(model, dialog.command, &action, detail, dialog.proposal)
+        .unwrap_or_else(|refusal| vec![refusal.to_string()]);
+    if let Some(detail) = detail {
+        lines.extend(proposal_lines(detail, dialog.proposal));
+    }
+    dialog.action = action;
+    dialog.description = lines;
+}
+
+/// The proposal chosen among those waiting, and what it changes of the approved payload.
+fn proposal_lines(detail: &ActionDetail, chosen: usize) -> Vec<String> {
+    let waiting: Vec<_> = detail.waiting_proposals().collect();
+    let Some(last) = waiting.len().checked_sub(1) else { return Vec::new() };
+    let proposal = waiting[chosen.min(last)];
+    let received = proposal.received_at.format("%Y-%m-%d %H:%M:%S");
+    let fingerprint = proposal.payload.fingerprint().short();
+    let mut lines = vec![if waiting.len() > 1 {
+        format!(
+            "Proposal {} of {}, {fingerprint} received {received} (Left/Right: another), changes:",
+            chosen.min(last) + 1,
+            waiting.len()
+        )
+    } else {
+        format!("The proposal {fingerprint} received {received} changes:")
+    }];
+    let changes = detail.action.payload.changes_to(&proposal.payload);
+    lines.extend(changes.changed.iter().map(|change| format!("  {change}")));
+    lines.push(format!("  {} field(s) unchanged", changes.unchanged));
+    lines
 }
 
 fn close_dialog(model: &mut Model) {
@@ -397,6 +470,24 @@ pub(super) fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
             let verb = dialog.command.label();
             close_dialog(model);
             model.info(format!("{verb}: cancelled, nothing changed"));
+            Vec::new()
+        }
+        (_, KeyCode::Up | KeyCode::Down | KeyCode::PageUp | KeyCode::PageDown | KeyCode::Home | KeyCode::End) => {
+            let (max, page) = (model.scroll_limits.dialog, model.scroll_limits.dialog_page.max(1));
+            let scroll = dialog.scroll.min(max);
+            dialog.scroll = match key.code {
+                KeyCode::Down => scroll.saturating_add(1),
+                KeyCode::Up => scroll.saturating_sub(1),
+                KeyCode::PageDown => scroll.saturating_add(page),
+                KeyCode::PageUp => scroll.saturating_sub(page),
+                KeyCode::Home => 0,
+                _ => max,
+            }
+            .min(max);
+            Vec::new()
+        }
+        (DialogStage::Reason, KeyCode::Left | KeyCode::Right | KeyCode::Tab | KeyCode::BackTab) => {
+            choose_proposal(model, matches!(key.code, KeyCode::Right | KeyCode::Tab));
             Vec::new()
         }
         (
@@ -463,6 +554,25 @@ pub(super) fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     }
 }
 
+/// Left/Right (or Tab) in an approval's or a rejection's dialog: the next or previous of the
+/// proposals waiting, round to the first; said when only one waits.
+fn choose_proposal(model: &mut Model, forward: bool) {
+    let Mode::Dialog(dialog) = &model.mode else { return };
+    let waiting = dialog.evidence.as_deref().map_or(0, |d| d.waiting_proposals().count());
+    if !matches!(dialog.command, CommandKind::Approve | CommandKind::Reject) || !dialog.bulk.is_empty() {
+        return;
+    }
+    if waiting < 2 {
+        model.info("only this proposal waits on this action");
+        return;
+    }
+    let mut dialog = dialog.clone();
+    let current = dialog.proposal.min(waiting - 1);
+    dialog.proposal = if forward { (current + 1) % waiting } else { (current + waiting - 1) % waiting };
+    reword_proposal(model, &mut dialog);
+    model.mode = Mode::Dialog(dialog);
+}
+
 fn confirm(model: &mut Model) -> Vec<Effect> {
     let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
     let Ok(reason) = Reason::parse(&dialog.reason) else { return Vec::new() };
@@ -475,9 +585,9 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         let not_written: Vec<String> =
             if dialog.not_written_confirmed() { dialog.not_written_keys.clone() } else { Vec::new() };
         model.info(format!("{} {}: working…", kind.label(), marked_actions(actions.len())));
-        // Bulk commands never approve or reject, so no action's shown proposal is named.
-        let Some(first) = actions.first() else { return Vec::new() };
-        let Some(command) = manual_command(model, kind, first, String::new()) else { return Vec::new() };
+        // A bulk approval names no proposal: the ledger takes the only one waiting, and refuses
+        // where several wait (the person opens that action to choose).
+        let Some(command) = manual_command(model, kind, String::new(), None) else { return Vec::new() };
         let requests = actions
             .into_iter()
             .map(|action| ManualRequest {
@@ -496,8 +606,9 @@ fn confirm(model: &mut Model) -> Vec<Effect> {
         (dialog.command, dialog.action.clone(), dialog.destination_id.trim().to_owned());
     let old_worker_stopped = dialog.asks_old_worker_stopped() && dialog.old_worker_confirmed();
     let confirmed_not_written = dialog.asks_not_written() && dialog.not_written_confirmed();
+    let shown = dialog.evidence.as_deref().and_then(|detail| shown_in(detail, dialog.proposal));
     model.info(format!("{} {}: working…", kind.label(), action.key));
-    let Some(command) = manual_command(model, kind, &action, destination_id) else {
+    let Some(command) = manual_command(model, kind, destination_id, shown.as_ref()) else {
         return vec![Effect::Lookup {
             key: action.key,
             revision: action.revision,
@@ -544,37 +655,65 @@ pub(super) fn on_command_done(model: &mut Model, result: Result<String, Failure>
     model.refresh()
 }
 
-/// Marked actions a bulk dialog lists by name.
+/// Keys a sentence names before saying how many more.
 const LISTED: usize = 5;
 
 /// A bulk command on the marked actions: one reason, one confirmation; each action is still
-/// checked by the ledger against the version the person saw.
+/// checked by the ledger against the version the person saw. The dialog lists every marked action
+/// with what will happen to it, once the ledger has read what each is decided from.
 pub(super) fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     let actions: Vec<ActionRecord> = model.marks.values().cloned().collect();
     let Some(first) = actions.first().cloned() else { return Vec::new() };
+    let Some(command) = manual_kind(kind) else { return Vec::new() };
+    let needing: Vec<String> =
+        actions.iter().filter(|a| manual::needs_old_worker_stopped(a, &command)).map(|a| a.key.to_string()).collect();
+    let not_written_keys = needing_not_written(model, kind, &actions);
+    let load = model.load_facts(command, actions.clone());
+    let mut dialog = Dialog {
+        command: kind,
+        action: first,
+        description: Vec::new(),
+        stage: DialogStage::Reason,
+        destination_id: String::new(),
+        reason: String::new(),
+        old_worker_answer: String::new(),
+        not_written_answer: String::new(),
+        bulk: actions,
+        bulk_old_worker: needing,
+        not_written_keys,
+        evidence_request: Some(model.detail_request),
+        offered_id: false,
+        scroll: 0,
+        facts: None,
+        evidence: None,
+        proposal: 0,
+    };
+    dialog.description = bulk_description(model, &dialog);
+    model.mode = Mode::Dialog(Box::new(dialog));
+    vec![load]
+}
+
+/// What a bulk dialog says: the command, how many actions each outcome has, what it will ask
+/// once for them all, then every marked action with what will happen to it, by outcome.
+fn bulk_description(model: &Model, dialog: &Dialog) -> Vec<String> {
+    let (kind, actions) = (dialog.command, &dialog.bulk);
     let mut description = vec![format!(
         "{} {}, each in its own transaction, checked against the version you saw, in your name:",
         capitalized(kind.label()),
         marked_actions(actions.len())
     )];
-    let needing: Vec<String> = match manual_kind(kind) {
-        Some(command) => actions
-            .iter()
-            .filter(|a| manual::needs_old_worker_stopped(a, &command))
-            .map(|a| a.key.to_string())
-            .collect(),
-        None => Vec::new(),
-    };
-    for action in actions.iter().take(LISTED) {
-        let line = match describe_one(model, kind, action) {
-            Ok(change) => format!("{}: {change}", action.key),
-            Err(refusal) => format!("{}: will be refused: {refusal}", action.key),
-        };
-        description.push(line);
+    let mut groups: std::collections::BTreeMap<Outcome, Vec<String>> = std::collections::BTreeMap::new();
+    for action in actions {
+        let facts = dialog.facts.as_ref().and_then(|facts| facts.get(&action.key));
+        let (outcome, line) = bulk_line(model, kind, action, facts);
+        groups.entry(outcome).or_default().push(line);
     }
-    if actions.len() > LISTED {
-        description.push(format!("… and {} more; refused ones stay marked.", actions.len() - LISTED));
-    }
+    description.push(if dialog.facts.is_none() {
+        "Reading what each will be decided from…".to_owned()
+    } else {
+        groups.iter().map(|(outcome, lines)| outcome.counted(kind, lines.len())).collect::<Vec<_>>().join(", ")
+    });
+    let needing = &dialog.bulk_old_worker;
     if !needing.is_empty() && needing.len() == actions.len() {
         description.push(format!(
             "{} held because an expired claim could not be taken over safely: the old worker may still act. You \
@@ -587,10 +726,10 @@ pub(super) fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effe
              act ({}). You will be asked once to confirm that it stopped, for them all.",
             needing.len(),
             if needing.len() == 1 { "was" } else { "were" },
-            listed_keys(&needing)
+            listed_keys(needing)
         ));
     }
-    let not_written_keys = needing_not_written(model, kind, &actions);
+    let not_written_keys = &dialog.not_written_keys;
     if !not_written_keys.is_empty() && kind == CommandKind::Cancel {
         description.push(format!(
             "{} of {} may have been written by earlier requests: cancelling says nothing was done. Check the \
@@ -612,22 +751,116 @@ pub(super) fn open_bulk_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effe
                 .to_owned(),
         );
     }
-    model.mode = Mode::Dialog(Box::new(Dialog {
-        command: kind,
-        action: first,
-        description,
-        stage: DialogStage::Reason,
-        destination_id: String::new(),
-        reason: String::new(),
-        old_worker_answer: String::new(),
-        not_written_answer: String::new(),
-        bulk: actions,
-        bulk_old_worker: needing,
-        not_written_keys,
-        evidence_request: None,
-        offered_id: false,
-    }));
-    Vec::new()
+    for (outcome, lines) in groups {
+        description.push(String::new());
+        description.push(format!("{}:", capitalized(&outcome.counted(kind, lines.len()))));
+        description.extend(lines.into_iter().map(|line| format!("  {line}")));
+    }
+    description
+}
+
+/// Where a marked action goes in a bulk dialog's list, in the order the list shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Moves(State),
+    Stays(State),
+    /// The command may create a second record (a retry), or record nothing done where something
+    /// may have been written (a cancellation): the dialog asks once whether the destination
+    /// holds none.
+    MayHaveWritten,
+    /// What it is decided from is still being read.
+    Reading,
+    Refused,
+}
+
+impl Outcome {
+    /// "12 to pending", as the counts and the group's heading say it.
+    fn counted(self, kind: CommandKind, n: usize) -> String {
+        match self {
+            Self::Moves(state) => format!("{n} to {state}"),
+            Self::Stays(state) => format!("{n} stay {state}"),
+            Self::MayHaveWritten if kind == CommandKind::Cancel => format!("{n} may have been written"),
+            Self::MayHaveWritten => format!("{n} may create a second record"),
+            Self::Reading => format!("{n} being read"),
+            Self::Refused => format!("{n} will be refused (refused ones stay marked)"),
+        }
+    }
+}
+
+/// One marked action's outcome and line, decided by the rule the ledger applies
+/// ([`manual::decide`]) from what the ledger read for it; the ledger decides again, locked, when
+/// it runs. As if the person confirms what the dialog asks (the old worker's stop, no record).
+fn bulk_line(
+    model: &Model,
+    kind: CommandKind,
+    action: &ActionRecord,
+    facts: Option<&DecisionFacts>,
+) -> (Outcome, String) {
+    let key = &action.key;
+    let (Some(facts), Some(command)) = (facts, manual_command(model, kind, String::new(), None)) else {
+        return (Outcome::Reading, format!("{key}: reading…"));
+    };
+    let now = model.now.unwrap_or(action.updated_at);
+    match manual::decide(action, &command, now, facts.claim, Confirmed::ALL, facts.waiting.clone()) {
+        Err(refusal) => {
+            let choose = if refusal.way_out() == Some(WayOut::NameProposal) { "; open it to choose" } else { "" };
+            (Outcome::Refused, format!("{key}: {refusal}{choose}"))
+        }
+        Ok((choice, planned)) => {
+            let mut line = if planned.from == planned.to {
+                format!("{key}: stays {}", planned.from)
+            } else {
+                format!("{key}: {} -> {}", planned.from, planned.to)
+            };
+            let fingerprints = |proposals: &[crate::domain::ProposalRecord]| {
+                proposals.iter().map(|p| p.payload.fingerprint().short().to_owned()).collect::<Vec<_>>().join(", ")
+            };
+            match kind {
+                CommandKind::Takeover => line = format!("{line}: {}", facts.claim.takeover_why()),
+                CommandKind::Approve => {
+                    if let Some(approved) = &choice.approved {
+                        line = format!("{line}, approving {}", approved.payload.fingerprint().short());
+                    }
+                }
+                CommandKind::Reject if !choice.rejected.is_empty() => {
+                    line = format!("{line}, rejecting {}", fingerprints(&choice.rejected));
+                }
+                CommandKind::Acknowledge => line = format!("{line}, {} late result(s)", action.late_results),
+                _ => {}
+            }
+            let outcome = if manual::needs_not_written(action, &command, facts.claim.repeat_protected) {
+                Outcome::MayHaveWritten
+            } else if planned.from == planned.to {
+                Outcome::Stays(planned.from)
+            } else {
+                Outcome::Moves(planned.to)
+            };
+            (outcome, line)
+        }
+    }
+}
+
+/// What a bulk command's actions are decided from arrived: the dialog lists each outcome, if it
+/// is the dialog it was read for.
+pub(super) fn on_facts_loaded(
+    model: &mut Model,
+    id: u64,
+    result: Result<std::collections::BTreeMap<ActionKey, DecisionFacts>, Failure>,
+) {
+    let Mode::Dialog(dialog) = &model.mode else { return };
+    if dialog.evidence_request != Some(id) {
+        return;
+    }
+    let mut dialog = dialog.clone();
+    dialog.evidence_request = None;
+    match result {
+        Ok(facts) => {
+            dialog.facts = Some(facts);
+            dialog.description = bulk_description(model, &dialog);
+        }
+        Err(failure) => model.error(format!("database: {}", failure.message)),
+    }
+    model.mode = Mode::Dialog(dialog);
 }
 
 /// Keys for a sentence: all of up to [`LISTED`], else the first ones and how many more.
@@ -642,31 +875,6 @@ fn listed_keys(keys: &[String]) -> String {
 fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
     chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
-}
-
-/// One marked action's change, as the ledger's rule plans it.
-fn describe_one(model: &Model, kind: CommandKind, action: &ActionRecord) -> Result<String, Refusal> {
-    let now = model.now.unwrap_or(action.updated_at);
-    let command = manual_command(model, kind, action, String::new()).unwrap_or(ManualCommand::Retry);
-    if kind == CommandKind::Takeover {
-        // What was sent under each claim is read by the ledger, locked, when it runs: said here
-        // from the destination's declared protection alone.
-        let protected = ClaimFacts { sent_under_claim: true, repeat_protected: true };
-        manual::plan(action, &command, now, protected, Confirmed::NONE, false)?;
-        return Ok(if model.destinations.protects_against_repeat(action, now) {
-            "in_progress -> pending (the destination protects against a repeat)".to_owned()
-        } else {
-            "in_progress -> pending if nothing was sent under its claim, else held".to_owned()
-        });
-    }
-    // Bulk commands never approve or reject, so no proposal is left deciding where they go.
-    // As if the person confirms that the old worker stopped where the dialog asks it.
-    let planned = manual::plan(action, &command, now, ClaimFacts::WORST_CASE, Confirmed::ALL, false)?;
-    Ok(if planned.from == planned.to {
-        format!("stays {}", planned.from)
-    } else {
-        format!("{} -> {}", planned.from, planned.to)
-    })
 }
 
 /// A bulk command finished: every action done, refused or failed, listed; those not done stay

@@ -2,8 +2,9 @@
 //! the messages ([`Msg`], with an effect's result as [`Done`]) that come back to it.
 
 use super::state::{Failure, FilterTerms, Pane, Rows};
+use crate::domain::ManualCommand;
 use crate::domain::{ActionKey, ActionRecord, Blocked, Person, Reason, State, Timestamp};
-use crate::ledger::{ActionDetail, ManualRequest};
+use crate::ledger::{ActionDetail, DecisionFacts, ManualRequest};
 use crate::store::ListOrder;
 use ratatui::crossterm::event::KeyEvent;
 use std::collections::BTreeMap;
@@ -56,6 +57,12 @@ pub enum Effect {
     LoadDetail {
         id: u64,
         key: ActionKey,
+    },
+    /// What a bulk command on each of these actions will be decided from, for its dialog.
+    LoadFacts {
+        id: u64,
+        command: ManualCommand,
+        actions: Vec<ActionRecord>,
     },
     Run(ManualRequest),
     /// Bulk triage: each command in turn, each in its own transaction against its version seen.
@@ -116,6 +123,11 @@ pub enum Done {
     DetailLoaded {
         id: u64,
         result: Result<Box<ActionDetail>, Failure>,
+    },
+    /// What a bulk command will be decided from, by key.
+    FactsLoaded {
+        id: u64,
+        result: Result<BTreeMap<ActionKey, DecisionFacts>, Failure>,
     },
     /// A command finished: what happened, or why it did not.
     Command(Result<String, Failure>),

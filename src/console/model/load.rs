@@ -5,7 +5,7 @@ use super::effect::{Effect, LoadRequest, MarkedSet, Selection, Snapshot, Window}
 use super::state::{Failure, MARK_ALL_LIMIT, Mode, Model, Order, Pane, Rows, Status, thousands};
 use crate::console::layout::visible_rows;
 use crate::console::safe_text::SafeText;
-use crate::domain::ActionKey;
+use crate::domain::{ActionKey, ActionRecord};
 use crate::ledger::ActionDetail;
 use crate::store::ListOrder;
 
@@ -70,6 +70,13 @@ impl Model {
     pub(super) fn load_detail(&mut self, key: ActionKey) -> Effect {
         self.detail_request += 1;
         Effect::LoadDetail { id: self.detail_request, key }
+    }
+
+    /// What `command` on each of `actions` will be decided from, read for a bulk dialog under
+    /// the same numbering as the details read for dialogs.
+    pub(super) fn load_facts(&mut self, command: crate::domain::ManualCommand, actions: Vec<ActionRecord>) -> Effect {
+        self.detail_request += 1;
+        Effect::LoadFacts { id: self.detail_request, command, actions }
     }
 }
 

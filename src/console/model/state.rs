@@ -283,6 +283,16 @@ pub struct Dialog {
     pub evidence_request: Option<u64>,
     /// The destination id was offered from the evidence: the first character typed replaces it.
     pub offered_id: bool,
+    /// How far the description is scrolled: a bulk command lists every marked action.
+    pub scroll: u16,
+    /// What a bulk command on each marked action will be decided from, by key, as the ledger
+    /// read it for this dialog; `None` until it arrives.
+    pub facts: Option<std::collections::BTreeMap<crate::domain::ActionKey, crate::ledger::DecisionFacts>>,
+    /// The action's detail an approval or a rejection chooses its proposal from: the open
+    /// detail, or one read for the dialog.
+    pub evidence: Option<Box<ActionDetail>>,
+    /// Which of the proposals waiting (from 0, oldest first) an approval or a rejection acts on.
+    pub proposal: usize,
 }
 
 /// The word a person types to confirm that the old worker of an unsafely expired claim stopped.

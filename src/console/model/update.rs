@@ -506,6 +506,10 @@ fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
             }
             Vec::new()
         }
+        Done::FactsLoaded { id, result } => {
+            dialog::on_facts_loaded(model, id, result);
+            Vec::new()
+        }
         Done::Each { verb, results } => dialog::on_each_done(model, verb, results),
         Done::Copied => Vec::new(),
         Done::Marked { request, result } => load::on_marked(model, &request, result),

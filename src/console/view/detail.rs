@@ -414,51 +414,24 @@ fn payloads<'a>(detail: &ActionDetail, shown: usize, theme: Theme) -> Vec<Line<'
                 a.payload.fingerprint().short(),
                 proposal.payload.fingerprint().short()
             )));
-            let (approved, proposed) = (leaves(&a.payload.value()), leaves(&proposal.payload.value()));
-            let fields: std::collections::BTreeSet<&String> = approved.keys().chain(proposed.keys()).collect();
-            let absent = "(absent)".to_owned();
-            let mut unchanged = 0;
-            for field in fields {
-                let (old, new) = (approved.get(field).unwrap_or(&absent), proposed.get(field).unwrap_or(&absent));
-                if old == new {
-                    unchanged += 1;
-                    continue;
-                }
-                out.push(Line::styled(format!("  {}", safe(field)), theme.warn()));
-                out.push(Line::raw(format!("    approved  {}", SafeText::json(old))));
-                out.push(Line::raw(format!("    proposed  {}", SafeText::json(new))));
+            let changes = a.payload.changes_to(&proposal.payload);
+            let absent = "(absent)";
+            for change in &changes.changed {
+                out.push(Line::styled(format!("  {}", safe(&change.field)), theme.warn()));
+                out.push(Line::raw(format!(
+                    "    approved  {}",
+                    SafeText::json(change.approved.as_deref().unwrap_or(absent))
+                )));
+                out.push(Line::raw(format!(
+                    "    proposed  {}",
+                    SafeText::json(change.proposed.as_deref().unwrap_or(absent))
+                )));
             }
-            out.push(Line::raw(format!("  {unchanged} field(s) unchanged; the approved payload in full:")));
+            out.push(Line::raw(format!("  {} field(s) unchanged; the approved payload in full:", changes.unchanged)));
             out.extend(SafeText::json_lines(&a.payload.pretty()).into_iter().map(|l| Line::raw(format!("  {l}"))));
         }
     }
 
-    out
-}
-
-/// A JSON value as its leaves: JSON pointer to the leaf's JSON text (an empty object or array is
-/// a leaf).
-fn leaves(value: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
-    fn walk(value: &serde_json::Value, at: String, out: &mut std::collections::BTreeMap<String, String>) {
-        match value {
-            serde_json::Value::Object(map) if !map.is_empty() => {
-                for (name, inner) in map {
-                    walk(inner, format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")), out);
-                }
-            }
-            serde_json::Value::Array(items) if !items.is_empty() => {
-                for (index, inner) in items.iter().enumerate() {
-                    walk(inner, format!("{at}/{index}"), out);
-                }
-            }
-            leaf => {
-                let at = if at.is_empty() { "/".to_owned() } else { at };
-                out.insert(at, leaf.to_string());
-            }
-        }
-    }
-    let mut out = std::collections::BTreeMap::new();
-    walk(value, String::new(), &mut out);
     out
 }
 

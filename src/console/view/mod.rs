@@ -12,7 +12,7 @@ mod reflow;
 mod result;
 
 use super::layout::{self, ScrollLimits};
-use super::model::{Mode, Model};
+use super::model::{Dialog, Mode, Model};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -144,7 +144,29 @@ pub fn scroll_limits(model: &Model) -> ScrollLimits {
     if let Some(result) = &model.result {
         limits.result = result::max_scroll(result, layout::result_area(screen));
     }
+    if let Mode::Dialog(dialog) = &model.mode {
+        (limits.dialog, limits.dialog_page) = dialog::scroll_limits(dialog, dialog_area(model, dialog, screen));
+    }
     limits
+}
+
+/// Where a dialog goes: kept above the status line and the footer, which say what a key just did
+/// and what to press. As tall as what it says, up to all the room there is; a bulk command's list
+/// of every action scrolls inside it.
+fn dialog_area(model: &Model, dialog: &Dialog, screen: Rect) -> Rect {
+    let [_, _, _, status_area, _] = areas(model, screen);
+    let room = status_area.y.saturating_sub(screen.y);
+    let width = 72.min(screen.width);
+    let needed = dialog::needed_height(dialog, width);
+    // A confirmation (the old worker stopped, nothing written) adds its question and field.
+    let height = match (dialog.bulk.is_empty(), dialog.asks_old_worker_stopped() || dialog.asks_not_written()) {
+        (false, _) => needed,
+        (true, true) => needed.max(18),
+        (true, false) => needed.max(14),
+    };
+    let mut area = layout::centered(screen, width, height.min(room));
+    area.y = area.y.min(status_area.y.saturating_sub(area.height));
+    area
 }
 
 /// Draws the whole console.
@@ -159,17 +181,7 @@ pub fn view(model: &Model, theme: Theme, frame: &mut Frame<'_>) {
     footer::draw_status(model, theme, frame, status_area);
     footer::draw_keys(model, theme, frame, footer_area);
     if let Mode::Dialog(dialog) = &model.mode {
-        // Kept above the status line and the footer, which say what a key just did and what to
-        // press (a bulk dialog is tall).
-        // A confirmation (the old worker stopped, nothing written) adds its question and field.
-        let height = match (dialog.bulk.is_empty(), dialog.asks_old_worker_stopped() || dialog.asks_not_written()) {
-            (false, _) => 22,
-            (true, true) => 18,
-            (true, false) => 14,
-        };
-        let mut area = layout::centered(frame.area(), 72, height.min(status_area.y.saturating_sub(frame.area().y)));
-        area.y = area.y.min(status_area.y.saturating_sub(area.height));
-        dialog::draw(dialog, theme, frame, area);
+        dialog::draw(dialog, theme, frame, dialog_area(model, dialog, frame.area()));
     }
     if let Some(result) = &model.result {
         result::draw(result, theme, frame, layout::result_area(frame.area()));

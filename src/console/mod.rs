@@ -30,7 +30,7 @@ use model::{
     OLD_WORKER_STOPPED_ANSWER, Pane, Rows, Snapshot, Window,
 };
 use ratatui::Terminal;
-use ratatui::backend::{Backend, TestBackend};
+use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::Event;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,17 +72,23 @@ enum Clipboard {
 
 impl<S: Store> Driver<S> {
     fn perform(&mut self, effect: Effect) {
-        if let Effect::Copy(text) = effect {
-            match &mut self.clipboard {
-                Clipboard::Terminal => {
-                    use std::io::Write as _;
-                    let mut out = std::io::stdout();
-                    let _ = out.write_all(clipboard::osc52(&text).as_bytes()).and_then(|()| out.flush());
+        let effect = match effect {
+            Effect::Copy(text) => {
+                match &mut self.clipboard {
+                    Clipboard::Terminal => {
+                        use std::io::Write as _;
+                        let mut out = std::io::stdout();
+                        let _ = out.write_all(clipboard::osc52(&text).as_bytes()).and_then(|()| out.flush());
+                    }
+                    Clipboard::Kept(copied) => copied.push(text),
                 }
-                Clipboard::Kept(copied) => copied.push(text),
+                return;
             }
-            return;
-        }
+            // The terminal's event loop suspends itself; a scripted session has no terminal to
+            // give back, and carries on.
+            Effect::Suspend => return,
+            effect => effect,
+        };
         self.outstanding += 1;
         let ledger = self.ledger.clone();
         let destinations = Arc::clone(&self.destinations);
@@ -124,7 +130,7 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
             Done::Marked { request, result }
         }
         // Performed by the driver itself, never in a task.
-        Effect::Copy(_) => Done::Copied,
+        Effect::Copy(_) | Effect::Suspend => Done::Copied,
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
@@ -427,29 +433,28 @@ fn apply(model: &mut Model, msg: Msg) -> Vec<Effect> {
     model::update(model, msg)
 }
 
-/// The console's main loop over any backend and any event source.
-pub async fn event_loop<B: Backend, S: Store>(
-    terminal: &mut Terminal<B>,
+/// The console's main loop on the terminal, over any event source.
+pub async fn event_loop<S: Store>(
+    terminal: &mut ratatui::DefaultTerminal,
     model: &mut Model,
     ledger: &Ledger<S>,
     options: &ConsoleOptions,
     events: &mut mpsc::Receiver<Event>,
-) -> Result<(), Error>
-where
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
+) -> Result<(), Error> {
     let theme = Theme::from_environment();
     let (mut driver, mut results) = driver(ledger, options);
     driver.clipboard = Clipboard::Terminal;
     let mut changes = ledger.store().listen_for_changes().await.ok().flatten();
     let mut ticker = tokio::time::interval(options.refresh);
+    // After a suspension (or a stalled machine) one refresh, not one per tick missed.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for effect in model.start() {
         driver.perform(effect);
     }
     loop {
         terminal
             .draw(|frame| view::view(model, theme, frame))
-            .map_err(|e| Error::io("cannot draw on the terminal", std::io::Error::other(e)))?;
+            .map_err(|e| Error::io("cannot draw on the terminal", e))?;
         let msg = tokio::select! {
             event = events.recv() => match event {
                 Some(event) => match to_msg(event) { Some(msg) => msg, None => continue },
@@ -462,14 +467,51 @@ where
             _ = ticker.tick() => Msg::Tick,
             Some(()) = async { match changes.as_mut() { Some(c) => c.recv().await, None => std::future::pending().await } } => Msg::Changed,
         };
-        for effect in apply(model, msg) {
-            driver.perform(effect);
+        let mut effects = apply(model, msg);
+        while !effects.is_empty() {
+            let mut resumed = Vec::new();
+            for effect in effects {
+                if effect == Effect::Suspend {
+                    let (width, height) = suspend(terminal)?;
+                    // The terminal may have been resized meanwhile, and the ledger moved on.
+                    resumed.extend(apply(model, Msg::Resize(width, height)));
+                    resumed.extend(apply(model, Msg::Tick));
+                } else {
+                    driver.perform(effect);
+                }
+            }
+            effects = resumed;
         }
         if model.quit {
             break;
         }
     }
     Ok(())
+}
+
+/// Ctrl-Z: gives the terminal back as the shell had it (no raw mode, no alternate screen, no
+/// bracketed paste, the cursor shown) and stops, as a shell's job stops; once `fg` continues it,
+/// takes the terminal again and has the next draw paint every cell, so nothing the shell wrote
+/// stays on screen. Answers the terminal's size, which may have changed meanwhile.
+fn suspend(terminal: &mut ratatui::DefaultTerminal) -> Result<(u16, u16), Error> {
+    use ratatui::crossterm::{cursor, event, execute, terminal as screen};
+    let mut out = std::io::stdout();
+    let _ = execute!(out, event::DisableBracketedPaste, screen::LeaveAlternateScreen, cursor::Show);
+    let _ = screen::disable_raw_mode();
+    // The whole process group stops, as the shell stops a job: a script or wrapper that started
+    // the console stops with it, so the shell, which waits for that job, gets the terminal back.
+    // While stopped no thread of the console runs, so every key typed at the shell goes to it.
+    rustix::process::kill_current_process_group(rustix::process::Signal::TSTP)
+        .map_err(|e| Error::io("cannot suspend the console", e.into()))?;
+    let taken = |e| Error::io("cannot take the terminal again after fg", e);
+    screen::enable_raw_mode().map_err(taken)?;
+    execute!(out, screen::EnterAlternateScreen, event::EnableBracketedPaste, cursor::Hide).map_err(taken)?;
+    // `resize` clears the whole screen and forgets what was drawn, without asking the terminal
+    // where its cursor is (`Terminal::clear` does, and the answer would be read by the thread
+    // reading keys).
+    let size = terminal.size().map_err(taken)?;
+    terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height)).map_err(taken)?;
+    Ok((size.width, size.height))
 }
 
 /// A console without a terminal, driven key by key: what `review --script` and the tests use.

@@ -196,3 +196,82 @@ async fn sigterm_and_sighup_give_the_terminal_back() {
         tmux.assert_terminal_given_back(&format!("after kill {signal}"));
     }
 }
+
+/// Ctrl-Z gives the terminal back to the shell as it found it and stops the console; what is typed
+/// at the shell meanwhile goes to the shell; `fg` brings the console back drawn whole, answering
+/// keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_z_suspends_to_the_shell_and_fg_redraws_the_console() {
+    if !tmux_available() {
+        return;
+    }
+    let db = support::sqlite().await;
+    for n in 0..3 {
+        let raw = RawSubmission { key: Some(format!("acme:z:{n}")), payload: b"{}".to_vec(), ..Default::default() };
+        db.ledger.submit(&raw).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::shell(dir.path(), 80, 24);
+    tmux.keys(&["-l", &format!("{} --db {} review --owner ana", env!("CARGO_BIN_EXE_actionledger"), db.url)]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("> acme:z:2");
+    assert_eq!(tmux.pane("#{alternate_on}"), "1", "the console runs on the alternate screen");
+
+    tmux.keys(&["C-z"]);
+    let shell = tmux.wait_for("Stopped");
+    assert!(!shell.contains("> acme:z:"), "the console's screen is gone while it is stopped:\n{shell}");
+    tmux.wait_for_prompts(2);
+    tmux.assert_terminal_given_back("after Ctrl-Z");
+    // Typed at the shell while the console is stopped: the shell runs it, the console never sees it.
+    tmux.keys(&["-l", "echo TYPED-AT-THE-$((6*7))-SHELL"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("TYPED-AT-THE-42-SHELL");
+
+    tmux.keys(&["-l", "fg"]);
+    tmux.keys(&["Enter"]);
+    let back = tmux.wait_for("> acme:z:2");
+    assert_eq!(tmux.pane("#{alternate_on}"), "1", "back on the alternate screen:\n{back}");
+    assert_eq!(tmux.pane("#{cursor_flag}"), "0", "the cursor hidden again:\n{back}");
+    for drawn in ["actionledger review", "1 pending 3", "acme:z:0", "q quit"] {
+        assert!(back.contains(drawn), "{drawn:?} drawn again after fg:\n{back}");
+    }
+    for residue in ["TYPED-AT", "SHELL-READY", "Stopped"] {
+        assert!(!back.contains(residue), "the shell's {residue:?} left on the console's screen:\n{back}");
+    }
+    tmux.keys(&["j"]);
+    tmux.wait_for("> acme:z:1");
+    tmux.keys(&["q"]);
+    tmux.wait_for_prompts(3);
+    tmux.assert_terminal_given_back("after q, once resumed");
+    tmux.keys(&["-l", "echo CONSOLE-EXITED-$?"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("CONSOLE-EXITED-0");
+}
+
+impl Tmux {
+    /// An interactive `sh` (dash: job control, and no line editing that would set the terminal's
+    /// modes itself) in a detached `width`x`height` window with a private socket in `dir`, its
+    /// prompt `SHELL-READY $ `.
+    fn shell(dir: &std::path::Path, width: u16, height: u16) -> Self {
+        let tmux = Self { socket: dir.join("tmux.sock") };
+        let command = "env PS1='SHELL-READY $ ' sh -i";
+        let (cwd, width, height) = (dir.to_str().unwrap(), width.to_string(), height.to_string());
+        let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", &width, "-y", &height, "-c", cwd, command]);
+        assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+        tmux.wait_for("SHELL-READY");
+        tmux
+    }
+
+    /// Waits until the shell's prompt is on screen `count` times, off the alternate screen.
+    fn wait_for_prompts(&self, count: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if screen.matches("SHELL-READY").count() >= count && self.pane("#{alternate_on}") == "0" {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "waited 20s for prompt {count}; the screen is:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

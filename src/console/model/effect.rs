@@ -63,6 +63,9 @@ pub enum Effect {
     MarkAll(LoadRequest),
     /// Put this text on the person's clipboard, through the terminal.
     Copy(String),
+    /// Give the terminal back to the shell and stop (Ctrl-Z), until `fg` continues the console,
+    /// which then takes the terminal again and draws the whole screen anew.
+    Suspend,
     Lookup {
         key: ActionKey,
         revision: i64,

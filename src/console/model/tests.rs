@@ -227,3 +227,16 @@ fn scrolling_is_bounded_by_the_limits_the_view_measured() {
     }
     assert_eq!(model.help_scroll, 3, "never past the end");
 }
+
+#[test]
+fn ctrl_z_asks_to_suspend_from_anywhere_and_types_nothing() {
+    let ctrl_z = || Msg::Key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL));
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    assert_eq!(update(&mut model, ctrl_z()), vec![Effect::Suspend]);
+    update(&mut model, key(KeyCode::Char('r')));
+    chars(&mut model, "called");
+    assert_eq!(update(&mut model, ctrl_z()), vec![Effect::Suspend], "inside a dialog's text field too");
+    let Mode::Dialog(dialog) = &model.mode else { panic!("the dialog stays open for fg") };
+    assert_eq!(dialog.reason, "called", "no z typed");
+    assert!(!model.quit);
+}

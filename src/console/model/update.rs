@@ -47,6 +47,11 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
         model.quit = true;
         return Vec::new();
     }
+    // From anywhere, as Ctrl-C: in a dialog's text field too, where it would otherwise type a z.
+    // What is open stays open for `fg`.
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('z') {
+        return vec![Effect::Suspend];
+    }
     if model.result.is_some() {
         let max = model.scroll_limits.result;
         let Some(result) = &mut model.result else { return Vec::new() };
@@ -132,6 +137,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             model.quit = true;
             Vec::new()
         }
+        Action::Suspend => vec![Effect::Suspend],
         Action::Help => {
             model.help = true;
             model.help_scroll = 0;

@@ -60,6 +60,8 @@ struct Driver<S> {
     destinations: Arc<Destinations>,
     results: mpsc::UnboundedSender<Done>,
     outstanding: usize,
+    /// How long a read waits for the ledger before the console says it cannot be reached.
+    bound: Arc<ReadBound>,
     /// Where copies go: the real terminal gets the clipboard escape; a scripted session keeps
     /// what was copied, to be read back.
     clipboard: Clipboard,
@@ -93,21 +95,77 @@ impl<S: Store> Driver<S> {
         let ledger = self.ledger.clone();
         let destinations = Arc::clone(&self.destinations);
         let results = self.results.clone();
+        let bound = Arc::clone(&self.bound);
         tokio::spawn(async move {
-            let done = execute(&ledger, &destinations, effect).await;
+            let done = execute(&ledger, &destinations, &bound, effect).await;
             let _ = results.send(done);
         });
     }
 }
 
-async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effect: Effect) -> Done {
-    match effect {
-        Effect::Load(request) => {
-            let result = load(ledger, &request).await.map_err(failure);
-            Done::Loaded { request, result }
+/// The least a read waits for the ledger: a person is told within about this long that it went
+/// away, rather than after the pool's own wait.
+const READ_BOUND_AT_LEAST: Duration = Duration::from_secs(2);
+
+/// The most a read waits for the ledger, however slow it has been.
+const READ_BOUND_AT_MOST: Duration = Duration::from_secs(30);
+
+/// How long the console waits for one read (the rows, an action's detail) before it says that
+/// the ledger cannot be reached: at least [`READ_BOUND_AT_LEAST`], and four times the slowest read
+/// seen, so that a ledger that is slow but answering is not taken for one that is away; after each
+/// read that ran out of time, twice as long for the next (up to [`READ_BOUND_AT_MOST`]), so that a
+/// ledger slower than the bound is still read. Commands are never bounded: one cut short might
+/// still commit.
+#[derive(Debug, Default)]
+struct ReadBound {
+    slowest_ms: std::sync::atomic::AtomicU64,
+    overruns: std::sync::atomic::AtomicU32,
+}
+
+impl ReadBound {
+    fn current(&self) -> Duration {
+        use std::sync::atomic::Ordering::Relaxed;
+        let slowest = Duration::from_millis(self.slowest_ms.load(Relaxed)).saturating_mul(4);
+        let doubled = 1u32 << self.overruns.load(Relaxed).min(5);
+        READ_BOUND_AT_LEAST.max(slowest).saturating_mul(doubled).min(READ_BOUND_AT_MOST)
+    }
+
+    /// Runs a read within the bound: its result, or how long it waited in vain.
+    async fn read<T>(&self, read: impl Future<Output = Result<T, Error>>) -> Result<Result<T, Error>, Duration> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (bound, started) = (self.current(), tokio::time::Instant::now());
+        let Ok(result) = tokio::time::timeout(bound, read).await else {
+            self.overruns.fetch_add(1, Relaxed);
+            return Err(bound);
+        };
+        if result.is_ok() {
+            let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.slowest_ms.fetch_max(took, Relaxed);
+            self.overruns.store(0, Relaxed);
         }
+        Ok(result)
+    }
+}
+
+/// A read that got no answer within `bound`, in words.
+fn not_reached(bound: Duration) -> String {
+    format!("no answer from the ledger within {}s", bound.as_secs())
+}
+
+async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, bound: &ReadBound, effect: Effect) -> Done {
+    match effect {
+        Effect::Load(request) => match bound.read(load(ledger, &request)).await {
+            Ok(Err(error)) if error.is_unreachable() => Done::Unreachable { request, message: error.to_string() },
+            Ok(result) => Done::Loaded { request, result: result.map_err(failure) },
+            Err(waited) => Done::Unreachable { request, message: not_reached(waited) },
+        },
         Effect::LoadDetail { id, key } => {
-            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(failure) }
+            let read = async { ledger.detail(&key).await.map(Box::new).map_err(Error::from) };
+            let result = match bound.read(read).await {
+                Ok(result) => result.map_err(failure),
+                Err(waited) => Err(Failure::new(Kind::Error, not_reached(waited))),
+            };
+            Done::DetailLoaded { id, result }
         }
         Effect::Run(request) => {
             Done::Command(ledger.manual(&request).await.map(|o| outcome_text(&request, &o)).map_err(failure))
@@ -323,6 +381,7 @@ fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>,
         destinations: Arc::new(options.destinations.clone()),
         results,
         outstanding: 0,
+        bound: Arc::new(ReadBound::default()),
         clipboard: Clipboard::Kept(Vec::new()),
     };
     (driver, receiver)
@@ -430,6 +489,8 @@ fn apply(model: &mut Model, msg: Msg) -> Vec<Effect> {
     if let Msg::Key(_) = msg {
         model.scroll_limits = view::scroll_limits(model);
     }
+    // This host's clock, not the database's: it must run while the database is away.
+    model.clock = Some(chrono::Utc::now());
     model::update(model, msg)
 }
 
@@ -448,6 +509,10 @@ pub async fn event_loop<S: Store>(
     let mut ticker = tokio::time::interval(options.refresh);
     // After a suspension (or a stalled machine) one refresh, not one per tick missed.
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // While the ledger is away it is asked every second, however long the refresh: it is seen
+    // back at once.
+    let mut probe = tokio::time::interval(PROBE_WHILE_AWAY);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for effect in model.start() {
         driver.perform(effect);
     }
@@ -465,6 +530,7 @@ pub async fn event_loop<S: Store>(
                 Msg::Done(done)
             }
             _ = ticker.tick() => Msg::Tick,
+            _ = probe.tick(), if model.connection.away.is_some() => Msg::Tick,
             Some(()) = async { match changes.as_mut() { Some(c) => c.recv().await, None => std::future::pending().await } } => Msg::Changed,
         };
         let mut effects = apply(model, msg);
@@ -488,6 +554,9 @@ pub async fn event_loop<S: Store>(
     }
     Ok(())
 }
+
+/// How often the ledger is asked while it cannot be reached.
+const PROBE_WHILE_AWAY: Duration = Duration::from_secs(1);
 
 /// Ctrl-Z: gives the terminal back as the shell had it (no raw mode, no alternate screen, no
 /// bracketed paste, the cursor shown) and stops, as a shell's job stops; once `fg` continues it,

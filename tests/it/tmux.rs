@@ -275,3 +275,65 @@ impl Tmux {
         }
     }
 }
+
+/// The review console on a PostgreSQL server that stops and starts again (a server of its own, so
+/// that no other test loses its database): the header says the database is unreachable within
+/// about 3 s of the stop, and clears by itself within about 3 s of the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_follows_postgresql_stopping_and_starting_again() {
+    if !tmux_available() {
+        return;
+    }
+    let cluster = match actionledger::testkit::throwaway_pg::start_private_server() {
+        Ok(cluster) => cluster,
+        Err(error) if !std::env::var("CI").is_ok_and(|v| v == "true") => {
+            eprintln!("\n!!! SKIPPING: no PostgreSQL server of its own for this test: {error}\n");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let store = actionledger::store::PostgresStore::open(&cluster.url).await.unwrap();
+    let ledger = actionledger::Ledger::new(store);
+    for n in 0..3 {
+        let raw = RawSubmission { key: Some(format!("acme:pg:{n}")), payload: b"{}".to_vec(), ..Default::default() };
+        ledger.submit(&raw).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::review(dir.path(), &cluster.url, "", 80, 24);
+    let header = |screen: &str| screen.lines().nth(1).unwrap_or_default().to_owned();
+    let connected = tmux.wait_for("refreshed");
+    assert!(connected.contains("> acme:pg:2"), "{connected}");
+
+    cluster.stop().unwrap();
+    let stopped = Instant::now();
+    let away = tmux.wait_for("DATABASE UNREACHABLE since");
+    let told = stopped.elapsed();
+    assert!(header(&away).starts_with("DATABASE UNREACHABLE since "), "in the header:\n{away}");
+    assert!(told <= Duration::from_millis(3500), "said {told:?} after the stop:\n{away}");
+    assert!(away.contains("> acme:pg:2"), "the rows last read stay:\n{away}");
+    tmux.keys(&["o"]);
+    let held = tmux.wait_for("nothing was changed");
+    assert!(held.contains("the ledger cannot be reached since"), "{held}");
+
+    cluster.start().unwrap();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(20);
+    let back = loop {
+        let screen = tmux.screen();
+        if header(&screen).contains("refreshed") {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "still away 20s after the start:\n{screen}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let seen = started.elapsed();
+    assert!(seen <= Duration::from_millis(3500), "seen back {seen:?} after the start:\n{back}");
+    for gone in ["UNREACHABLE", "database:", "cannot be reached"] {
+        assert!(!back.contains(gone), "{gone:?} stayed once the database was back:\n{back}");
+    }
+    tmux.keys(&["j"]);
+    tmux.wait_for("> acme:pg:1");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CONSOLE-EXITED-0");
+    eprintln!("the console said the database was away {told:?} after the stop, and back {seen:?} after the start");
+}

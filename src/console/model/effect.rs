@@ -133,6 +133,12 @@ pub enum Done {
         request: LoadRequest,
         result: Result<MarkedSet, Failure>,
     },
+    /// A load that could not reach the ledger: no answer within the driver's bound, or the
+    /// connection failed (refused, reset, lost, no connection to be had). `message` says which.
+    Unreachable {
+        request: LoadRequest,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -2,8 +2,9 @@
 //!
 //! Elm-shaped: [`model::update`] is pure and returns effects; a driver performs them off the
 //! UI loop (database, destinations) and feeds the results back as messages; [`view::view`]
-//! draws. The event source is injected, so a script of key events can drive the same loop on a
-//! `TestBackend`, which is what `review --script` and the tests do.
+//! draws. A script of key events drives the same update, driver and view on a `TestBackend`
+//! ([`ScriptedConsole`]), which is what `review --script` and the tests do; only the terminal's
+//! own loop ([`event_loop`]) suspends on Ctrl-Z.
 //!
 //! Dependencies point one way, each module importing only those before it:
 //! [`safe_text`], [`clipboard`] and [`layout`] (the screen's geometry) stand alone; [`keys`]

@@ -166,6 +166,12 @@ impl Error {
     pub fn is_not_permitted(&self) -> bool {
         matches!(self, Self::Ledger(e) if e.is_not_permitted())
     }
+
+    /// The database could not be reached or stopped answering; asking again once it is back may
+    /// succeed.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Ledger(e) if e.is_unreachable())
+    }
 }
 
 // A store error outside a ledger operation (opening the database) is reported as the ledger's,

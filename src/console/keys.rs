@@ -110,6 +110,8 @@ pub enum Action {
     NextProposal,
     Help,
     Quit,
+    /// Give the terminal back to the shell until `fg` brings the console back.
+    Suspend,
     /// Mark or unmark the selected action for a bulk command.
     Mark,
     /// Mark every action that matches the pane and the filter.
@@ -313,6 +315,11 @@ pub const BINDINGS: &[Binding] = &[
         keys: "q / Ctrl-C",
         actions: &[(Key::char('q'), Action::Quit), (Key::ctrl('c'), Action::Quit)],
         help: "quit",
+    },
+    Binding {
+        keys: "Ctrl-Z",
+        actions: &[(Key::ctrl('z'), Action::Suspend)],
+        help: "suspend: back to the shell; fg brings the console back",
     },
 ];
 

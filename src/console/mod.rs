@@ -2,8 +2,9 @@
 //!
 //! Elm-shaped: [`model::update`] is pure and returns effects; a driver performs them off the
 //! UI loop (database, destinations) and feeds the results back as messages; [`view::view`]
-//! draws. The event source is injected, so a script of key events can drive the same loop on a
-//! `TestBackend`, which is what `review --script` and the tests do.
+//! draws. A script of key events drives the same update, driver and view on a `TestBackend`
+//! ([`ScriptedConsole`]), which is what `review --script` and the tests do; only the terminal's
+//! own loop ([`event_loop`]) suspends on Ctrl-Z.
 //!
 //! Dependencies point one way, each module importing only those before it:
 //! [`safe_text`], [`clipboard`] and [`layout`] (the screen's geometry) stand alone; [`keys`]
@@ -30,7 +31,7 @@ use model::{
     OLD_WORKER_STOPPED_ANSWER, Pane, Rows, Snapshot, Window,
 };
 use ratatui::Terminal;
-use ratatui::backend::{Backend, TestBackend};
+use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::Event;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +61,8 @@ struct Driver<S> {
     destinations: Arc<Destinations>,
     results: mpsc::UnboundedSender<Done>,
     outstanding: usize,
+    /// How long a read waits for the ledger before the console says it cannot be reached.
+    bound: Arc<ReadBound>,
     /// Where copies go: the real terminal gets the clipboard escape; a scripted session keeps
     /// what was copied, to be read back.
     clipboard: Clipboard,
@@ -72,36 +75,98 @@ enum Clipboard {
 
 impl<S: Store> Driver<S> {
     fn perform(&mut self, effect: Effect) {
-        if let Effect::Copy(text) = effect {
-            match &mut self.clipboard {
-                Clipboard::Terminal => {
-                    use std::io::Write as _;
-                    let mut out = std::io::stdout();
-                    let _ = out.write_all(clipboard::osc52(&text).as_bytes()).and_then(|()| out.flush());
+        let effect = match effect {
+            Effect::Copy(text) => {
+                match &mut self.clipboard {
+                    Clipboard::Terminal => {
+                        use std::io::Write as _;
+                        let mut out = std::io::stdout();
+                        let _ = out.write_all(clipboard::osc52(&text).as_bytes()).and_then(|()| out.flush());
+                    }
+                    Clipboard::Kept(copied) => copied.push(text),
                 }
-                Clipboard::Kept(copied) => copied.push(text),
+                return;
             }
-            return;
-        }
+            // The terminal's event loop suspends itself; a scripted session has no terminal to
+            // give back, and carries on.
+            Effect::Suspend => return,
+            effect => effect,
+        };
         self.outstanding += 1;
         let ledger = self.ledger.clone();
         let destinations = Arc::clone(&self.destinations);
         let results = self.results.clone();
+        let bound = Arc::clone(&self.bound);
         tokio::spawn(async move {
-            let done = execute(&ledger, &destinations, effect).await;
+            let done = execute(&ledger, &destinations, &bound, effect).await;
             let _ = results.send(done);
         });
     }
 }
 
-async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effect: Effect) -> Done {
-    match effect {
-        Effect::Load(request) => {
-            let result = load(ledger, &request).await.map_err(failure);
-            Done::Loaded { request, result }
+/// The least a read waits for the ledger: a person is told within about this long that it went
+/// away, rather than after the pool's own wait.
+const READ_BOUND_AT_LEAST: Duration = Duration::from_secs(2);
+
+/// The most a read waits for the ledger, however slow it has been.
+const READ_BOUND_AT_MOST: Duration = Duration::from_secs(30);
+
+/// How long the console waits for one read (the rows, an action's detail) before it says that
+/// the ledger cannot be reached: at least [`READ_BOUND_AT_LEAST`], and four times the slowest read
+/// seen, so that a ledger that is slow but answering is not taken for one that is away; after each
+/// read that ran out of time, twice as long for the next (up to [`READ_BOUND_AT_MOST`]), so that a
+/// ledger slower than the bound is still read. Commands are never bounded: one cut short might
+/// still commit.
+#[derive(Debug, Default)]
+struct ReadBound {
+    slowest_ms: std::sync::atomic::AtomicU64,
+    overruns: std::sync::atomic::AtomicU32,
+}
+
+impl ReadBound {
+    fn current(&self) -> Duration {
+        use std::sync::atomic::Ordering::Relaxed;
+        let slowest = Duration::from_millis(self.slowest_ms.load(Relaxed)).saturating_mul(4);
+        let doubled = 1u32 << self.overruns.load(Relaxed).min(5);
+        READ_BOUND_AT_LEAST.max(slowest).saturating_mul(doubled).min(READ_BOUND_AT_MOST)
+    }
+
+    /// Runs a read within the bound: its result, or how long it waited in vain.
+    async fn read<T>(&self, read: impl Future<Output = Result<T, Error>>) -> Result<Result<T, Error>, Duration> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (bound, started) = (self.current(), tokio::time::Instant::now());
+        let Ok(result) = tokio::time::timeout(bound, read).await else {
+            self.overruns.fetch_add(1, Relaxed);
+            return Err(bound);
+        };
+        if result.is_ok() {
+            let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.slowest_ms.fetch_max(took, Relaxed);
+            self.overruns.store(0, Relaxed);
         }
+        Ok(result)
+    }
+}
+
+/// A read that got no answer within `bound`, in words.
+fn not_reached(bound: Duration) -> String {
+    format!("no answer from the ledger within {}s", bound.as_secs())
+}
+
+async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, bound: &ReadBound, effect: Effect) -> Done {
+    match effect {
+        Effect::Load(request) => match bound.read(load(ledger, &request)).await {
+            Ok(Err(error)) if error.is_unreachable() => Done::Unreachable { request, message: error.to_string() },
+            Ok(result) => Done::Loaded { request, result: result.map_err(failure) },
+            Err(waited) => Done::Unreachable { request, message: not_reached(waited) },
+        },
         Effect::LoadDetail { id, key } => {
-            Done::DetailLoaded { id, result: ledger.detail(&key).await.map(Box::new).map_err(failure) }
+            let read = async { ledger.detail(&key).await.map(Box::new).map_err(Error::from) };
+            let result = match bound.read(read).await {
+                Ok(result) => result.map_err(failure),
+                Err(waited) => Err(Failure::new(Kind::Error, not_reached(waited))),
+            };
+            Done::DetailLoaded { id, result }
         }
         Effect::LoadFacts { id, command, actions } => {
             Done::FactsLoaded { id, result: ledger.decision_facts(&actions, &command).await.map_err(failure) }
@@ -127,7 +192,7 @@ async fn execute<S: Store>(ledger: &Ledger<S>, destinations: &Destinations, effe
             Done::Marked { request, result }
         }
         // Performed by the driver itself, never in a task.
-        Effect::Copy(_) => Done::Copied,
+        Effect::Copy(_) | Effect::Suspend => Done::Copied,
         Effect::Lookup { key, revision, person, reason } => {
             let looked =
                 reconcile::look_up_for_person(ledger, destinations, &key, Some(revision), &person, &reason).await;
@@ -329,6 +394,7 @@ fn driver<S: Store>(ledger: &Ledger<S>, options: &ConsoleOptions) -> (Driver<S>,
         destinations: Arc::new(options.destinations.clone()),
         results,
         outstanding: 0,
+        bound: Arc::new(ReadBound::default()),
         clipboard: Clipboard::Kept(Vec::new()),
     };
     (driver, receiver)
@@ -436,32 +502,37 @@ fn apply(model: &mut Model, msg: Msg) -> Vec<Effect> {
     if let Msg::Key(_) = msg {
         model.scroll_limits = view::scroll_limits(model);
     }
+    // This host's clock, not the database's: it must run while the database is away.
+    model.clock = Some(chrono::Utc::now());
     model::update(model, msg)
 }
 
-/// The console's main loop over any backend and any event source.
-pub async fn event_loop<B: Backend, S: Store>(
-    terminal: &mut Terminal<B>,
+/// The console's main loop on the terminal, over any event source.
+pub async fn event_loop<S: Store>(
+    terminal: &mut ratatui::DefaultTerminal,
     model: &mut Model,
     ledger: &Ledger<S>,
     options: &ConsoleOptions,
     events: &mut mpsc::Receiver<Event>,
-) -> Result<(), Error>
-where
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
+) -> Result<(), Error> {
     let theme = Theme::from_environment();
     let (mut driver, mut results) = driver(ledger, options);
     driver.clipboard = Clipboard::Terminal;
     let mut changes = ledger.store().listen_for_changes().await.ok().flatten();
     let mut ticker = tokio::time::interval(options.refresh);
+    // After a suspension (or a stalled machine) one refresh, not one per tick missed.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // While the ledger is away it is asked every second, however long the refresh: it is seen
+    // back at once.
+    let mut probe = tokio::time::interval(PROBE_WHILE_AWAY);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for effect in model.start() {
         driver.perform(effect);
     }
     loop {
         terminal
             .draw(|frame| view::view(model, theme, frame))
-            .map_err(|e| Error::io("cannot draw on the terminal", std::io::Error::other(e)))?;
+            .map_err(|e| Error::io("cannot draw on the terminal", e))?;
         let msg = tokio::select! {
             event = events.recv() => match event {
                 Some(event) => match to_msg(event) { Some(msg) => msg, None => continue },
@@ -472,16 +543,57 @@ where
                 Msg::Done(done)
             }
             _ = ticker.tick() => Msg::Tick,
+            _ = probe.tick(), if model.connection.away.is_some() => Msg::Tick,
             Some(()) = async { match changes.as_mut() { Some(c) => c.recv().await, None => std::future::pending().await } } => Msg::Changed,
         };
-        for effect in apply(model, msg) {
-            driver.perform(effect);
+        let mut effects = apply(model, msg);
+        while !effects.is_empty() {
+            let mut resumed = Vec::new();
+            for effect in effects {
+                if effect == Effect::Suspend {
+                    let (width, height) = suspend(terminal)?;
+                    // The terminal may have been resized meanwhile, and the ledger moved on.
+                    resumed.extend(apply(model, Msg::Resize(width, height)));
+                    resumed.extend(apply(model, Msg::Tick));
+                } else {
+                    driver.perform(effect);
+                }
+            }
+            effects = resumed;
         }
         if model.quit {
             break;
         }
     }
     Ok(())
+}
+
+/// How often the ledger is asked while it cannot be reached.
+const PROBE_WHILE_AWAY: Duration = Duration::from_secs(1);
+
+/// Ctrl-Z: gives the terminal back as the shell had it (no raw mode, no alternate screen, no
+/// bracketed paste, the cursor shown) and stops, as a shell's job stops; once `fg` continues it,
+/// takes the terminal again and has the next draw paint every cell, so nothing the shell wrote
+/// stays on screen. Answers the terminal's size, which may have changed meanwhile.
+fn suspend(terminal: &mut ratatui::DefaultTerminal) -> Result<(u16, u16), Error> {
+    use ratatui::crossterm::{cursor, event, execute, terminal as screen};
+    let mut out = std::io::stdout();
+    let _ = execute!(out, event::DisableBracketedPaste, screen::LeaveAlternateScreen, cursor::Show);
+    let _ = screen::disable_raw_mode();
+    // The whole process group stops, as the shell stops a job: a script or wrapper that started
+    // the console stops with it, so the shell, which waits for that job, gets the terminal back.
+    // While stopped no thread of the console runs, so every key typed at the shell goes to it.
+    rustix::process::kill_current_process_group(rustix::process::Signal::TSTP)
+        .map_err(|e| Error::io("cannot suspend the console", e.into()))?;
+    let taken = |e| Error::io("cannot take the terminal again after fg", e);
+    screen::enable_raw_mode().map_err(taken)?;
+    execute!(out, screen::EnterAlternateScreen, event::EnableBracketedPaste, cursor::Hide).map_err(taken)?;
+    // `resize` clears the whole screen and forgets what was drawn, without asking the terminal
+    // where its cursor is (`Terminal::clear` does, and the answer would be read by the thread
+    // reading keys).
+    let size = terminal.size().map_err(taken)?;
+    terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height)).map_err(taken)?;
+    Ok((size.width, size.height))
 }
 
 /// A console without a terminal, driven key by key: what `review --script` and the tests use.

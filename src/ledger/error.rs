@@ -29,6 +29,11 @@ impl LedgerError {
         matches!(self, Self::Store(e) if e.is_not_permitted())
     }
 
+    /// The database could not be reached or stopped answering ([`StoreError::is_unreachable`]).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Store(e) if e.is_unreachable())
+    }
+
     /// Worth running the whole transaction again: a serialization failure, a deadlock, a busy
     /// database.
     pub fn is_transient(&self) -> bool {

@@ -40,7 +40,7 @@ pub use clock::Clock;
 pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
 pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
-pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, PostgresStore};
+pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
@@ -216,6 +216,33 @@ impl StoreError {
     /// trying again will not help.
     pub fn is_not_permitted(&self) -> bool {
         matches!(self, Self::NotPermitted(_))
+    }
+
+    /// The database could not be reached or stopped answering: no connection to be had in time,
+    /// one refused, reset or lost, the server shutting down or not yet accepting, a SQLite file
+    /// that cannot be opened or read. Not a rule, a privilege or a value: asking again once it is
+    /// back may succeed.
+    pub fn is_unreachable(&self) -> bool {
+        let Self::Database(error) = self else { return false };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                let code = db.code().unwrap_or_default();
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    // SQLITE_IOERR and SQLITE_CANTOPEN, with their extended codes.
+                    code.parse::<i32>().is_ok_and(|code| matches!(code & 0xff, 10 | 14))
+                } else {
+                    // A connection exception (class 08); the server shutting down (57P01, 57P02)
+                    // or not yet accepting connections (57P03).
+                    code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
+                }
+            }
+            _ => false,
+        }
     }
 
     /// Errors worth retrying the whole transaction for: serialization failures and deadlocks on
@@ -672,4 +699,37 @@ pub trait LedgerTx: Send {
     fn purge_of(&mut self, key: &ActionKey) -> impl Future<Output = Result<Option<PurgeRecord>, StoreError>> + Send;
     fn commit(self) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn rollback(self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use std::io::{Error, ErrorKind};
+
+    #[tokio::test]
+    async fn a_database_that_cannot_be_reached_is_told_from_one_that_answers() {
+        use sqlx::ConnectOptions as _;
+        let gone = |kind: ErrorKind| StoreError::Database(sqlx::Error::Io(Error::from(kind)));
+        for unreachable in [
+            StoreError::Database(sqlx::Error::PoolTimedOut),
+            StoreError::Database(sqlx::Error::PoolClosed),
+            gone(ErrorKind::ConnectionRefused),
+            gone(ErrorKind::ConnectionReset),
+            gone(ErrorKind::UnexpectedEof),
+        ] {
+            assert!(unreachable.is_unreachable(), "{unreachable}");
+        }
+        let directory = tempfile::tempdir().unwrap();
+        let missing = directory.path().join("no such directory").join("ledger.db");
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&missing).create_if_missing(true);
+        let cannot_open = StoreError::from(options.connect().await.unwrap_err());
+        assert!(cannot_open.is_unreachable(), "SQLITE_CANTOPEN: {cannot_open}");
+        for answered in [
+            StoreError::Database(sqlx::Error::RowNotFound),
+            StoreError::NotPermitted("permission denied for table actions".to_owned()),
+            StoreError::Corrupt("state \"bogus\"".to_owned()),
+        ] {
+            assert!(!answered.is_unreachable(), "{answered}");
+        }
+    }
 }

@@ -295,18 +295,26 @@ impl PostgresStore {
 
     /// Like [`PostgresStore::open`] with a chosen pool size.
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
-        Self::open_at(url, None, true, max_connections).await
+        Self::open_at(url, None, true, Pool { max_connections, ..Pool::SHARED }).await
     }
 
     /// Opens the ledger in `schema` (else the URL's `search_path`, else `actionledger`); creates
     /// it only when `create`: commands that only read never make a schema, and a ledger that is
     /// not there is [`StoreError::Missing`].
     pub async fn open_in(url: &str, schema: Option<&str>, create: bool) -> Result<Self, StoreError> {
-        Self::open_at(url, schema, create, 16).await
+        Self::open_at(url, schema, create, Pool::SHARED).await
     }
 
-    async fn open_at(url: &str, schema: Option<&str>, create: bool, max_connections: u32) -> Result<Self, StoreError> {
-        let (pool, schema) = connect(url, schema, max_connections).await?;
+    /// Like [`PostgresStore::open_in`], for a person watching a screen (the review console): a
+    /// connection is waited for [`INTERACTIVE_CONNECTION_WAIT`], not 30 s, so that a database that
+    /// went away is said at once and seen back within a second or two. Workers keep the long wait,
+    /// which rides out a restart.
+    pub async fn open_interactive(url: &str, schema: Option<&str>, create: bool) -> Result<Self, StoreError> {
+        Self::open_at(url, schema, create, Pool { acquire_timeout: INTERACTIVE_CONNECTION_WAIT, ..Pool::SHARED }).await
+    }
+
+    async fn open_at(url: &str, schema: Option<&str>, create: bool, pool: Pool) -> Result<Self, StoreError> {
+        let (pool, schema) = connect(url, schema, pool).await?;
         let migrator = sqlx::migrate!("migrations/postgres");
         let status = read_status(&pool, &schema, describe(url, &schema), &migrator).await?;
         status.refuse_newer()?;
@@ -353,7 +361,7 @@ impl PostgresStore {
     /// Where the ledger's schema stands against this build's migrations; creates and changes
     /// nothing.
     pub async fn schema_status(url: &str, schema: Option<&str>) -> Result<SchemaStatus, StoreError> {
-        let (pool, schema) = connect(url, schema, 2).await?;
+        let (pool, schema) = connect(url, schema, Pool::TOOL).await?;
         let status = read_status(&pool, &schema, describe(url, &schema), &sqlx::migrate!("migrations/postgres")).await;
         pool.close().await;
         status
@@ -367,7 +375,7 @@ impl PostgresStore {
         schema: Option<&str>,
         dry_run: bool,
     ) -> Result<Option<String>, StoreError> {
-        let (pool, schema) = connect(url, schema, 2).await?;
+        let (pool, schema) = connect(url, schema, Pool::TOOL).await?;
         let sql = pg_schema::move_from_public_sql(&pool, &schema, &sqlx::migrate!("migrations/postgres")).await?;
         if let (Some(sql), false) = (&sql, dry_run) {
             let mut tx = pool.begin().await?;
@@ -389,8 +397,26 @@ fn describe(url: &str, schema: &str) -> String {
     format!("{} (schema {schema})", redact_url(url))
 }
 
+/// How long a person watching the review console waits for a connection before it says the
+/// database cannot be reached.
+pub const INTERACTIVE_CONNECTION_WAIT: Duration = Duration::from_secs(1);
+
+/// The size of a store's pool, and how long it waits for a connection.
+#[derive(Debug, Clone, Copy)]
+struct Pool {
+    max_connections: u32,
+    acquire_timeout: Duration,
+}
+
+impl Pool {
+    /// Workers and commands: a restarting server is waited for.
+    const SHARED: Self = Self { max_connections: 16, acquire_timeout: Duration::from_secs(30) };
+    /// A look at the schema, with nothing else to do.
+    const TOOL: Self = Self { max_connections: 2, ..Self::SHARED };
+}
+
 /// A pool whose every connection works in the ledger's schema alone, and the schema's name.
-async fn connect(url: &str, schema: Option<&str>, max_connections: u32) -> Result<(sqlx::PgPool, String), StoreError> {
+async fn connect(url: &str, schema: Option<&str>, settings: Pool) -> Result<(sqlx::PgPool, String), StoreError> {
     // The URL's TLS settings (sslmode, sslrootcert, sslcert, sslkey) are read and checked first.
     let options = pg_tls::connect_options(url)?;
     let (schema, set_search_path) = pg_schema::choose_schema(options.get_options(), schema)?;
@@ -410,8 +436,8 @@ async fn connect(url: &str, schema: Option<&str>, max_connections: u32) -> Resul
     pg_tls::warn_if_prefer_fell_back(&mut first, url, &options).await;
     sqlx::Connection::close(first).await.ok();
     let pool = PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(30))
+        .max_connections(settings.max_connections)
+        .acquire_timeout(settings.acquire_timeout)
         .connect_with(options.clone())
         .await
         .map_err(|e| pg_tls::connect_error(url, &options, &e))?;

@@ -3,17 +3,111 @@
 //! duplicated transition, the worker and console carry on, SQLite's integrity check passes.
 
 use crate::support::crm::every_create_delayed;
-use crate::support::{self, order};
+use crate::support::{self, TestDb, order};
 use actionledger::Ledger;
 use actionledger::config::Config;
 use actionledger::console::{ConsoleOptions, ScriptedConsole, model::Msg};
 use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::{Person, State};
+use actionledger::error::Kind;
 use actionledger::sim_crm::{Options, SimCrm};
-use actionledger::store::{ListFilter, Store};
+use actionledger::store::{ListFilter, PostgresStore, SqliteStore, Store};
 use actionledger::worker::{self, WorkerOptions};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+conformance!(the_console_says_when_the_ledger_cannot_be_reached_and_when_it_is_back);
+
+/// A store whose pool can be emptied: every connection taken and kept, so that the ledger answers
+/// no one else, as a database that stopped handing out connections.
+trait Starve {
+    async fn take_every_connection(&self) -> Vec<Box<dyn Send>>;
+}
+
+async fn take_all<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Vec<Box<dyn Send>> {
+    let mut held: Vec<Box<dyn Send>> = Vec::new();
+    for _ in 0..pool.options().get_max_connections() {
+        held.push(Box::new(pool.acquire().await.unwrap()));
+    }
+    held
+}
+
+impl Starve for SqliteStore {
+    async fn take_every_connection(&self) -> Vec<Box<dyn Send>> {
+        take_all(self.pool()).await
+    }
+}
+
+impl Starve for PostgresStore {
+    async fn take_every_connection(&self) -> Vec<Box<dyn Send>> {
+        take_all(self.pool()).await
+    }
+}
+
+/// The second line of the header, masked: connected, or the ledger unreachable.
+fn header_state(screen: &str) -> String {
+    support::mask_times(screen.lines().nth(1).unwrap_or_default())
+}
+
+/// A console whose loads stop getting an answer says so in its header within the bound of one
+/// read, holds every command back with the reason (a failure, not a refusal), keeps trying, and
+/// clears it all when the ledger answers again.
+async fn the_console_says_when_the_ledger_cannot_be_reached_and_when_it_is_back<S: Store + Starve>(db: TestDb<S>) {
+    for n in 0..3 {
+        db.ledger.submit(&order(&format!("away:{n}"), r#"{"n":1}"#)).await.unwrap();
+    }
+    let options = ConsoleOptions {
+        owner: Person::parse("ana").unwrap(),
+        ledger_label: "test-ledger".into(),
+        destinations: Destinations::default(),
+        refresh: Duration::from_hours(1),
+        hint: None,
+        filter: None,
+    };
+    let mut console = ScriptedConsole::start(&db.ledger, &options, 80, 24).await.unwrap();
+    let connected = console.screen().unwrap();
+    assert!(header_state(&connected).ends_with("  refreshed Ns ago"), "{connected}");
+    insta::assert_snapshot!("ledger_connected_80x24", support::mask_times(&connected));
+
+    let held = db.ledger.store().take_every_connection().await;
+    let asked = Instant::now();
+    console.send(Msg::Tick).await.unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(5), "told after {:?}, not after the pool's wait", asked.elapsed());
+    let away = console.screen().unwrap();
+    assert_eq!(
+        header_state(&away),
+        "DATABASE UNREACHABLE since hh:mm:ss UTC, retrying; rows shown are Ns old",
+        "\n{away}"
+    );
+    assert!(away.contains("> away:2"), "the rows last read stay:\n{away}");
+    assert!(away.contains("database: no answer from the ledger within 2s (the console keeps trying)"), "{away}");
+    insta::assert_snapshot!("ledger_unreachable_80x24", support::mask_times(&away));
+
+    console.press("o").await.unwrap();
+    let refused = console.screen().unwrap().replace('\n', " ");
+    assert!(!refused.contains("reason:"), "no dialog opens:\n{refused}");
+    assert!(
+        refused.contains("the ledger cannot be reached since")
+            && refused.contains("nothing was changed; try again once it is back"),
+        "{refused}"
+    );
+    let model = console.model();
+    assert_eq!((model.failures, model.refusals, model.stopped), (1, 0, Some(Kind::Error)));
+
+    drop(held);
+    console.send(Msg::Tick).await.unwrap();
+    let back = console.screen().unwrap();
+    assert!(header_state(&back).ends_with("  refreshed Ns ago"), "{back}");
+    for gone in ["database:", "UNREACHABLE", "cannot be reached"] {
+        assert!(!back.contains(gone), "the outage's {gone:?} is gone:\n{back}");
+    }
+    insta::assert_snapshot!("ledger_back_80x24", support::mask_times(&back));
+    for line in ["o", "mine now", "<Enter>", "y"] {
+        console.press(line).await.unwrap();
+    }
+    let action = db.ledger.store().find(&"away:2".parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(action.assignee.as_deref(), Some("ana"), "commands run again once it is back");
+}
 
 async fn crm(delay_ms: u64) -> SimCrm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -196,3 +196,144 @@ async fn sigterm_and_sighup_give_the_terminal_back() {
         tmux.assert_terminal_given_back(&format!("after kill {signal}"));
     }
 }
+
+/// Ctrl-Z gives the terminal back to the shell as it found it and stops the console; what is typed
+/// at the shell meanwhile goes to the shell; `fg` brings the console back drawn whole, answering
+/// keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_z_suspends_to_the_shell_and_fg_redraws_the_console() {
+    if !tmux_available() {
+        return;
+    }
+    let db = support::sqlite().await;
+    for n in 0..3 {
+        let raw = RawSubmission { key: Some(format!("acme:z:{n}")), payload: b"{}".to_vec(), ..Default::default() };
+        db.ledger.submit(&raw).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::shell(dir.path(), 80, 24);
+    tmux.keys(&["-l", &format!("{} --db {} review --owner ana", env!("CARGO_BIN_EXE_actionledger"), db.url)]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("> acme:z:2");
+    assert_eq!(tmux.pane("#{alternate_on}"), "1", "the console runs on the alternate screen");
+
+    tmux.keys(&["C-z"]);
+    let shell = tmux.wait_for("Stopped");
+    assert!(!shell.contains("> acme:z:"), "the console's screen is gone while it is stopped:\n{shell}");
+    tmux.wait_for_prompts(2);
+    tmux.assert_terminal_given_back("after Ctrl-Z");
+    // Typed at the shell while the console is stopped: the shell runs it, the console never sees it.
+    tmux.keys(&["-l", "echo TYPED-AT-THE-$((6*7))-SHELL"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("TYPED-AT-THE-42-SHELL");
+
+    tmux.keys(&["-l", "fg"]);
+    tmux.keys(&["Enter"]);
+    let back = tmux.wait_for("> acme:z:2");
+    assert_eq!(tmux.pane("#{alternate_on}"), "1", "back on the alternate screen:\n{back}");
+    assert_eq!(tmux.pane("#{cursor_flag}"), "0", "the cursor hidden again:\n{back}");
+    for drawn in ["actionledger review", "1 pending 3", "acme:z:0", "q quit"] {
+        assert!(back.contains(drawn), "{drawn:?} drawn again after fg:\n{back}");
+    }
+    for residue in ["TYPED-AT", "SHELL-READY", "Stopped"] {
+        assert!(!back.contains(residue), "the shell's {residue:?} left on the console's screen:\n{back}");
+    }
+    tmux.keys(&["j"]);
+    tmux.wait_for("> acme:z:1");
+    tmux.keys(&["q"]);
+    tmux.wait_for_prompts(3);
+    tmux.assert_terminal_given_back("after q, once resumed");
+    tmux.keys(&["-l", "echo CONSOLE-EXITED-$?"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("CONSOLE-EXITED-0");
+}
+
+impl Tmux {
+    /// An interactive `sh` (dash: job control, and no line editing that would set the terminal's
+    /// modes itself) in a detached `width`x`height` window with a private socket in `dir`, its
+    /// prompt `SHELL-READY $ `.
+    fn shell(dir: &std::path::Path, width: u16, height: u16) -> Self {
+        let tmux = Self { socket: dir.join("tmux.sock") };
+        let command = "env PS1='SHELL-READY $ ' sh -i";
+        let (cwd, width, height) = (dir.to_str().unwrap(), width.to_string(), height.to_string());
+        let started = tmux.run(&["new-session", "-d", "-s", "review", "-x", &width, "-y", &height, "-c", cwd, command]);
+        assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+        tmux.wait_for("SHELL-READY");
+        tmux
+    }
+
+    /// Waits until the shell's prompt is on screen `count` times, off the alternate screen.
+    fn wait_for_prompts(&self, count: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if screen.matches("SHELL-READY").count() >= count && self.pane("#{alternate_on}") == "0" {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "waited 20s for prompt {count}; the screen is:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The review console on a PostgreSQL server that stops and starts again (a server of its own, so
+/// that no other test loses its database): the header says the database is unreachable within
+/// about 3 s of the stop, and clears by itself within about 3 s of the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_follows_postgresql_stopping_and_starting_again() {
+    if !tmux_available() {
+        return;
+    }
+    let cluster = match actionledger::testkit::throwaway_pg::start_private_server() {
+        Ok(cluster) => cluster,
+        Err(error) if !std::env::var("CI").is_ok_and(|v| v == "true") => {
+            eprintln!("\n!!! SKIPPING: no PostgreSQL server of its own for this test: {error}\n");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let store = actionledger::store::PostgresStore::open(&cluster.url).await.unwrap();
+    let ledger = actionledger::Ledger::new(store);
+    for n in 0..3 {
+        let raw = RawSubmission { key: Some(format!("acme:pg:{n}")), payload: b"{}".to_vec(), ..Default::default() };
+        ledger.submit(&raw).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::review(dir.path(), &cluster.url, "", 80, 24);
+    let header = |screen: &str| screen.lines().nth(1).unwrap_or_default().to_owned();
+    let connected = tmux.wait_for("refreshed");
+    assert!(connected.contains("> acme:pg:2"), "{connected}");
+
+    cluster.stop().unwrap();
+    let stopped = Instant::now();
+    let away = tmux.wait_for("DATABASE UNREACHABLE since");
+    let told = stopped.elapsed();
+    assert!(header(&away).starts_with("DATABASE UNREACHABLE since "), "in the header:\n{away}");
+    assert!(told <= Duration::from_millis(3500), "said {told:?} after the stop:\n{away}");
+    assert!(away.contains("> acme:pg:2"), "the rows last read stay:\n{away}");
+    tmux.keys(&["o"]);
+    let held = tmux.wait_for("nothing was changed");
+    assert!(held.contains("the ledger cannot be reached since"), "{held}");
+
+    cluster.start().unwrap();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(20);
+    let back = loop {
+        let screen = tmux.screen();
+        if header(&screen).contains("refreshed") {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "still away 20s after the start:\n{screen}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let seen = started.elapsed();
+    assert!(seen <= Duration::from_millis(3500), "seen back {seen:?} after the start:\n{back}");
+    for gone in ["UNREACHABLE", "database:", "cannot be reached"] {
+        assert!(!back.contains(gone), "{gone:?} stayed once the database was back:\n{back}");
+    }
+    tmux.keys(&["j"]);
+    tmux.wait_for("> acme:pg:1");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CONSOLE-EXITED-0");
+    eprintln!("the console said the database was away {told:?} after the stop, and back {seen:?} after the start");
+}

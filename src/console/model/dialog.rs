@@ -1,6 +1,7 @@
 //! The dialogs: what a command will do, worded for the person before it runs; its stages (a
 //! destination id, a reason, the old worker's stop, a confirmation); and its answer.
 
+use super::connection;
 use super::effect::Effect;
 use super::state::{
     BulkResult, Dialog, DialogStage, Failure, Mode, Model, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER,
@@ -574,6 +575,10 @@ fn choose_proposal(model: &mut Model, forward: bool) {
 }
 
 fn confirm(model: &mut Model) -> Vec<Effect> {
+    // The ledger went away while the dialog was open: what was typed is kept for when it is back.
+    if connection::hold_back(model, " (the dialog stays open: y once it is back, or Esc)") {
+        return Vec::new();
+    }
     let Mode::Dialog(dialog) = &mut model.mode else { return Vec::new() };
     let Ok(reason) = Reason::parse(&dialog.reason) else { return Vec::new() };
     dialog.stage = DialogStage::Running;

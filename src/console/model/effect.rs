@@ -71,6 +71,9 @@ pub enum Effect {
     MarkAll(LoadRequest),
     /// Put this text on the person's clipboard, through the terminal.
     Copy(String),
+    /// Give the terminal back to the shell and stop (Ctrl-Z), until `fg` continues the console,
+    /// which then takes the terminal again and draws the whole screen anew.
+    Suspend,
     Lookup {
         key: ActionKey,
         revision: i64,
@@ -142,6 +145,12 @@ pub enum Done {
     Marked {
         request: LoadRequest,
         result: Result<MarkedSet, Failure>,
+    },
+    /// A load that could not reach the ledger: no answer within the driver's bound, or the
+    /// connection failed (refused, reset, lost, no connection to be had). `message` says which.
+    Unreachable {
+        request: LoadRequest,
+        message: String,
     },
 }
 

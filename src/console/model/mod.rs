@@ -3,10 +3,12 @@
 //! feeds their results back as messages.
 //!
 //! Cut along its seams, each part importing only those before it: [`state`] (the model and what
-//! it holds), [`effect`] (what the update asks for and what comes back), `load` (what is loaded
-//! and how it is applied), `dialog` (the commands' dialogs, from description to answer) and
-//! `update` (keys and messages, dispatched to the others).
+//! it holds), [`effect`] (what the update asks for and what comes back), `connection` (whether
+//! the ledger answers), `load` (what is loaded and how it is applied), `dialog` (the commands'
+//! dialogs, from description to answer) and `update` (keys and messages, dispatched to the
+//! others).
 
+mod connection;
 mod dialog;
 pub mod effect;
 mod load;
@@ -16,9 +18,9 @@ mod update;
 pub use dialog::{NotOffered, applicable_commands, lookup_offered, named_destination_id};
 pub use effect::{Counts, Done, Effect, LoadRequest, MarkedSet, Msg, Selection, Snapshot, Window};
 pub use state::{
-    BulkResult, DetailSearch, DetailView, Dialog, DialogStage, Failure, FilterError, FilterTerms, MARK_ALL_LIMIT, Mode,
-    Model, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER, Order, Pane, Rows, Status, StatusKind, marked_actions,
-    thousands,
+    Away, BulkResult, Connection, DetailSearch, DetailView, Dialog, DialogStage, Failure, FilterError, FilterTerms,
+    MARK_ALL_LIMIT, Mode, Model, NOT_WRITTEN_ANSWER, OLD_WORKER_STOPPED_ANSWER, Order, Pane, Rows, Status, StatusKind,
+    marked_actions, thousands,
 };
 pub use update::update;
 

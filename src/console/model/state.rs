@@ -332,6 +332,35 @@ pub struct Status {
     pub text: SafeText,
 }
 
+/// Whether the ledger answers the console's loads, as the driver reports their results.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Connection {
+    /// When a load last brought rows, by [`Model::clock`]: what "refreshed 3s ago" counts from.
+    pub refreshed: Option<Timestamp>,
+    /// Set while loads cannot reach the ledger.
+    pub away: Option<Away>,
+    /// The latest load whose result this follows: an earlier one answering late says nothing.
+    pub(super) latest: u64,
+}
+
+/// Loads cannot reach the ledger: none answered within the console's bound, or the connection
+/// failed. The console keeps trying, and runs no command meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Away {
+    /// When the first load that could not reach it came back, by [`Model::clock`].
+    pub since: Option<Timestamp>,
+    /// What the status line last said of it (that it went away, or a command held back):
+    /// taken down when the ledger answers again, unless something else was said since.
+    pub(super) status: Status,
+}
+
+impl Away {
+    /// " since 14:02:11 UTC", or nothing when the driver gave no time.
+    pub fn since_text(&self) -> String {
+        self.since.map(|t| format!(" since {} UTC", t.format("%H:%M:%S"))).unwrap_or_default()
+    }
+}
+
 /// What a bulk command did: the actions done, those refused and those that failed otherwise,
 /// each sorted by key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -440,6 +469,12 @@ pub struct Model {
     pub detail_search: Option<DetailSearch>,
     /// The search line being typed in the open detail, until Enter or Esc.
     pub search_line: Option<String>,
+    /// This host's time when the driver handed over the message being handled: what the
+    /// connection's times are measured by (not the database's, which may be what is away). The
+    /// driver sets it; the update never reads a clock.
+    pub clock: Option<Timestamp>,
+    /// Whether the ledger answers, since when it does not, and when rows last came.
+    pub connection: Connection,
 }
 
 /// A search applied to the open detail.
@@ -498,6 +533,8 @@ impl Model {
             filter_before_edit: None,
             detail_search: None,
             search_line: None,
+            clock: None,
+            connection: Connection::default(),
         }
     }
 

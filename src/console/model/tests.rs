@@ -227,3 +227,147 @@ fn scrolling_is_bounded_by_the_limits_the_view_measured() {
     }
     assert_eq!(model.help_scroll, 3, "never past the end");
 }
+
+#[test]
+fn ctrl_z_asks_to_suspend_from_anywhere_and_types_nothing() {
+    let ctrl_z = || Msg::Key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL));
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    assert_eq!(update(&mut model, ctrl_z()), vec![Effect::Suspend]);
+    update(&mut model, key(KeyCode::Char('r')));
+    chars(&mut model, "called");
+    assert_eq!(update(&mut model, ctrl_z()), vec![Effect::Suspend], "inside a dialog's text field too");
+    let Mode::Dialog(dialog) = &model.mode else { panic!("the dialog stays open for fg") };
+    assert_eq!(dialog.reason, "called", "no z typed");
+    assert!(!model.quit);
+}
+
+/// This host's time as the driver would hand it over: 14:02 and `seconds`.
+fn at(seconds: u32) -> Timestamp {
+    chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2024, 5, 1, 14, 2, seconds).unwrap()
+}
+
+/// A refresh asked for at `now`, and its answer: rows, or a load that could not reach the ledger.
+fn refresh_at(model: &mut Model, now: Timestamp, reached: bool) {
+    model.clock = Some(now);
+    let effects = update(model, Msg::Tick);
+    let [Effect::Load(request)] = effects.as_slice() else { panic!("a refresh: {effects:?}") };
+    let done = if reached {
+        let rows = model.rows.clone();
+        let snapshot =
+            Snapshot { counts: None, now: Timestamp::default(), rows, blocked: std::collections::BTreeMap::new() };
+        Done::Loaded { request: request.clone(), result: Ok(snapshot) }
+    } else {
+        Done::Unreachable { request: request.clone(), message: "no answer from the ledger within 2s".into() }
+    };
+    update(model, Msg::Done(done));
+}
+
+fn status_text(model: &Model) -> &str {
+    model.status.as_ref().map_or("", |s| s.text.as_str())
+}
+
+#[test]
+fn a_ledger_that_stops_answering_is_said_from_the_first_load_that_cannot_reach_it() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    refresh_at(&mut model, at(5), true);
+    assert_eq!((model.connection.refreshed, &model.connection.away), (Some(at(5)), &None));
+
+    refresh_at(&mut model, at(11), false);
+    let away = model.connection.away.clone().expect("away");
+    assert_eq!((away.since, away.since_text().as_str()), (Some(at(11)), " since 14:02:11 UTC"));
+    assert_eq!(model.connection.refreshed, Some(at(5)), "rows last came at 14:02:05");
+    assert_eq!(model.status.as_ref().map(|s| s.kind), Some(StatusKind::Error));
+    assert_eq!(status_text(&model), "database: no answer from the ledger within 2s (the console keeps trying)");
+    assert_eq!(model.selected_action().map(|a| a.key.as_str()), Some("acme:a"), "the rows last read stay");
+    assert_eq!(model.failures, 0, "no command failed");
+
+    refresh_at(&mut model, at(13), false);
+    assert_eq!(model.connection.away.as_ref().and_then(|a| a.since), Some(at(11)), "since the first failure");
+}
+
+#[test]
+fn while_the_ledger_is_away_commands_are_held_back_before_their_dialog() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    refresh_at(&mut model, at(11), false);
+    let reason = "the ledger cannot be reached since 14:02:11 UTC: nothing was changed; try again once it is back";
+    for (n, command) in ['r', 'x', 'o', 'l', '*'].into_iter().enumerate() {
+        assert_eq!(update(&mut model, key(KeyCode::Char(command))), Vec::new(), "{command}");
+        assert_eq!(model.mode, Mode::List, "{command}: no dialog opens");
+        assert_eq!(status_text(&model), reason);
+        let n = u64::try_from(n).unwrap() + 1;
+        assert_eq!(
+            (model.failures, model.refusals, model.stopped),
+            (n, 0, Some(Kind::Error)),
+            "a failure, not a refusal"
+        );
+    }
+    update(&mut model, key(KeyCode::Char(' ')));
+    assert_eq!(model.marks.len(), 1, "marking asks nothing of the ledger");
+}
+
+#[test]
+fn a_dialog_open_when_the_ledger_went_away_runs_nothing_and_stays_open() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    update(&mut model, key(KeyCode::Char('r')));
+    chars(&mut model, "customer called");
+    update(&mut model, key(KeyCode::Enter));
+    refresh_at(&mut model, at(11), false);
+    assert_eq!(update(&mut model, key(KeyCode::Char('y'))), Vec::new(), "no command sent");
+    assert!(matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Confirm && d.reason == "customer called"));
+    assert!(status_text(&model).contains("the dialog stays open"), "{}", status_text(&model));
+    assert_eq!((model.failures, model.stopped), (1, Some(Kind::Error)));
+    refresh_at(&mut model, at(14), true);
+    let effects = update(&mut model, key(KeyCode::Char('y')));
+    assert!(matches!(effects.as_slice(), [Effect::Run(_)]), "once it is back: {effects:?}");
+}
+
+#[test]
+fn the_ledger_answering_again_clears_the_outage_and_its_status_line() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    update(&mut model, key(KeyCode::Enter));
+    refresh_at(&mut model, at(11), false);
+    let effects = update(&mut model, Msg::Tick);
+    assert!(
+        matches!(effects.as_slice(), [Effect::Load(_)]),
+        "while away only the rows ask for the ledger, not the open detail: {effects:?}"
+    );
+    let Some(Effect::Load(request)) = effects.into_iter().next() else { unreachable!() };
+    model.clock = Some(at(15));
+    let rows = model.rows.clone();
+    let snapshot =
+        Snapshot { counts: None, now: Timestamp::default(), rows, blocked: std::collections::BTreeMap::new() };
+    let effects = update(&mut model, Msg::Done(Done::Loaded { request, result: Ok(snapshot) }));
+    assert!(matches!(effects.as_slice(), [Effect::LoadDetail { .. }]), "the detail is read again: {effects:?}");
+    assert_eq!((model.connection.refreshed, &model.connection.away), (Some(at(15)), &None));
+    assert_eq!(model.status, None, "the outage's status line is taken down");
+    update(&mut model, key(KeyCode::Esc));
+    assert_eq!(update(&mut model, key(KeyCode::Char('r'))), Vec::new());
+    assert!(matches!(&model.mode, Mode::Dialog(_)), "commands run again");
+
+    // A command held back is the outage's to say, and goes with it; what else was said stays.
+    update(&mut model, key(KeyCode::Esc));
+    refresh_at(&mut model, at(20), false);
+    update(&mut model, key(KeyCode::Char('r')));
+    assert!(status_text(&model).starts_with("the ledger cannot be reached"));
+    refresh_at(&mut model, at(22), true);
+    assert_eq!(model.status, None);
+    refresh_at(&mut model, at(30), false);
+    update(&mut model, key(KeyCode::Char('u')));
+    refresh_at(&mut model, at(32), true);
+    assert_eq!(status_text(&model), "0 marks cleared");
+}
+
+#[test]
+fn a_late_answer_to_an_earlier_load_says_nothing_of_the_connection() {
+    let mut model = loaded(vec![action(1, "acme:a", State::Failed)]);
+    let Some(Effect::Load(earlier)) = update(&mut model, Msg::Tick).pop() else { panic!("a refresh") };
+    let Some(Effect::Load(later)) = update(&mut model, key(KeyCode::Char('G'))).pop() else { panic!("a load") };
+    model.clock = Some(at(11));
+    let message = "no answer from the ledger within 2s".to_owned();
+    update(&mut model, Msg::Done(Done::Unreachable { request: later, message }));
+    let rows = model.rows.clone();
+    let snapshot =
+        Snapshot { counts: None, now: Timestamp::default(), rows, blocked: std::collections::BTreeMap::new() };
+    update(&mut model, Msg::Done(Done::Loaded { request: earlier, result: Ok(snapshot) }));
+    assert!(model.connection.away.is_some(), "a read sent before the failure proves nothing after it");
+}

@@ -2,6 +2,7 @@
 //! bindings, an action changes the model and asks for effects; results come back as messages.
 //! Nothing here touches the database, the clock or the terminal.
 
+use super::connection;
 use super::dialog::{self, on_dialog_key, open_bulk_dialog, open_dialog};
 use super::effect::{Done, Effect, LoadRequest, Msg, Selection, Window};
 use super::load;
@@ -37,7 +38,13 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             if model.loading.is_some() || matches!(&model.mode, Mode::Dialog(d) if d.stage == DialogStage::Running) {
                 Vec::new()
             } else {
-                model.refresh()
+                let mut effects = model.refresh();
+                // While the ledger is away only the rows ask for it; the open detail is read again
+                // once it answers.
+                if model.connection.away.is_some() {
+                    effects.retain(|effect| matches!(effect, Effect::Load(_)));
+                }
+                effects
             }
         }
         Msg::Done(done) => on_done(model, done),
@@ -48,6 +55,11 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         model.quit = true;
         return Vec::new();
+    }
+    // From anywhere, as Ctrl-C: in a dialog's text field too, where it would otherwise type a z.
+    // What is open stays open for `fg`.
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('z') {
+        return vec![Effect::Suspend];
     }
     if model.result.is_some() {
         let max = model.scroll_limits.result;
@@ -244,10 +256,13 @@ fn filtered_load(model: &mut Model) -> Effect {
 fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
     let in_detail = model.mode == Mode::Detail;
     match action {
+        // Refused before any dialog opens: nothing typed for a command that cannot run.
+        Action::Command(_) | Action::MarkAll if connection::hold_back(model, "") => Vec::new(),
         Action::Quit => {
             model.quit = true;
             Vec::new()
         }
+        Action::Suspend => vec![Effect::Suspend],
         Action::Help => {
             model.help = true;
             model.help_scroll = 0;
@@ -499,7 +514,23 @@ fn move_selection(model: &mut Model, by: isize) -> Vec<Effect> {
 /// An effect's result, to the part of the model it concerns.
 fn on_done(model: &mut Model, done: Done) -> Vec<Effect> {
     match done {
-        Done::Loaded { request, result } => load::on_loaded(model, &request, result),
+        Done::Loaded { request, result } => {
+            let mut effects = Vec::new();
+            if result.is_ok()
+                && connection::answered(model, request.id)
+                && model.mode == Mode::Detail
+                && let Some(key) = model.selected_action().map(|a| a.key.clone())
+            {
+                // The open detail was not read while the ledger was away.
+                effects.push(model.load_detail(key));
+            }
+            effects.extend(load::on_loaded(model, &request, result));
+            effects
+        }
+        Done::Unreachable { request, message } => {
+            connection::unreachable(model, &request, &message);
+            Vec::new()
+        }
         Done::DetailLoaded { id, result } => {
             if !dialog::on_evidence_loaded(model, id, &result) {
                 load::on_detail_loaded(model, id, result);

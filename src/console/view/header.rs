@@ -1,7 +1,8 @@
-//! The header: which ledger, who is reviewing, a count per state, and stale claims; then the tabs.
+//! The header: which ledger, who is reviewing, a count per state, stale claims and whether the
+//! ledger answers; then the tabs.
 
-use super::Theme;
-use crate::console::model::{Model, Pane};
+use super::{Theme, fit, short_duration};
+use crate::console::model::{Away, Model, Pane};
 use crate::domain::State;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -21,6 +22,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
         Span::raw("  owner "),
         Span::styled(model.owner.as_str().to_owned(), theme.title()),
     ]);
+    if let Some(away) = &model.connection.away {
+        frame.render_widget(Paragraph::new(vec![first, unreachable(model, away, theme, width)]), area);
+        return;
+    }
     // The tabs below carry the counts of the states under review; this line the rest.
     let stale = if model.stale_claims > 0 {
         Span::styled(format!("STALE CLAIMS {}", model.stale_claims), theme.warn())
@@ -28,13 +33,62 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
         Span::styled("stale claims 0".to_owned(), theme.ok())
     };
     let total: i64 = model.counts.iter().map(|(_, n)| n).sum();
-    let rest = format!(
-        "  completed {}  cancelled {}  all actions {total}{}",
-        count(model, State::Completed),
-        count(model, State::Cancelled),
-        model.filter.as_ref().map(|_| "  (filtered)").unwrap_or_default()
-    );
-    frame.render_widget(Paragraph::new(vec![first, Line::from(vec![stale, Span::raw(rest)])]), area);
+    let filtered = model.filter.as_ref().map(|_| "  (filtered)").unwrap_or_default();
+    // From the longest to the shortest: the completed actions have their tab, and "(filtered)"
+    // is the last to go, since every count on the screen depends on it.
+    let counts = [
+        format!(
+            "  completed {}  cancelled {}  all actions {total}{filtered}",
+            count(model, State::Completed),
+            count(model, State::Cancelled),
+        ),
+        format!("  cancelled {}  all actions {total}{filtered}", count(model, State::Cancelled)),
+        format!("  all actions {total}{filtered}"),
+    ];
+    // The connection, at the end of the line: in full where it fits, else shorter, else the
+    // counts give way to it, shorter and then cut.
+    let words = connected(model);
+    let fits = |rest: &String, answering: &String| {
+        stale.width() + rest.chars().count() + 2 + answering.chars().count() <= width
+    };
+    let (rest, answering) = counts
+        .iter()
+        .flat_map(|rest| words.iter().map(move |answering| (rest, answering)))
+        .find(|(rest, answering)| fits(rest, answering))
+        .map_or_else(
+            || {
+                let answering = words.last().cloned().unwrap_or_default();
+                let room = width.saturating_sub(stale.width() + 2 + answering.chars().count());
+                (fit(&counts[counts.len() - 1], room), answering)
+            },
+            |(rest, answering)| (rest.clone(), answering.clone()),
+        );
+    let gap = " ".repeat(width.saturating_sub(stale.width() + rest.chars().count() + answering.chars().count()).max(2));
+    let second = Line::from(vec![stale, Span::raw(rest), Span::raw(gap), Span::styled(answering, theme.dim())]);
+    frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The ledger answers: how long ago rows last came, in words from the longest to the shortest.
+fn connected(model: &Model) -> Vec<String> {
+    match (model.connection.refreshed, model.clock) {
+        (None, _) => vec!["connecting…".to_owned()],
+        (Some(refreshed), Some(now)) => {
+            let ago = short_duration(now - refreshed);
+            vec![format!("connected, refreshed {ago} ago"), format!("refreshed {ago} ago")]
+        }
+        (Some(_), None) => vec!["connected".to_owned()],
+    }
+}
+
+/// The ledger cannot be reached: the whole line says so, and how old the rows shown are.
+fn unreachable(model: &Model, away: &Away, theme: Theme, width: usize) -> Line<'static> {
+    let rows = match (model.connection.refreshed, model.clock) {
+        (Some(refreshed), Some(now)) => format!("rows shown are {} old", short_duration(now - refreshed)),
+        (Some(_), None) => "rows shown are from before".to_owned(),
+        (None, _) => "nothing loaded yet".to_owned(),
+    };
+    let text = format!("DATABASE UNREACHABLE{}, retrying; {rows}", away.since_text());
+    Line::from(Span::styled(fit(&text, width), theme.error()))
 }
 
 /// How much of each tab fits: the first of these that fits the terminal's width is drawn, so
@@ -227,6 +281,63 @@ mod tests {
             " 1 pend 12k 2 prog 250[3 unknown 3] 4 conf 17+2 5 fail 1.2k 6 held 7 refu 41 8 late 5 9 done 1.2M",
             "120 columns: short names, counts abbreviated"
         );
+    }
+
+    /// The header's second line, drawn at `width`.
+    fn state_line(model: &Model, width: u16) -> String {
+        let mut terminal = ratatui::Terminal::new(TestBackend::new(width, 2)).unwrap();
+        terminal.draw(|frame| draw(model, Theme::PLAIN, frame, frame.area())).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        (0..width).map(|x| buffer[(x, 1)].symbol().to_owned()).collect::<String>().trim_end().to_owned()
+    }
+
+    /// 14:02 and `seconds`, by the host's clock.
+    fn at(seconds: u32) -> crate::domain::Timestamp {
+        chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2024, 5, 1, 14, 2, seconds).unwrap()
+    }
+
+    /// A refresh asked for at `now`, answered with no rows or not at all.
+    fn refresh_at(model: &mut Model, now: crate::domain::Timestamp, reached: bool) {
+        use crate::console::model::{Done, Effect, Msg, Rows, Snapshot, update};
+        model.clock = Some(now);
+        let Some(Effect::Load(request)) = update(model, Msg::Tick).pop() else { panic!("a refresh") };
+        let done = if reached {
+            let snapshot = Snapshot {
+                counts: None,
+                now,
+                rows: Rows::Actions(Vec::new()),
+                blocked: std::collections::BTreeMap::new(),
+            };
+            Done::Loaded { request, result: Ok(snapshot) }
+        } else {
+            Done::Unreachable { request, message: "no answer from the ledger within 2s".into() }
+        };
+        update(model, Msg::Done(done));
+    }
+
+    #[test]
+    fn the_header_says_whether_the_ledger_answers() {
+        let mut model = Model::new("x", Person::parse("ana").unwrap(), 80, 24);
+        let counts = "stale claims 0  completed 0  cancelled 0  all actions 0";
+        assert_eq!(state_line(&model, 80), format!("{counts}{}connecting…", " ".repeat(14)));
+        refresh_at(&mut model, at(5), true);
+        model.clock = Some(at(8));
+        assert_eq!(state_line(&model, 80), format!("{counts}{}refreshed 3s ago", " ".repeat(9)));
+        assert_eq!(state_line(&model, 100), format!("{counts}{}connected, refreshed 3s ago", " ".repeat(18)));
+        model.counts = vec![(State::Completed, 1_234_567), (State::Cancelled, 12_345)];
+        let line = state_line(&model, 80);
+        assert!(line.ends_with("  refreshed 3s ago") && !line.contains("completed"), "the counts give way: {line}");
+        model.filter = Some(crate::console::model::FilterTerms::default());
+        let line = state_line(&model, 80);
+        assert!(line.contains("all actions 1246912  (filtered)"), "the filter's mark is kept: {line}");
+        model.filter = None;
+
+        refresh_at(&mut model, at(11), false);
+        model.clock = Some(at(14));
+        let line = state_line(&model, 80);
+        assert_eq!(line, "DATABASE UNREACHABLE since 14:02:11 UTC, retrying; rows shown are 9s old");
+        refresh_at(&mut model, at(16), true);
+        assert!(state_line(&model, 100).ends_with("  connected, refreshed 0s ago"), "cleared by itself");
     }
 
     #[test]

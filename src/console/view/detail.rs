@@ -94,8 +94,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let max = layout::max_scroll_rows(shown.rows.len(), rows_shown(area));
     let scroll = model.detail_scroll.min(max);
     let visible: Vec<Line<'static>> = shown.rows.into_iter().skip(scroll).take(usize::from(rows_shown(area))).collect();
-    let block =
-        Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(shown.title, theme.title()));
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .title(Line::styled(shown.title, theme.title()))
+        .title_bottom(super::footer::navigation_line(model, theme, area.width));
     frame.render_widget(Paragraph::new(visible).block(block), area);
 }
 

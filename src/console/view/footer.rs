@@ -104,18 +104,65 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             keys.push(pair("?", "help"));
             if searching {
                 keys.push(pair("Esc", "end search"));
-            } else if model.mode == Mode::Detail && (model.detail_view == DetailView::Values || model.detail.is_none())
-            {
-                keys.extend([pair("Esc", "back"), pair("j/k", "scroll")]);
             } else if model.mode == Mode::Detail {
-                keys.extend([pair("Esc", "back"), pair("j/k", "scroll"), pair("v", "values")]);
-            } else {
-                keys.extend([pair("Enter", "open"), pair("j/k", "move"), pair("1-9", "pane"), pair("/", "filter")]);
+                keys.push(pair("Esc", "back"));
             }
             keys.push(pair("q", "quit"));
             keys
         }
     }
+}
+
+/// The keys that move around, drawn on the body's bottom border so that the footer keeps its
+/// line for the commands: most used first, the rest as room allows (help lists everything).
+pub fn navigation(model: &Model) -> Vec<(String, String)> {
+    let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    if model.help || model.result.is_some() {
+        return Vec::new();
+    }
+    match &model.mode {
+        Mode::Detail if model.search_line.is_some() => Vec::new(),
+        Mode::Detail if model.detail_search.is_some() => vec![pair("j/k", "scroll"), pair("/", "search again")],
+        Mode::Detail if model.detail_view == DetailView::Values || model.detail.is_none() => {
+            vec![pair("j/k", "scroll"), pair("/", "search"), pair("v", "facts")]
+        }
+        Mode::Detail => vec![
+            pair("j/k", "scroll"),
+            pair("v", "values"),
+            pair("/", "search"),
+            pair("Space", "mark"),
+            pair("y", "copy key"),
+        ],
+        Mode::List => vec![
+            pair("Enter", "open"),
+            pair("Space", "mark"),
+            pair("v", "values"),
+            pair("y", "copy key"),
+            pair("/", "filter"),
+            pair("j/k", "move"),
+            pair("1-9", "pane"),
+        ],
+        Mode::Filter(_) | Mode::Dialog(_) => Vec::new(),
+    }
+}
+
+/// [`navigation`] as a border's title, as many as fit `width`.
+pub fn navigation_line(model: &Model, theme: Theme, width: u16) -> Line<'static> {
+    let mut room = usize::from(width).saturating_sub(4);
+    let mut spans = vec![Span::raw(" ")];
+    for (key, label) in navigation(model) {
+        let needed = key.chars().count() + label.chars().count() + 3;
+        if needed > room {
+            break;
+        }
+        room -= needed;
+        spans.push(Span::styled(key, theme.key()));
+        spans.push(Span::raw(format!(" {label}  ")));
+    }
+    if spans.len() == 1 {
+        return Line::default();
+    }
+    Line::from(spans)
 }
 
 /// Keys that stay in the footer however narrow the terminal: the way back and the way out.

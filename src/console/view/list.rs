@@ -18,7 +18,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     let marks = if model.marks.is_empty() { String::new() } else { format!(" — {} marked", model.marks.len()) };
     let order = if model.pane == Pane::Refused { "newest first" } else { model.order.title() };
     let title = format!(" {} — {order}{filter}{marks} ", model.pane.title());
-    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).title(Line::styled(title, theme.title()));
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .title(Line::styled(title, theme.title()))
+        .title_bottom(super::footer::navigation_line(model, theme, area.width));
     if model.rows.is_empty() {
         let empty = match (&model.filter, model.now) {
             (_, None) => "loading…".to_owned(),

@@ -83,7 +83,19 @@ impl Theme {
             return Self::PLAIN;
         }
         let var = |name| std::env::var(name).ok();
-        Self::colored(Palette::for_terminal(var("TERM").as_deref(), var("COLORTERM").as_deref()))
+        Self::for_terminal(var("TERM").as_deref(), var("COLORTERM").as_deref())
+    }
+
+    /// The theme for a terminal described by `TERM` and `COLORTERM`: none at all for one that
+    /// has no colour (`dumb`, the DEC terminals `vt52` to `vt320`), where colour codes would be
+    /// printed or ignored; the selection still shows, by its symbol and reverse video.
+    pub fn for_terminal(term: Option<&str>, colorterm: Option<&str>) -> Self {
+        let monochrome = term.is_some_and(|t| t == "dumb" || (t.starts_with("vt") && !t.contains("color")));
+        if monochrome && colorterm.is_none() {
+            Self::PLAIN
+        } else {
+            Self::colored(Palette::for_terminal(term, colorterm))
+        }
     }
 
     fn fg(self, color: impl Fn(Palette) -> Color) -> Style {
@@ -244,6 +256,16 @@ mod tests {
         }
         assert_eq!(fit_middle("acme:1", 6), "acme:1", "a key that fits is whole");
         assert_eq!(fit_middle("abcdefgh", 4), "a…gh");
+    }
+
+    #[test]
+    fn a_terminal_without_colour_gets_none() {
+        for term in ["dumb", "vt100", "vt102", "vt220", "vt52"] {
+            assert_eq!(Theme::for_terminal(Some(term), None), Theme::PLAIN, "{term}");
+        }
+        assert_eq!(Theme::for_terminal(Some("xterm"), None), Theme::colored(Palette::COLORS_16));
+        assert_eq!(Theme::for_terminal(Some("linux"), None), Theme::colored(Palette::COLORS_16));
+        assert_eq!(Theme::for_terminal(Some("xterm-256color"), None), Theme::colored(Palette::COLORS_256));
     }
 
     #[test]

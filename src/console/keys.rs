@@ -414,7 +414,8 @@ pub fn parse_script(script: &str) -> Result<Vec<ScriptLine>, ScriptError> {
     for (index, line) in script.lines().enumerate() {
         let number = index + 1;
         let text = line.trim_end_matches(['\r', '\n']);
-        if text.is_empty() || text.starts_with('#') {
+        // A comment may be indented like the lines around it; `<#>` types a `#`.
+        if text.trim().is_empty() || text.trim_start().starts_with('#') {
             continue;
         }
         let keys = parse_line(text, number)?;
@@ -499,6 +500,8 @@ mod tests {
         assert_eq!(parse_script_line("<#> 1").unwrap(), vec![char_key('#'), char_key(' '), char_key('1')]);
         assert!(parse_script_line("").unwrap().is_empty());
         assert!(parse_script_line("# a comment <Enter").unwrap().is_empty(), "a comment is never parsed");
+        assert!(parse_script_line("    # indented like the lines around it").unwrap().is_empty());
+        assert!(parse_script_line("   ").unwrap().is_empty(), "a line of blanks presses nothing");
     }
 
     fn char_key(c: char) -> KeyEvent {

@@ -710,9 +710,36 @@ pub async fn run_script<S: Store>(
     let mut console = ScriptedConsole::start(ledger, options, width, height).await?;
     let mut stopped = None;
     let did_not_run = |model: &Model| model.refusals + model.failures;
+    let mut quit_at = None;
     for line in lines {
+        // Keys after the console quit would be dropped: the script stops there and says so,
+        // rather than seem to have run them.
+        if let Some(quit_line) = quit_at {
+            let message = format!(
+                "the console quit at line {quit_line} (q), so this line and those after it were not run; end the \
+                 script with q, or remove it"
+            );
+            stopped = Some(ScriptStop { line: line.number, text: line.text, kind: Kind::Usage, message });
+            break;
+        }
         let before = did_not_run(&console.model);
-        console.press_keys(&line.keys).await?;
+        for (at, key) in line.keys.iter().enumerate() {
+            if console.model.quit {
+                let message = format!(
+                    "the console quit (q) before the {} key(s) after it on this line; they were not pressed",
+                    line.keys.len() - at
+                );
+                stopped = Some(ScriptStop { line: line.number, text: line.text.clone(), kind: Kind::Usage, message });
+                break;
+            }
+            console.send(Msg::Key(*key)).await?;
+        }
+        if stopped.is_some() {
+            break;
+        }
+        if console.model.quit {
+            quit_at = Some(line.number);
+        }
         if did_not_run(&console.model) > before {
             let message = console.model.status.as_ref().map(|s| s.text.to_string()).unwrap_or_default();
             let kind = console.model.stopped.unwrap_or(Kind::Refused);

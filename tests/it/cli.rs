@@ -311,6 +311,26 @@ fn a_script_whose_command_is_refused_exits_3_and_stops_at_that_line() {
 }
 
 #[test]
+fn keys_after_the_console_quit_stop_the_script_with_an_error_and_run_nothing() {
+    let ws = Workspace::new();
+    ws.run(&["submit", "--key", KEY, "--payload", "{}"]);
+    // An indented comment is a comment: typed as keys, its `x` would have opened a cancel.
+    let script = "1\n  # then quit, and cancel (never reached)\nq\nx\nwithdrawn<Enter>\ny\n";
+    let output = review_script(&ws, script, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains("script line 4 (x): the console quit at line 3 (q)"), "{said}");
+    assert_eq!(state_of(&ws, KEY), "pending");
+    // Keys after q on its own line too.
+    let output = review_script(&ws, "1\nqx\n", &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("the console quit (q) before the 1 key(s) after it"), "{}", stderr(&output));
+    // A script that ends with q is fine.
+    let output = review_script(&ws, "1\n    # done\nq\n", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
+
+#[test]
 fn a_script_that_ends_inside_a_dialog_says_so_and_strict_makes_it_fail() {
     let ws = Workspace::new();
     ws.run(&["submit", "--key", KEY, "--payload", "{}"]);

@@ -336,6 +336,9 @@ pub fn applicable_commands(model: &Model, action: &ActionRecord) -> Vec<CommandK
         .collect()
 }
 
+/// The reason an assignment to oneself from the console is audited with: it asks for none.
+const ASSIGNED_FROM_THE_CONSOLE: &str = "took it to work on from the review console";
+
 pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     let Some(action) = model.selected_action().cloned() else {
         model.refuse("nothing selected: choose an action first");
@@ -344,6 +347,21 @@ pub(super) fn open_dialog(model: &mut Model, kind: CommandKind) -> Vec<Effect> {
     let detail = open_detail(model, &action).cloned().map(Box::new);
     match describe(model, kind, &action, detail.as_deref(), model.proposal_shown) {
         Err(refusal) => model.refuse(refusal.to_string()),
+        // Taking an action for oneself changes nothing at the destination and anyone's `o`
+        // takes it back: it runs at once, audited in the person's name with the console's reason.
+        Ok(_) if kind == CommandKind::Assign => {
+            model.info(format!("{} {}: working…", kind.label(), action.key));
+            let Ok(reason) = Reason::parse(ASSIGNED_FROM_THE_CONSOLE) else { return Vec::new() };
+            return vec![Effect::Run(ManualRequest {
+                key: action.key,
+                person: model.owner.clone(),
+                reason,
+                expect_version: Some(action.revision),
+                command: ManualCommand::Assign { to: model.owner.as_str().to_owned() },
+                old_worker_stopped: false,
+                confirmed_not_written: false,
+            })];
+        }
         Ok(description) => {
             let stage =
                 if kind == CommandKind::ResolveCompleted { DialogStage::DestinationId } else { DialogStage::Reason };

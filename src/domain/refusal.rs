@@ -60,9 +60,19 @@ pub enum Refusal {
     /// The action is no longer at the version the person saw.
     #[error(
         "cannot {verb} {key}: it changed since you read it (you saw version {seen}, it is now at version {current} \
-         and {state})"
+         and {state}{})",
+        by_whom(last_change.as_deref())
     )]
-    ChangedSinceRead { verb: &'static str, key: ActionKey, seen: i64, current: i64, state: State },
+    ChangedSinceRead {
+        verb: &'static str,
+        key: ActionKey,
+        seen: i64,
+        current: i64,
+        state: State,
+        /// Who made the last change and what it was ("Bo Diaz: approved at 12:01:05"), so that
+        /// the person who lost the race knows who won it; `None` where it was not read.
+        last_change: Option<String>,
+    },
     /// Another transaction wrote the actions after they were read in this one.
     #[error("{} changed while this change was being written; read it again", join_keys(keys))]
     ChangedWhileWriting { keys: Vec<ActionKey> },
@@ -199,7 +209,29 @@ impl Refusal {
 
     /// `verb` refused on `action` because it is no longer at the revision `seen` the person read.
     pub fn changed_since_read(verb: &'static str, action: &ActionRecord, seen: i64) -> Self {
-        Self::ChangedSinceRead { verb, key: action.key.clone(), seen, current: action.revision, state: action.state }
+        Self::ChangedSinceRead {
+            verb,
+            key: action.key.clone(),
+            seen,
+            current: action.revision,
+            state: action.state,
+            last_change: None,
+        }
+    }
+
+    /// The same refusal, saying who made the last change to its action (from its newest audit
+    /// entry) where it is one that names no one yet.
+    #[must_use]
+    pub fn with_last_change(mut self, entry: Option<&super::AuditEntry>) -> Self {
+        if let (Self::ChangedSinceRead { last_change, .. }, Some(entry)) = (&mut self, entry) {
+            *last_change = Some(format!(
+                "{}: {} at {}",
+                entry.actor,
+                entry.event.as_str().replace('_', " "),
+                entry.at.format("%H:%M:%S UTC")
+            ));
+        }
+        self
     }
 }
 
@@ -322,4 +354,9 @@ mod tests {
             assert!(refusal.way_out().is_some(), "{refusal:?} says what to do only through its way out");
         }
     }
+}
+
+/// ", last changed by NAME: EVENT at TIME", where the change was read.
+fn by_whom(last_change: Option<&str>) -> String {
+    last_change.map(|change| format!("; last changed by {change}")).unwrap_or_default()
 }

@@ -22,6 +22,18 @@ impl<S: Store> Ledger<S> {
         self.manual_then(true, request).await
     }
 
+    /// A refusal because the action changed since the person read it says who changed it: read
+    /// after the refused transaction, from the audit trail, for the person who lost the race.
+    async fn naming_the_last_change(&self, error: LedgerError, key: &crate::domain::ActionKey) -> LedgerError {
+        match error {
+            LedgerError::Refused(refusal @ Refusal::ChangedSinceRead { .. }) => {
+                let trail = self.store.audit_trail(key).await.unwrap_or_default();
+                LedgerError::Refused(refusal.with_last_change(trail.last()))
+            }
+            other => other,
+        }
+    }
+
     /// [`Ledger::manual`] decided in full and rolled back: what the command would do now (a
     /// dry run), or why it would be refused.
     pub async fn manual_dry_run(&self, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
@@ -86,6 +98,13 @@ impl<S: Store> Ledger<S> {
         commit: bool,
         request: &ManualRequest,
     ) -> Result<ManualOutcome, LedgerError> {
+        match self.decide_manual(commit, request).await {
+            Err(error) => Err(self.naming_the_last_change(error, &request.key).await),
+            decided => decided,
+        }
+    }
+
+    async fn decide_manual(&self, commit: bool, request: &ManualRequest) -> Result<ManualOutcome, LedgerError> {
         let ManualRequest { key, person, reason, expect_version, command, old_worker_stopped, confirmed_not_written } =
             request;
         let confirmed = Confirmed { old_worker_stopped: *old_worker_stopped, not_written: *confirmed_not_written };

@@ -259,6 +259,7 @@ async fn two_consoles_on_one_action_exactly_one_wins<S: Store>(db: TestDb<S>) {
     bo.press("y").await.unwrap();
     let bo_screen = bo.screen().unwrap();
     assert!(bo_screen.contains("refused: cannot retry acme:contested: it changed since you read it"), "{bo_screen}");
+    assert!(joined(&bo_screen).contains("last changed by Ana: cancelled at"), "who won is named:\n{bo_screen}");
     let detail = record(l, "acme:contested").await;
     assert_eq!(detail.action.state, State::Cancelled, "Ana's command won");
     let people: Vec<&str> = detail

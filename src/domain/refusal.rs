@@ -246,6 +246,11 @@ fn join_keys(keys: &[ActionKey]) -> String {
     keys.iter().map(ActionKey::as_str).collect::<Vec<_>>().join(", ")
 }
 
+/// ", last changed by NAME: EVENT at TIME", where the change was read.
+fn by_whom(last_change: Option<&str>) -> String {
+    last_change.map(|change| format!("; last changed by {change}")).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,9 +300,22 @@ mod tests {
                     seen: 3,
                     current: 5,
                     state: State::Unknown,
+                    last_change: None,
                 },
                 "cannot look up k: it changed since you read it (you saw version 3, it is now at version 5 and \
                  unknown)",
+            ),
+            (
+                Refusal::ChangedSinceRead {
+                    verb: "retry",
+                    key: key("k"),
+                    seen: 3,
+                    current: 5,
+                    state: State::Cancelled,
+                    last_change: Some("Ana Lima: cancelled at 12:01:05 UTC".into()),
+                },
+                "cannot retry k: it changed since you read it (you saw version 3, it is now at version 5 and \
+                 cancelled; last changed by Ana Lima: cancelled at 12:01:05 UTC)",
             ),
             (
                 Refusal::ChangedWhileWriting { keys: vec![key("a"), key("b")] },
@@ -343,7 +361,14 @@ mod tests {
         let refusals = [
             Refusal::ProposalNotChosen { verb: "approve", key: key("k"), waiting: waiting.clone() },
             Refusal::ProposalNotFound { verb: "approve", key: key("k"), named: "ef".into(), matches: 0, waiting },
-            Refusal::ChangedSinceRead { verb: "retry", key: key("k"), seen: 1, current: 2, state: State::Failed },
+            Refusal::ChangedSinceRead {
+                verb: "retry",
+                key: key("k"),
+                seen: 1,
+                current: 2,
+                state: State::Failed,
+                last_change: None,
+            },
             Refusal::OldWorkerMayAct { verb: "retry", key: key("k") },
             Refusal::NothingToAcknowledge { key: key("k") },
             Refusal::CancelMayHaveWritten { key: key("k") },
@@ -354,9 +379,4 @@ mod tests {
             assert!(refusal.way_out().is_some(), "{refusal:?} says what to do only through its way out");
         }
     }
-}
-
-/// ", last changed by NAME: EVENT at TIME", where the change was read.
-fn by_whom(last_change: Option<&str>) -> String {
-    last_change.map(|change| format!("; last changed by {change}")).unwrap_or_default()
 }

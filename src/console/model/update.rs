@@ -242,6 +242,14 @@ fn on_filter_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
     }
 }
 
+/// `/` in the list: the filter line, which narrows the pane as it is typed; what Esc puts back
+/// is the filter applied now.
+fn open_filter(model: &mut Model) -> Vec<Effect> {
+    model.filter_before_edit.clone_from(&model.filter);
+    model.mode = Mode::Filter(String::new());
+    Vec::new()
+}
+
 /// The pane's first rows under the filter now set, with the counts, which follow the filter; the
 /// selection stays on its action where the filter still shows it.
 fn filtered_load(model: &mut Model) -> Effect {
@@ -348,12 +356,7 @@ fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {
             }
             Vec::new()
         }
-        Action::Filter => {
-            // What Esc puts back: the filter line narrows the pane as it is typed.
-            model.filter_before_edit.clone_from(&model.filter);
-            model.mode = Mode::Filter(String::new());
-            Vec::new()
-        }
+        Action::Filter => open_filter(model),
         Action::Mark | Action::MarkAll | Action::ClearMarks => on_mark(model, action),
         Action::CopyKey | Action::CopyDestinationId => copy(model, action),
         Action::Command(kind) if kind.applies_to_marks() && !model.marks.is_empty() => open_bulk_dialog(model, kind),

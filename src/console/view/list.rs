@@ -33,35 +33,10 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
     }
     let now = model.now.unwrap_or_default();
     let (header, rows, widths): (Vec<&str>, Vec<Row<'_>>, Vec<Constraint>) = match &model.rows {
-        Rows::Refused(items) => {
-            let widths = [5, 22, 24];
-            let key_width = usize::from(widths[2]);
-            (
-                vec!["AGE", "PROBLEM", "KEY", "SOURCE / MESSAGE"],
-                items
-                    .iter()
-                    .map(|r| {
-                        Row::new(vec![
-                            Cell::from(short_duration(now - r.received_at)),
-                            Cell::from(r.problem.clone()),
-                            Cell::from(fit_middle(
-                                SafeText::new(r.key_excerpt.as_deref().unwrap_or("(none)")).as_str(),
-                                key_width,
-                            )),
-                            Cell::from(format!(
-                                "{} {}",
-                                SafeText::new(r.source.as_deref().unwrap_or("-")),
-                                SafeText::new(&r.message)
-                            )),
-                        ])
-                    })
-                    .collect(),
-                widths.iter().map(|w| Constraint::Length(*w)).chain([Constraint::Min(10)]).collect(),
-            )
-        }
+        Rows::Refused(items) => refused_table(items, now),
         Rows::Actions(items) if model.pane == Pane::InProgress => {
             let columns = [
-                Column::fitted("DEST", items.iter().map(|a| destination(a)), 14),
+                Column::fitted("DEST", items.iter().map(destination), 14),
                 Column::fixed("REPEAT", 9),
                 Column::fixed("LEASE", 10),
                 Column::fitted("OWNER", items.iter().map(|a| a.claimed_by.as_deref().unwrap_or("-")), 16),
@@ -85,7 +60,7 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
             columns.extend([
                 Column::fixed("AGE", 5),
                 Column::fixed("TRY", 3),
-                Column::fitted("DEST", items.iter().map(|a| destination(a)), 12),
+                Column::fitted("DEST", items.iter().map(destination), 12),
                 Column::fitted("ASSIGNEE", items.iter().map(|a| a.assignee.as_deref().unwrap_or("-")), 12),
             ]);
             let key_width = key_width(area.width, &columns);
@@ -115,6 +90,33 @@ pub fn draw(model: &Model, theme: Theme, frame: &mut Frame<'_>, area: Rect) {
         .highlight_symbol(HIGHLIGHT);
     let mut state = TableState::default().with_selected(Some(model.selected));
     frame.render_stateful_widget(table, area, &mut state);
+}
+
+/// The refused pane's table: when, what the problem was, the key as far as it was kept, and
+/// where it came from with the message.
+fn refused_table(
+    items: &[crate::domain::RefusedSubmission],
+    now: crate::domain::Timestamp,
+) -> (Vec<&'static str>, Vec<Row<'static>>, Vec<Constraint>) {
+    let widths = [5, 22, 24];
+    let key_width = usize::from(widths[2]);
+    let rows = items
+        .iter()
+        .map(|r| {
+            Row::new(vec![
+                Cell::from(short_duration(now - r.received_at)),
+                Cell::from(r.problem.clone()),
+                Cell::from(fit_middle(SafeText::new(r.key_excerpt.as_deref().unwrap_or("(none)")).as_str(), key_width)),
+                Cell::from(format!(
+                    "{} {}",
+                    SafeText::new(r.source.as_deref().unwrap_or("-")),
+                    SafeText::new(&r.message)
+                )),
+            ])
+        })
+        .collect();
+    let constraints = widths.iter().map(|w| Constraint::Length(*w)).chain([Constraint::Min(10)]).collect();
+    (vec!["AGE", "PROBLEM", "KEY", "SOURCE / MESSAGE"], rows, constraints)
 }
 
 /// A marked action's key starts with `+`, for the bulk commands.
@@ -163,10 +165,7 @@ fn in_progress_row(
 /// The key cell: its markers in full (marked, proposal waiting, blocked, late results), then the
 /// key, cut in its middle when it does not fit.
 fn key_cell(model: &Model, a: &ActionRecord, width: usize) -> String {
-    let mut markers = String::new();
-    if a.late_results > 0 {
-        markers.push_str(&format!("[{} late] ", a.late_results));
-    }
+    let mut markers = if a.late_results > 0 { format!("[{} late] ", a.late_results) } else { String::new() };
     markers.push_str(mark(model, a));
     // A proposed payload waiting for a decision is marked, whatever the state.
     if a.proposal.is_some() && a.state != State::Conflict {

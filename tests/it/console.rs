@@ -479,7 +479,8 @@ async fn messages_are_never_cut_at_80_columns<S: Store>(db: TestDb<S>) {
     assert!(joined(&screen).contains(&said), "{screen}");
     // The way out in the console's own terms, never the command line's.
     let status = console_status(&bo);
-    assert!(status.contains("since you read it (you saw version 4, it is now at version 5 and cancelled); look at it again as it is now, and decide again"), "{status}");
+    assert!(status.contains("since you read it (you saw version 4, it is now at version 5 and cancelled; last changed by Ana: cancelled at "), "{status}");
+    assert!(status.contains("); look at it again as it is now, and decide again"), "{status}");
     assert!(!status.contains("actionledger show") && !status.contains("--"), "{status}");
 }
 

@@ -371,3 +371,14 @@ fn a_late_answer_to_an_earlier_load_says_nothing_of_the_connection() {
     update(&mut model, Msg::Done(Done::Loaded { request: earlier, result: Ok(snapshot) }));
     assert!(model.connection.away.is_some(), "a read sent before the failure proves nothing after it");
 }
+
+#[test]
+fn news_of_one_pane_is_not_carried_to_the_next_but_an_error_is() {
+    let mut model = loaded(vec![action(1, "acme:1", State::Failed)]);
+    model.info("acme:2 left the failed pane; the selection is now on acme:1");
+    update(&mut model, key(KeyCode::Char('3')));
+    assert_eq!(model.status, None, "an action that left the failed pane is not news in the unknown pane");
+    model.error("database: no answer");
+    update(&mut model, key(KeyCode::Char('5')));
+    assert!(model.status.as_ref().is_some_and(|s| s.kind == StatusKind::Error), "an error stays until replaced");
+}

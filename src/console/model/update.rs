@@ -7,7 +7,7 @@ use super::dialog::{self, on_dialog_key, open_bulk_dialog, open_dialog};
 use super::effect::{Done, Effect, LoadRequest, Msg, Selection, Window};
 use super::load;
 use super::state::{
-    DetailSearch, DetailView, DialogStage, FilterTerms, MARK_ALL_LIMIT, Mode, Model, Pane, Rows, text_field,
+    DetailSearch, DetailView, DialogStage, FilterTerms, MARK_ALL_LIMIT, Mode, Model, Pane, Rows, StatusKind, text_field,
 };
 use crate::console::keys::{Action, browse_action, detail_action};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -490,6 +490,11 @@ fn switch_pane(model: &mut Model, pane: Pane) -> Vec<Effect> {
         return Vec::new();
     }
     model.pane = pane;
+    // What happened in the pane left behind (an action that left it, a filter shown) is not
+    // news in the next one; an error stays until something replaces it.
+    if model.status.as_ref().is_some_and(|s| s.kind == StatusKind::Info) {
+        model.status = None;
+    }
     if pane.is_history() {
         model.history = pane;
     }

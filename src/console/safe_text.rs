@@ -48,6 +48,13 @@ impl SafeText {
         json.lines().map(|line| Self(escape_untrusted_json(line))).collect()
     }
 
+    /// Text the ledger stored already escaped (a refused submission's key excerpt, event id,
+    /// source and destination): its backslashes are its own escapes and read once (`\x1b`, not
+    /// `\\x1b`); anything left in it that could act on a terminal is still escaped.
+    pub fn stored_escaped(escaped: &str) -> Self {
+        Self(escape_untrusted_json(&truncate(escaped, MAX_LINE_BYTES)))
+    }
+
     /// Text the console wrote itself (labels, counts): still escaped, so no code path can pass
     /// untrusted text by calling this by mistake.
     pub fn from_ui(text: impl AsRef<str>) -> Self {

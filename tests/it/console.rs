@@ -865,6 +865,32 @@ async fn hostile_text_is_drawn_visibly_and_never_reaches_the_terminal() {
     assert!(written.contains("owned"), "the text itself is shown");
 }
 
+/// A refused submission's key, source and event id are kept escaped by the ledger: the refused
+/// pane and its detail show each escape once (`\x1b`, never `\\x1b`), and no control byte.
+#[tokio::test]
+async fn a_refused_submissions_escaped_text_reads_once() {
+    let db = support::sqlite().await;
+    let l = &db.ledger;
+    let hostile = RawSubmission {
+        key: Some("acme:\u{1b}[31mred".into()),
+        source: Some("shop\u{7}".into()),
+        event_id: Some("ev\u{1b}1".into()),
+        ..raw("unused", "{}")
+    };
+    l.submit(&hostile).await.unwrap_err();
+    let mut console = ScriptedConsole::start(l, &options("ana"), 80, 24).await.unwrap();
+    console.press("7").await.unwrap();
+    let list = console.screen().unwrap();
+    assert!(list.contains("acme:\\x1b[31mred") && list.contains("shop\\x07"), "{list}");
+    console.press("<Enter>").await.unwrap();
+    let detail = console.screen().unwrap();
+    assert!(detail.contains("key acme:\\x1b[31mred") && detail.contains("event ev\\x1b1"), "{detail}");
+    for screen in [&list, &detail] {
+        assert!(!screen.contains("\\\\x"), "an escape doubled:\n{screen}");
+        assert!(screen.chars().all(|c| c == '\n' || !c.is_control()), "no control character on screen");
+    }
+}
+
 /// One of each kind the header counts besides states, under `prefix`: a stale claim, a late
 /// result, a proposal on a completed action and a refused submission.
 async fn one_of_each_notice<S: Store>(ledger: &Ledger<S>, prefix: &str) {

@@ -205,12 +205,15 @@ fn refused_lines<'a>(model: &Model, r: &RefusedSubmission, theme: Theme) -> Vec<
     vec![
         Line::from(vec![Span::styled("refused", theme.error()), Span::raw(format!("  {}", r.problem))]),
         Line::raw(format!("received {}  {} ago", time(r.received_at), short_duration(now - r.received_at))),
-        Line::raw(format!("key {}", safe(r.key_excerpt.as_deref().unwrap_or("(none, or withheld)")))),
+        Line::raw(format!(
+            "key {}",
+            SafeText::stored_escaped(r.key_excerpt.as_deref().unwrap_or("(none, or withheld)"))
+        )),
         Line::raw(format!(
             "source {}  event {}  destination {}",
-            safe(r.source.as_deref().unwrap_or("-")),
-            safe(r.event_id.as_deref().unwrap_or("-")),
-            safe(r.destination.as_deref().unwrap_or("-"))
+            SafeText::stored_escaped(r.source.as_deref().unwrap_or("-")),
+            SafeText::stored_escaped(r.event_id.as_deref().unwrap_or("-")),
+            SafeText::stored_escaped(r.destination.as_deref().unwrap_or("-"))
         )),
         Line::raw(""),
         section("why it was refused", theme),

@@ -106,10 +106,13 @@ fn refused_table(
             Row::new(vec![
                 Cell::from(short_duration(now - r.received_at)),
                 Cell::from(r.problem.clone()),
-                Cell::from(fit_middle(SafeText::new(r.key_excerpt.as_deref().unwrap_or("(none)")).as_str(), key_width)),
+                Cell::from(fit_middle(
+                    SafeText::stored_escaped(r.key_excerpt.as_deref().unwrap_or("(none)")).as_str(),
+                    key_width,
+                )),
                 Cell::from(format!(
                     "{} {}",
-                    SafeText::new(r.source.as_deref().unwrap_or("-")),
+                    SafeText::stored_escaped(r.source.as_deref().unwrap_or("-")),
                     SafeText::new(&r.message)
                 )),
             ])

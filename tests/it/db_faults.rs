@@ -82,6 +82,7 @@ async fn the_console_says_when_the_ledger_cannot_be_reached_and_when_it_is_back<
     assert!(away.contains("> away:2"), "the rows last read stay:\n{away}");
     assert!(away.contains("database: no answer from the ledger within 2s (the console keeps trying)"), "{away}");
     insta::assert_snapshot!("ledger_unreachable_80x24", support::mask_times(&away));
+    assert!(away.lines().last().unwrap_or_default().contains("commands wait for the ledger"), "{away}");
 
     console.press("o").await.unwrap();
     let refused = console.screen().unwrap().replace('\n', " ");

@@ -89,7 +89,10 @@ pub fn hints(model: &Model) -> Vec<(String, String)> {
             if searching {
                 keys.push(pair("n/N", "next/previous match"));
             }
-            if let Some(action) = model.selected_action() {
+            if model.connection.away.is_some() {
+                // Every command is held back before its dialog until the ledger answers again.
+                keys.push(pair("…", "commands wait for the ledger"));
+            } else if let Some(action) = model.selected_action() {
                 let shadowed =
                     |key: &str| searching && FOUND_BINDINGS.iter().any(|b| b.keys.split(" / ").any(|k| k == key));
                 for kind in applicable_commands(model, action) {

@@ -45,7 +45,7 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
     let addr = listener.local_addr().map_err(|e| Error::io("cannot read the metrics address", e))?;
     let app = Router::new()
         .route("/metrics", get(scrape))
-        .route("/healthz", get(|| async { "alive\n" }))
+        .route("/healthz", get(alive))
         .route("/readyz", get(ready::<S>))
         .with_state(ledger.clone());
     let server = tokio::spawn(async move {
@@ -84,6 +84,12 @@ fn gauges(stats: &LedgerStats) -> metrics::LedgerGauges {
     }
 }
 
+/// `/healthz`: the process answers; it asks nothing of the database, so that a probe restarts
+/// only a process that is stuck, never one waiting for its database.
+pub(crate) async fn alive() -> &'static str {
+    "alive\n"
+}
+
 async fn scrape() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::encode_text())
 }
@@ -97,7 +103,13 @@ async fn readiness<S: Store>(ledger: &Ledger<S>) -> Result<(), NotReady> {
 
 /// 200 when the database answers and the schema is current; 503 with the reason otherwise.
 async fn ready<S: Store>(State(ledger): State<Ledger<S>>) -> impl IntoResponse {
-    match readiness(&ledger).await {
+    ready_answer(&ledger).await
+}
+
+/// `/readyz`'s answer, the same on the worker's endpoint and on `serve`: 200 `ready`, or 503 with
+/// why, within [`READY_PATIENCE`].
+pub(crate) async fn ready_answer<S: Store>(ledger: &Ledger<S>) -> (StatusCode, String) {
+    match readiness(ledger).await {
         Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
         Err(reason) => {
             tracing::warn!(%reason, "not ready");

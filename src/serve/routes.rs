@@ -32,6 +32,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/stats"),
     ("post", "/v1/hooks/{name}"),
     ("get", "/v1/openapi.json"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
 ];
 
 /// The OpenAPI document, written by hand and checked against [`ROUTES`] by a test.
@@ -52,6 +54,10 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/stats", get(stats::<S>))
         .route("/v1/hooks/{name}", post(hook::<S>))
         .route("/v1/openapi.json", get(openapi))
+        // Probes, without a token, as load balancers and orchestrators ask them: the same answers
+        // as the worker's operations endpoint.
+        .route("/healthz", get(crate::health::alive))
+        .route("/readyz", get(ready::<S>))
         .fallback(|| async { Problem::not_found("no such route; the routes are listed at /v1/openapi.json") })
         .with_state(app)
 }
@@ -517,6 +523,11 @@ async fn hook<S: Store>(
         (Err(refused), Some(field)) => Err(Problem::from(refused).with("field", field)),
         (result, _) => Ok(submitted_response(result)),
     }
+}
+
+/// `/readyz`: 200 when the ledger's database answers and its schema is current, 503 with why.
+async fn ready<S: Store>(With(app): With<Arc<App<S>>>) -> Response {
+    crate::health::ready_answer(&app.ledger).await.into_response()
 }
 
 async fn openapi() -> Response {

@@ -20,7 +20,7 @@ conformance!(the_console_says_when_the_ledger_cannot_be_reached_and_when_it_is_b
 
 /// A store whose pool can be emptied: every connection taken and kept, so that the ledger answers
 /// no one else, as a database that stopped handing out connections.
-trait Starve {
+pub(crate) trait Starve {
     async fn take_every_connection(&self) -> Vec<Box<dyn Send>>;
 }
 

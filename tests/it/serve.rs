@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 conformance!(
+    the_probes_answer_without_a_token_and_readiness_follows_the_database,
     a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_per_key,
     every_refusal_code_writes_nothing,
     an_oversized_body_still_being_sent_gets_its_413,
@@ -960,4 +961,31 @@ async fn slow_clients_are_closed_at_the_header_timeout_and_capped_while_others_a
     let answer = whole_request("127.0.0.1", addr, &submit("slow:after")).await;
     assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
     assert_eq!(written(&db.ledger).await, (2, 0), "only the two whole requests were recorded");
+}
+
+async fn the_probes_answer_without_a_token_and_readiness_follows_the_database<S: Store + crate::db_faults::Starve>(
+    db: TestDb<S>,
+) {
+    let base = start(&db.ledger, unlimited()).await;
+    let client = client();
+    let probe = |path: &'static str| {
+        let (client, url) = (client.clone(), format!("{base}{path}"));
+        async move {
+            let response = client.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    assert_eq!(probe("/healthz").await, (200, "alive\n".to_owned()), "no token needed");
+    assert_eq!(probe("/readyz").await, (200, "ready\n".to_owned()));
+    // A database that hands out no connection: not ready, said within the probe's patience, and
+    // still alive (a restart would not help).
+    let held = db.ledger.store().take_every_connection().await;
+    let asked = std::time::Instant::now();
+    let (status, why) = probe("/readyz").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(why.starts_with("not ready: "), "{why}");
+    assert!(asked.elapsed() < Duration::from_secs(5), "answered after {:?}", asked.elapsed());
+    assert_eq!(probe("/healthz").await.0, 200);
+    drop(held);
+    assert_eq!(probe("/readyz").await, (200, "ready\n".to_owned()), "ready again");
 }

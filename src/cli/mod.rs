@@ -333,10 +333,10 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     } else if is_postgres(&url) {
         // Like the embedded ledger's file, a schema is made only by a command that writes.
         let create = !command.needs_existing_ledger();
-        let store = if let Command::Review(_) = command {
-            PostgresStore::open_interactive(&url, schema.as_deref(), create).await?
-        } else {
-            PostgresStore::open_in(&url, schema.as_deref(), create).await?
+        let store = match command {
+            Command::Review(_) => PostgresStore::open_interactive(&url, schema.as_deref(), create).await?,
+            Command::Serve(_) => PostgresStore::open_serving(&url, schema.as_deref(), create).await?,
+            _ => PostgresStore::open_in(&url, schema.as_deref(), create).await?,
         };
         // What people are shown names the schema too: two ledgers may share a database.
         let shown = format!("{url} (schema {})", store.schema());

@@ -313,6 +313,14 @@ impl PostgresStore {
         Self::open_at(url, schema, create, Pool { acquire_timeout: INTERACTIVE_CONNECTION_WAIT, ..Pool::SHARED }).await
     }
 
+    /// Like [`PostgresStore::open_in`], for `serve`: a connection is waited for
+    /// [`SERVING_CONNECTION_WAIT`], so that a client of a database that went away is answered
+    /// 503 within seconds rather than after 30, while a burst that fills the pool still waits
+    /// its turn.
+    pub async fn open_serving(url: &str, schema: Option<&str>, create: bool) -> Result<Self, StoreError> {
+        Self::open_at(url, schema, create, Pool { acquire_timeout: SERVING_CONNECTION_WAIT, ..Pool::SHARED }).await
+    }
+
     async fn open_at(url: &str, schema: Option<&str>, create: bool, pool: Pool) -> Result<Self, StoreError> {
         let (pool, schema) = connect(url, schema, pool).await?;
         let migrator = sqlx::migrate!("migrations/postgres");
@@ -400,6 +408,9 @@ fn describe(url: &str, schema: &str) -> String {
 /// How long a person watching the review console waits for a connection before it says the
 /// database cannot be reached.
 pub const INTERACTIVE_CONNECTION_WAIT: Duration = Duration::from_secs(1);
+
+/// How long `serve` waits for a connection to the ledger's database before it answers 503.
+pub const SERVING_CONNECTION_WAIT: Duration = Duration::from_secs(3);
 
 /// The size of a store's pool, and how long it waits for a connection.
 #[derive(Debug, Clone, Copy)]

@@ -989,3 +989,85 @@ async fn the_probes_answer_without_a_token_and_readiness_follows_the_database<S:
     drop(held);
     assert_eq!(probe("/readyz").await, (200, "ready\n".to_owned()), "ready again");
 }
+
+/// `serve` on PostgreSQL that stops: a request is answered 503 with `Retry-After` within seconds
+/// (not after the pool's 30 s), `/readyz` says not ready, and both recover once it is back. On a
+/// server of its own, so that no other test loses its database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers() {
+    let cluster = match actionledger::testkit::throwaway_pg::start_private_server() {
+        Ok(cluster) => cluster,
+        Err(error) if !std::env::var("CI").is_ok_and(|v| v == "true") => {
+            eprintln!("\n!!! SKIPPING: no PostgreSQL server of its own for this test: {error}\n");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let made = hash_token(dir.path(), "a-token-of-the-board-0123456789\n", "viewer", "board");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    std::fs::write(dir.path().join("tokens.txt"), &made.stdout).unwrap();
+    let migrated = actionledger(dir.path()).args(["--db", &cluster.url, "migrate"]).output().unwrap();
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let _server = KilledOnDrop(
+        actionledger(dir.path())
+            .args(["--db", &cluster.url, "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let client = client();
+    let stats = format!("http://{listen}/v1/stats");
+    let ask = |url: String| {
+        let client = client.clone();
+        async move {
+            let asked = Instant::now();
+            let response = client.get(url).bearer_auth("a-token-of-the-board-0123456789").send().await.unwrap();
+            let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+            (response.status().as_u16(), retry_after, asked.elapsed())
+        }
+    };
+    let mut up = false;
+    for _ in 0..200 {
+        if client.get(format!("http://{listen}/healthz")).send().await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "serve started");
+    assert_eq!(ask(stats.clone()).await.0, 200);
+
+    cluster.stop().unwrap();
+    let (status, retry_after, took) = ask(stats.clone()).await;
+    assert_eq!((status, retry_after.as_deref()), (503, Some("1")), "unavailable, try again");
+    assert!(took < Duration::from_secs(8), "answered after {took:?}, not the pool's 30 s");
+    let (status, _, took) = ask(format!("http://{listen}/readyz")).await;
+    assert_eq!(status, 503);
+    assert!(took < Duration::from_secs(5), "readiness answered after {took:?}");
+
+    cluster.start().unwrap();
+    let mut back = None;
+    for _ in 0..50 {
+        let (status, _, _) = ask(stats.clone()).await;
+        if status == 200 {
+            back = Some(status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(back, Some(200), "answers again once PostgreSQL is back");
+}
+
+/// A child process that is killed when the test ends, however it ends.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -1020,7 +1020,7 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
             .unwrap(),
     );
     let client = client();
-    let stats = format!("http://{listen}/v1/stats");
+    let figures = format!("http://{listen}/v1/stats");
     let ask = |url: String| {
         let client = client.clone();
         async move {
@@ -1039,10 +1039,10 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(up, "serve started");
-    assert_eq!(ask(stats.clone()).await.0, 200);
+    assert_eq!(ask(figures.clone()).await.0, 200);
 
     cluster.stop().unwrap();
-    let (status, retry_after, took) = ask(stats.clone()).await;
+    let (status, retry_after, took) = ask(figures.clone()).await;
     assert_eq!((status, retry_after.as_deref()), (503, Some("1")), "unavailable, try again");
     assert!(took < Duration::from_secs(8), "answered after {took:?}, not the pool's 30 s");
     let (status, _, took) = ask(format!("http://{listen}/readyz")).await;
@@ -1052,7 +1052,7 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
     cluster.start().unwrap();
     let mut back = None;
     for _ in 0..50 {
-        let (status, _, _) = ask(stats.clone()).await;
+        let (status, _, _) = ask(figures.clone()).await;
         if status == 200 {
             back = Some(status);
             break;

@@ -350,7 +350,7 @@ async fn load<S: Store>(ledger: &Ledger<S>, request: &LoadRequest) -> Result<Sna
     let counts = match (request.with_counts, &matching) {
         (false, _) => None,
         (true, Some(filter)) => {
-            let notices = store.count_notices_matching(filter).await?;
+            let notices = store.count_notices_matching(filter, now).await?;
             Some(Counts {
                 by_state: ledger.counts_matching(filter).await?,
                 refused: store.count_refused(filter).await?,

@@ -502,9 +502,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// How many refused submissions match `filter`'s terms, as [`Store::list_refused`] lists them
     /// (all of them for the default filter).
     fn count_refused(&self, filter: &ListFilter) -> impl Future<Output = Result<i64, StoreError>> + Send;
-    /// Of the actions that match `filter`'s terms, at database time: those outside `conflict`
-    /// with a proposal waiting, those with late results, and the stale claims.
-    fn count_notices_matching(&self, filter: &ListFilter) -> impl Future<Output = Result<Notices, StoreError>> + Send;
+    /// Of the actions that match `filter`'s terms: those outside `conflict` with a proposal
+    /// waiting, those with late results, and the claims stale at database time `now` (the time
+    /// the caller read for the same screen).
+    fn count_notices_matching(
+        &self,
+        filter: &ListFilter,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Notices, StoreError>> + Send;
     /// How many actions outside `conflict` have a proposed payload awaiting a decision.
     fn count_proposed_elsewhere(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
     /// How many actions have late results that no person has acknowledged.

@@ -248,8 +248,7 @@ impl<S: SqlStore> Store for S {
         Ok(read_one(self, sql::count_refused(filter)).await?.int("count")?)
     }
 
-    async fn count_notices_matching(&self, filter: &ListFilter) -> Result<Notices, StoreError> {
-        let now = Store::now(self).await?;
+    async fn count_notices_matching(&self, filter: &ListFilter, now: Timestamp) -> Result<Notices, StoreError> {
         let row = read_one(self, sql::count_matching_notices(filter, now)).await?;
         Ok(Notices {
             proposed_elsewhere: row.int("proposed_elsewhere")?,

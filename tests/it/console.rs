@@ -536,16 +536,7 @@ async fn the_selection_is_a_key_through_resize_refresh_and_departures<S: Store>(
     assert_eq!(selected(&console), "acme:sel:049");
 
     // The selected action leaves the pane: the console says so instead of silently moving.
-    let cancel = ManualRequest {
-        key: ActionKey::parse("acme:sel:049").unwrap(),
-        person: Person::parse("Bo").unwrap(),
-        reason: Reason::parse("duplicate").unwrap(),
-        expect_version: None,
-        command: ManualCommand::Cancel,
-        old_worker_stopped: false,
-        confirmed_not_written: false,
-    };
-    l.manual(&cancel).await.unwrap();
+    cancelled_elsewhere(l, "acme:sel:049").await;
     console.send(Msg::Tick).await.unwrap();
     let screen = joined(&console.screen().unwrap());
     assert!(screen.contains("acme:sel:049 left the pending pane"), "{screen}");

@@ -995,14 +995,7 @@ async fn the_probes_answer_without_a_token_and_readiness_follows_the_database<S:
 /// server of its own, so that no other test loses its database.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers() {
-    let cluster = match actionledger::testkit::throwaway_pg::start_private_server() {
-        Ok(cluster) => cluster,
-        Err(error) if !std::env::var("CI").is_ok_and(|v| v == "true") => {
-            eprintln!("\n!!! SKIPPING: no PostgreSQL server of its own for this test: {error}\n");
-            return;
-        }
-        Err(error) => panic!("{error}"),
-    };
+    let Some(cluster) = crate::support::pg::private_server() else { return };
     let dir = tempfile::tempdir().unwrap();
     let made = hash_token(dir.path(), "a-token-of-the-board-0123456789\n", "viewer", "board");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));

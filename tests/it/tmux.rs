@@ -284,14 +284,7 @@ async fn the_header_follows_postgresql_stopping_and_starting_again() {
     if !tmux_available() {
         return;
     }
-    let cluster = match actionledger::testkit::throwaway_pg::start_private_server() {
-        Ok(cluster) => cluster,
-        Err(error) if !std::env::var("CI").is_ok_and(|v| v == "true") => {
-            eprintln!("\n!!! SKIPPING: no PostgreSQL server of its own for this test: {error}\n");
-            return;
-        }
-        Err(error) => panic!("{error}"),
-    };
+    let Some(cluster) = crate::support::pg::private_server() else { return };
     let store = actionledger::store::PostgresStore::open(&cluster.url).await.unwrap();
     let ledger = actionledger::Ledger::new(store);
     for n in 0..3 {

@@ -12,11 +12,7 @@ use crate::store::ListOrder;
 impl Model {
     /// The first effect: load the first pane, with the counts.
     pub fn start(&mut self) -> Vec<Effect> {
-        let mut load = self.load(Window::Newest, Selection::First);
-        if let Effect::Load(request) = &mut load {
-            request.with_counts = true;
-        }
-        vec![load]
+        vec![self.load_counted(Window::Newest, Selection::First)]
     }
 
     /// The order the store pages the pane in: refused submissions are always newest first.
@@ -33,7 +29,18 @@ impl Model {
         visible_rows(self.height)
     }
 
+    /// One screen of the pane's rows: what moving around asks, one indexed page query.
     pub(super) fn load(&mut self, window: Window, select: Selection) -> Effect {
+        self.load_rows(window, select, false)
+    }
+
+    /// One screen of rows with the counts per state: what the first screen, a refresh and a new
+    /// filter ask.
+    pub(super) fn load_counted(&mut self, window: Window, select: Selection) -> Effect {
+        self.load_rows(window, select, true)
+    }
+
+    fn load_rows(&mut self, window: Window, select: Selection, with_counts: bool) -> Effect {
         self.next_request += 1;
         self.loading = Some(self.next_request);
         Effect::Load(LoadRequest {
@@ -44,7 +51,7 @@ impl Model {
             filter: self.filter.clone().map(Box::new),
             select,
             order: self.list_order(),
-            with_counts: false,
+            with_counts,
         })
     }
 
@@ -55,11 +62,7 @@ impl Model {
             _ => Window::Newest,
         };
         let select = self.selected_key().map_or(Selection::First, Selection::Key);
-        let mut load = self.load(window, select);
-        if let Effect::Load(request) = &mut load {
-            request.with_counts = true;
-        }
-        let mut effects = vec![load];
+        let mut effects = vec![self.load_counted(window, select)];
         if let (Mode::Detail, Some(detail)) = (&self.mode, &self.detail) {
             let key = detail.action.key.clone();
             effects.push(self.load_detail(key));

@@ -254,11 +254,7 @@ fn open_filter(model: &mut Model) -> Vec<Effect> {
 /// selection stays on its action where the filter still shows it.
 fn filtered_load(model: &mut Model) -> Effect {
     let select = model.selected_key().map_or(Selection::First, |key| Selection::KeyOr(key, 0));
-    let mut load = model.load(Window::Newest, select);
-    if let Effect::Load(request) = &mut load {
-        request.with_counts = true;
-    }
-    load
+    model.load_counted(Window::Newest, select)
 }
 
 fn on_action(model: &mut Model, action: Action) -> Vec<Effect> {

@@ -19,3 +19,20 @@ pub async fn fresh_database() -> Option<String> {
         }
     }
 }
+
+/// A PostgreSQL server of the test's own, to stop and start without taking any other test's
+/// database away; `None` (after a loud message) if none can be had here. With `CI=true` a missing
+/// PostgreSQL fails the test instead.
+pub fn private_server() -> Option<actionledger::testkit::throwaway_pg::PrivateCluster> {
+    match actionledger::testkit::throwaway_pg::start_private_server() {
+        Ok(cluster) => Some(cluster),
+        Err(why) => {
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "PostgreSQL is required in CI but a server of its own could not be started: {why}"
+            );
+            eprintln!("\n!!! SKIPPING a PostgreSQL test: no server of its own: {why}\n");
+            None
+        }
+    }
+}

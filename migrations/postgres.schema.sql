@@ -559,6 +559,29 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION actionledger_grant_serve(serve_login text, people text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'pg_temp'
+AS $function$
+BEGIN
+    IF to_regrole(quote_ident(serve_login)) IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = format(
+            'actionledger: there is no login %s; create it first (CREATE ROLE %I LOGIN PASSWORD ...)',
+            serve_login, serve_login);
+    END IF;
+    IF to_regrole('actionledger_worker') IS NULL OR to_regrole('actionledger_reviewer') IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE =
+            'actionledger: the ledger is not role-managed (the roles actionledger_worker and actionledger_reviewer '
+            'do not exist), so a serve login needs no grant beyond the tables''';
+    END IF;
+    EXECUTE format('GRANT actionledger_worker, actionledger_reviewer TO %I', serve_login);
+    INSERT INTO person_logins (login, person)
+    SELECT serve_login, person FROM unnest(people) AS person
+    ON CONFLICT DO NOTHING;
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION actionledger_guard_acknowledgement()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -1270,6 +1293,7 @@ ALTER FUNCTION actionledger_check_entry_matches() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_check_lookup_recorded() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_grant_proposals() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_grant_roles() OWNER TO actionledger_owner;
+ALTER FUNCTION actionledger_grant_serve(serve_login text, people text[]) OWNER TO <migrating role>;
 ALTER FUNCTION actionledger_guard_acknowledgement() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_action() OWNER TO actionledger_owner;
 ALTER FUNCTION actionledger_guard_action_update() OWNER TO actionledger_owner;
@@ -1342,6 +1366,8 @@ GRANT EXECUTE ON FUNCTION actionledger_grant_proposals() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_grant_proposals() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_grant_roles() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_grant_roles() TO actionledger_owner;
+GRANT EXECUTE ON FUNCTION actionledger_grant_serve(serve_login text, people text[]) TO <migrating role>;
+GRANT EXECUTE ON FUNCTION actionledger_grant_serve(serve_login text, people text[]) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_acknowledgement() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION actionledger_guard_acknowledgement() TO actionledger_owner;
 GRANT EXECUTE ON FUNCTION actionledger_guard_action() TO PUBLIC;

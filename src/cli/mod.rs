@@ -322,6 +322,11 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     {
         return Ok(code);
     }
+    if let Command::Serve(args) = &command
+        && let Some(code) = serve::grant(&url, schema.as_deref(), args).await?
+    {
+        return Ok(code);
+    }
     if url.starts_with("sqlite:") {
         // A mistyped path must not answer "nothing pending" from a new, empty ledger.
         let store = if command.needs_existing_ledger() {
@@ -333,9 +338,18 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     } else if is_postgres(&url) {
         // Like the embedded ledger's file, a schema is made only by a command that writes.
         let create = !command.needs_existing_ledger();
+        if let Command::Serve(args) = command {
+            let stores = PostgresStore::open_serving(&url, schema.as_deref(), create).await?;
+            let (ledger, commands) = (Ledger::new(stores.submissions), stores.commands.map(Ledger::new));
+            let result = serve::serve(&ledger, commands.clone(), args).await;
+            ledger.store().close().await;
+            if let Some(commands) = commands {
+                commands.store().close().await;
+            }
+            return result;
+        }
         let store = match command {
             Command::Review(_) => PostgresStore::open_interactive(&url, schema.as_deref(), create).await?,
-            Command::Serve(_) => PostgresStore::open_serving(&url, schema.as_deref(), create).await?,
             _ => PostgresStore::open_in(&url, schema.as_deref(), create).await?,
         };
         // What people are shown names the schema too: two ledgers may share a database.
@@ -389,7 +403,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Review(args) => review::review(&ledger, args, url).await,
         Command::Worker(args) => worker::worker(ledger.clone(), args).await,
         Command::Reconcile(args) => worker::reconcile(&ledger, args).await,
-        Command::Serve(args) => serve::serve(&ledger, args).await,
+        Command::Serve(args) => serve::serve(&ledger, None, args).await,
         Command::SimCrm(_) | Command::Demo(_) | Command::Bench(_) | Command::Completions { .. } | Command::Manpage => {
             unreachable!("handled before the ledger is opened")
         }

@@ -1,5 +1,6 @@
 //! `actionledger serve`: runs the HTTP intake API over the ledger until SIGTERM or ctrl-c, and
-//! `serve hash-token`, which makes a tokens file's line from a token read on standard input.
+//! `serve hash-token`, which makes a tokens file's line from a token read on standard input, and
+//! `serve grant`, which gives a PostgreSQL login everything `serve` needs.
 
 use super::values::RoleArg;
 use crate::error::Error;
@@ -78,6 +79,65 @@ enum ServeCommand {
         #[arg(long)]
         name: String,
     },
+    /// Give a PostgreSQL login everything `serve` needs, in one step: the worker's and the
+    /// reviewer's roles, and the right to sign as each reviewer token's name. Run it as a role
+    /// that may grant the roles and owns the ledger; again whenever reviewer tokens are added.
+    Grant {
+        /// The login `serve` connects as (create it first: CREATE ROLE NAME LOGIN PASSWORD ...).
+        login: String,
+        /// The tokens file `serve` will read; its reviewer tokens' names are the people the login
+        /// may sign as. The lines of ACTIONLEDGER_TOKENS are read too.
+        #[arg(long, value_name = "FILE", env = "ACTIONLEDGER_TOKENS_FILE")]
+        tokens: Option<PathBuf>,
+    },
+}
+
+/// Why `serve grant` cannot run.
+#[derive(Debug, thiserror::Error)]
+enum GrantError {
+    #[error(
+        "serve grant gives a PostgreSQL login its roles; SQLite has no logins (whoever may write the ledger's \
+         file may do everything), so there is nothing to grant"
+    )]
+    NoLogins,
+    #[error("the login name is empty; give the name of the PostgreSQL login serve connects as")]
+    EmptyLogin,
+}
+
+impl From<GrantError> for Error {
+    fn from(error: GrantError) -> Self {
+        crate::error::FrontendError::new(crate::error::Kind::Usage, error).into()
+    }
+}
+
+/// The tokens `serve` reads: the file given, then ACTIONLEDGER_TOKENS's lines.
+fn load_tokens(file: Option<&std::path::Path>) -> Result<Tokens, Error> {
+    let env_tokens = std::env::var("ACTIONLEDGER_TOKENS").ok().filter(|t| !t.trim().is_empty());
+    Ok(Tokens::load(file, env_tokens.as_deref()).map_err(crate::serve::ServeError::from)?)
+}
+
+/// `serve grant`: the one step that makes a login fit for `serve` (migration 0102).
+pub(super) async fn grant(url: &str, schema: Option<&str>, args: &ServeArgs) -> Result<Option<i32>, Error> {
+    let Some(ServeCommand::Grant { login, tokens }) = &args.command else { return Ok(None) };
+    if !super::is_postgres(url) {
+        return Err(GrantError::NoLogins.into());
+    }
+    let login = login.trim();
+    if login.is_empty() {
+        return Err(GrantError::EmptyLogin.into());
+    }
+    let people = load_tokens(tokens.as_deref())?.reviewers();
+    let store = crate::store::PostgresStore::open_in(url, schema, false).await?;
+    let granted = store.grant_serve(login, &people).await;
+    store.close().await;
+    granted?;
+    println!("granted {login} the roles actionledger_worker and actionledger_reviewer (serve acts as each on a pool of its own)");
+    if people.is_empty() {
+        println!("no reviewer token: {login} signs as nobody; run this again after adding reviewer tokens");
+    } else {
+        println!("{login} may sign as: {}", people.join(", "));
+    }
+    Ok(Some(crate::error::exit::OK))
 }
 
 /// `serve hash-token`, which needs no ledger; `None` for `serve` itself.
@@ -100,9 +160,14 @@ pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
     Ok(Some(crate::error::exit::OK))
 }
 
-pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Result<i32, Error> {
-    let env_tokens = std::env::var("ACTIONLEDGER_TOKENS").ok().filter(|t| !t.trim().is_empty());
-    let tokens = Tokens::load(args.tokens.as_deref(), env_tokens.as_deref()).map_err(crate::serve::ServeError::from)?;
+/// `serve`, with people's commands through `commands` where the ledger was opened to act as the
+/// reviewer's role for them (see `PostgresStore::open_serving`).
+pub(super) async fn serve<S: Store>(
+    ledger: &Ledger<S>,
+    commands: Option<Ledger<S>>,
+    args: ServeArgs,
+) -> Result<i32, Error> {
+    let tokens = load_tokens(args.tokens.as_deref())?;
     let default = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
     let config_path = args.config.as_deref().or(default.exists().then_some(default));
     let (intakes, destinations) = match config_path {
@@ -119,7 +184,9 @@ pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Resu
         None => (Vec::new(), crate::destination::Destinations::default()),
     };
     let options = ServeOptions { rate: args.rate, burst: args.burst, timeout: args.timeout, ..ServeOptions::default() };
-    let ledger = ledger.clone().with_destinations(destinations.catalog());
+    let catalog = destinations.catalog();
+    let commands = commands.map(|commands| commands.with_destinations(catalog.clone()));
+    let ledger = ledger.clone().with_destinations(catalog);
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| Error::io(format!("cannot listen on {}", args.listen), e))?;
@@ -136,7 +203,12 @@ pub(super) async fn serve<S: Store>(ledger: &Ledger<S>, args: ServeArgs) -> Resu
         max_connections: args.max_connections as usize,
         max_per_address: args.max_connections_per_address as usize,
     };
-    let router = App::new(ledger, tokens, intakes, options).router();
+    let app = App::new(ledger, tokens, intakes, options);
+    let router = match commands {
+        Some(commands) => app.with_commands_through(commands),
+        None => app,
+    }
+    .router();
     crate::connections::serve(listener, router, limits, crate::serve::shutdown_signal())
         .await
         .map_err(|e| Error::io("the HTTP server failed", e))?;

@@ -142,6 +142,23 @@ pub struct Tokens {
     roles_by_name: HashMap<String, (Role, Place)>,
 }
 
+impl Tokens {
+    /// The people the reviewer tokens' commands are recorded under, each once, in order: the
+    /// names a serve login must be allowed to sign as.
+    pub fn reviewers(&self) -> Vec<String> {
+        let mut people: Vec<String> = self
+            .by_hash
+            .values()
+            .filter(|(grant, _)| grant.role == Role::Reviewer)
+            .filter_map(|(grant, _)| grant.person().ok())
+            .map(|person| person.as_str().to_owned())
+            .collect();
+        people.sort();
+        people.dedup();
+        people
+    }
+}
+
 /// The line a tokens file holds for `token`: `sha256:HEX ROLE NAME`.
 pub fn hash_token(token: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(token.trim().as_bytes())))

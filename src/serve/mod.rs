@@ -73,7 +73,11 @@ impl Default for ServeOptions {
 /// What every request shares: the ledger, the tokens, the intakes, the rate limit.
 #[derive(Debug)]
 pub struct App<S> {
+    /// Submissions and reads.
     ledger: Ledger<S>,
+    /// People's commands: the same ledger, through a connection that acts as the reviewer's role
+    /// where the database login holds both duties (see `PostgresStore::open_serving`).
+    commands: Ledger<S>,
     tokens: Tokens,
     intakes: BTreeMap<String, Intake>,
     limiter: RateLimiter,
@@ -83,12 +87,21 @@ pub struct App<S> {
 impl<S: Store> App<S> {
     pub fn new(ledger: Ledger<S>, tokens: Tokens, intakes: Vec<Intake>, options: ServeOptions) -> Self {
         Self {
+            commands: ledger.clone(),
             ledger,
             tokens,
             intakes: intakes.into_iter().map(|i| (i.name.clone(), i)).collect(),
             limiter: RateLimiter::new(options.rate, options.burst),
             options,
         }
+    }
+
+    /// People's commands go through `commands` (the same ledger, opened to act as the
+    /// reviewer's role), submissions and reads through the ledger given to [`App::new`].
+    #[must_use]
+    pub fn with_commands_through(mut self, commands: Ledger<S>) -> Self {
+        self.commands = commands;
+        self
     }
 
     /// The routes, with the request timeout around each.

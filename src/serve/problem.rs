@@ -140,28 +140,44 @@ impl From<LedgerError> for Problem {
                 Self::new(StatusCode::CONFLICT, "refused_change", "Change refused", error.to_string())
             }
             // The same refusal the command line exits 3 for: the login's role may not make this
-            // change, and no retry will change that.
-            LedgerError::Store(store) if store.is_not_permitted() => {
-                tracing::warn!(error = %store, "the ledger's database refused the server's login");
+            // change, and no retry will change that. The database's reason is the ledger's own
+            // (its guards name the role and what it may not do), so the client is told it.
+            LedgerError::Store(crate::store::StoreError::NotPermitted(reason)) => {
+                tracing::warn!(reason = %reason, "the ledger's database refused the server's login");
                 Self::new(
                     StatusCode::FORBIDDEN,
                     "not_permitted",
                     "Not permitted to the ledger's database login",
-                    "the database login this server uses may not make this change (its role's grants); nothing \
-                     changed, and trying again will not help",
+                    format!(
+                        "the database login this server uses may not make this change: {}; nothing changed, and \
+                         trying again will not help",
+                        reason.trim_start_matches("actionledger: ")
+                    ),
                 )
             }
-            LedgerError::Store(store) => {
+            // Only a database that cannot be reached is worth trying again: anything else it
+            // answers would be answered again.
+            LedgerError::Store(store) if store.is_unreachable() => {
                 // The database's own words may name tables and hosts: kept in the server's log.
-                tracing::error!(error = %store, "the ledger's database failed");
+                tracing::error!(error = %store, "the ledger's database cannot be reached");
                 let mut problem = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "ledger_unavailable",
                     "Ledger unavailable",
-                    "the ledger's database failed; nothing is known to have changed; try again",
+                    "the ledger's database cannot be reached; nothing is known to have changed; try again",
                 );
                 problem.retry_after = Some(1);
                 problem
+            }
+            LedgerError::Store(store) => {
+                tracing::error!(error = %store, "the ledger's database failed");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "ledger_error",
+                    "Ledger error",
+                    "the ledger's database refused the request for a reason of its own (in the server's log); its \
+                     transaction was rolled back, so nothing changed",
+                )
             }
         }
     }
@@ -198,5 +214,36 @@ fn way_out_words(way_out: WayOut, key: &str) -> String {
 impl From<crate::domain::InputError> for Problem {
     fn from(error: crate::domain::InputError) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", "Invalid input", error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+
+    fn answer(error: StoreError) -> (u16, &'static str, Option<u64>, String) {
+        let problem = Problem::from(LedgerError::Store(error));
+        (problem.status.as_u16(), problem.kind, problem.retry_after, problem.detail)
+    }
+
+    /// Only a database that cannot be reached is "try again": a refusal of the login's role is
+    /// 403 with the ledger's reason, and any other failure is a 500 that no retry would change.
+    #[test]
+    fn a_database_failure_is_answered_by_what_trying_again_could_change() {
+        let (status, kind, retry_after, detail) = answer(StoreError::NotPermitted(
+            "actionledger: login api may not sign as Cy Dale: a person's entry names the person of the login".to_owned(),
+        ));
+        assert_eq!((status, kind, retry_after), (403, "not_permitted", None));
+        assert!(detail.contains("may not make this change: login api may not sign as Cy Dale"), "{detail}");
+        assert!(detail.contains("trying again will not help"), "{detail}");
+
+        let (status, kind, retry_after, _) = answer(StoreError::Database(sqlx::Error::PoolTimedOut));
+        assert_eq!((status, kind, retry_after), (503, "ledger_unavailable", Some(1)));
+
+        let (status, kind, retry_after, detail) =
+            answer(StoreError::Database(sqlx::Error::Protocol("unexpected message".to_owned())));
+        assert_eq!((status, kind, retry_after), (500, "ledger_error", None));
+        assert!(!detail.contains("unexpected message"), "the database's words stay in the log: {detail}");
     }
 }

@@ -485,7 +485,7 @@ async fn command<S: Store>(
         old_worker_stopped: body.old_worker_stopped,
         confirmed_not_written: body.confirm_not_written,
     };
-    let outcome = app.ledger.manual(&request).await?;
+    let outcome = app.commands.manual(&request).await?;
     tracing::info!(by = %grant.name, command = request.command.verb(), "command");
     Ok(json_response(StatusCode::OK, &document::manual(&request, &outcome)))
 }

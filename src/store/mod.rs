@@ -40,7 +40,7 @@ pub use clock::Clock;
 pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
 pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
-pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore};
+pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore, ServingStores};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;

@@ -317,8 +317,32 @@ impl PostgresStore {
     /// [`SERVING_CONNECTION_WAIT`], so that a client of a database that went away is answered
     /// 503 within seconds rather than after 30, while a burst that fills the pool still waits
     /// its turn.
-    pub async fn open_serving(url: &str, schema: Option<&str>, create: bool) -> Result<Self, StoreError> {
-        Self::open_at(url, schema, create, Pool { acquire_timeout: SERVING_CONNECTION_WAIT, ..Pool::SHARED }).await
+    ///
+    /// A login that is a member of both the worker's and the reviewer's roles (as
+    /// [`PostgresStore::grant_serve`] makes it) is opened twice, acting as one role on each
+    /// pool: the guards hold a session of both duties to neither role's columns, so submissions
+    /// and reads go through the worker's pool and people's commands through the reviewer's,
+    /// each held to its own duty. Any other login is one pool, as it is.
+    pub async fn open_serving(url: &str, schema: Option<&str>, create: bool) -> Result<ServingStores, StoreError> {
+        let serving = Pool { acquire_timeout: SERVING_CONNECTION_WAIT, ..Pool::SHARED };
+        let store = Self::open_at(url, schema, create, serving).await?;
+        let split: bool = sqlx::query_scalar(statements::PG_SERVING_DUTIES).fetch_one(&store.pool).await?;
+        if !split {
+            return Ok(ServingStores { submissions: store, commands: None });
+        }
+        store.pool.close().await;
+        let schema = Some(schema.unwrap_or(&store.schema));
+        let submissions = Self::open_at(url, schema, false, Pool { role: Some(WORKER_ROLE), ..serving }).await?;
+        let commands = Self::open_at(url, schema, false, Pool { role: Some(REVIEWER_ROLE), ..serving }).await?;
+        Ok(ServingStores { submissions, commands: Some(commands) })
+    }
+
+    /// Grants the login `serve_login` what `actionledger serve` needs, in one step: the worker's
+    /// and the reviewer's roles, and a row of person_logins for each of `people` (the names of
+    /// its reviewer tokens). Run as a role that may grant the roles and write person_logins.
+    pub async fn grant_serve(&self, serve_login: &str, people: &[String]) -> Result<(), StoreError> {
+        sqlx::query(statements::PG_GRANT_SERVE).bind(serve_login).bind(people).execute(&self.pool).await?;
+        Ok(())
     }
 
     async fn open_at(url: &str, schema: Option<&str>, create: bool, pool: Pool) -> Result<Self, StoreError> {
@@ -412,16 +436,30 @@ pub const INTERACTIVE_CONNECTION_WAIT: Duration = Duration::from_secs(1);
 /// How long `serve` waits for a connection to the ledger's database before it answers 503.
 pub const SERVING_CONNECTION_WAIT: Duration = Duration::from_secs(3);
 
-/// The size of a store's pool, and how long it waits for a connection.
+/// The size of a store's pool, how long it waits for a connection, and the role its connections
+/// act as (the login's own when `None`).
 #[derive(Debug, Clone, Copy)]
 struct Pool {
     max_connections: u32,
     acquire_timeout: Duration,
+    role: Option<&'static str>,
+}
+
+/// The roles a serve login acts as, one per pool (migration 0102).
+const WORKER_ROLE: &str = "actionledger_worker";
+const REVIEWER_ROLE: &str = "actionledger_reviewer";
+
+/// The ledger as `serve` opened it: submissions and reads, and people's commands on a pool of
+/// their own where the login holds both duties (see [`PostgresStore::open_serving`]).
+#[derive(Debug)]
+pub struct ServingStores {
+    pub submissions: PostgresStore,
+    pub commands: Option<PostgresStore>,
 }
 
 impl Pool {
     /// Workers and commands: a restarting server is waited for.
-    const SHARED: Self = Self { max_connections: 16, acquire_timeout: Duration::from_secs(30) };
+    const SHARED: Self = Self { max_connections: 16, acquire_timeout: Duration::from_secs(30), role: None };
     /// A look at the schema, with nothing else to do.
     const TOOL: Self = Self { max_connections: 2, ..Self::SHARED };
 }
@@ -439,6 +477,11 @@ async fn connect(url: &str, schema: Option<&str>, settings: Pool) -> Result<(sql
         options
     } else {
         options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_LIMIT)])
+    };
+    // Set as the session starts, as `SET ROLE` would: the guards then see this role's duty alone.
+    let options = match settings.role {
+        Some(role) => options.options([("role", role)]),
+        None => options,
     };
     // One direct connection first: a wrong address, password or certificate fails at once,
     // where the pool would keep retrying until its acquire timeout.

@@ -82,6 +82,11 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     json_texts_of_third: "SELECT json_array_elements_text($3::json)",
 };
 
+/// Whether a serve login acts as the worker and the reviewer on pools of their own (column `split`).
+pub(crate) const PG_SERVING_DUTIES: &str = named(POSTGRES_OWN, "serving_duties");
+/// Grants a serve login what it needs, in one step (migration 0102).
+pub(crate) const PG_GRANT_SERVE: &str = named(POSTGRES_OWN, "grant_serve");
+
 /// `$1, $2, ...` (or `?, ?, ...`): `count` parameters from parameter `first`.
 fn param_list(params: Params, first: usize, count: usize) -> String {
     (first..first + count).map(|n| params.at(n)).collect::<Vec<_>>().join(", ")

@@ -1064,3 +1064,118 @@ impl Drop for KilledOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The login `serve grant` makes is all `serve` needs on a role-managed ledger: it submits as a
+/// worker and runs each reviewer token's commands as a reviewer signing as that token's name,
+/// and the database still holds each to its own duty. A reviewer token the grant did not name is
+/// refused 403 with the ledger's reason, never a 5xx to try again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_granted_by_serve_grant_is_all_serve_needs_and_its_refusals_are_403() {
+    let Some((admin, admin_url)) = crate::roles::ledger().await else { return };
+    let login = format!("{}_api", crate::roles::database_name(&admin_url));
+    crate::roles::exec(&admin, &format!("CREATE ROLE {login} LOGIN PASSWORD 'api-secret'")).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    for (token, role, name) in [
+        ("a-token-of-the-shop-0123456789", "source", "shop"),
+        ("a-token-of-ana-lima-0123456789", "reviewer", "Ana Lima"),
+    ] {
+        let made = hash_token(dir.path(), token, role, name);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        lines.push_str(&String::from_utf8(made.stdout).unwrap());
+    }
+    std::fs::write(dir.path().join("granted.txt"), &lines).unwrap();
+    let granted = actionledger(dir.path())
+        .args(["--db", &admin_url, "serve", "grant", &login, "--tokens", "granted.txt"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&granted.stdout);
+    assert!(granted.status.success(), "{said}{}", String::from_utf8_lossy(&granted.stderr));
+    assert!(said.contains(&format!("{login} may sign as: Ana Lima")), "{said}");
+    let again = actionledger(dir.path())
+        .args(["--db", &admin_url, "serve", "grant", &login, "--tokens", "granted.txt"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "granting again is safe: {}", String::from_utf8_lossy(&again.stderr));
+    let nobody = actionledger(dir.path())
+        .args(["--db", &admin_url, "serve", "grant", "no_such_login", "--tokens", "granted.txt"])
+        .output()
+        .unwrap();
+    assert_ne!(nobody.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("there is no login no_such_login"), "{nobody:?}");
+    let on_sqlite = actionledger(dir.path())
+        .args(["--db", "sqlite://ledger.db", "serve", "grant", &login, "--tokens", "granted.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(on_sqlite.status.code(), Some(2), "a usage error: {on_sqlite:?}");
+    assert!(String::from_utf8_lossy(&on_sqlite.stderr).contains("SQLite has no logins"), "{on_sqlite:?}");
+    assert!(!dir.path().join("ledger.db").exists(), "nothing created");
+
+    // A reviewer token added after the grant: its name is not one the login may sign as.
+    let late = hash_token(dir.path(), "a-token-of-cy-dale-0123456789", "reviewer", "Cy Dale");
+    lines.push_str(&String::from_utf8(late.stdout).unwrap());
+    std::fs::write(dir.path().join("tokens.txt"), &lines).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let api_url = crate::roles::url_as(&admin_url, &login, "api-secret");
+    let _server = KilledOnDrop(
+        actionledger(dir.path())
+            .args(["--db", &api_url, "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let client = client();
+    let base = format!("http://{listen}");
+    let mut up = false;
+    for _ in 0..200 {
+        if client.get(format!("{base}/healthz")).send().await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "serve started with the granted login");
+    let key = "acme:order:ORD-9:create-task";
+    let (status, _, created) = post(
+        &client,
+        &format!("{base}/v1/actions"),
+        Some("a-token-of-the-shop-0123456789"),
+        &submission(key, &json!({"n": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+
+    let cancel = |token: &'static str, reason: &'static str| {
+        let client = client.clone();
+        let url = format!("{base}/v1/actions/{key}/cancel");
+        async move {
+            let response = client
+                .post(url)
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(json!({ "reason": reason, "version": 1 }).to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let retry_after = response.headers().get("retry-after").cloned();
+            (status, retry_after, serde_json::from_str::<Value>(&response.text().await.unwrap()).unwrap())
+        }
+    };
+    let (status, retry_after, problem) = cancel("a-token-of-cy-dale-0123456789", "not my order").await;
+    assert_eq!((status, retry_after), (403, None), "{problem}");
+    assert_eq!(problem["type"], json!("urn:actionledger:problem:not_permitted"), "{problem}");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("login {login} may not sign as Cy Dale")), "the ledger's reason: {detail}");
+    let action = admin.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!((action.action.state, action.audit.len()), (State::Pending, 1), "nothing changed");
+
+    let (status, _, done) = cancel("a-token-of-ana-lima-0123456789", "the order was refunded").await;
+    assert_eq!(status, 200, "{done}");
+    let action = admin.detail(&actionledger::domain::ActionKey::parse(key).unwrap()).await.unwrap();
+    assert_eq!(action.action.state, State::Cancelled);
+    let entry = action.audit.last().unwrap();
+    assert_eq!(entry.actor, "Ana Lima", "signed as the token's name: {entry:?}");
+}

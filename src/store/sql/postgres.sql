@@ -16,3 +16,19 @@ SELECT actionledger_session_may('owner') AS may, CAST(current_user AS TEXT) AS r
 -- A transaction-scoped advisory lock, one number for the whole ledger: two new actions that would
 -- wait for each other must not each miss the other's uncommitted row (see after_links).
 SELECT pg_advisory_xact_lock(7429916350244813907);
+
+-- name: serving_duties
+-- Whether this session's login is a member of both the worker's and the reviewer's roles and does
+-- not own the tables, as column `split`: then `serve` acts as each role on a pool of its own
+-- (migration 0102). False on a ledger that is not role-managed.
+SELECT CASE WHEN to_regrole('actionledger_worker') IS NULL OR to_regrole('actionledger_reviewer') IS NULL THEN false
+            ELSE pg_has_role(session_user, 'actionledger_worker', 'MEMBER')
+                 AND pg_has_role(session_user, 'actionledger_reviewer', 'MEMBER')
+                 AND NOT pg_has_role(session_user, (SELECT relowner FROM pg_class WHERE oid = 'actions'::regclass),
+                                     'MEMBER')
+       END AS split;
+
+-- name: grant_serve
+-- Grants the login $1 both roles serve acts as, and lists the people $2 (a text array) it signs
+-- as: migration 0102's function, safe to run again.
+SELECT actionledger_grant_serve($1, $2);

@@ -54,6 +54,8 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
             ("public_migrations", PUBLIC_MIGRATIONS),
             ("public_functions", PUBLIC_FUNCTIONS),
             ("public_tables", PUBLIC_TABLES),
+            ("serving_duties", PG_SERVING_DUTIES),
+            ("grant_serve", PG_GRANT_SERVE),
         ] {
             fixed(name, sql);
         }

@@ -18,6 +18,8 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     pub const REFUSED: i32 = 3;
     pub const NOT_FOUND: i32 = 4;
+    /// `migrate --status`: the ledger's schema is not the one this build expects.
+    pub const NOT_CURRENT: i32 = 5;
 }
 
 /// How a front end answers an error: the same classification everywhere (the command line's exit

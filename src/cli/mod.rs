@@ -259,13 +259,13 @@ impl Command {
             | Self::Resolve { manual: args, .. }
             | Self::Assign { manual: args, .. } => args.json,
             Self::Purge(args) => args.json,
+            Self::Migrate(args) => args.json,
             Self::Worker(args) => args.json,
             Self::Reconcile(args) => args.json,
             Self::Demo(args) => args.json,
             Self::Bench(args) => args.json,
             Self::Stats(args) => args.json,
-            Self::Migrate(_)
-            | Self::Review(_)
+            Self::Review(_)
             | Self::Serve(_)
             | Self::SimCrm(_)
             | Self::Completions { .. }
@@ -317,10 +317,8 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
     };
     let url = resolve_db_url(cli.db);
     let schema = cli.schema.filter(|s| !s.trim().is_empty());
-    if let Command::Migrate(args) = &command
-        && let Some(code) = migrate::before_opening(&url, schema.as_deref(), args).await?
-    {
-        return Ok(code);
+    if let Command::Migrate(args) = &command {
+        return migrate::migrate(&url, schema.as_deref(), args).await;
     }
     if let Command::Serve(args) = &command
         && let Some(code) = serve::grant(&url, schema.as_deref(), args).await?
@@ -365,13 +363,6 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
 
 async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Result<i32, Error> {
     let result = match command {
-        Command::Migrate(_) => {
-            println!("ledger schema is up to date at {}", redact_url(url));
-            if let Some(access) = ledger.store().access_report().await? {
-                println!("access: {access}");
-            }
-            Ok(exit::OK)
-        }
         Command::Submit(args) => submit::submit(&ledger, args).await,
         Command::List(args) => submit::list(&ledger, args).await,
         Command::Stats(args) => stats::stats(&ledger, &args).await,
@@ -404,7 +395,12 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
         Command::Worker(args) => worker::worker(ledger.clone(), args).await,
         Command::Reconcile(args) => worker::reconcile(&ledger, args).await,
         Command::Serve(args) => serve::serve(&ledger, None, args).await,
-        Command::SimCrm(_) | Command::Demo(_) | Command::Bench(_) | Command::Completions { .. } | Command::Manpage => {
+        Command::Migrate(_)
+        | Command::SimCrm(_)
+        | Command::Demo(_)
+        | Command::Bench(_)
+        | Command::Completions { .. }
+        | Command::Manpage => {
             unreachable!("handled before the ledger is opened")
         }
     };

@@ -11,6 +11,8 @@ pub struct AppliedMigration {
     pub version: i64,
     pub description: String,
     pub checksum: Vec<u8>,
+    /// How long applying it took.
+    pub took: std::time::Duration,
 }
 
 /// A migration this build carries that the ledger has not had.
@@ -19,6 +21,8 @@ pub struct PendingMigration {
     pub version: i64,
     pub description: String,
     pub sql: String,
+    /// What sqlx records for it in `_sqlx_migrations.checksum` (SHA-384 of its text).
+    pub checksum: Vec<u8>,
 }
 
 /// A ledger's schema, read without changing anything.
@@ -43,9 +47,17 @@ pub struct SchemaStatus {
 }
 
 impl AppliedMigration {
-    /// The rows of the migrations table (version, description, checksum), as read by either store.
-    pub(crate) fn from_rows(rows: Vec<(i64, String, Vec<u8>)>) -> Vec<Self> {
-        rows.into_iter().map(|(version, description, checksum)| Self { version, description, checksum }).collect()
+    /// The rows of the migrations table (version, description, checksum, execution time in
+    /// nanoseconds), as read by either store.
+    pub(crate) fn from_rows(rows: Vec<(i64, String, Vec<u8>, i64)>) -> Vec<Self> {
+        rows.into_iter()
+            .map(|(version, description, checksum, nanos)| Self {
+                version,
+                description,
+                checksum,
+                took: std::time::Duration::from_nanos(u64::try_from(nanos).unwrap_or(0)),
+            })
+            .collect()
     }
 }
 
@@ -62,6 +74,7 @@ impl SchemaStatus {
                 version: m.version,
                 description: m.description.to_string(),
                 sql: m.sql.as_str().to_owned(),
+                checksum: m.checksum.to_vec(),
             })
             .collect();
         let changed = known
@@ -110,4 +123,72 @@ impl SchemaStatus {
         }
         script
     }
+}
+
+/// One migration written out for another migration tool (Flyway, Liquibase, a DBA's script):
+/// its file name and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedMigration {
+    /// `V0001__ledger.sql`: Flyway's versioned name, which sorts in order for any tool.
+    pub file_name: String,
+    pub sql: String,
+}
+
+/// How a store's migrations table is made and a migration recorded in it, as sqlx does, so that
+/// a ledger migrated by another tool is current to this build.
+#[derive(Debug)]
+pub(crate) struct RecordSql {
+    table: &'static str,
+    /// The checksum's bytes as a literal, from their hex.
+    checksum: fn(&str) -> String,
+}
+
+pub(crate) const POSTGRES_RECORD: RecordSql = RecordSql {
+    table: "CREATE TABLE IF NOT EXISTS _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+            installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, checksum BYTEA NOT NULL, \
+            execution_time BIGINT NOT NULL);",
+    checksum: |hex| format!("decode('{hex}', 'hex')"),
+};
+
+pub(crate) const SQLITE_RECORD: RecordSql = RecordSql {
+    table: "CREATE TABLE IF NOT EXISTS _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+            installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success BOOLEAN NOT NULL, checksum BLOB NOT \
+            NULL, execution_time BIGINT NOT NULL);",
+    checksum: |hex| format!("X'{hex}'"),
+};
+
+/// Each migration `migrator` carries as a script: `preamble` (the schema), the migration, and
+/// the row sqlx would record for it, so that this build finds the ledger current afterwards.
+pub(crate) fn export(preamble: &[String], migrator: &Migrator, record: &RecordSql) -> Vec<ExportedMigration> {
+    SchemaStatus::compare(String::new(), migrator, None)
+        .pending
+        .into_iter()
+        .map(|migration| {
+            let hex: String = migration.checksum.iter().map(|byte| format!("{byte:02x}")).collect();
+            let description = migration.description.replace('\'', "''");
+            let mut sql = format!(
+                "-- actionledger migration {:04} {}: run each file once, in order, in one transaction.\n",
+                migration.version, migration.description
+            );
+            for statement in preamble {
+                sql.push_str(statement);
+                sql.push('\n');
+            }
+            sql.push('\n');
+            sql.push_str(migration.sql.trim_end());
+            sql.push_str("\n\n-- Recorded as actionledger records it, so that it finds this migration applied.\n");
+            sql.push_str(record.table);
+            let _ = writeln!(
+                sql,
+                "\nINSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)\nVALUES ({}, \
+                 '{description}', true, {}, 0);",
+                migration.version,
+                (record.checksum)(&hex)
+            );
+            ExportedMigration {
+                file_name: format!("V{:04}__{}.sql", migration.version, migration.description.replace(' ', "_")),
+                sql,
+            }
+        })
+        .collect()
 }

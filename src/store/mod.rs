@@ -37,7 +37,7 @@ mod url;
 mod wake;
 
 pub use clock::Clock;
-pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
+pub use migration::{AppliedMigration, ExportedMigration, PendingMigration, SchemaStatus};
 pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore, ServingStores};

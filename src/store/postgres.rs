@@ -1,7 +1,7 @@
 //! The PostgreSQL store: the shared ledger for many workers and reviewers on many machines.
 
 use super::backend::{Backend, Dialect, Statement};
-use super::migration::{AppliedMigration, SchemaStatus};
+use super::migration::{AppliedMigration, ExportedMigration, SchemaStatus};
 use super::pg_schema;
 use super::pg_tls;
 use super::sql_store::SqlStore;
@@ -130,7 +130,7 @@ async fn read_status(
 ) -> Result<SchemaStatus, StoreError> {
     let recorded: bool = sqlx::query_scalar(statements::POSTGRES_HAS_MIGRATIONS).fetch_one(pool).await?;
     let applied = if recorded {
-        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
+        let rows: Vec<(i64, String, Vec<u8>, i64)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
         Some(AppliedMigration::from_rows(rows))
     } else {
         None
@@ -397,6 +397,16 @@ impl PostgresStore {
         let status = read_status(&pool, &schema, describe(url, &schema), &sqlx::migrate!("migrations/postgres")).await;
         pool.close().await;
         status
+    }
+
+    /// Every migration this build carries, as scripts another migration tool can run in the
+    /// ledger's schema (`--schema`, else the URL's `search_path`, else `actionledger`), each also
+    /// recording itself where this build looks: connects to nothing.
+    pub fn exported_migrations(url: &str, schema: Option<&str>) -> Result<Vec<ExportedMigration>, StoreError> {
+        let options = pg_tls::connect_options(url)?;
+        let (schema, _) = pg_schema::choose_schema(options.get_options(), schema)?;
+        let preamble = [format!("CREATE SCHEMA IF NOT EXISTS {schema};"), format!("SET search_path TO {schema};")];
+        Ok(super::migration::export(&preamble, &sqlx::migrate!("migrations/postgres"), &super::migration::POSTGRES_RECORD))
     }
 
     /// The SQL that moves a ledger an earlier version made in the `public` schema into the

@@ -1,7 +1,7 @@
 //! The SQLite store: the embedded default ledger, one file on local disk.
 
 use super::backend::{Backend, Dialect, Statement};
-use super::migration::{AppliedMigration, SchemaStatus};
+use super::migration::{AppliedMigration, ExportedMigration, SchemaStatus};
 use super::sql_store::SqlStore;
 use super::statements;
 use super::wake::RunnableSignal;
@@ -210,6 +210,12 @@ impl SqliteStore {
         Ok(Self { pool, clock: Clock::database(), file, runnable: RunnableSignal::default() })
     }
 
+    /// Every migration this build carries, as scripts another migration tool can run, each also
+    /// recording itself where this build looks.
+    pub fn exported_migrations() -> Vec<ExportedMigration> {
+        super::migration::export(&[], &sqlx::migrate!("migrations/sqlite"), &super::migration::SQLITE_RECORD)
+    }
+
     /// Where the ledger's schema stands against this build's migrations; creates and changes
     /// nothing (a ledger file that does not exist has every migration pending).
     pub async fn schema_status(url: &str) -> Result<SchemaStatus, StoreError> {
@@ -277,7 +283,7 @@ async fn read_status(
 ) -> Result<SchemaStatus, StoreError> {
     let recorded: bool = sqlx::query_scalar(statements::SQLITE_HAS_MIGRATIONS).fetch_one(pool).await?;
     let applied = if recorded {
-        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
+        let rows: Vec<(i64, String, Vec<u8>, i64)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
         Some(AppliedMigration::from_rows(rows))
     } else {
         None

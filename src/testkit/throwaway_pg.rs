@@ -299,7 +299,8 @@ fn launch(
     Ok(port)
 }
 
-fn pg_bindir() -> Option<PathBuf> {
+/// Where the machine's PostgreSQL programs are (`pg_config --bindir`, else the newest installed).
+pub fn pg_bindir() -> Option<PathBuf> {
     let from_pg_config = Command::new("pg_config")
         .arg("--bindir")
         .output()

@@ -248,14 +248,27 @@ async fn sixteen_submits_at_once_on_a_new_postgres_ledger_all_succeed() {
 /// `migrate --status` and `--dry-run` on a ledger that does not exist yet, then on one that does:
 /// they list and print, and create or change nothing.
 fn status_and_dry_run_change_nothing(dir: &Path, url: &str, exists: &dyn Fn() -> bool) {
-    let status = ok(dir, url, &["migrate", "--status"]);
+    let pending = run(dir, url, &["migrate", "--status"]);
+    assert_eq!(pending.status.code(), Some(5), "--status exits 5 while migrations are pending");
+    let status = text(&pending.stdout);
     assert!(status.contains("no ledger there yet") && status.contains("pending  0001  ledger"), "{status}");
     assert!(!status.contains("applied"), "{status}");
     let dry_run = ok(dir, url, &["migrate", "--dry-run"]);
     assert!(dry_run.contains("-- migration 0001 ledger") && dry_run.contains("CREATE TABLE actions"), "{dry_run}");
     assert!(!exists(), "--status or --dry-run created the ledger");
+    let listed: serde_json::Value =
+        serde_json::from_slice(&run(dir, url, &["migrate", "--status", "--json"]).stdout).unwrap();
+    assert_eq!((listed["exists"].as_bool(), listed["current"].as_bool()), (Some(false), Some(false)), "{listed}");
+    assert_eq!(listed["pending"][0], serde_json::json!({"version": 1, "description": "ledger"}), "{listed}");
 
-    ok(dir, url, &["migrate"]);
+    let migrated = ok(dir, url, &["migrate"]);
+    let carried = listed["pending"].as_array().unwrap().len();
+    let applied: Vec<&str> = migrated.lines().filter(|l| l.starts_with("applied  ")).collect();
+    assert_eq!(applied.len(), carried, "each migration applied is said: {migrated}");
+    assert!(applied[0].starts_with("applied  0001  ledger  (") && applied[0].ends_with(" ms)"), "{migrated}");
+    assert!(migrated.contains(&format!("({carried} migrations applied)")), "{migrated}");
+    let again: serde_json::Value = serde_json::from_str(&ok(dir, url, &["migrate", "--json"])).unwrap();
+    assert_eq!((again["applied"].as_array().map(Vec::len), again["current"].as_bool()), (Some(0), Some(true)));
     let status = ok(dir, url, &["migrate", "--status"]);
     assert!(status.contains("applied  0001  ledger") && !status.contains("pending"), "{status}");
     let dry_run = ok(dir, url, &["migrate", "--dry-run"]);
@@ -294,6 +307,66 @@ async fn postgres_migrate_status_and_dry_run_change_nothing() {
     status_and_dry_run_change_nothing(dir.path(), &url, &exists);
 }
 
+/// `migrate --export DIR` writes every migration as a file another tool runs; a ledger made by
+/// running them (here each in its own transaction, as Flyway does) is current to this build, and
+/// works.
+async fn exported_migrations_make_a_current_ledger(
+    url: &str,
+    run_file: &dyn Fn(&Path) -> Result<(), String>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let said = ok(dir.path(), url, &["migrate", "--export", "out"]);
+    assert!(said.starts_with("wrote ") && said.contains("V0001__ledger.sql"), "{said}");
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("out")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for file in &files {
+        run_file(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    let status = run(dir.path(), url, &["migrate", "--status"]);
+    assert_eq!(status.status.code(), Some(0), "{}{}", text(&status.stdout), text(&status.stderr));
+    assert!(!text(&status.stdout).contains("pending"), "{}", text(&status.stdout));
+    ok(dir.path(), url, &["submit", "--key", "acme:order:1:create", "--payload", "{}"]);
+    let again = run(dir.path(), url, &["migrate", "--export", "out"]);
+    assert_eq!(again.status.code(), Some(2), "an export never mixes with older files");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_exported_migrations_make_a_current_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let pool = sqlx::SqlitePool::connect(&format!("{url}?mode=rwc")).await.unwrap();
+    let run_file = |file: &Path| {
+        let sql = std::fs::read_to_string(file).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tokio::runtime::Runtime::new().unwrap().block_on(async {
+                    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.map_err(|e| e.to_string())?;
+                    tx.commit().await.map_err(|e| e.to_string())
+                })
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    exported_migrations_make_a_current_ledger(&url, &run_file).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_exported_migrations_run_by_psql_make_a_current_ledger() {
+    let Some(url) = support::pg::fresh_database().await else { return };
+    let psql = actionledger::testkit::throwaway_pg::pg_bindir().expect("PostgreSQL's programs").join("psql");
+    let run_file = |file: &Path| {
+        let output = Command::new(&psql)
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-d", &url, "-f"])
+            .arg(file)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() { Ok(()) } else { Err(text(&output.stderr)) }
+    };
+    exported_migrations_make_a_current_ledger(&url, &run_file).await;
+}
+
 /// After a newer build's migration is recorded, this build refuses to write, says which schema
 /// version it would need, and writes nothing.
 fn an_older_build_refuses(dir: &Path, url: &str) {
@@ -306,7 +379,9 @@ fn an_older_build_refuses(dir: &Path, url: &str) {
             && said.contains("carries migration 99990101000000"),
         "{said}"
     );
-    let status = ok(dir, url, &["migrate", "--status"]);
+    let newer = run(dir, url, &["migrate", "--status"]);
+    assert_eq!(newer.status.code(), Some(5), "a newer schema is not current to this build");
+    let status = text(&newer.stdout);
     assert!(status.contains("(newer than this actionledger)"), "{status}");
     let migrate = run(dir, url, &["migrate"]);
     assert_eq!(migrate.status.code(), Some(1), "migrate refuses too: {}", text(&migrate.stderr));

@@ -13,8 +13,9 @@ SELECT to_regclass('_sqlx_migrations') IS NOT NULL;
 SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations');
 
 -- name: applied_migrations
--- The migrations applied to the ledger, oldest first.
-SELECT version, description, checksum
+-- The migrations applied to the ledger, oldest first, with how long each took (nanoseconds, as
+-- sqlx records it).
+SELECT version, description, checksum, execution_time
 FROM _sqlx_migrations
 WHERE success
 ORDER BY version;

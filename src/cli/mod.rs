@@ -96,7 +96,7 @@ pub const DEFAULT_DB_URL: &str = "sqlite://actionledger.db";
     version,
     about = "A durable ledger that lets automations perform each external action once.",
     after_help = "Exit codes: 0 success, 1 error, 2 usage error, 3 refused (conflict, stale version, \
-                  invalid transition, invalid submission), 4 not found."
+                  invalid transition, invalid submission), 4 not found, 5 schema not current (migrate --status)."
 )]
 pub struct Cli {
     /// Ledger database URL (sqlite://FILE or postgres://...). Default: $ACTIONLEDGER_DB, then

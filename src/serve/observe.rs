@@ -306,8 +306,7 @@ mod tests {
             .layer(axum::middleware::from_fn(observe));
         let captured = Captured::default();
         let writer = captured.clone();
-        let subscriber =
-            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         tracing::subscriber::with_default(subscriber, || {
             runtime.block_on(async {
@@ -362,8 +361,7 @@ mod tests {
         let hash = crate::serve::auth::hash_token("an-unknown-token-0123456789");
         let captured = Captured::default();
         let writer = captured.clone();
-        let subscriber =
-            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
         tracing::subscriber::with_default(subscriber, || refused(&Refusal::UnknownToken { hash: &hash }));
         let log = captured.text();
         assert!(log.contains(&hash[..15]) && !log.contains(&hash[..16]), "{log}");

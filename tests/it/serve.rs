@@ -1155,9 +1155,14 @@ async fn the_binary_logs_and_counts_each_request_and_each_refusal<S: Store>(db: 
     ] {
         assert_eq!(requests(labels), count, "{labels}:\n{scrape}");
     }
-    for (reason, count) in
-        [("rate", "1"), ("unknown_token", "1"), ("no_token", "1"), ("role", "1"), ("too_large", "1"), ("signature", "1")]
-    {
+    for (reason, count) in [
+        ("rate", "1"),
+        ("unknown_token", "1"),
+        ("no_token", "1"),
+        ("role", "1"),
+        ("too_large", "1"),
+        ("signature", "1"),
+    ] {
         let series = format!("actionledger_http_refusals_total{{reason=\"{reason}\"}}");
         assert_eq!(sample(&scrape, &series), count, "{series}:\n{scrape}");
     }
@@ -1178,7 +1183,10 @@ async fn the_binary_logs_and_counts_each_request_and_each_refusal<S: Store>(db: 
         assert!(!log.contains(secret), "{secret} is in the log:\n{log}");
     }
     for token in [SHOP, FEED, DASHBOARD, UNKNOWN] {
-        assert!(!log.contains(&hash(token)[..20]), "more than the first digits of a token's hash is in the log:\n{log}");
+        assert!(
+            !log.contains(&hash(token)[..20]),
+            "more than the first digits of a token's hash is in the log:\n{log}"
+        );
     }
     let lines: Vec<Value> = log
         .lines()

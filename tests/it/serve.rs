@@ -3,7 +3,7 @@
 //! webhook intake, every refusal code with nothing written, signed webhooks, each role, the
 //! request timeout, a request in flight at shutdown, commands without the version read, slow
 //! clients against the header timeout and the connection caps, and the binary with a hashed token
-//! file (and refusing one that lies).
+//! file (and refusing one that lies), its log line per request and refusal, and its metrics.
 
 use crate::support::TestDb;
 use actionledger::config::Config;

@@ -162,7 +162,10 @@ async fn connection(
     let noted = Arc::clone(&served);
     let service = tower::ServiceExt::map_request(router, move |request: axum::http::Request<hyper::body::Incoming>| {
         noted.store(true, Ordering::Relaxed);
-        request.map(axum::body::Body::new)
+        let mut request = request.map(axum::body::Body::new);
+        // The client's address, for the request's log line.
+        request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        request
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);

@@ -1,7 +1,7 @@
-//! The worker's operations endpoint (`worker --metrics-addr`): Prometheus metrics at `/metrics`,
-//! liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads the ledger's
-//! figures (one statement) and its readiness into the metrics' gauges on an interval, so that
-//! however often Prometheus scrapes, the database answers the same few statements per interval.
+//! The operations endpoint of the worker and of `serve` (`--metrics-addr`): Prometheus metrics at
+//! `/metrics`, liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads the
+//! ledger's figures (one statement) and its readiness into the metrics' gauges on an interval, so
+//! that however often Prometheus scrapes, the database answers the same few statements per interval.
 
 use crate::domain::State as DomainState;
 use crate::error::Error;

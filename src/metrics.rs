@@ -1,9 +1,11 @@
-//! The process's Prometheus metrics: what the ledger and the worker count as they go, and the
-//! ledger figures a refresher sets (`worker --metrics-addr` serves them, see `crate::health`).
+//! The process's Prometheus metrics: what the ledger, the worker and `serve` count as they go, and
+//! the ledger figures a refresher sets (`worker --metrics-addr` and `serve --metrics-addr` serve
+//! them, see `crate::health`).
 //!
 //! One registry per process, as a Prometheus client keeps it: counting is an atomic add, so the
-//! ledger and the worker record from anywhere without a handle passed through every call. Only
-//! `worker --metrics-addr` ever encodes it; elsewhere the counts are simply never read.
+//! ledger, the worker and the HTTP API record from anywhere without a handle passed through every
+//! call. Only an endpoint started with `--metrics-addr` ever encodes it; elsewhere the counts are
+//! simply never read.
 
 use crate::domain::State;
 use prometheus_client::encoding::text::encode;
@@ -36,6 +38,9 @@ struct Metrics {
     fenced_writes: Counter,
     claims: Counter,
     lease_renewals: Counter,
+    http_requests: Family<Labels, Counter>,
+    http_request_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    http_refusals: Family<Labels, Counter>,
 }
 
 /// A metric of any kind, so that every metric is registered from one table of names and help
@@ -68,6 +73,12 @@ fn request_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 13))
 }
 
+/// Latency buckets of the HTTP API's answers: 1 ms (a probe, a refusal) to about 33 s, past the
+/// default request timeout of 30 s, doubling.
+fn http_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let mut registry = Registry::with_prefix("actionledger");
     let metrics = Metrics {
@@ -84,8 +95,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         fenced_writes: Counter::default(),
         claims: Counter::default(),
         lease_renewals: Counter::default(),
+        http_requests: Family::default(),
+        http_request_seconds: Family::new_with_constructor(http_histogram),
+        http_refusals: Family::default(),
     };
-    let described: [(&str, &str, Box<dyn Metric>); 12] = [
+    let described: [(&str, &str, Box<dyn Metric>); 15] = [
         ("actions", "Actions in each state, as of the last refresh", Box::new(metrics.actions.clone())),
         (
             "stale_claims",
@@ -133,6 +147,23 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         ),
         ("claims", "Actions claimed, including expired claims taken over", Box::new(metrics.claims.clone())),
         ("lease_renewals", "Leases renewed by a heartbeat", Box::new(metrics.lease_renewals.clone())),
+        (
+            "http_requests",
+            "Requests the HTTP API (serve) answered, by method, route (its template, such as /v1/actions/{key}; \
+             unmatched for a path no route has) and status",
+            Box::new(metrics.http_requests.clone()),
+        ),
+        (
+            "http_request_duration_seconds",
+            "Time the HTTP API (serve) took to answer a request, by method and route",
+            Box::new(metrics.http_request_seconds.clone()),
+        ),
+        (
+            "http_refusals",
+            "Requests the HTTP API (serve) refused before asking the ledger, by reason: no_token, unknown_token, \
+             role, rate, too_large, signature",
+            Box::new(metrics.http_refusals.clone()),
+        ),
     ];
     for (name, help, metric) in described {
         registry.register(name, help, AnyMetric(metric));
@@ -173,6 +204,25 @@ pub fn sent(destination: &str, number: i64) {
     #[allow(clippy::cast_precision_loss)] // send counts stay far below 2^52
     let number = number as f64;
     METRICS.sends.get_or_create(&vec![("destination", destination.to_owned())]).observe(number);
+}
+
+/// Counts one answer of the HTTP API and how long it took. `route` is the route's template, never
+/// the path a client sent, so that the series stay as few as the routes.
+pub fn http_request(method: &'static str, route: &str, status: u16, took: Duration) {
+    let route = route.to_owned();
+    METRICS
+        .http_requests
+        .get_or_create(&vec![("method", method.to_owned()), ("route", route.clone()), ("status", status.to_string())])
+        .inc();
+    METRICS
+        .http_request_seconds
+        .get_or_create(&vec![("method", method.to_owned()), ("route", route)])
+        .observe(took.as_secs_f64());
+}
+
+/// Counts one request the HTTP API refused before asking the ledger, by its reason.
+pub fn http_refused(reason: &'static str) {
+    METRICS.http_refusals.get_or_create(&vec![("reason", reason.to_owned())]).inc();
 }
 
 /// The ledger figures the gauges show, from one reading (see `crate::ledger::LedgerStats`).

@@ -51,6 +51,15 @@ pub struct ServeArgs {
     /// own pool.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections_per_address: u32,
+    /// Serve Prometheus metrics at /metrics (requests by route and status, latency, refusals by
+    /// reason, and the ledger figures the worker's endpoint shows), with /healthz and /readyz, on
+    /// this address, e.g. 127.0.0.1:9465: a port of its own, for the scraper only, as the worker's
+    /// (port 0: any free port; the address is logged).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// How often the ledger's figures are read into the metrics, e.g. 10s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::config::duration_text::parse, requires = "metrics_addr")]
+    metrics_refresh: std::time::Duration,
 }
 
 /// Why a header timeout cannot be used.
@@ -184,6 +193,9 @@ pub(super) async fn serve<S: Store>(
         None => (Vec::new(), crate::destination::Destinations::default()),
     };
     let options = ServeOptions { rate: args.rate, burst: args.burst, timeout: args.timeout, ..ServeOptions::default() };
+    if args.metrics_refresh.is_zero() {
+        return Err(Error::Invalid("--metrics-refresh is 0; give a period such as 10s".to_owned()));
+    }
     let catalog = destinations.catalog();
     let commands = commands.map(|commands| commands.with_destinations(catalog.clone()));
     let ledger = ledger.clone().with_destinations(catalog);
@@ -202,6 +214,19 @@ pub(super) async fn serve<S: Store>(
         header_timeout: args.header_timeout,
         max_connections: args.max_connections as usize,
         max_per_address: args.max_connections_per_address as usize,
+    };
+    // Kept until the server stops: dropping it stops the endpoint.
+    let _endpoint = match args.metrics_addr {
+        Some(addr) => {
+            let endpoint = crate::health::serve(ledger.clone(), addr, args.metrics_refresh).await?;
+            tracing::info!(
+                addr = %endpoint.addr,
+                "metrics at http://{0}/metrics, liveness at /healthz, readiness at /readyz",
+                endpoint.addr
+            );
+            Some(endpoint)
+        }
+        None => None,
     };
     let app = App::new(ledger, tokens, intakes, options);
     let router = match commands {

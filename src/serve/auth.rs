@@ -1,5 +1,6 @@
 //! Who may call the API: bearer tokens, each with a role and a name, known to the server only by
-//! their SHA-256 hashes, and a per-token rate limit. Tokens are never logged or stored in clear.
+//! their SHA-256 hashes, and a per-token rate limit. Tokens are never logged or stored in clear;
+//! every refusal is logged with the token's name where it is known (see `super::observe`).
 //!
 //! A tokens file (`--tokens FILE`, or the same lines in `ACTIONLEDGER_TOKENS`) has one token a
 //! line, `sha256:HEX ROLE NAME`, as `actionledger serve hash-token` prints it; `#` starts a
@@ -8,6 +9,7 @@
 //! on two lines, or a name given two roles, refuses the whole file: which line won would decide
 //! whose name a token acts in.
 
+use super::observe::{self, Refusal};
 use super::problem::Problem;
 use crate::domain::Person;
 use crate::domain::input::Label;
@@ -257,28 +259,36 @@ impl Tokens {
     }
 
     /// The grant of the request's bearer token, if it allows `need`: 401 without a known token,
-    /// 403 outside its role.
+    /// 403 outside its role, each refusal logged.
     pub fn authorize(&self, headers: &HeaderMap, need: Need) -> Result<Grant, Problem> {
-        let presented = headers
+        let Some(presented) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             // The scheme's name is case-insensitive (RFC 9110).
             .and_then(|v| v.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]))
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| Problem::unauthorized("send a token: Authorization: Bearer TOKEN"))?;
-        let (grant, _) =
-            self.by_hash.get(&hash_token(presented)).ok_or_else(|| Problem::unauthorized("the token is not known"))?;
+        else {
+            observe::refused(&Refusal::NoToken);
+            return Err(Problem::unauthorized("send a token: Authorization: Bearer TOKEN"));
+        };
+        let hash = hash_token(presented);
+        let Some((grant, _)) = self.by_hash.get(&hash) else {
+            observe::refused(&Refusal::UnknownToken { hash: &hash });
+            return Err(Problem::unauthorized("the token is not known"));
+        };
+        observe::note_token(&grant.name);
         if !grant.role.allows(need) {
+            let needs = match need {
+                Need::Submit => "a source or reviewer token",
+                Need::Read => "a viewer or reviewer token",
+                Need::Review => "a reviewer token",
+            };
+            observe::refused(&Refusal::Role { role: grant.role.as_str(), doing: need.words(), needs });
             return Err(Problem::forbidden(format!(
-                "a {} token may not do this ({} needs {})",
+                "a {} token may not do this ({} needs {needs})",
                 grant.role.as_str(),
                 need.words(),
-                match need {
-                    Need::Submit => "a source or reviewer token",
-                    Need::Read => "a viewer or reviewer token",
-                    Need::Review => "a reviewer token",
-                }
             )));
         }
         Ok(grant.clone())
@@ -297,6 +307,15 @@ impl RateLimiter {
     /// A limiter; a rate of zero or less limits nothing.
     pub fn new(rate: f64, burst: u32) -> Self {
         Self { rate, burst: f64::from(burst.max(1)), buckets: Mutex::new(HashMap::new()) }
+    }
+
+    /// Takes one request from `who`'s bucket, or refuses it 429, logged with the caller noted
+    /// for the request (the token's name, or the intake).
+    pub fn admit(&self, who: &str) -> Result<(), Problem> {
+        self.take(who).map_err(|wait| {
+            observe::refused(&Refusal::Rate { wait });
+            Problem::rate_limited(wait)
+        })
     }
 
     /// Takes one request from `who`'s bucket, or says how long until one is there.

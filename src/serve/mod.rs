@@ -3,11 +3,13 @@
 //! `list`, the counts, and a person's commands, behind bearer tokens with roles.
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
-//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents). Its
-//! connections are held by [`crate::connections`], as the metrics endpoint's are.
+//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents),
+//! `observe` (each request's log line, refusal warnings and HTTP metrics). Its connections are
+//! held by [`crate::connections`], as the metrics endpoint's are.
 
 pub mod auth;
 pub mod intake;
+pub mod observe;
 pub mod problem;
 pub mod routes;
 
@@ -104,10 +106,13 @@ impl<S: Store> App<S> {
         self
     }
 
-    /// The routes, with the request timeout around each.
+    /// The routes, with the request timeout around each, and around that the request's log line
+    /// and metrics (so that a request cut off by the timeout is logged with its 503).
     pub fn router(self) -> axum::Router {
         let timeout = self.options.timeout;
-        routes::router(Arc::new(self)).layer(axum::middleware::from_fn_with_state(timeout, within))
+        routes::router(Arc::new(self))
+            .layer(axum::middleware::from_fn_with_state(timeout, within))
+            .layer(axum::middleware::from_fn(observe::observe))
     }
 }
 

@@ -4,6 +4,7 @@
 use super::App;
 use super::auth::{Grant, Need};
 use super::intake::Unmapped;
+use super::observe::{self, Refusal};
 use super::problem::Problem;
 use crate::document;
 use crate::domain::input::Label;
@@ -94,7 +95,7 @@ impl Envelope {
 /// Checks the token and takes one request from its rate.
 fn admit<S: Store>(app: &App<S>, headers: &HeaderMap, need: Need) -> Result<Grant, Problem> {
     let grant = app.tokens.authorize(headers, need)?;
-    app.limiter.take(&grant.hash).map_err(Problem::rate_limited)?;
+    app.limiter.admit(&grant.hash)?;
     Ok(grant)
 }
 
@@ -108,7 +109,10 @@ const DISCARD_BYTES: usize = 8 * 1024 * 1024;
 const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn read_body(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Bytes, Problem> {
-    let too_large = || Problem::too_large(format!("the body is larger than {limit} bytes"));
+    let too_large = || {
+        observe::refused(&Refusal::TooLarge { limit });
+        Problem::too_large(format!("the body is larger than {limit} bytes"))
+    };
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|length| length > limit.max(DISCARD_BYTES)) {
         return Err(too_large());
@@ -197,8 +201,9 @@ async fn submit<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap, body
     let envelope: Envelope = serde_json::from_slice(&bytes)
         .map_err(|e| Problem::bad_request(format!("the body is not a submission: {e}")))?;
     let raw = envelope.into_raw(&grant);
+    observe::note_action(raw.key.as_deref(), raw.event_id.as_deref());
     let result = app.ledger.submit(&raw).await;
-    tracing::info!(source = %grant.name, outcome = outcome_word(&result), "submission");
+    observe::note_outcome(outcome_word(&result));
     Ok(submitted_response(result))
 }
 
@@ -226,6 +231,7 @@ async fn submit_batch<S: Store>(
     let batch: Batch = serde_json::from_slice(&bytes)
         .map_err(|e| Problem::bad_request(format!("the body is not a batch ({{\"actions\": [...]}}): {e}")))?;
     if batch.actions.len() > MAX_BATCH {
+        observe::refused(&Refusal::TooMany { count: batch.actions.len(), limit: MAX_BATCH });
         return Err(Problem::too_large(format!(
             "the batch has {} submissions; at most {MAX_BATCH} go in one request: split it",
             batch.actions.len()
@@ -247,14 +253,17 @@ async fn submit_batch<S: Store>(
         .into_iter()
         .map(|item| {
             let (status, mut document) = match item {
-                Ok(_) => submitted(recorded.next().expect("one result per submission")),
+                Ok(raw) => {
+                    let result = recorded.next().expect("one result per submission");
+                    observe::batch_item(&raw, outcome_word(&result));
+                    submitted(result)
+                }
                 Err(problem) => (problem.status, problem.document()),
             };
             document["status"] = Value::from(status.as_u16());
             document
         })
         .collect();
-    tracing::info!(source = %grant.name, submissions = results.len(), "batch");
     Ok(json_response(StatusCode::OK, &serde_json::json!({ "results": results })))
 }
 
@@ -269,6 +278,7 @@ async fn show<S: Store>(
     Path(key): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
+    observe::note_action(Some(&key), None);
     admit(&app, &headers, Need::Read)?;
     let detail = app.ledger.detail(&parse_key(&key)?).await?;
     let mut response = json_response(StatusCode::OK, &document::detail(&detail));
@@ -469,6 +479,8 @@ async fn command<S: Store>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
+    observe::note_action(Some(&key), None);
+    observe::note_command(&name);
     let grant = admit(&app, &headers, Need::Review)?;
     let bytes = read_body(&headers, body, app.options.body_limit).await?;
     let body: CommandBody = serde_json::from_slice(&bytes).map_err(|e| {
@@ -486,7 +498,6 @@ async fn command<S: Store>(
         confirmed_not_written: body.confirm_not_written,
     };
     let outcome = app.commands.manual(&request).await?;
-    tracing::info!(by = %grant.name, command = request.command.verb(), "command");
     Ok(json_response(StatusCode::OK, &document::manual(&request, &outcome)))
 }
 
@@ -496,6 +507,7 @@ async fn hook<S: Store>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
+    observe::note_intake(&name);
     let intake =
         app.intakes.get(&name).ok_or_else(|| Problem::not_found(format!("no intake {name:?} is configured")))?;
     // A signed intake's sender proves itself with the signature; any other needs a token. The
@@ -503,21 +515,28 @@ async fn hook<S: Store>(
     let bytes = if intake.is_signed() {
         let bytes = read_body(&headers, body, app.options.body_limit).await?;
         let now = chrono::Utc::now().timestamp();
-        intake.verify(&headers, &bytes, now).map_err(|e| Problem::unauthorized(e.to_string()))?;
-        app.limiter.take(&format!("hook:{name}")).map_err(Problem::rate_limited)?;
+        intake.verify(&headers, &bytes, now).map_err(|e| {
+            observe::refused(&Refusal::Signature { reason: &e });
+            Problem::unauthorized(e.to_string())
+        })?;
+        app.limiter.admit(&format!("hook:{name}"))?;
         bytes
     } else {
         admit(&app, &headers, Need::Submit)?;
         read_body(&headers, body, app.options.body_limit).await?
     };
     let (result, field) = match intake.map(&headers, &bytes) {
-        Ok(raw) => (app.ledger.submit(&raw).await, None),
+        Ok(raw) => {
+            observe::note_action(raw.key.as_deref(), raw.event_id.as_deref());
+            (app.ledger.submit(&raw).await, None)
+        }
         Err(unmapped) => {
             let Unmapped { raw, refusal, field } = *unmapped;
+            observe::note_action(raw.key.as_deref(), raw.event_id.as_deref());
             (Err(app.ledger.refuse(&raw, refusal).await), field)
         }
     };
-    tracing::info!(intake = %name, outcome = outcome_word(&result), "webhook");
+    observe::note_outcome(outcome_word(&result));
     match (result, field) {
         // The problem names the field the sender has to fix.
         (Err(refused), Some(field)) => Err(Problem::from(refused).with("field", field)),

@@ -3,7 +3,7 @@
 //! webhook intake, every refusal code with nothing written, signed webhooks, each role, the
 //! request timeout, a request in flight at shutdown, commands without the version read, slow
 //! clients against the header timeout and the connection caps, and the binary with a hashed token
-//! file (and refusing one that lies).
+//! file (and refusing one that lies), its log line per request and refusal, and its metrics.
 
 use crate::support::TestDb;
 use actionledger::config::Config;
@@ -34,6 +34,7 @@ conformance!(
     a_request_past_the_timeout_is_answered_503_with_nothing_written,
     a_command_without_the_version_read_is_refused_428_and_if_match_carries_it,
     slow_clients_are_closed_at_the_header_timeout_and_capped_while_others_are_served,
+    the_binary_logs_and_counts_each_request_and_each_refusal,
 );
 
 const SOURCE: &str = "source-token-0123456789";
@@ -1178,4 +1179,193 @@ async fn a_login_granted_by_serve_grant_is_all_serve_needs_and_its_refusals_are_
     assert_eq!(action.action.state, State::Cancelled);
     let entry = action.audit.last().unwrap();
     assert_eq!(entry.actor, "Ana Lima", "signed as the token's name: {entry:?}");
+}
+
+/// The value of one sample (`name{labels} value`) in a scrape, as written; "" when absent.
+fn sample<'s>(scrape: &'s str, series: &str) -> &'s str {
+    scrape.lines().find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' '))).unwrap_or("")
+}
+
+const OBSERVED_SHOP: &str = "obs-shop-token-0123456789";
+const OBSERVED_FEED: &str = "obs-feed-token-0123456789";
+const OBSERVED_DASHBOARD: &str = "obs-dashboard-token-0123456789";
+const OBSERVED_UNKNOWN: &str = "obs-unknown-token-0123456789";
+const OBSERVED_HOOK_SECRET: &str = "obs-hook-secret-0123456789";
+
+/// The binary serving the ledger at `db` from `dir` with JSON logs, a rate of 2 requests per
+/// token, the tokens `shop` and `feed` (source) and `dashboard` (viewer), a signed intake `signed`,
+/// and `--metrics-addr`; returns it once it answers, with its address and its metrics' address.
+async fn observed_serve(
+    dir: &std::path::Path,
+    db: &str,
+) -> (crate::support::process::WorkerProcess, std::net::SocketAddr, String) {
+    use crate::support::process::{WorkerProcess, command};
+    let hash = actionledger::serve::auth::hash_token;
+    let tokens = format!(
+        "{} source shop\n{} source feed\n{} viewer dashboard\n",
+        hash(OBSERVED_SHOP),
+        hash(OBSERVED_FEED),
+        hash(OBSERVED_DASHBOARD)
+    );
+    std::fs::write(dir.join("tokens.txt"), tokens).unwrap();
+    std::fs::write(
+        dir.join("actionledger.toml"),
+        r#"
+        [intake.signed]
+        key = "shop:order:{{body.id}}:create-task"
+        signature = { secret_env = "OBS_HOOK_SECRET", header = "X-Shop-Signature", prefix = "sha256=" }
+        "#,
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut serve = command(dir, db);
+    serve
+        .args(["--log-format", "json", "serve", "--listen", &addr.to_string(), "--tokens", "tokens.txt"])
+        .args(["--config", "actionledger.toml", "--rate", "0.001", "--burst", "2", "--metrics-addr", "127.0.0.1:0"])
+        .env("OBS_HOOK_SECRET", OBSERVED_HOOK_SECRET);
+    let server = WorkerProcess::spawn(serve);
+    let metrics = server.metrics_addr().await;
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while client().get(format!("http://{addr}/healthz")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "serve never answered: {}", server.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (server, addr, metrics)
+}
+
+/// An operator can see each request and each refusal: the binary, with JSON logs and
+/// `--metrics-addr`, answers a submission, a duplicate, a 429, two 401s, a 403, a 413, a webhook
+/// with a bad signature and an unknown path. Each leaves a log line searchable by its key, token
+/// name or intake, the counters at `/metrics` count each by route and status and each refusal by
+/// reason, and no token, secret or signature is anywhere in the log.
+async fn the_binary_logs_and_counts_each_request_and_each_refusal<S: Store>(db: TestDb<S>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr, metrics) = observed_serve(dir.path(), &db.url).await;
+    let bad_signature = "5ab7".repeat(16);
+    let client = client();
+    let base = format!("http://{addr}");
+    let order = json!({ "key": "obs:serve:1", "payload": {"n": 1}, "event_id": "evt-obs-1", "destination": "crm" });
+    let actions = format!("{base}/v1/actions");
+    let forwarded = [("X-Forwarded-For", "203.0.113.9".to_owned())];
+    let (created, ..) =
+        call(&client, reqwest::Method::POST, &actions, Some(OBSERVED_SHOP), Some(order.to_string()), &forwarded).await;
+    assert_eq!(created, 201);
+    assert_eq!(post(&client, &actions, Some(OBSERVED_SHOP), &order).await.0, 200, "a duplicate");
+    assert_eq!(post(&client, &actions, Some(OBSERVED_SHOP), &order).await.0, 429, "the burst of 2 is used up");
+    assert_eq!(get(&client, &actions, Some(OBSERVED_UNKNOWN)).await.0, 401);
+    assert_eq!(get(&client, &actions, None).await.0, 401);
+    assert_eq!(post(&client, &actions, Some(OBSERVED_DASHBOARD), &order).await.0, 403);
+    let oversized = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {OBSERVED_FEED}\r\n\
+         Content-Type: application/json\r\nContent-Length: 999999999\r\n\r\n"
+    );
+    let answer = whole_request("127.0.0.1", addr, &oversized).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let signed = [("X-Shop-Signature", format!("sha256={bad_signature}"))];
+    let hook = format!("{base}/v1/hooks/signed");
+    let (refused, ..) =
+        call(&client, reqwest::Method::POST, &hook, None, Some(r#"{"id":7}"#.to_owned()), &signed).await;
+    assert_eq!(refused, 401);
+    assert_eq!(get(&client, &format!("{base}/v1/no-such-route-x7"), Some(OBSERVED_SHOP)).await.0, 404);
+
+    let scrape = client.get(format!("http://{metrics}/metrics")).send().await.unwrap().text().await.unwrap();
+    the_scrape_counts_each_request_and_refusal(&scrape);
+
+    server.send_sigterm();
+    let exited = server.exit_within(Duration::from_mins(1)).await;
+    assert!(exited.status.success(), "{}", exited.stderr);
+    let log = exited.stderr;
+    let hash = actionledger::serve::auth::hash_token;
+    for secret in [OBSERVED_SHOP, OBSERVED_FEED, OBSERVED_DASHBOARD, OBSERVED_UNKNOWN, OBSERVED_HOOK_SECRET] {
+        assert!(!log.contains(secret), "{secret} is in the log:\n{log}");
+        assert!(!log.contains(&hash(secret)[..20]), "more than the first digits of a hash is in the log:\n{log}");
+    }
+    assert!(!log.contains(&bad_signature), "the signature sent is in the log:\n{log}");
+    the_log_shows_each_request_and_refusal(&log);
+}
+
+/// The counters of the requests and refusals `the_binary_logs_and_counts_...` makes, exactly,
+/// and a scrape every line of which is a comment or a sample.
+fn the_scrape_counts_each_request_and_refusal(scrape: &str) {
+    let requests = |labels: &str| sample(scrape, &format!("actionledger_http_requests_total{{{labels}}}")).to_owned();
+    for (labels, count) in [
+        (r#"method="POST",route="/v1/actions",status="201""#, "1"),
+        (r#"method="POST",route="/v1/actions",status="200""#, "1"),
+        (r#"method="POST",route="/v1/actions",status="429""#, "1"),
+        (r#"method="GET",route="/v1/actions",status="401""#, "2"),
+        (r#"method="POST",route="/v1/actions",status="403""#, "1"),
+        (r#"method="POST",route="/v1/actions",status="413""#, "1"),
+        (r#"method="POST",route="/v1/hooks/{name}",status="401""#, "1"),
+        (r#"method="GET",route="unmatched",status="404""#, "1"),
+    ] {
+        assert_eq!(requests(labels), count, "{labels}:\n{scrape}");
+    }
+    for (reason, count) in [
+        ("rate", "1"),
+        ("unknown_token", "1"),
+        ("no_token", "1"),
+        ("role", "1"),
+        ("too_large", "1"),
+        ("signature", "1"),
+    ] {
+        let series = format!("actionledger_http_refusals_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(scrape, &series), count, "{series}:\n{scrape}");
+    }
+    let latencies = r#"actionledger_http_request_duration_seconds_count{method="POST",route="/v1/actions"}"#;
+    assert_eq!(sample(scrape, latencies), "5", "{scrape}");
+    assert!(!scrape.contains("no-such-route"), "a path sent is never a label");
+    assert!(scrape.ends_with("# EOF\n"), "{scrape}");
+    for line in scrape.lines().filter(|line| !line.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
+        assert!(value.parse::<f64>().is_ok() && !series.is_empty(), "not a sample: {line}");
+    }
+}
+
+/// The JSON log of the requests `the_binary_logs_and_counts_...` makes: a line for each, found by
+/// the key, the token's name or the intake a person would search for.
+fn the_log_shows_each_request_and_refusal(log: &str) {
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}")))
+        .collect();
+    let find = |what: &str, matches: &dyn Fn(&Value) -> bool| -> Value {
+        lines.iter().find(|line| matches(line)).cloned().unwrap_or_else(|| panic!("no line for {what}:\n{log}"))
+    };
+    // A submission, searched for by its key.
+    let by_key: Vec<&Value> = lines.iter().filter(|line| line["key"] == "obs:serve:1").collect();
+    assert!(by_key.len() >= 2, "the 201 and the 200 name the key: {by_key:?}");
+    let submitted = find("the submission", &|line| line["key"] == "obs:serve:1" && line["status"] == 201);
+    println!("a request's line: {submitted}");
+    assert_eq!(submitted["level"], "INFO");
+    assert_eq!(submitted["message"], "answered");
+    assert_eq!(submitted["event_id"], "evt-obs-1");
+    assert_eq!(submitted["token"], "shop");
+    assert_eq!(submitted["outcome"], "created");
+    assert_eq!(submitted["span"]["method"], "POST");
+    assert_eq!(submitted["span"]["route"], "/v1/actions");
+    assert_eq!(submitted["span"]["forwarded_for"], "203.0.113.9");
+    assert!(submitted["span"]["client"].as_str().is_some_and(|c| c.starts_with("127.0.0.1:")), "{submitted}");
+    assert!(submitted["duration_ms"].as_f64().is_some(), "{submitted}");
+    // A 429, searched for by the token's name.
+    let over_rate = find("the 429", &|line| line["refusal"] == "rate");
+    println!("a refusal's line: {over_rate}");
+    assert_eq!(over_rate["level"], "WARN");
+    assert_eq!(over_rate["token"], "shop");
+    assert!(over_rate["message"].as_str().unwrap().contains("the token shop (429)"), "{over_rate}");
+    find("the 429's answer", &|line| line["status"] == 429 && line["token"] == "shop");
+    // A bad signature, searched for by the intake's name.
+    let forged = find("the bad signature", &|line| line["refusal"] == "signature");
+    println!("a signature's refusal: {forged}");
+    assert_eq!((forged["level"].as_str(), forged["intake"].as_str()), (Some("WARN"), Some("signed")));
+    assert!(forged["reason"].as_str().unwrap().contains("does not match"), "{forged}");
+    assert_eq!(forged["span"]["route"], "/v1/hooks/{name}");
+    find("the bad signature's answer", &|line| line["status"] == 401 && line["intake"] == "signed");
+    // The other refusals.
+    let unknown = find("the unknown token", &|line| line["refusal"] == "unknown_token");
+    assert_eq!(unknown["token_hash"], &actionledger::serve::auth::hash_token(OBSERVED_UNKNOWN)[..15]);
+    find("no token", &|line| line["refusal"] == "no_token" && line["level"] == "WARN");
+    find("the role", &|line| line["refusal"] == "role" && line["token"] == "dashboard");
+    find("the body size", &|line| line["refusal"] == "too_large" && line["token"] == "feed");
+    find("the unknown path", &|line| line["status"] == 404 && line["span"]["route"] == "unmatched");
 }

@@ -17,6 +17,7 @@ pub mod state;
 pub mod text;
 
 pub use blocked::Blocked;
+pub use exact_json::wide_integers_as_text;
 pub use capability::{
     Capabilities, ClaimFacts, DestinationCatalog, LookupDue, RetryPolicy, ReviewOwners, Routing, StartsAtClaim,
     UpdateCondition, UpdateGuard,

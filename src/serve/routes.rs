@@ -3,7 +3,8 @@
 
 use super::App;
 use super::auth::{Grant, Need};
-use super::intake::Unmapped;
+use super::intake::{Screened, Unmapped, ignored_response};
+use super::signature::Verified;
 use super::problem::Problem;
 use crate::document;
 use crate::domain::input::Label;
@@ -500,15 +501,22 @@ async fn hook<S: Store>(
         app.intakes.get(&name).ok_or_else(|| Problem::not_found(format!("no intake {name:?} is configured")))?;
     // A signed intake's sender proves itself with the signature; any other needs a token. The
     // rate is taken only from a proven caller, so forged requests cannot use up the sender's.
-    let bytes = if intake.is_signed() {
+    let now = chrono::Utc::now().timestamp();
+    let (bytes, verified) = if intake.is_signed() {
         let bytes = read_body(&headers, body, app.options.body_limit).await?;
-        let now = chrono::Utc::now().timestamp();
-        intake.verify(&headers, &bytes, now).map_err(|e| Problem::unauthorized(e.to_string()))?;
+        let verified = intake.verify(&headers, &bytes, now).map_err(|e| Problem::unauthorized(e.to_string()))?;
         app.limiter.take(&format!("hook:{name}")).map_err(Problem::rate_limited)?;
-        bytes
+        (bytes, verified)
     } else {
         admit(&app, &headers, Need::Submit)?;
-        read_body(&headers, body, app.options.body_limit).await?
+        (read_body(&headers, body, app.options.body_limit).await?, Verified::default())
+    };
+    let delivery = match intake.screen(&headers, &bytes, &verified, now)? {
+        Screened::Ignored { field, value } => {
+            tracing::info!(intake = %name, field = %field, "webhook ignored");
+            return Ok(ignored_response(&name, &field, &value));
+        }
+        Screened::Deliver(delivery) => delivery,
     };
     let (result, field) = match intake.map(&headers, &bytes) {
         Ok(raw) => (app.ledger.submit(&raw).await, None),
@@ -517,6 +525,9 @@ async fn hook<S: Store>(
             (Err(app.ledger.refuse(&raw, refusal).await), field)
         }
     };
+    if let (Err(LedgerError::Store(_)), Some(delivery)) = (&result, &delivery) {
+        intake.forget(delivery);
+    }
     tracing::info!(intake = %name, outcome = outcome_word(&result), "webhook");
     match (result, field) {
         // The problem names the field the sender has to fix.

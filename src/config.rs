@@ -984,7 +984,10 @@ mod tests {
             Err("intake hooks: signature.header is set by the scheme stripe; remove it".into())
         );
         assert_eq!(
-            intake("s:{{body.id}}", "scheme = \"standard-webhooks\", secret_env = \"S\", delivery_id = \"{{body.id}}\""),
+            intake(
+                "s:{{body.id}}",
+                "scheme = \"standard-webhooks\", secret_env = \"S\", delivery_id = \"{{body.id}}\""
+            ),
             Err("intake hooks: signature.delivery_id is set by the scheme standard-webhooks; remove it".into())
         );
         assert_eq!(
@@ -992,7 +995,9 @@ mod tests {
             Err("intake hooks: signature.header is needed: the header the sender puts its signature in".into())
         );
         assert!(intake("s:{{body.id}}", "secret_env = []").unwrap_err().contains("names no environment variable"));
-        assert!(intake("s:{{body.id}}", "scheme = \"paypal\", secret_env = \"S\"").unwrap_err().contains("unknown variant"));
+        assert!(
+            intake("s:{{body.id}}", "scheme = \"paypal\", secret_env = \"S\"").unwrap_err().contains("unknown variant")
+        );
         // What a scheme signs besides the body may build the key; other headers may not.
         let slack = "scheme = \"slack\", secret_env = \"S\"";
         assert_eq!(intake("s:{{body.id}}:{{header.x-slack-request-timestamp}}", slack), Ok(()));

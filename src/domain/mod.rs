@@ -17,11 +17,11 @@ pub mod state;
 pub mod text;
 
 pub use blocked::Blocked;
-pub use exact_json::wide_integers_as_text;
 pub use capability::{
     Capabilities, ClaimFacts, DestinationCatalog, LookupDue, RetryPolicy, ReviewOwners, Routing, StartsAtClaim,
     UpdateCondition, UpdateGuard,
 };
+pub use exact_json::wide_integers_as_text;
 pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan, ProposalChoice};

@@ -49,9 +49,11 @@ impl Intake {
         let secrets = envs
             .iter()
             .map(|env| {
-                std::env::var(env).ok().filter(|s| !s.is_empty()).map(String::into_bytes).ok_or_else(|| {
-                    IntakeError::MissingSecret { intake: name.to_owned(), env: env.clone() }
-                })
+                std::env::var(env)
+                    .ok()
+                    .filter(|s| !s.is_empty())
+                    .map(String::into_bytes)
+                    .ok_or_else(|| IntakeError::MissingSecret { intake: name.to_owned(), env: env.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let secrets: Vec<&[u8]> = secrets.iter().map(Vec::as_slice).collect();
@@ -78,12 +80,10 @@ impl Intake {
         secrets: &[&[u8]],
         place: impl Fn(usize) -> String,
     ) -> Result<Self, IntakeError> {
-        let verifier = config
-            .signature
-            .as_ref()
-            .map(|signature| Verifier::new(signature, secrets))
-            .transpose()
-            .map_err(|(at, problem)| IntakeError::UnusableSecret { intake: name.to_owned(), env: place(at), problem })?;
+        let verifier =
+            config.signature.as_ref().map(|signature| Verifier::new(signature, secrets)).transpose().map_err(
+                |(at, problem)| IntakeError::UnusableSecret { intake: name.to_owned(), env: place(at), problem },
+            )?;
         let window = config.signature.as_ref().map(|s| s.tolerance).unwrap_or_default();
         Ok(Self { name: name.to_owned(), config, verifier, deliveries: Deliveries::new(window) })
     }
@@ -400,5 +400,58 @@ mod tests {
             shop.verify(&headers, body, 0),
             Err(SignatureRefused::Mismatch | SignatureRefused::Unreadable { .. })
         ));
+    }
+    /// Shopify's documented order id (its order webhook's example), beyond what a float keeps.
+    #[test]
+    fn an_integer_beyond_what_a_float_keeps_is_kept_as_its_digits() {
+        let shop = |payload: &str| {
+            let config =
+                Config::parse(&format!("[intake.shop]\nkey = \"shop:order:{{{{body.id}}}}\"\n{payload}")).unwrap();
+            Intake::with_secret("shop", config.intake["shop"].clone(), None)
+        };
+        let body = br#"{"id": 820982911946154508, "total": 9007199254740993, "small": 42}"#;
+        let raw = shop("").map(&HeaderMap::new(), body).unwrap();
+        assert_eq!(raw.key.as_deref(), Some("shop:order:820982911946154508"));
+        assert_eq!(
+            String::from_utf8(raw.payload).unwrap(),
+            r#"{"id": "820982911946154508", "total": "9007199254740993", "small": 42}"#,
+            "the whole body, with only the wide integers quoted"
+        );
+        let raw = shop("payload = [\"id\"]").map(&HeaderMap::new(), body).unwrap();
+        assert_eq!(String::from_utf8(raw.payload).unwrap(), r#"{"id":"820982911946154508"}"#);
+        let plain = br#"{"id": 7, "n": 1.50}"#;
+        assert_eq!(shop("").map(&HeaderMap::new(), plain).unwrap().payload, plain.to_vec(), "otherwise byte for byte");
+    }
+
+    #[test]
+    fn a_delivery_is_ignored_by_a_rule_or_refused_as_a_replay() {
+        let config = Config::parse(
+            "[intake.gh]\nkey = \"gh:{{body.id}}\"\n\
+             signature = { scheme = \"github\", secret_env = \"S\", delivery_id = \"{{header.X-GitHub-Delivery}}\" }\n\
+             [[intake.gh.ignore]]\nfield = \"header.X-GitHub-Event\"\nequals = \"ping\"\n\
+             [[intake.gh.ignore]]\nfield = \"body.action\"\nequals = \"deleted\"\n",
+        )
+        .unwrap();
+        let gh = Intake::with_secret("gh", config.intake["gh"].clone(), Some(b"k"));
+        let request = |event: &str, delivery: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-github-event", event.parse().unwrap());
+            headers.insert("x-github-delivery", delivery.parse().unwrap());
+            headers
+        };
+        let unsigned = Verified::default();
+        let ping = gh.screen(&request("ping", "d-1"), br#"{"zen": "Keep it simple."}"#, &unsigned, 1000);
+        assert_eq!(ping, Ok(Screened::Ignored { field: "header.X-GitHub-Event".into(), value: "ping".into() }));
+        let deleted = gh.screen(&request("issues", "d-2"), br#"{"action": "deleted"}"#, &unsigned, 1000);
+        assert_eq!(deleted, Ok(Screened::Ignored { field: "body.action".into(), value: "deleted".into() }));
+        let push = gh.screen(&request("push", "d-3"), br#"{"action": "opened"}"#, &unsigned, 1000);
+        let delivery = Delivery { id: "d-3".into(), timestamp: None };
+        assert_eq!(push, Ok(Screened::Deliver(Some(delivery.clone()))));
+        let again = gh.screen(&request("push", "d-3"), br#"{"action": "opened"}"#, &unsigned, 1100);
+        assert_eq!(again, Err(Replayed { id: "d-3".into() }));
+        gh.forget(&delivery);
+        assert!(gh.screen(&request("push", "d-3"), b"{}", &unsigned, 1100).is_ok(), "forgotten: taken again");
+        // Ignored deliveries are not remembered: nothing of them was taken.
+        assert!(gh.screen(&request("push", "d-1"), b"{}", &unsigned, 1100).is_ok());
     }
 }

@@ -79,12 +79,9 @@ impl Deliveries {
     }
 
     /// How many deliveries are remembered.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).expiry.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -109,7 +106,7 @@ mod tests {
 
     #[test]
     fn a_delivery_is_accepted_once_while_its_signature_is_fresh() {
-        let deliveries = Deliveries::new(Duration::from_secs(300));
+        let deliveries = Deliveries::new(Duration::from_mins(5));
         assert_eq!(deliveries.accept(&delivery("msg_1", Some(1000)), 1000), Ok(()));
         let replayed = deliveries.accept(&delivery("msg_1", Some(1000)), 1200);
         assert_eq!(replayed, Err(Replayed { id: "msg_1".into() }));
@@ -125,7 +122,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_delivery_is_taken_again_and_memory_is_bounded() {
-        let deliveries = Deliveries::new(Duration::from_secs(300));
+        let deliveries = Deliveries::new(Duration::from_mins(5));
         let one = delivery("evt_1", Some(1000));
         deliveries.accept(&one, 1000).unwrap();
         deliveries.forget(&one);

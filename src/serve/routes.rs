@@ -4,8 +4,8 @@
 use super::App;
 use super::auth::{Grant, Need};
 use super::intake::{Screened, Unmapped, ignored_response};
-use super::signature::Verified;
 use super::problem::Problem;
+use super::signature::Verified;
 use crate::document;
 use crate::domain::input::Label;
 use crate::domain::{ActionKey, ManualCommand, RawSubmission, Reason, State, SubmitOutcome};
@@ -511,7 +511,10 @@ async fn hook<S: Store>(
         admit(&app, &headers, Need::Submit)?;
         (read_body(&headers, body, app.options.body_limit).await?, Verified::default())
     };
-    let delivery = match intake.screen(&headers, &bytes, &verified, now)? {
+    let screened = intake.screen(&headers, &bytes, &verified, now).inspect_err(|replayed| {
+        tracing::warn!(intake = %name, delivery = ?replayed.id, "a replayed webhook delivery was refused");
+    })?;
+    let delivery = match screened {
         Screened::Ignored { field, value } => {
             tracing::info!(intake = %name, field = %field, "webhook ignored");
             return Ok(ignored_response(&name, &field, &value));

@@ -152,19 +152,16 @@ impl Verifier {
             }
             Scheme::StandardWebhooks => {
                 // Svix's names where the standard's are absent.
-                let names = STANDARD_HEADERS
-                    .iter()
-                    .find(|[id, ..]| headers.contains_key(*id))
-                    .unwrap_or(&STANDARD_HEADERS[0]);
+                let names =
+                    STANDARD_HEADERS.iter().find(|[id, ..]| headers.contains_key(*id)).unwrap_or(&STANDARD_HEADERS[0]);
                 let [id_header, timestamp_header, signature_header] = *names;
                 let id = text(headers, id_header)?;
                 let at = timestamp(headers, timestamp_header)?;
-                let tags = standard_signatures(text(headers, signature_header)?).ok_or(
-                    SignatureRefused::Unreadable {
+                let tags =
+                    standard_signatures(text(headers, signature_header)?).ok_or(SignatureRefused::Unreadable {
                         header: signature_header.to_owned(),
                         expected: "a space-separated list of v1,SIGNATURE (base64)",
-                    },
-                )?;
+                    })?;
                 let signed = signed_content(&[id.as_bytes(), b".", at.to_string().as_bytes(), b".", body]);
                 (signed, tags, Verified { timestamp: Some(at), delivery_id: Some(id.to_owned()) })
             }
@@ -172,7 +169,8 @@ impl Verifier {
         // The timestamp is checked only once the signature holds, so that a forged request learns
         // nothing of the server's clock.
         let matched = self.secrets.iter().any(|secret| {
-            let mac = HmacSha256::new_from_slice(&secret.0).expect("HMAC takes a key of any length").chain_update(&signed);
+            let mac =
+                HmacSha256::new_from_slice(&secret.0).expect("HMAC takes a key of any length").chain_update(&signed);
             candidates.iter().any(|tag| mac.clone().verify_slice(tag).is_ok())
         });
         if !matched {
@@ -185,11 +183,6 @@ impl Verifier {
             }
         }
         Ok(verified)
-    }
-
-    /// How long a signed timestamp stays acceptable.
-    pub fn tolerance(&self) -> Duration {
-        self.tolerance
     }
 }
 
@@ -289,8 +282,9 @@ mod tests {
     use crate::config::Config;
 
     fn verifier(signature: &str, secrets: &[&str]) -> Verifier {
-        let config = Config::parse(&format!("[intake.x]\nkey = \"x:{{{{body.id}}}}\"\nsignature = {{ {signature} }}\n"))
-            .expect("the intake parses");
+        let config =
+            Config::parse(&format!("[intake.x]\nkey = \"x:{{{{body.id}}}}\"\nsignature = {{ {signature} }}\n"))
+                .expect("the intake parses");
         let secrets: Vec<&[u8]> = secrets.iter().map(|s| s.as_bytes()).collect();
         Verifier::new(config.intake["x"].signature.as_ref().unwrap(), &secrets).expect("the secrets suit the scheme")
     }
@@ -307,20 +301,15 @@ mod tests {
     /// spec/standard-webhooks.md, "Verifying webhook authenticity").
     #[test]
     fn standard_webhooks_verifies_the_specifications_example() {
-        let scheme = verifier(
-            "scheme = \"standard-webhooks\", secret_env = \"S\"",
-            &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
-        );
+        let scheme =
+            verifier("scheme = \"standard-webhooks\", secret_env = \"S\"", &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]);
         let body = br#"{"test": 2432232314}"#;
         let signed = |names: [&str; 3], signature: &str| {
-            headers(&[
-                (names[0], "msg_p5jXN8AQM9LWM0D4loKWxJek"),
-                (names[1], "1614265330"),
-                (names[2], signature),
-            ])
+            headers(&[(names[0], "msg_p5jXN8AQM9LWM0D4loKWxJek"), (names[1], "1614265330"), (names[2], signature)])
         };
         let example = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
-        let verified = Verified { timestamp: Some(1_614_265_330), delivery_id: Some("msg_p5jXN8AQM9LWM0D4loKWxJek".into()) };
+        let verified =
+            Verified { timestamp: Some(1_614_265_330), delivery_id: Some("msg_p5jXN8AQM9LWM0D4loKWxJek".into()) };
         for names in STANDARD_HEADERS {
             assert_eq!(scheme.verify(&signed(names, example), body, 1_614_265_330 + 299), Ok(verified.clone()));
             // Several signatures, the one that matches last, as a sender rotating its secret sends them.
@@ -328,7 +317,10 @@ mod tests {
             assert_eq!(scheme.verify(&signed(names, &several), body, 1_614_265_330), Ok(verified.clone()));
         }
         let names = STANDARD_HEADERS[0];
-        assert_eq!(scheme.verify(&signed(names, example), br#"{"test": 2432232315}"#, 1_614_265_330), Err(SignatureRefused::Mismatch));
+        assert_eq!(
+            scheme.verify(&signed(names, example), br#"{"test": 2432232315}"#, 1_614_265_330),
+            Err(SignatureRefused::Mismatch)
+        );
         assert_eq!(
             scheme.verify(&signed(names, example), body, 1_614_265_330 + 301),
             Err(SignatureRefused::Stale { age: 301, tolerance: 300 })
@@ -341,10 +333,8 @@ mod tests {
             Err(SignatureRefused::Unreadable { .. })
         ));
         // The base64 part of the secret is the key; the secret's text as it is verifies nothing.
-        let undecoded = Verifier {
-            secrets: vec![Secret(b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_vec())],
-            ..scheme.clone()
-        };
+        let undecoded =
+            Verifier { secrets: vec![Secret(b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_vec())], ..scheme.clone() };
         assert_eq!(undecoded.verify(&signed(names, example), body, 1_614_265_330), Err(SignatureRefused::Mismatch));
     }
 
@@ -388,20 +378,33 @@ hooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN
         let verified = Verified { timestamp: Some(1_700_000_000), delivery_id: None };
         let rolled = format!("t=1700000000,v1={other},v1={good},v0={other}");
         assert_eq!(scheme.verify(&header(&rolled), body, 1_700_000_100), Ok(verified.clone()));
-        assert_eq!(scheme.verify(&header(&format!("t=1700000000,v1={other}")), body, 1_700_000_000), Err(SignatureRefused::Mismatch));
-        assert_eq!(scheme.verify(&header(&format!("t=1700000001,v1={good}")), body, 1_700_000_000), Err(SignatureRefused::Mismatch));
+        assert_eq!(
+            scheme.verify(&header(&format!("t=1700000000,v1={other}")), body, 1_700_000_000),
+            Err(SignatureRefused::Mismatch)
+        );
+        assert_eq!(
+            scheme.verify(&header(&format!("t=1700000001,v1={good}")), body, 1_700_000_000),
+            Err(SignatureRefused::Mismatch)
+        );
         assert_eq!(
             scheme.verify(&header(&format!("t=1700000000,v1={good}")), body, 1_700_000_000 + 301),
             Err(SignatureRefused::Stale { age: 301, tolerance: 300 })
         );
-        for unreadable in [format!("v1={good}"), "t=1700000000".to_owned(), format!("t=x,v1={good}"), "junk".to_owned()] {
+        for unreadable in [format!("v1={good}"), "t=1700000000".to_owned(), format!("t=x,v1={good}"), "junk".to_owned()]
+        {
             assert!(
-                matches!(scheme.verify(&header(&unreadable), body, 1_700_000_000), Err(SignatureRefused::Unreadable { .. })),
+                matches!(
+                    scheme.verify(&header(&unreadable), body, 1_700_000_000),
+                    Err(SignatureRefused::Unreadable { .. })
+                ),
                 "{unreadable}"
             );
         }
         // Rotation on this side: the old secret listed after the new one still verifies.
-        let rotating = verifier("scheme = \"stripe\", secret_env = [\"NEW\", \"OLD\"]", &["whsec_new", "whsec_stripe_test_secret"]);
+        let rotating = verifier(
+            "scheme = \"stripe\", secret_env = [\"NEW\", \"OLD\"]",
+            &["whsec_new", "whsec_stripe_test_secret"],
+        );
         assert_eq!(rotating.verify(&header(&format!("t=1700000000,v1={good}")), body, 1_700_000_000), Ok(verified));
     }
 

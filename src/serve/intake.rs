@@ -65,7 +65,8 @@ impl Intake {
         Self::build(name, config, secrets, |at| format!("secret {}", at + 1))
     }
 
-    /// An intake with its one secret given, for tests; `None` leaves a signed intake unchecked.
+    /// An intake with its one secret given, for tests; `None` drops the signature, and the
+    /// intake then takes a token as an unsigned one does.
     pub fn with_secret(name: &str, config: IntakeConfig, secret: Option<&[u8]>) -> Self {
         match secret {
             Some(secret) => Self::with_secrets(name, config, &[secret]).expect("a test's secret suits its scheme"),

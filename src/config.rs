@@ -62,27 +62,170 @@ pub struct IntakeConfig {
     /// A signature the sender must put on every body; without it a bearer token is required.
     #[serde(default)]
     pub signature: Option<SignatureConfig>,
+    /// Deliveries answered 200 and not recorded (`[[intake.NAME.ignore]]`), such as a sender's
+    /// `ping`: checked after the signature, so an unsigned one is still refused.
+    #[serde(default)]
+    pub ignore: Vec<IgnoreRule>,
 }
 
-/// An HMAC-SHA256 signature over the raw body (or over `TIMESTAMP.BODY` with a timestamp header).
+/// One accept-and-ignore rule: a delivery whose `field` (`header.NAME` or `body.PATH`) is
+/// `equals` is answered 200 with why, and nothing of it is recorded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IgnoreRule {
+    pub field: String,
+    pub equals: String,
+}
+
+/// How the sender signs its deliveries (`[intake.NAME.signature]`): one of the schemes providers
+/// use, by name, or an HMAC-SHA256 in a header of the intake's choosing (`hmac-sha256`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureConfig {
-    /// The environment variable that holds the shared secret; never the secret itself.
-    pub secret_env: String,
-    /// The header carrying the signature, e.g. `X-Shop-Hmac-Sha256`.
-    pub header: String,
     #[serde(default)]
-    pub encoding: SignatureEncoding,
-    /// Text before the signature in the header, e.g. `sha256=`.
+    pub scheme: SignatureScheme,
+    /// The environment variables that hold the shared secrets, never the secrets themselves: one
+    /// name, or a list of names while a secret is rotated (any of them verifies a delivery).
+    #[serde(deserialize_with = "one_or_several")]
+    pub secret_env: Vec<String>,
+    /// `hmac-sha256` only: the header carrying the signature, e.g. `X-Shop-Hmac-Sha256`.
     #[serde(default)]
-    pub prefix: String,
-    /// The header carrying the time the sender signed (Unix seconds); the sender then signs
-    /// `TIMESTAMP.BODY`, and a signature older or newer than `tolerance` is refused.
+    pub header: Option<String>,
+    /// `hmac-sha256` only: how the signature is written (hex by default).
+    #[serde(default)]
+    pub encoding: Option<SignatureEncoding>,
+    /// `hmac-sha256` only: text before the signature in the header, e.g. `sha256=`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// `hmac-sha256` only: the header carrying the time the sender signed (Unix seconds); the
+    /// sender then signs `TIMESTAMP.BODY`.
     #[serde(default)]
     pub timestamp_header: Option<String>,
+    /// How far a signed timestamp may be from the server's clock, either way.
     #[serde(default = "default_tolerance", with = "duration_text")]
     pub tolerance: Duration,
+    /// A template naming each delivery (`{{body.id}}`, `{{header.X-GitHub-Delivery}}`): one
+    /// already accepted with the same signed timestamp is refused as a replay. The
+    /// `standard-webhooks` scheme names its deliveries itself (`webhook-id`).
+    #[serde(default)]
+    pub delivery_id: Option<String>,
+}
+
+/// The signature schemes an intake can name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignatureScheme {
+    /// HMAC-SHA256 over `BODY` (or `TIMESTAMP.BODY`) in the configured header.
+    #[default]
+    HmacSha256,
+    /// `Stripe-Signature: t=TS,v1=HEX,...` over `TS.BODY`.
+    Stripe,
+    /// `X-Slack-Signature: v0=HEX` over `v0:TS:BODY`, with `X-Slack-Request-Timestamp`.
+    Slack,
+    /// Standard Webhooks (Svix): `webhook-signature: v1,BASE64 ...` over `ID.TS.BODY`.
+    StandardWebhooks,
+    /// `X-Hub-Signature-256: sha256=HEX` over `BODY`.
+    Github,
+    /// `X-Shopify-Hmac-Sha256: BASE64` over `BODY`.
+    Shopify,
+}
+
+impl SignatureScheme {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::HmacSha256 => "hmac-sha256",
+            Self::Stripe => "stripe",
+            Self::Slack => "slack",
+            Self::StandardWebhooks => "standard-webhooks",
+            Self::Github => "github",
+            Self::Shopify => "shopify",
+        }
+    }
+}
+
+impl SignatureConfig {
+    /// The request headers the signature covers besides the body: a signed intake's key and
+    /// source version may read these.
+    pub fn signed_headers(&self) -> Vec<&str> {
+        match self.scheme {
+            SignatureScheme::HmacSha256 => self.timestamp_header.iter().map(String::as_str).collect(),
+            SignatureScheme::Slack => vec!["X-Slack-Request-Timestamp"],
+            SignatureScheme::StandardWebhooks => {
+                vec!["webhook-id", "webhook-timestamp", "svix-id", "svix-timestamp"]
+            }
+            SignatureScheme::Stripe | SignatureScheme::Github | SignatureScheme::Shopify => Vec::new(),
+        }
+    }
+
+    fn check(&self) -> Result<(), IntakeSettingError> {
+        if self.secret_env.is_empty() || self.secret_env.iter().any(|name| name.trim().is_empty()) {
+            return Err(IntakeSettingError::NoSecretEnv);
+        }
+        let own_settings = [
+            ("header", self.header.is_some()),
+            ("encoding", self.encoding.is_some()),
+            ("prefix", self.prefix.is_some()),
+            ("timestamp_header", self.timestamp_header.is_some()),
+        ];
+        if self.scheme == SignatureScheme::HmacSha256 {
+            if self.header.is_none() {
+                return Err(IntakeSettingError::NoSignatureHeader);
+            }
+            for header in self.header.iter().chain(&self.timestamp_header) {
+                reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                    .map_err(|_| IntakeSettingError::HeaderName(header.clone()))?;
+            }
+        } else if let Some((setting, _)) = own_settings.iter().find(|(_, given)| *given) {
+            return Err(IntakeSettingError::SchemeSetting { scheme: self.scheme.name(), setting });
+        }
+        if let Some(template) = &self.delivery_id {
+            if self.scheme == SignatureScheme::StandardWebhooks {
+                return Err(IntakeSettingError::SchemeSetting { scheme: self.scheme.name(), setting: "delivery_id" });
+            }
+            crate::template::intake_placeholders(template)
+                .map_err(|problem| IntakeSettingError::Template { field: "signature.delivery_id", problem })?;
+        }
+        Ok(())
+    }
+}
+
+impl IgnoreRule {
+    fn check(&self) -> Result<(), IntakeSettingError> {
+        let unusable = || IntakeSettingError::IgnoreField(self.field.clone());
+        match (self.field.strip_prefix("header."), self.field.strip_prefix("body.")) {
+            (Some(header), _) => {
+                reqwest::header::HeaderName::from_bytes(header.as_bytes()).map_err(|_| unusable())?;
+            }
+            (None, Some(path)) if !path.is_empty() && path.split('.').all(|part| !part.is_empty()) => {}
+            _ => return Err(unusable()),
+        }
+        Ok(())
+    }
+}
+
+/// One environment variable's name, or a list of them.
+fn one_or_several<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    struct Names;
+    impl<'de> serde::de::Visitor<'de> for Names {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an environment variable's name, or a list of names")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Vec<String>, E> {
+            Ok(vec![name.to_owned()])
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut names: A) -> Result<Vec<String>, A::Error> {
+            let mut all = Vec::new();
+            while let Some(name) = names.next_element()? {
+                all.push(name);
+            }
+            Ok(all)
+        }
+    }
+    deserializer.deserialize_any(Names)
 }
 
 /// How a signature is written in its header.
@@ -408,6 +551,13 @@ pub enum IntakeSettingError {
     HeaderName(String),
     #[error("signature.secret_env names no environment variable")]
     NoSecretEnv,
+    #[error("signature.header is needed: the header the sender puts its signature in")]
+    NoSignatureHeader,
+    /// A setting the named scheme fixes itself, such as the header Stripe signs in.
+    #[error("signature.{setting} is set by the scheme {scheme}; remove it")]
+    SchemeSetting { scheme: &'static str, setting: &'static str },
+    #[error("ignore: field {0:?} is neither header.NAME nor body.PATH")]
+    IgnoreField(String),
     /// A signed intake's key or source version read from a header the signature does not cover:
     /// anyone holding one signed body could replay it under other keys (`X-Order-Ref: A1`, `A2`,
     /// ...) or versions, each accepted as signed.
@@ -536,14 +686,11 @@ impl IntakeConfig {
         if let Some(destination) = &self.destination {
             validate_destination_name(destination)?;
         }
+        for rule in &self.ignore {
+            rule.check()?;
+        }
         if let Some(signature) = &self.signature {
-            for header in std::iter::once(&signature.header).chain(&signature.timestamp_header) {
-                reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                    .map_err(|_| IntakeSettingError::HeaderName(header.clone()))?;
-            }
-            if signature.secret_env.trim().is_empty() {
-                return Err(IntakeSettingError::NoSecretEnv);
-            }
+            signature.check()?;
             // The event id may come from any header: it names a delivery, not an action, so a
             // forged one records one more delivery of the same signed action and changes nothing.
             let identity =
@@ -551,9 +698,8 @@ impl IntakeConfig {
             for (field, template) in identity {
                 let headers = crate::template::intake_headers(template)
                     .map_err(|problem| IntakeSettingError::Template { field, problem })?;
-                let signed = |header: &&str| {
-                    signature.timestamp_header.as_deref().is_some_and(|stamp| stamp.eq_ignore_ascii_case(header))
-                };
+                let signed =
+                    |header: &&str| signature.signed_headers().iter().any(|signed| signed.eq_ignore_ascii_case(header));
                 if let Some(header) = headers.into_iter().find(|header| !signed(header)) {
                     return Err(IntakeSettingError::UnsignedHeader { field, header: header.to_owned() });
                 }
@@ -822,6 +968,64 @@ mod tests {
         let unsigned = intake("shop:{{header.X-Order-Ref}}", "{{body.v}}");
         let unsigned = unsigned.lines().filter(|line| !line.starts_with("signature")).collect::<Vec<_>>().join("\n");
         assert!(Config::parse(&unsigned).is_ok());
+    }
+
+    #[test]
+    fn a_named_signature_scheme_fixes_its_own_headers_and_may_sign_some() {
+        let intake = |key: &str, signature: &str| {
+            Config::parse(&format!("[intake.hooks]\nkey = \"{key}\"\nsignature = {{ {signature} }}\n"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let stripe = "scheme = \"stripe\", secret_env = [\"NEW\", \"OLD\"], delivery_id = \"{{body.id}}\"";
+        assert_eq!(intake("s:{{body.id}}", stripe), Ok(()));
+        assert_eq!(
+            intake("s:{{body.id}}", "scheme = \"stripe\", secret_env = \"S\", header = \"Stripe-Signature\""),
+            Err("intake hooks: signature.header is set by the scheme stripe; remove it".into())
+        );
+        assert_eq!(
+            intake(
+                "s:{{body.id}}",
+                "scheme = \"standard-webhooks\", secret_env = \"S\", delivery_id = \"{{body.id}}\""
+            ),
+            Err("intake hooks: signature.delivery_id is set by the scheme standard-webhooks; remove it".into())
+        );
+        assert_eq!(
+            intake("s:{{body.id}}", "secret_env = \"S\""),
+            Err("intake hooks: signature.header is needed: the header the sender puts its signature in".into())
+        );
+        assert!(intake("s:{{body.id}}", "secret_env = []").unwrap_err().contains("names no environment variable"));
+        assert!(
+            intake("s:{{body.id}}", "scheme = \"paypal\", secret_env = \"S\"").unwrap_err().contains("unknown variant")
+        );
+        // What a scheme signs besides the body may build the key; other headers may not.
+        let slack = "scheme = \"slack\", secret_env = \"S\"";
+        assert_eq!(intake("s:{{body.id}}:{{header.x-slack-request-timestamp}}", slack), Ok(()));
+        let standard = "scheme = \"standard-webhooks\", secret_env = \"S\"";
+        assert_eq!(intake("s:{{header.webhook-id}}", standard), Ok(()));
+        assert!(intake("s:{{header.X-Slack-Signature}}", slack).unwrap_err().contains("does not cover"));
+        assert!(intake("s:{{header.webhook-id}}", stripe).unwrap_err().contains("does not cover"));
+    }
+
+    #[test]
+    fn an_ignore_rule_names_a_header_or_a_body_field() {
+        let rule = |field: &str| {
+            Config::parse(&format!(
+                "[intake.gh]\nkey = \"gh:{{{{body.id}}}}\"\n[[intake.gh.ignore]]\nfield = \"{field}\"\nequals = \"ping\"\n"
+            ))
+            .map(|config| config.intake["gh"].ignore.len())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(rule("header.X-GitHub-Event"), Ok(1));
+        assert_eq!(rule("body.type"), Ok(1));
+        assert_eq!(rule("body.data.object"), Ok(1));
+        for wrong in ["type", "body.", "body.a..b", "header.bad header", "query.x"] {
+            assert_eq!(
+                rule(wrong),
+                Err(format!("intake gh: ignore: field {wrong:?} is neither header.NAME nor body.PATH")),
+                "{wrong}"
+            );
+        }
     }
 
     #[test]

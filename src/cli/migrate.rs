@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, clap::Args)]
+#[allow(clippy::struct_excessive_bools, reason = "each flag is one of migrate's modes or its output form")]
 pub struct MigrateArgs {
     /// List the migrations the ledger has had and those pending; change nothing. Exits 5 while
     /// the schema is not the one this build expects (migrations pending, changed or newer).
@@ -106,7 +107,10 @@ pub async fn migrate(url: &str, schema: Option<&str>, args: &MigrateArgs) -> Res
             .iter()
             .map(|a| json!({ "version": a.version, "description": a.description, "seconds": a.took.as_secs_f64() }))
             .collect();
-        println!("{}", json!({ "ledger": after.ledger, "applied": applied, "current": after.is_current(), "access": access }));
+        println!(
+            "{}",
+            json!({ "ledger": after.ledger, "applied": applied, "current": after.is_current(), "access": access })
+        );
         return Ok(exit::OK);
     }
     for migration in &applied {
@@ -131,8 +135,11 @@ pub async fn migrate(url: &str, schema: Option<&str>, args: &MigrateArgs) -> Res
 
 /// `migrate --export DIR`.
 fn export(url: &str, schema: Option<&str>, dir: &Path, json: bool) -> Result<i32, Error> {
-    let migrations =
-        if is_postgres(url) { PostgresStore::exported_migrations(url, schema)? } else { SqliteStore::exported_migrations() };
+    let migrations = if is_postgres(url) {
+        PostgresStore::exported_migrations(url, schema)?
+    } else {
+        SqliteStore::exported_migrations()
+    };
     let cannot = |e| Error::io(format!("cannot write the migrations into {}", dir.display()), e);
     if let Ok(entries) = std::fs::read_dir(dir)
         && entries.filter_map(Result::ok).any(|e| e.path().extension().is_some_and(|x| x == "sql"))

@@ -265,11 +265,7 @@ impl Command {
             Self::Demo(args) => args.json,
             Self::Bench(args) => args.json,
             Self::Stats(args) => args.json,
-            Self::Review(_)
-            | Self::Serve(_)
-            | Self::SimCrm(_)
-            | Self::Completions { .. }
-            | Self::Manpage => false,
+            Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => false,
         }
     }
 }

@@ -197,11 +197,45 @@ fn is_plain_name(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The number tokens of JSON text, in document order, by the grammar's rule
+/// The number tokens of JSON text, in document order: see [`number_spans`].
+fn number_tokens(text: &str) -> Vec<&str> {
+    number_spans(text).into_iter().map(|span| &text[span]).collect()
+}
+
+/// JSON text with every integer beyond ±(2^53 - 1) written as a string of its exact digits
+/// (`820982911946154508` becomes `"820982911946154508"`), the text as it is when there is none.
+/// A webhook intake takes a sender's body so: providers send ids that wide (Shopify's order ids)
+/// as numbers, which a 64-bit float, as RFC 8785 and I-JSON read numbers, would not keep, and the
+/// sender cannot be asked to send them as strings. `text` must be JSON: in other text, a quoted
+/// token could make a string where there was none.
+pub fn wide_integers_as_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let wide = |token: &str| {
+        let digits = token.strip_prefix('-').unwrap_or(token);
+        let beyond = digits.len() > 16 || digits.parse::<u64>().is_ok_and(|n| n > MAX_SAFE_INTEGER);
+        !digits.contains(['.', 'e', 'E']) && beyond
+    };
+    let spans: Vec<_> = number_spans(text).into_iter().filter(|span| wide(&text[span.clone()])).collect();
+    if spans.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 2 * spans.len());
+    let mut from = 0;
+    for span in spans {
+        out.push_str(&text[from..span.start]);
+        out.push('"');
+        out.push_str(&text[span.clone()]);
+        out.push('"');
+        from = span.end;
+    }
+    out.push_str(&text[from..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Where the number tokens of JSON text are, in document order, by the grammar's rule
 /// (`-? digits (. digits)? ([eE] [+-]? digits)?`), skipping strings. In JSON the parser accepts
 /// (and in any part of a text before the parser's first error) these are exactly the numbers
 /// it reads, in the order it reads them.
-fn number_tokens(text: &str) -> Vec<&str> {
+fn number_spans(text: &str) -> Vec<std::ops::Range<usize>> {
     let bytes = text.as_bytes();
     let digits = |mut i: usize| {
         while i < bytes.len() && bytes[i].is_ascii_digit() {
@@ -239,7 +273,7 @@ fn number_tokens(text: &str) -> Vec<&str> {
                     }
                     i = digits(i);
                 }
-                tokens.push(&text[start..i]);
+                tokens.push(start..i);
             }
             _ => i += 1,
         }
@@ -272,4 +306,26 @@ fn decimal(token: &str) -> Option<(bool, String, i64)> {
     let fraction_len = i64::try_from(fraction.len()).ok()?;
     let exponent = exponent.parse::<i64>().ok()?.checked_sub(fraction_len)?.checked_add(dropped)?;
     Some((negative, trimmed.to_owned(), exponent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_beyond_what_a_float_keeps_become_their_digits_as_text() {
+        // Shopify's documented order id (its webhook reference's order example).
+        let body = r#"{"id": 820982911946154508, "n": 9007199254740991, "m": -9007199254740992, "s": "1e999",
+                       "f": 1.5e300, "list": [12345678901234567890123, 7]}"#;
+        let wide = wide_integers_as_text(body);
+        let value: Value = serde_json::from_str(&wide).unwrap();
+        assert_eq!(value["id"], "820982911946154508");
+        assert_eq!(value["n"], 9_007_199_254_740_991_i64, "within ±(2^53 - 1) a number stays a number");
+        assert_eq!(value["m"], "-9007199254740992");
+        assert_eq!((value["s"].as_str(), value["f"].as_f64()), (Some("1e999"), Some(1.5e300)));
+        assert_eq!(value["list"][0], "12345678901234567890123");
+        assert!(read(&wide).is_ok(), "the payload rule keeps every number left");
+        let plain = r#"{"id": 42}"#;
+        assert!(matches!(wide_integers_as_text(plain), std::borrow::Cow::Borrowed(text) if text == plain));
+    }
 }

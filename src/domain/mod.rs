@@ -21,6 +21,7 @@ pub use capability::{
     Capabilities, ClaimFacts, DestinationCatalog, LookupDue, RetryPolicy, ReviewOwners, Routing, StartsAtClaim,
     UpdateCondition, UpdateGuard,
 };
+pub use exact_json::wide_integers_as_text;
 pub use input::{InputError, Person, RawSubmission, Reason, Submission, SubmissionRefused};
 pub use key::{ActionKey, KeyError};
 pub use manual::{ManualCommand, ManualPlan, ProposalChoice};

@@ -1,105 +1,141 @@
 //! Webhook intake: how `POST /v1/hooks/NAME` turns a sender's raw body into a submission, as its
-//! `[intake.NAME]` block maps it, and the optional HMAC-SHA256 signature that proves the sender.
+//! `[intake.NAME]` block maps it; the signature that proves the sender ([`super::signature`]), the
+//! deliveries it accepts and ignores, and the replays it refuses ([`super::replay`]).
 
-use crate::config::{IntakeConfig, SignatureConfig, SignatureEncoding};
-use crate::domain::{RawSubmission, SubmissionRefused};
+use super::problem::Problem;
+use super::replay::{Deliveries, Delivery, Replayed};
+use super::signature::{SecretRefused, SignatureRefused, Verified, Verifier};
+use crate::config::{IgnoreRule, IntakeConfig};
+use crate::domain::{RawSubmission, SubmissionRefused, wide_integers_as_text};
 use crate::template::{body_field, render_hook};
-use axum::http::HeaderMap;
-use base64::Engine as _;
-use hmac::{KeyInit as _, Mac as _};
-use serde_json::Value;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+pub use super::signature::sign;
 
-/// One configured intake, with its secret read from the environment.
-#[derive(Debug, Clone)]
+/// One configured intake, with its secrets read from the environment.
+#[derive(Debug)]
 pub struct Intake {
     pub name: String,
     config: IntakeConfig,
-    secret: Option<Vec<u8>>,
+    verifier: Option<Verifier>,
+    deliveries: Deliveries,
 }
 
-/// Why an intake cannot start.
+/// Why an intake cannot start. A secret is never part of the message, only where it was read.
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
     #[error("intake {intake}: signature.secret_env {env} is not set (or is empty)")]
     MissingSecret { intake: String, env: String },
+    #[error("intake {intake}: the secret in {env} {problem}")]
+    UnusableSecret { intake: String, env: String, problem: SecretRefused },
 }
 
-/// Why a signed webhook was refused: nothing of it is recorded, since anyone could have sent it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureRefused {
-    #[error("the request has no {header} header; this intake needs a signed body")]
-    Missing { header: String },
-    #[error("the {header} header is not a {encoding} signature")]
-    NotEncoded { header: String, encoding: &'static str },
-    #[error("the {header} header is not a Unix time in seconds")]
-    BadTimestamp { header: String },
-    #[error("the signature's timestamp is {age} s from the server's time; at most {tolerance} s are accepted")]
-    Stale { age: u64, tolerance: u64 },
-    #[error("the signature does not match the body")]
-    Mismatch,
+/// What becomes of a delivery whose sender is proven.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Screened {
+    /// To be mapped and submitted; the delivery as remembered against replays, where it is named.
+    Deliver(Option<Delivery>),
+    /// Answered 200 and not recorded: an `ignore` rule matched.
+    Ignored { field: String, value: String },
 }
 
 impl Intake {
-    /// The intake `name` as configured; its secret is read from the environment now.
+    /// The intake `name` as configured; its secrets are read from the environment now.
     pub fn new(name: &str, config: IntakeConfig) -> Result<Self, IntakeError> {
-        let secret = match &config.signature {
-            None => None,
-            Some(signature) => Some(
-                std::env::var(&signature.secret_env)
+        let envs = config.signature.as_ref().map(|s| s.secret_env.clone()).unwrap_or_default();
+        let secrets = envs
+            .iter()
+            .map(|env| {
+                std::env::var(env)
                     .ok()
                     .filter(|s| !s.is_empty())
-                    .ok_or_else(|| IntakeError::MissingSecret {
-                        intake: name.to_owned(),
-                        env: signature.secret_env.clone(),
-                    })?
-                    .into_bytes(),
-            ),
-        };
-        Ok(Self { name: name.to_owned(), config, secret })
+                    .map(String::into_bytes)
+                    .ok_or_else(|| IntakeError::MissingSecret { intake: name.to_owned(), env: env.clone() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let secrets: Vec<&[u8]> = secrets.iter().map(Vec::as_slice).collect();
+        Self::build(name, config, &secrets, |at| envs[at].clone())
     }
 
-    /// An intake with its secret given, for tests.
+    /// An intake with its secrets given rather than read from the environment.
+    pub fn with_secrets(name: &str, config: IntakeConfig, secrets: &[&[u8]]) -> Result<Self, IntakeError> {
+        Self::build(name, config, secrets, |at| format!("secret {}", at + 1))
+    }
+
+    /// An intake with its one secret given, for tests; `None` drops the signature, and the
+    /// intake then takes a token as an unsigned one does.
     pub fn with_secret(name: &str, config: IntakeConfig, secret: Option<&[u8]>) -> Self {
-        Self { name: name.to_owned(), config, secret: secret.map(<[u8]>::to_vec) }
+        match secret {
+            Some(secret) => Self::with_secrets(name, config, &[secret]).expect("a test's secret suits its scheme"),
+            None => Self::build(name, IntakeConfig { signature: None, ..config }, &[], |_| String::new())
+                .expect("an unsigned intake needs no secret"),
+        }
+    }
+
+    fn build(
+        name: &str,
+        config: IntakeConfig,
+        secrets: &[&[u8]],
+        place: impl Fn(usize) -> String,
+    ) -> Result<Self, IntakeError> {
+        let verifier =
+            config.signature.as_ref().map(|signature| Verifier::new(signature, secrets)).transpose().map_err(
+                |(at, problem)| IntakeError::UnusableSecret { intake: name.to_owned(), env: place(at), problem },
+            )?;
+        let window = config.signature.as_ref().map(|s| s.tolerance).unwrap_or_default();
+        Ok(Self { name: name.to_owned(), config, verifier, deliveries: Deliveries::new(window) })
     }
 
     /// Whether the sender proves itself with a signature; otherwise with a bearer token.
     pub fn is_signed(&self) -> bool {
-        self.config.signature.is_some()
+        self.verifier.is_some()
     }
 
-    /// Checks the body's signature, in constant time, and its timestamp against `now` (Unix
-    /// seconds) where the intake has one.
-    pub fn verify(&self, headers: &HeaderMap, body: &[u8], now: i64) -> Result<(), SignatureRefused> {
-        let (Some(config), Some(secret)) = (&self.config.signature, &self.secret) else { return Ok(()) };
-        let text = |name: &str| {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .ok_or_else(|| SignatureRefused::Missing { header: name.to_owned() })
-        };
-        let presented = text(&config.header)?;
-        let presented = presented.strip_prefix(config.prefix.as_str()).unwrap_or(presented);
-        let presented = decode(presented, config.encoding)
-            .ok_or(SignatureRefused::NotEncoded { header: config.header.clone(), encoding: encoding_name(config) })?;
-        let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length");
-        if let Some(header) = &config.timestamp_header {
-            let stamp = text(header)?;
-            let at: i64 = stamp.parse().map_err(|_| SignatureRefused::BadTimestamp { header: header.clone() })?;
-            let age = now.abs_diff(at);
-            if Duration::from_secs(age) > config.tolerance {
-                return Err(SignatureRefused::Stale { age, tolerance: config.tolerance.as_secs() });
-            }
-            mac.update(stamp.as_bytes());
-            mac.update(b".");
+    /// Checks the delivery's signature against each of the intake's secrets, and its signed
+    /// timestamp against `now` (Unix seconds) where the scheme signs one.
+    pub fn verify(&self, headers: &HeaderMap, body: &[u8], now: i64) -> Result<Verified, SignatureRefused> {
+        match &self.verifier {
+            Some(verifier) => verifier.verify(headers, body, now),
+            None => Ok(Verified::default()),
         }
-        mac.update(body);
-        mac.verify_slice(&presented).map_err(|_| SignatureRefused::Mismatch)
+    }
+
+    /// What becomes of a proven delivery: ignored by a rule, refused as a replay of one accepted
+    /// before, or to be mapped (and then remembered, when the intake names its deliveries).
+    pub fn screen(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        verified: &Verified,
+        now: i64,
+    ) -> Result<Screened, Replayed> {
+        let delivery_template = self.config.signature.as_ref().and_then(|s| s.delivery_id.as_deref());
+        if self.config.ignore.is_empty() && delivery_template.is_none() && verified.delivery_id.is_none() {
+            return Ok(Screened::Deliver(None));
+        }
+        let value = json_body(body).map_or(Value::Null, |(value, _)| value);
+        let texts = header_texts(headers);
+        if let Some(rule) = self.config.ignore.iter().find(|rule| ignores(rule, &value, headers)) {
+            return Ok(Screened::Ignored { field: rule.field.clone(), value: rule.equals.clone() });
+        }
+        // A delivery whose id cannot be read is left to the mapping, which names what is missing.
+        let id = verified
+            .delivery_id
+            .clone()
+            .or_else(|| delivery_template.and_then(|template| render_hook(template, &value, &texts).ok()));
+        let Some(id) = id else { return Ok(Screened::Deliver(None)) };
+        let delivery = Delivery { id, timestamp: verified.timestamp };
+        self.deliveries.accept(&delivery, now)?;
+        Ok(Screened::Deliver(Some(delivery)))
+    }
+
+    /// Forgets a delivery accepted but not recorded (the ledger's database failed), so that it
+    /// can be sent again.
+    pub fn forget(&self, delivery: &Delivery) {
+        self.deliveries.forget(delivery);
     }
 
     /// Maps a body to a submission; a body the mapping cannot use is refused, with what the
@@ -118,8 +154,8 @@ impl Intake {
                 field,
             })
         };
-        let value: Value = match serde_json::from_slice(body) {
-            Ok(value) => value,
+        let (value, whole) = match json_body(body) {
+            Ok(read) => read,
             Err(e) => return Err(refuse(&raw, format!("the intake {} needs a JSON body: {e}", self.name), None)),
         };
         let headers = header_texts(headers);
@@ -151,8 +187,9 @@ impl Intake {
             })?);
         }
         raw.payload = match &self.config.payload {
-            // The body as sent, byte for byte: its numbers and text are fingerprinted as they are.
-            None => body.to_vec(),
+            // The body as sent, byte for byte but for its integers beyond what a float keeps: its
+            // numbers and text are fingerprinted as they are.
+            None => whole.into_owned(),
             Some(fields) => {
                 let mut payload = Value::Object(serde_json::Map::new());
                 for path in fields {
@@ -215,34 +252,51 @@ fn header_texts(headers: &HeaderMap) -> BTreeMap<String, String> {
     texts
 }
 
-fn decode(text: &str, encoding: SignatureEncoding) -> Option<Vec<u8>> {
-    match encoding {
-        SignatureEncoding::Hex => hex::decode(text).ok(),
-        SignatureEncoding::Base64 => base64::engine::general_purpose::STANDARD.decode(text).ok(),
+/// A webhook's JSON body as the intake reads it, and as its whole-body payload is recorded: each
+/// integer beyond ±(2^53 - 1) as a string of its exact digits (see [`wide_integers_as_text`]).
+fn json_body(body: &[u8]) -> Result<(Value, Cow<'_, [u8]>), serde_json::Error> {
+    let value: Value = serde_json::from_slice(body)?;
+    let text = std::str::from_utf8(body).expect("JSON that parses is UTF-8");
+    match wide_integers_as_text(text) {
+        Cow::Borrowed(_) => Ok((value, Cow::Borrowed(body))),
+        Cow::Owned(wide) => Ok((serde_json::from_str(&wide)?, Cow::Owned(wide.into_bytes()))),
     }
 }
 
-fn encoding_name(config: &SignatureConfig) -> &'static str {
-    match config.encoding {
-        SignatureEncoding::Hex => "hex",
-        SignatureEncoding::Base64 => "base64",
+/// Whether `rule` ignores a delivery: its field holds exactly the rule's text (a number as JSON
+/// writes it).
+fn ignores(rule: &IgnoreRule, body: &Value, headers: &HeaderMap) -> bool {
+    if let Some(name) = rule.field.strip_prefix("header.") {
+        return headers.get_all(name).iter().any(|value| value.to_str().is_ok_and(|text| text.trim() == rule.equals));
+    }
+    let Some(path) = rule.field.strip_prefix("body.") else { return false };
+    match body_field(body, path) {
+        Some(Value::String(text)) => text == rule.equals,
+        Some(Value::Number(number)) => number.to_string() == rule.equals,
+        _ => false,
     }
 }
 
-/// The signature a sender puts on `body` (with `timestamp` where the intake signs one), as the
-/// intake's header carries it: for tests, the benchmark and senders' examples.
-pub fn sign(secret: &[u8], config: &SignatureConfig, timestamp: Option<i64>, body: &[u8]) -> String {
-    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length");
-    if let Some(at) = timestamp {
-        mac.update(format!("{at}.").as_bytes());
+/// The answer to an ignored delivery: 200, saying which rule and that nothing was recorded.
+pub fn ignored_response(intake: &str, field: &str, value: &str) -> axum::response::Response {
+    let document = json!({
+        "outcome": "ignored",
+        "intake": intake,
+        "field": field,
+        "equals": value,
+        "detail": format!("the intake {intake} ignores deliveries whose {field} is {value:?}; nothing was recorded"),
+    });
+    axum::response::IntoResponse::into_response((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        document.to_string(),
+    ))
+}
+
+impl From<Replayed> for Problem {
+    fn from(replayed: Replayed) -> Self {
+        Self::new(StatusCode::CONFLICT, "replayed_delivery", "Delivery already received", replayed.to_string())
     }
-    mac.update(body);
-    let tag = mac.finalize().into_bytes();
-    let text = match config.encoding {
-        SignatureEncoding::Hex => hex::encode(tag),
-        SignatureEncoding::Base64 => base64::engine::general_purpose::STANDARD.encode(tag),
-    };
-    format!("{}{text}", config.prefix)
 }
 
 #[cfg(test)]
@@ -320,7 +374,8 @@ mod tests {
         };
         let good = sign(b"k", &config, Some(1000), body);
         assert!(good.starts_with("sha256="));
-        assert_eq!(shop.verify(&headers(&good, 1000), body, 1100), Ok(()));
+        let verified = Verified { timestamp: Some(1000), delivery_id: None };
+        assert_eq!(shop.verify(&headers(&good, 1000), body, 1100), Ok(verified));
         assert_eq!(shop.verify(&headers(&good, 1000), b"{}", 1100), Err(SignatureRefused::Mismatch));
         assert_eq!(shop.verify(&headers(&good, 1001), body, 1100), Err(SignatureRefused::Mismatch));
         assert_eq!(
@@ -340,11 +395,64 @@ mod tests {
         let signature = sign(b"k", &config, None, body);
         let mut headers = HeaderMap::new();
         headers.insert("x-hmac", signature.parse().unwrap());
-        assert_eq!(shop.verify(&headers, body, 0), Ok(()));
+        assert_eq!(shop.verify(&headers, body, 0), Ok(Verified::default()));
         headers.insert("x-hmac", hex::encode([0u8; 32]).parse().unwrap());
         assert!(matches!(
             shop.verify(&headers, body, 0),
-            Err(SignatureRefused::Mismatch | SignatureRefused::NotEncoded { .. })
+            Err(SignatureRefused::Mismatch | SignatureRefused::Unreadable { .. })
         ));
+    }
+    /// Shopify's documented order id (its order webhook's example), beyond what a float keeps.
+    #[test]
+    fn an_integer_beyond_what_a_float_keeps_is_kept_as_its_digits() {
+        let shop = |payload: &str| {
+            let config =
+                Config::parse(&format!("[intake.shop]\nkey = \"shop:order:{{{{body.id}}}}\"\n{payload}")).unwrap();
+            Intake::with_secret("shop", config.intake["shop"].clone(), None)
+        };
+        let body = br#"{"id": 820982911946154508, "total": 9007199254740993, "small": 42}"#;
+        let raw = shop("").map(&HeaderMap::new(), body).unwrap();
+        assert_eq!(raw.key.as_deref(), Some("shop:order:820982911946154508"));
+        assert_eq!(
+            String::from_utf8(raw.payload).unwrap(),
+            r#"{"id": "820982911946154508", "total": "9007199254740993", "small": 42}"#,
+            "the whole body, with only the wide integers quoted"
+        );
+        let raw = shop("payload = [\"id\"]").map(&HeaderMap::new(), body).unwrap();
+        assert_eq!(String::from_utf8(raw.payload).unwrap(), r#"{"id":"820982911946154508"}"#);
+        let plain = br#"{"id": 7, "n": 1.50}"#;
+        assert_eq!(shop("").map(&HeaderMap::new(), plain).unwrap().payload, plain.to_vec(), "otherwise byte for byte");
+    }
+
+    #[test]
+    fn a_delivery_is_ignored_by_a_rule_or_refused_as_a_replay() {
+        let config = Config::parse(
+            "[intake.gh]\nkey = \"gh:{{body.id}}\"\n\
+             signature = { scheme = \"github\", secret_env = \"S\", delivery_id = \"{{header.X-GitHub-Delivery}}\" }\n\
+             [[intake.gh.ignore]]\nfield = \"header.X-GitHub-Event\"\nequals = \"ping\"\n\
+             [[intake.gh.ignore]]\nfield = \"body.action\"\nequals = \"deleted\"\n",
+        )
+        .unwrap();
+        let gh = Intake::with_secret("gh", config.intake["gh"].clone(), Some(b"k"));
+        let request = |event: &str, delivery: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-github-event", event.parse().unwrap());
+            headers.insert("x-github-delivery", delivery.parse().unwrap());
+            headers
+        };
+        let unsigned = Verified::default();
+        let ping = gh.screen(&request("ping", "d-1"), br#"{"zen": "Keep it simple."}"#, &unsigned, 1000);
+        assert_eq!(ping, Ok(Screened::Ignored { field: "header.X-GitHub-Event".into(), value: "ping".into() }));
+        let deleted = gh.screen(&request("issues", "d-2"), br#"{"action": "deleted"}"#, &unsigned, 1000);
+        assert_eq!(deleted, Ok(Screened::Ignored { field: "body.action".into(), value: "deleted".into() }));
+        let push = gh.screen(&request("push", "d-3"), br#"{"action": "opened"}"#, &unsigned, 1000);
+        let delivery = Delivery { id: "d-3".into(), timestamp: None };
+        assert_eq!(push, Ok(Screened::Deliver(Some(delivery.clone()))));
+        let again = gh.screen(&request("push", "d-3"), br#"{"action": "opened"}"#, &unsigned, 1100);
+        assert_eq!(again, Err(Replayed { id: "d-3".into() }));
+        gh.forget(&delivery);
+        assert!(gh.screen(&request("push", "d-3"), b"{}", &unsigned, 1100).is_ok(), "forgotten: taken again");
+        // Ignored deliveries are not remembered: nothing of them was taken.
+        assert!(gh.screen(&request("push", "d-1"), b"{}", &unsigned, 1100).is_ok());
     }
 }

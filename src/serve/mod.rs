@@ -3,15 +3,18 @@
 //! `list`, the counts, and a person's commands, behind bearer tokens with roles.
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
-//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents),
-//! `observe` (each request's log line, refusal warnings and HTTP metrics). Its connections are
-//! held by [`crate::connections`], as the metrics endpoint's are.
+//! the rate limit), `intake` (webhook mapping), `signature` (the senders' signature schemes),
+//! `replay` (deliveries already accepted), `problem` (error documents), `observe` (each
+//! request's log line, refusal warnings and HTTP metrics). Its connections are held by
+//! [`crate::connections`], as the metrics endpoint's are.
 
 pub mod auth;
 pub mod intake;
 pub mod observe;
 pub mod problem;
+pub mod replay;
 pub mod routes;
+pub mod signature;
 
 pub use crate::connections::ConnectionLimits;
 use crate::domain::payload::MAX_PAYLOAD_BYTES;

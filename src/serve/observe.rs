@@ -169,6 +169,8 @@ pub enum Refusal<'a> {
     /// 401: a webhook whose signature does not verify, and why (the reason the sender is told,
     /// which names headers and times, never the secret or the signature).
     Signature { reason: &'a dyn std::error::Error },
+    /// 409: a signed webhook delivery already accepted with the same signed timestamp.
+    Replay { delivery: &'a str },
 }
 
 /// How many hex digits of an unknown token's hash a warning shows: enough to match it against the
@@ -186,6 +188,7 @@ impl Refusal<'_> {
             Self::Rate { .. } => "rate",
             Self::TooLarge { .. } | Self::TooMany { .. } => "too_large",
             Self::Signature { .. } => "signature",
+            Self::Replay { .. } => "replay",
         }
     }
 }
@@ -257,6 +260,15 @@ pub fn refused(refusal: &Refusal<'_>) {
             reason = %reason,
             "refused a webhook whose signature does not verify (401): {reason}"
         ),
+        Refusal::Replay { delivery } => {
+            let delivery = display(delivery.to_string());
+            tracing::warn!(
+                refusal = %refusal_reason,
+                intake,
+                delivery = %delivery,
+                "refused a webhook delivery already accepted with the same signature (409): {delivery}"
+            );
+        }
     }
 }
 

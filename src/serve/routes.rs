@@ -3,9 +3,10 @@
 
 use super::App;
 use super::auth::{Grant, Need};
-use super::intake::Unmapped;
+use super::intake::{Screened, Unmapped, ignored_response};
 use super::observe::{self, Refusal};
 use super::problem::Problem;
+use super::signature::Verified;
 use crate::document;
 use crate::domain::input::Label;
 use crate::domain::{ActionKey, ManualCommand, RawSubmission, Reason, State, SubmitOutcome};
@@ -512,18 +513,28 @@ async fn hook<S: Store>(
         app.intakes.get(&name).ok_or_else(|| Problem::not_found(format!("no intake {name:?} is configured")))?;
     // A signed intake's sender proves itself with the signature; any other needs a token. The
     // rate is taken only from a proven caller, so forged requests cannot use up the sender's.
-    let bytes = if intake.is_signed() {
+    let now = chrono::Utc::now().timestamp();
+    let (bytes, verified) = if intake.is_signed() {
         let bytes = read_body(&headers, body, app.options.body_limit).await?;
-        let now = chrono::Utc::now().timestamp();
-        intake.verify(&headers, &bytes, now).map_err(|e| {
+        let verified = intake.verify(&headers, &bytes, now).map_err(|e| {
             observe::refused(&Refusal::Signature { reason: &e });
             Problem::unauthorized(e.to_string())
         })?;
         app.limiter.admit(&format!("hook:{name}"))?;
-        bytes
+        (bytes, verified)
     } else {
         admit(&app, &headers, Need::Submit)?;
-        read_body(&headers, body, app.options.body_limit).await?
+        (read_body(&headers, body, app.options.body_limit).await?, Verified::default())
+    };
+    let screened = intake.screen(&headers, &bytes, &verified, now).inspect_err(|replayed| {
+        observe::refused(&Refusal::Replay { delivery: &replayed.id });
+    })?;
+    let delivery = match screened {
+        Screened::Ignored { field, value } => {
+            observe::note_outcome("ignored");
+            return Ok(ignored_response(&name, &field, &value));
+        }
+        Screened::Deliver(delivery) => delivery,
     };
     let (result, field) = match intake.map(&headers, &bytes) {
         Ok(raw) => {
@@ -536,6 +547,9 @@ async fn hook<S: Store>(
             (Err(app.ledger.refuse(&raw, refusal).await), field)
         }
     };
+    if let (Err(LedgerError::Store(_)), Some(delivery)) = (&result, &delivery) {
+        intake.forget(delivery);
+    }
     observe::note_outcome(outcome_word(&result));
     match (result, field) {
         // The problem names the field the sender has to fix.

@@ -164,7 +164,10 @@ pub(crate) fn export(preamble: &[String], migrator: &Migrator, record: &RecordSq
         .pending
         .into_iter()
         .map(|migration| {
-            let hex: String = migration.checksum.iter().map(|byte| format!("{byte:02x}")).collect();
+            let hex = migration.checksum.iter().fold(String::new(), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            });
             let description = migration.description.replace('\'', "''");
             let mut sql = format!(
                 "-- actionledger migration {:04} {}: run each file once, in order, in one transaction.\n",

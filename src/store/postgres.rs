@@ -130,7 +130,8 @@ async fn read_status(
 ) -> Result<SchemaStatus, StoreError> {
     let recorded: bool = sqlx::query_scalar(statements::POSTGRES_HAS_MIGRATIONS).fetch_one(pool).await?;
     let applied = if recorded {
-        let rows: Vec<(i64, String, Vec<u8>, i64)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
+        let rows: Vec<(i64, String, Vec<u8>, i64)> =
+            sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
         Some(AppliedMigration::from_rows(rows))
     } else {
         None
@@ -406,7 +407,11 @@ impl PostgresStore {
         let options = pg_tls::connect_options(url)?;
         let (schema, _) = pg_schema::choose_schema(options.get_options(), schema)?;
         let preamble = [format!("CREATE SCHEMA IF NOT EXISTS {schema};"), format!("SET search_path TO {schema};")];
-        Ok(super::migration::export(&preamble, &sqlx::migrate!("migrations/postgres"), &super::migration::POSTGRES_RECORD))
+        Ok(super::migration::export(
+            &preamble,
+            &sqlx::migrate!("migrations/postgres"),
+            &super::migration::POSTGRES_RECORD,
+        ))
     }
 
     /// The SQL that moves a ledger an earlier version made in the `public` schema into the

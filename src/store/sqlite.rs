@@ -283,7 +283,8 @@ async fn read_status(
 ) -> Result<SchemaStatus, StoreError> {
     let recorded: bool = sqlx::query_scalar(statements::SQLITE_HAS_MIGRATIONS).fetch_one(pool).await?;
     let applied = if recorded {
-        let rows: Vec<(i64, String, Vec<u8>, i64)> = sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
+        let rows: Vec<(i64, String, Vec<u8>, i64)> =
+            sqlx::query_as(statements::APPLIED_MIGRATIONS).fetch_all(pool).await?;
         Some(AppliedMigration::from_rows(rows))
     } else {
         None

@@ -47,6 +47,7 @@ mod schema;
 mod schema_file;
 mod secrets;
 mod serve;
+mod serve_hooks;
 mod sim_crm;
 mod sqlite_commands;
 mod stops;

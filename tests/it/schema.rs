@@ -310,10 +310,7 @@ async fn postgres_migrate_status_and_dry_run_change_nothing() {
 /// `migrate --export DIR` writes every migration as a file another tool runs; a ledger made by
 /// running them (here each in its own transaction, as Flyway does) is current to this build, and
 /// works.
-async fn exported_migrations_make_a_current_ledger(
-    url: &str,
-    run_file: &dyn Fn(&Path) -> Result<(), String>,
-) {
+fn exported_migrations_make_a_current_ledger(url: &str, run_file: &dyn Fn(&Path) -> Result<(), String>) {
     let dir = tempfile::tempdir().unwrap();
     let said = ok(dir.path(), url, &["migrate", "--export", "out"]);
     assert!(said.starts_with("wrote ") && said.contains("V0001__ledger.sql"), "{said}");
@@ -349,7 +346,7 @@ async fn sqlite_exported_migrations_make_a_current_ledger() {
             .unwrap()
         })
     };
-    exported_migrations_make_a_current_ledger(&url, &run_file).await;
+    exported_migrations_make_a_current_ledger(&url, &run_file);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -364,7 +361,7 @@ async fn postgres_exported_migrations_run_by_psql_make_a_current_ledger() {
             .map_err(|e| e.to_string())?;
         if output.status.success() { Ok(()) } else { Err(text(&output.stderr)) }
     };
-    exported_migrations_make_a_current_ledger(&url, &run_file).await;
+    exported_migrations_make_a_current_ledger(&url, &run_file);
 }
 
 /// After a newer build's migration is recorded, this build refuses to write, says which schema

@@ -1003,18 +1003,9 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
     std::fs::write(dir.path().join("tokens.txt"), &made.stdout).unwrap();
     let migrated = actionledger(dir.path()).args(["--db", &cluster.url, "migrate"]).output().unwrap();
     assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let listen = format!("127.0.0.1:{port}");
-    let _server = KilledOnDrop(
-        actionledger(dir.path())
-            .args(["--db", &cluster.url, "serve", "--listen", &listen, "--tokens", "tokens.txt"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_server, base) = serving(dir.path(), &cluster.url).await;
     let client = client();
-    let figures = format!("http://{listen}/v1/stats");
+    let figures = format!("{base}/v1/stats");
     let ask = |url: String| {
         let client = client.clone();
         async move {
@@ -1024,22 +1015,13 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
             (response.status().as_u16(), retry_after, asked.elapsed())
         }
     };
-    let mut up = false;
-    for _ in 0..200 {
-        if client.get(format!("http://{listen}/healthz")).send().await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "serve started");
     assert_eq!(ask(figures.clone()).await.0, 200);
 
     cluster.stop().unwrap();
     let (status, retry_after, took) = ask(figures.clone()).await;
     assert_eq!((status, retry_after.as_deref()), (503, Some("1")), "unavailable, try again");
     assert!(took < Duration::from_secs(8), "answered after {took:?}, not the pool's 30 s");
-    let (status, _, took) = ask(format!("http://{listen}/readyz")).await;
+    let (status, _, took) = ask(format!("{base}/readyz")).await;
     assert_eq!(status, 503);
     assert!(took < Duration::from_secs(5), "readiness answered after {took:?}");
 
@@ -1054,6 +1036,29 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(back, Some(200), "answers again once PostgreSQL is back");
+}
+
+/// The binary serving the ledger at `db` with the tokens of `dir/tokens.txt`, once it answers; its
+/// base URL.
+async fn serving(dir: &std::path::Path, db: &str) -> (KilledOnDrop, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = KilledOnDrop(
+        actionledger(dir)
+            .args(["--db", db, "serve", "--listen", &listen, "--tokens", "tokens.txt"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://{listen}");
+    for _ in 0..200 {
+        if client().get(format!("{base}/healthz")).send().await.is_ok() {
+            return (server, base);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("serve did not start on {db}");
 }
 
 /// A child process that is killed when the test ends, however it ends.
@@ -1116,28 +1121,9 @@ async fn a_login_granted_by_serve_grant_is_all_serve_needs_and_its_refusals_are_
     let late = hash_token(dir.path(), "a-token-of-cy-dale-0123456789", "reviewer", "Cy Dale");
     lines.push_str(&String::from_utf8(late.stdout).unwrap());
     std::fs::write(dir.path().join("tokens.txt"), &lines).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let listen = format!("127.0.0.1:{port}");
     let api_url = crate::roles::url_as(&admin_url, &login, "api-secret");
-    let _server = KilledOnDrop(
-        actionledger(dir.path())
-            .args(["--db", &api_url, "serve", "--listen", &listen, "--tokens", "tokens.txt"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_server, base) = serving(dir.path(), &api_url).await;
     let client = client();
-    let base = format!("http://{listen}");
-    let mut up = false;
-    for _ in 0..200 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "serve started with the granted login");
     let key = "acme:order:ORD-9:create-task";
     let (status, _, created) = post(
         &client,

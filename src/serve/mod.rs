@@ -3,10 +3,12 @@
 //! `list`, the counts, and a person's commands, behind bearer tokens with roles.
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
-//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents). Its
+//! the rate limit), `intake` (webhook mapping and signatures), `problem` (error documents),
+//! `contract` (the OpenAPI document, enforced on every JSON body). Its
 //! connections are held by [`crate::connections`], as the metrics endpoint's are.
 
 pub mod auth;
+pub mod contract;
 pub mod intake;
 pub mod problem;
 pub mod routes;

@@ -36,8 +36,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
 ];
 
-/// The OpenAPI document, written by hand and checked against [`ROUTES`] by a test.
-pub const OPENAPI: &str = include_str!("openapi.json");
+/// The OpenAPI document, written by hand: checked against [`ROUTES`], the request types and the
+/// documents the routes answer by tests, and against every JSON body by the server itself.
+pub use super::contract::OPENAPI;
 
 /// Most submissions in one batch.
 pub const MAX_BATCH: usize = 1000;
@@ -45,7 +46,7 @@ pub const MAX_BATCH: usize = 1000;
 const MAX_LIST_LIMIT: i64 = 1000;
 
 pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/v1/actions", post(submit::<S>).get(list::<S>))
         .route("/v1/actions:batch", post(submit_batch::<S>))
         .route("/v1/actions/{key}", get(show::<S>))
@@ -54,11 +55,19 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/stats", get(stats::<S>))
         .route("/v1/hooks/{name}", post(hook::<S>))
         .route("/v1/openapi.json", get(openapi))
-        // Probes, without a token, as load balancers and orchestrators ask them: the same answers
-        // as the worker's operations endpoint.
-        .route("/healthz", get(crate::health::alive))
-        .route("/readyz", get(ready::<S>))
         .fallback(|| async { Problem::not_found("no such route; the routes are listed at /v1/openapi.json") })
+        // Whatever the router answers on its own (a path it cannot read) is a problem document too.
+        .layer(axum::middleware::from_fn(super::contract::problems_only));
+    // Probes, without a token, as load balancers and orchestrators ask them: the same answers
+    // (plain text) as the worker's operations endpoint.
+    let probes = Router::new().route("/healthz", get(crate::health::alive)).route("/readyz", get(ready::<S>));
+    api.merge(probes)
+        .method_not_allowed_fallback(|method: axum::http::Method| async move {
+            Problem::for_status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("this route does not take {method}; its methods are in Allow and at /v1/openapi.json"),
+            )
+        })
         .with_state(app)
 }
 
@@ -66,7 +75,7 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
 /// sender wrote it, so that it is fingerprinted exactly as the command line would.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Envelope {
+pub(super) struct Envelope {
     key: Option<String>,
     payload: Option<Box<RawValue>>,
     event_id: Option<String>,
@@ -108,6 +117,7 @@ const DISCARD_BYTES: usize = 8 * 1024 * 1024;
 const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn read_body(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Bytes, Problem> {
+    super::contract::require_json(headers)?;
     let too_large = || Problem::too_large(format!("the body is larger than {limit} bytes"));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|length| length > limit.max(DISCARD_BYTES)) {
@@ -194,12 +204,18 @@ fn submitted_response(result: Result<SubmitReport, LedgerError>) -> Response {
 async fn submit<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap, body: Body) -> Result<Response, Problem> {
     let grant = admit(&app, &headers, Need::Submit)?;
     let bytes = read_body(&headers, body, app.options.body_limit).await?;
-    let envelope: Envelope = serde_json::from_slice(&bytes)
-        .map_err(|e| Problem::bad_request(format!("the body is not a submission: {e}")))?;
+    let envelope: Envelope = read_json("Submission", &bytes, "a submission")?;
     let raw = envelope.into_raw(&grant);
     let result = app.ledger.submit(&raw).await;
     tracing::info!(source = %grant.name, outcome = outcome_word(&result), "submission");
     Ok(submitted_response(result))
+}
+
+/// A body as the document's schema `name` has it (400 naming where it departs), then as the
+/// handler's type reads it.
+fn read_json<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8], what: &str) -> Result<T, Problem> {
+    super::contract::check(name, bytes)?;
+    serde_json::from_slice(bytes).map_err(|e| Problem::bad_request(format!("the body is not {what}: {e}")))
 }
 
 fn outcome_word(result: &Result<SubmitReport, LedgerError>) -> &'static str {
@@ -212,7 +228,7 @@ fn outcome_word(result: &Result<SubmitReport, LedgerError>) -> &'static str {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Batch {
+pub(super) struct Batch {
     actions: Vec<Box<RawValue>>,
 }
 
@@ -223,33 +239,35 @@ async fn submit_batch<S: Store>(
 ) -> Result<Response, Problem> {
     let grant = admit(&app, &headers, Need::Submit)?;
     let bytes = read_body(&headers, body, app.options.batch_body_limit).await?;
-    let batch: Batch = serde_json::from_slice(&bytes)
-        .map_err(|e| Problem::bad_request(format!("the body is not a batch ({{\"actions\": [...]}}): {e}")))?;
-    if batch.actions.len() > MAX_BATCH {
+    // Too many submissions is a 413 (split the batch), before what each says is read.
+    if let Ok(batch) = serde_json::from_slice::<Batch>(&bytes)
+        && batch.actions.len() > MAX_BATCH
+    {
         return Err(Problem::too_large(format!(
             "the batch has {} submissions; at most {MAX_BATCH} go in one request: split it",
             batch.actions.len()
         )));
     }
-    // An item that is not a submission gets its own answer; the others are recorded together.
-    let parsed: Vec<Result<RawSubmission, Problem>> = batch
+    // An item the document refuses refuses the whole batch (its place named), before the ledger
+    // is asked; the ledger then answers each of the others.
+    let batch: Batch = read_json("Batch", &bytes, "a batch ({\"actions\": [...]})")?;
+    let raws = batch
         .actions
         .iter()
-        .map(|item| {
+        .enumerate()
+        .map(|(index, item)| {
             serde_json::from_str::<Envelope>(item.get())
                 .map(|e| e.into_raw(&grant))
-                .map_err(|e| Problem::bad_request(format!("this item is not a submission: {e}")))
+                .map_err(|e| Problem::bad_request(format!("item {index} is not a submission: {e}")))
         })
-        .collect();
-    let raws: Vec<RawSubmission> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
-    let mut recorded = app.ledger.submit_many(&raws).await?.into_iter();
-    let results: Vec<Value> = parsed
+        .collect::<Result<Vec<RawSubmission>, Problem>>()?;
+    let results: Vec<Value> = app
+        .ledger
+        .submit_many(&raws)
+        .await?
         .into_iter()
-        .map(|item| {
-            let (status, mut document) = match item {
-                Ok(_) => submitted(recorded.next().expect("one result per submission")),
-                Err(problem) => (problem.status, problem.document()),
-            };
+        .map(|result| {
+            let (status, mut document) = submitted(result);
             document["status"] = Value::from(status.as_u16());
             document
         })
@@ -280,12 +298,28 @@ async fn show<S: Store>(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(super) struct ListQuery {
     state: Option<String>,
     destination: Option<String>,
     owner: Option<String>,
     before: Option<i64>,
     limit: Option<i64>,
+}
+
+/// A cursor: the id of the last item of the page before, one or more.
+fn cursor_of(before: Option<i64>) -> Result<Option<i64>, Problem> {
+    match before {
+        Some(id) if id < 1 => Err(Problem::bad_request(format!("before is {id}; give the next_before of a page (1 or more)"))),
+        before => Ok(before),
+    }
+}
+
+/// A filter's text: absent, or something to match.
+fn filter_text(name: &str, value: Option<String>) -> Result<Option<String>, Problem> {
+    match value {
+        Some(text) if text.is_empty() => Err(Problem::bad_request(format!("{name} is empty; leave it out to list all"))),
+        value => Ok(value),
+    }
 }
 
 fn limit_of(limit: Option<i64>) -> Result<i64, Problem> {
@@ -308,9 +342,9 @@ async fn list<S: Store>(
     let limit = limit_of(query.limit)?;
     let filter = ListFilter {
         state,
-        destination: query.destination,
-        owner: query.owner,
-        before_id: query.before,
+        destination: filter_text("destination", query.destination)?,
+        owner: filter_text("owner", query.owner)?,
+        before_id: cursor_of(query.before)?,
         limit,
         ..ListFilter::default()
     };
@@ -321,7 +355,7 @@ async fn list<S: Store>(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RefusedQuery {
+pub(super) struct RefusedQuery {
     before: Option<i64>,
     limit: Option<i64>,
 }
@@ -334,7 +368,7 @@ async fn refused<S: Store>(
     admit(&app, &headers, Need::Read)?;
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
     let limit = limit_of(query.limit)?;
-    let refused = app.ledger.list_refused(query.before, limit).await?;
+    let refused = app.ledger.list_refused(cursor_of(query.before)?, limit).await?;
     Ok(json_response(StatusCode::OK, &document::refused(&refused, limit)))
 }
 
@@ -353,7 +387,7 @@ async fn stats_document<S: Store>(ledger: &crate::ledger::Ledger<S>) -> Result<V
 /// A person's command: the version they saw, their reason, and what the command needs.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CommandBody {
+pub(super) struct CommandBody {
     reason: String,
     /// The version the person saw (`version` in the action's document, or its `ETag` sent as
     /// `If-Match`): required, and refused if the action moved on.
@@ -471,9 +505,7 @@ async fn command<S: Store>(
 ) -> Result<Response, Problem> {
     let grant = admit(&app, &headers, Need::Review)?;
     let bytes = read_body(&headers, body, app.options.body_limit).await?;
-    let body: CommandBody = serde_json::from_slice(&bytes).map_err(|e| {
-        Problem::bad_request(format!("the body is not a command ({{\"reason\": ..., \"version\": N}}): {e}"))
-    })?;
+    let body: CommandBody = read_json("Command", &bytes, "a command ({\"reason\": ..., \"version\": N})")?;
     let person = grant.person()?;
     let version = version_read(&headers, body.version)?;
     let request = ManualRequest {

@@ -111,8 +111,25 @@ fn named_schema(name: &str) -> Value {
 
 /// Checks a value already parsed (a response document, in tests) against schema `name`.
 pub fn check_value(name: &str, value: &Value) -> Result<(), Mismatch> {
+    check_against(&named_schema(name), value)
+}
+
+/// Checks a value against a schema of the document (or a `$ref` to one).
+pub fn check_against(schema: &Value, value: &Value) -> Result<(), Mismatch> {
     let raw = serde_json::value::to_raw_value(value).expect("a JSON value serializes");
-    check_raw(&named_schema(name), &raw, "")
+    check_raw(schema, &raw, "")
+}
+
+/// The member names an object schema allows, its own and those of its `allOf` parts.
+pub fn member_names(schema: &Value) -> Vec<String> {
+    evaluated_names(schema)
+}
+
+/// Whether a schema allows no members beyond those it names.
+pub fn is_closed(schema: &Value) -> bool {
+    let schema = resolve(schema);
+    schema.get("additionalProperties") == Some(&Value::Bool(false))
+        || schema.get("unevaluatedProperties") == Some(&Value::Bool(false))
 }
 
 /// The schema a `$ref` names; the document's own references only.
@@ -153,8 +170,8 @@ fn fits_type(name: &str, raw: &RawValue) -> bool {
         | ("boolean", "a boolean")
         | ("null", "null")
         | ("number", "a number") => true,
-        // Whole numbers only, as the server's integers read them: no fraction, no exponent.
-        ("integer", "a number") => serde_json::from_str::<Number>(raw.get()).is_ok_and(|n| n.is_i64() || n.is_u64()),
+        // As JSON Schema counts integers: any number without a fraction (3, 3.0, 3e2).
+        ("integer", "a number") => serde_json::from_str::<Number>(raw.get()).is_ok_and(|n| is_whole(&n)),
         _ => false,
     }
 }
@@ -328,6 +345,23 @@ fn check_array(schema: &Value, raw: &RawValue, pointer: &str) -> Result<(), Mism
     Ok(())
 }
 
+fn is_whole(number: &Number) -> bool {
+    number.is_i64() || number.is_u64() || number.as_f64().is_some_and(|f| f.fract() == 0.0)
+}
+
+/// Reads an optional integer member as the schema's `integer` allows it: any number without a
+/// fraction (`3`, `3.0`, `3e2`) that an `i64` holds.
+pub(super) fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let number = Number::deserialize(deserializer)?;
+    // 2^63: the first whole float beyond i64; every whole float below it converts exactly.
+    const BEYOND: f64 = 9_223_372_036_854_775_808.0;
+    #[expect(clippy::cast_possible_truncation, reason = "a whole float within i64's range converts exactly")]
+    let whole = number
+        .as_i64()
+        .or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && (-BEYOND..BEYOND).contains(f)).map(|f| f as i64));
+    whole.map(Some).ok_or_else(|| serde::de::Error::custom(format!("{number} is not an integer an i64 holds")))
+}
+
 /// A number as an exact integer where it is one, for bounds beyond what a float holds exactly.
 fn exact(number: &Number) -> Option<i128> {
     number.as_i64().map(i128::from).or_else(|| number.as_u64().map(i128::from))
@@ -457,6 +491,7 @@ mod tests {
             violation("Submission", r#"{"key": "a", "payload": 1, "source_version": 1.5}"#),
             Some((_, Violation::WrongType { .. }))
         ));
+        assert_eq!(violation("Submission", r#"{"key": "a", "payload": 1, "source_version": 4.0}"#), None);
         assert!(matches!(
             violation("Submission", r#"{"key": "a", "payload": 1, "source_version": -1}"#),
             Some((_, Violation::BelowMinimum { .. }))
@@ -491,6 +526,24 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_number_is_read_as_json_schema_counts_integers() {
+        #[derive(serde::Deserialize)]
+        struct Versioned {
+            #[serde(default, deserialize_with = "whole_number")]
+            version: Option<i64>,
+        }
+        let read = |text: &str| serde_json::from_str::<Versioned>(text).map(|v| v.version).ok();
+        assert_eq!(read(r#"{"version": 3}"#), Some(Some(3)));
+        assert_eq!(read(r#"{"version": 3.0}"#), Some(Some(3)));
+        assert_eq!(read(r#"{"version": 3e2}"#), Some(Some(300)));
+        assert_eq!(read(r#"{"version": 9223372036854775807}"#), Some(Some(i64::MAX)));
+        assert_eq!(read("{}"), Some(None));
+        for refused in ["3.5", "9223372036854775808", "9.3e18", "null", "\"3\""] {
+            assert_eq!(read(&format!(r#"{{"version": {refused}}}"#)), None, "{refused}");
+        }
+    }
+
+    #[test]
     fn a_pointer_escapes_slashes_and_tildes() {
         assert_eq!(pointer_to("", "a/b~c"), "/a~1b~0c");
     }
@@ -502,7 +555,12 @@ mod tests {
         fn walk(schema: &Value, at: &str, unknown: &mut Vec<String>) {
             let Some(members) = schema.as_object() else { return };
             for (keyword, value) in members {
-                if !KNOWN_KEYWORDS.contains(&keyword.as_str()) && !ANNOTATIONS.contains(&keyword.as_str()) {
+                // If-Match's pattern is the one the command route checks itself (if_match_version).
+                let checked_by_its_route = keyword == "pattern" && at.contains("If-Match");
+                if !KNOWN_KEYWORDS.contains(&keyword.as_str())
+                    && !ANNOTATIONS.contains(&keyword.as_str())
+                    && !checked_by_its_route
+                {
                     unknown.push(format!("{at}/{keyword}"));
                 }
                 match keyword.as_str() {
@@ -684,7 +742,13 @@ mod tests {
         };
         let names = |all: &[&str]| all.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(documented("AuditEntry", "event"), names(&Event::ALL.map(Event::as_str)));
-        assert_eq!(documented("Attempt", "outcome"), names(&AttemptOutcome::ALL.map(AttemptOutcome::as_str)));
+        let attempt_outcomes: Vec<String> = resolve(&named_schema("AttemptOutcome"))["enum"]
+            .as_array()
+            .expect("an enumeration")
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(attempt_outcomes, names(&AttemptOutcome::ALL.map(AttemptOutcome::as_str)));
         assert_eq!(documented("Lookup", "verdict"), names(&LookupVerdict::ALL.map(LookupVerdict::as_str)));
     }
 }

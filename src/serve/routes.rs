@@ -80,6 +80,7 @@ pub(super) struct Envelope {
     payload: Option<Box<RawValue>>,
     event_id: Option<String>,
     source: Option<String>,
+    #[serde(default, deserialize_with = "super::contract::whole_number")]
     source_version: Option<i64>,
     destination: Option<String>,
     after: Option<String>,
@@ -391,6 +392,7 @@ pub(super) struct CommandBody {
     reason: String,
     /// The version the person saw (`version` in the action's document, or its `ETag` sent as
     /// `If-Match`): required, and refused if the action moved on.
+    #[serde(default, deserialize_with = "super::contract::whole_number")]
     version: Option<i64>,
     /// `resolve`: `completed` (with `destination_id`) or `not-written`.
     #[serde(rename = "as")]
@@ -461,9 +463,18 @@ fn version_read(headers: &HeaderMap, in_body: Option<i64>) -> Result<i64, Proble
         }
     };
     match (in_body, in_header) {
-        (Some(body), Some(header)) if body != header => Err(Problem::bad_request(format!(
-            "\"version\" is {body} and If-Match is \"{header}\": send the one version you read"
-        ))),
+        // Two versions read: at most one is the action's, so the command is refused as one on a
+        // version the action moved on from is.
+        (Some(body), Some(header)) if body != header => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "refused_change",
+            "Change refused",
+            format!(
+                "\"version\" is {body} and If-Match is \"{header}\": at most one is the action's version; read it \
+                 again (GET /v1/actions/{{key}}) and send the one version you read"
+            ),
+        )
+        .with("way_out", "read_again")),
         (Some(version), _) | (None, Some(version)) => Ok(version),
         (None, None) => Err(Problem::new(
             StatusCode::PRECONDITION_REQUIRED,
@@ -488,7 +499,11 @@ fn if_match_version(value: &axum::http::HeaderValue) -> Result<i64, Problem> {
         )
         .with("missing", "version"));
     }
-    text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(
+    // The document's pattern: one to 18 digits (a version never grows past that), in quotes as an
+    // entity tag is written, or bare as some clients send a tag they took from a header.
+    let digits = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).or(Some(text));
+    let digits = digits.filter(|d| (1..=18).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()));
+    digits.and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(
         || {
             Problem::bad_request(format!(
                 "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
@@ -615,9 +630,13 @@ mod tests {
         let status = |result: Result<i64, Problem>| result.map_err(|p| p.status.as_u16()).unwrap_err();
         assert_eq!(status(version_read(&HeaderMap::new(), None)), 428);
         assert_eq!(status(version_read(&with("*"), None)), 428);
-        assert_eq!(status(version_read(&with("\"4\""), Some(3))), 400);
+        assert_eq!(status(version_read(&with("\"4\""), Some(3))), 409);
         assert_eq!(status(version_read(&with("W/\"4\""), None)), 400);
         assert_eq!(status(version_read(&with("\"4\", \"5\""), None)), 400);
+        assert_eq!(version_read(&with("4"), None).ok(), Some(4), "the quotes may be left out");
+        assert_eq!(status(version_read(&with("\"+4\""), None)), 400);
+        assert_eq!(status(version_read(&with("\"4"), None)), 400);
+        assert_eq!(status(version_read(&with("\"1234567890123456789\""), None)), 400);
         let mut two = with("\"4\"");
         two.append(header::IF_MATCH, "\"4\"".parse().expect("a header value"));
         assert_eq!(status(version_read(&two, None)), 400);

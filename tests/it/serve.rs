@@ -849,12 +849,13 @@ async fn a_command_without_the_version_read_is_refused_428_and_if_match_carries_
         assert!(problem["detail"].as_str().unwrap().contains("If-Match"), "{problem}");
     }
     assert_eq!(unchanged(&db).await, (State::Pending, 1), "a command without the version changed nothing");
-    // Two different versions, or an If-Match that is not one, are malformed.
+    // Two different versions read: at most one is the action's, refused as a stale one is.
     let with_both = json!({ "reason": "refunded", "version": 1 }).to_string();
     let two = [("If-Match", "\"2\"".to_owned())];
     let (status, _, problem) =
         call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(with_both), &two).await;
-    assert_eq!(status, 400, "{problem}");
+    assert_eq!((status, &problem["way_out"]), (409, &json!("read_again")), "{problem}");
+    // An If-Match that is not one version is malformed.
     let weak = [("If-Match", "W/\"1\"".to_owned())];
     let (status, _, problem) =
         call(&client, reqwest::Method::POST, &cancel, Some(REVIEWER), Some(reason.to_string()), &weak).await;

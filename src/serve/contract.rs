@@ -352,9 +352,9 @@ fn is_whole(number: &Number) -> bool {
 /// Reads an optional integer member as the schema's `integer` allows it: any number without a
 /// fraction (`3`, `3.0`, `3e2`) that an `i64` holds.
 pub(super) fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
-    let number = Number::deserialize(deserializer)?;
     // 2^63: the first whole float beyond i64; every whole float below it converts exactly.
     const BEYOND: f64 = 9_223_372_036_854_775_808.0;
+    let number = Number::deserialize(deserializer)?;
     #[expect(clippy::cast_possible_truncation, reason = "a whole float within i64's range converts exactly")]
     let whole = number
         .as_i64()
@@ -379,7 +379,9 @@ fn check_number(schema: &Value, raw: &RawValue, pointer: &str) -> Result<(), Mis
     // A number beyond what a float holds is above any bound.
     let Ok(value) = serde_json::from_str::<Number>(raw.get()) else {
         return match schema.get("maximum") {
-            Some(maximum) => fail(Violation::AboveMaximum { value: raw.get().to_owned(), maximum: maximum.to_string() }),
+            Some(maximum) => {
+                fail(Violation::AboveMaximum { value: raw.get().to_owned(), maximum: maximum.to_string() })
+            }
             None => Ok(()),
         };
     };
@@ -471,9 +473,17 @@ mod tests {
     #[test]
     fn a_submission_must_be_an_object_with_its_key_and_payload() {
         assert_eq!(violation("Submission", r#"{"key": "a:1", "payload": {"n": 1e400}}"#), None);
-        assert!(matches!(violation("Submission", r#"["a:1", {}]"#), Some((p, Violation::WrongType { .. })) if p.is_empty()));
-        assert_eq!(violation("Submission", r#"{"key": "a:1"}"#), Some((String::new(), Violation::Missing("payload".into()))));
-        assert_eq!(violation("Submission", r#"{"key": "", "payload": 1}"#), Some(("/key".into(), Violation::TooShort(1))));
+        assert!(
+            matches!(violation("Submission", r#"["a:1", {}]"#), Some((p, Violation::WrongType { .. })) if p.is_empty())
+        );
+        assert_eq!(
+            violation("Submission", r#"{"key": "a:1"}"#),
+            Some((String::new(), Violation::Missing("payload".into())))
+        );
+        assert_eq!(
+            violation("Submission", r#"{"key": "", "payload": 1}"#),
+            Some(("/key".into(), Violation::TooShort(1)))
+        );
         assert!(matches!(
             violation("Submission", r#"{"key": "a", "payload": 1, "colour": "blue"}"#),
             Some((_, Violation::Unknown { member, .. })) if member == "colour"
@@ -486,7 +496,10 @@ mod tests {
             violation("Submission", r#"{"key": "a", "payload": 1, "source_version": 9223372036854775808}"#),
             Some((p, Violation::AboveMaximum { .. })) if p == "/source_version"
         ));
-        assert_eq!(violation("Submission", r#"{"key": "a", "payload": 1, "source_version": 9223372036854775807}"#), None);
+        assert_eq!(
+            violation("Submission", r#"{"key": "a", "payload": 1, "source_version": 9223372036854775807}"#),
+            None
+        );
         assert!(matches!(
             violation("Submission", r#"{"key": "a", "payload": 1, "source_version": 1.5}"#),
             Some((_, Violation::WrongType { .. }))
@@ -514,7 +527,10 @@ mod tests {
     #[test]
     fn a_command_is_checked_too() {
         assert_eq!(violation("Command", r#"{"reason": "checked", "version": 3}"#), None);
-        assert_eq!(violation("Command", r#"{"version": 3}"#), Some((String::new(), Violation::Missing("reason".into()))));
+        assert_eq!(
+            violation("Command", r#"{"version": 3}"#),
+            Some((String::new(), Violation::Missing("reason".into())))
+        );
         assert!(matches!(
             violation("Command", r#"{"reason": "checked", "as": "maybe"}"#),
             Some((p, Violation::NotOneOf { .. })) if p == "/as"
@@ -690,7 +706,8 @@ mod tests {
         for (member, property) in resolve(&schema)["properties"].as_object().expect("properties") {
             // Each member read as the schema types it: a value of another kind is refused by both.
             let mut wrong = full.clone();
-            let other = if property.get("type").is_some_and(|t| t == "string") { Value::from(7) } else { Value::from("seven") };
+            let other =
+                if property.get("type").is_some_and(|t| t == "string") { Value::from(7) } else { Value::from("seven") };
             if property.as_object().is_some_and(|p| p.keys().all(|k| ANNOTATIONS.contains(&k.as_str()))) {
                 continue;
             }

@@ -310,7 +310,9 @@ pub(super) struct ListQuery {
 /// A cursor: the id of the last item of the page before, one or more.
 fn cursor_of(before: Option<i64>) -> Result<Option<i64>, Problem> {
     match before {
-        Some(id) if id < 1 => Err(Problem::bad_request(format!("before is {id}; give the next_before of a page (1 or more)"))),
+        Some(id) if id < 1 => {
+            Err(Problem::bad_request(format!("before is {id}; give the next_before of a page (1 or more)")))
+        }
         before => Ok(before),
     }
 }
@@ -318,7 +320,9 @@ fn cursor_of(before: Option<i64>) -> Result<Option<i64>, Problem> {
 /// A filter's text: absent, or something to match.
 fn filter_text(name: &str, value: Option<String>) -> Result<Option<String>, Problem> {
     match value {
-        Some(text) if text.is_empty() => Err(Problem::bad_request(format!("{name} is empty; leave it out to list all"))),
+        Some(text) if text.is_empty() => {
+            Err(Problem::bad_request(format!("{name} is empty; leave it out to list all")))
+        }
         value => Ok(value),
     }
 }
@@ -503,13 +507,11 @@ fn if_match_version(value: &axum::http::HeaderValue) -> Result<i64, Problem> {
     // entity tag is written, or bare as some clients send a tag they took from a header.
     let digits = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).or(Some(text));
     let digits = digits.filter(|d| (1..=18).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()));
-    digits.and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(
-        || {
-            Problem::bad_request(format!(
-                "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
-            ))
-        },
-    )
+    digits.and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(|| {
+        Problem::bad_request(format!(
+            "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
+        ))
+    })
 }
 
 async fn command<S: Store>(

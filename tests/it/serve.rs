@@ -127,7 +127,12 @@ pub(crate) async fn call(
     (status, kind, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-pub(crate) async fn post(client: &reqwest::Client, url: &str, token: Option<&str>, body: &Value) -> (u16, String, Value) {
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    body: &Value,
+) -> (u16, String, Value) {
     call(client, reqwest::Method::POST, url, token, Some(body.to_string()), &[]).await
 }
 

@@ -5,10 +5,12 @@
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
 //! the rate limit), `intake` (webhook mapping), `signature` (the senders' signature schemes),
 //! `replay` (deliveries already accepted), `problem` (error documents), `observe` (each
-//! request's log line, refusal warnings and HTTP metrics). Its connections are held by
-//! [`crate::connections`], as the metrics endpoint's are.
+//! request's log line, refusal warnings and HTTP metrics), `contract` (the OpenAPI document,
+//! enforced on every JSON body). Its connections are held by [`crate::connections`], as the
+//! metrics endpoint's are.
 
 pub mod auth;
+pub mod contract;
 pub mod intake;
 pub mod observe;
 pub mod problem;

@@ -60,6 +60,18 @@ impl Problem {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "Request too large", detail)
     }
 
+    /// 415: a body that is not plain JSON.
+    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "Unsupported media type", detail)
+    }
+
+    /// The problem for a status the router answered on its own (a method a route does not take,
+    /// a path it cannot read), with its words as the detail.
+    pub fn for_status(status: StatusCode, detail: impl Into<String>) -> Self {
+        let (kind, title) = super::contract::kind_of(status);
+        Self::new(status, kind, title, detail)
+    }
+
     /// 429, with how long to wait.
     pub fn rate_limited(wait: Duration) -> Self {
         // Whole seconds, rounded up, at least one.

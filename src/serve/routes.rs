@@ -38,8 +38,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
 ];
 
-/// The OpenAPI document, written by hand and checked against [`ROUTES`] by a test.
-pub const OPENAPI: &str = include_str!("openapi.json");
+/// The OpenAPI document, written by hand: checked against [`ROUTES`], the request types and the
+/// documents the routes answer by tests, and against every JSON body by the server itself.
+pub use super::contract::OPENAPI;
 
 /// Most submissions in one batch.
 pub const MAX_BATCH: usize = 1000;
@@ -47,7 +48,7 @@ pub const MAX_BATCH: usize = 1000;
 const MAX_LIST_LIMIT: i64 = 1000;
 
 pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/v1/actions", post(submit::<S>).get(list::<S>))
         .route("/v1/actions:batch", post(submit_batch::<S>))
         .route("/v1/actions/{key}", get(show::<S>))
@@ -56,11 +57,19 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/stats", get(stats::<S>))
         .route("/v1/hooks/{name}", post(hook::<S>))
         .route("/v1/openapi.json", get(openapi))
-        // Probes, without a token, as load balancers and orchestrators ask them: the same answers
-        // as the worker's operations endpoint.
-        .route("/healthz", get(crate::health::alive))
-        .route("/readyz", get(ready::<S>))
         .fallback(|| async { Problem::not_found("no such route; the routes are listed at /v1/openapi.json") })
+        // Whatever the router answers on its own (a path it cannot read) is a problem document too.
+        .layer(axum::middleware::from_fn(super::contract::problems_only));
+    // Probes, without a token, as load balancers and orchestrators ask them: the same answers
+    // (plain text) as the worker's operations endpoint.
+    let probes = Router::new().route("/healthz", get(crate::health::alive)).route("/readyz", get(ready::<S>));
+    api.merge(probes)
+        .method_not_allowed_fallback(|method: axum::http::Method| async move {
+            Problem::for_status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("this route does not take {method}; its methods are in Allow and at /v1/openapi.json"),
+            )
+        })
         .with_state(app)
 }
 
@@ -68,11 +77,12 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
 /// sender wrote it, so that it is fingerprinted exactly as the command line would.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Envelope {
+pub(super) struct Envelope {
     key: Option<String>,
     payload: Option<Box<RawValue>>,
     event_id: Option<String>,
     source: Option<String>,
+    #[serde(default, deserialize_with = "super::contract::whole_number")]
     source_version: Option<i64>,
     destination: Option<String>,
     after: Option<String>,
@@ -110,6 +120,7 @@ const DISCARD_BYTES: usize = 8 * 1024 * 1024;
 const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn read_body(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Bytes, Problem> {
+    super::contract::require_json(headers)?;
     let too_large = || {
         observe::refused(&Refusal::TooLarge { limit });
         Problem::too_large(format!("the body is larger than {limit} bytes"))
@@ -199,13 +210,19 @@ fn submitted_response(result: Result<SubmitReport, LedgerError>) -> Response {
 async fn submit<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap, body: Body) -> Result<Response, Problem> {
     let grant = admit(&app, &headers, Need::Submit)?;
     let bytes = read_body(&headers, body, app.options.body_limit).await?;
-    let envelope: Envelope = serde_json::from_slice(&bytes)
-        .map_err(|e| Problem::bad_request(format!("the body is not a submission: {e}")))?;
+    let envelope: Envelope = read_json("Submission", &bytes, "a submission")?;
     let raw = envelope.into_raw(&grant);
     observe::note_action(raw.key.as_deref(), raw.event_id.as_deref());
     let result = app.ledger.submit(&raw).await;
     observe::note_outcome(outcome_word(&result));
     Ok(submitted_response(result))
+}
+
+/// A body as the document's schema `name` has it (400 naming where it departs), then as the
+/// handler's type reads it.
+fn read_json<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8], what: &str) -> Result<T, Problem> {
+    super::contract::check(name, bytes)?;
+    serde_json::from_slice(bytes).map_err(|e| Problem::bad_request(format!("the body is not {what}: {e}")))
 }
 
 fn outcome_word(result: &Result<SubmitReport, LedgerError>) -> &'static str {
@@ -218,7 +235,7 @@ fn outcome_word(result: &Result<SubmitReport, LedgerError>) -> &'static str {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Batch {
+pub(super) struct Batch {
     actions: Vec<Box<RawValue>>,
 }
 
@@ -229,38 +246,38 @@ async fn submit_batch<S: Store>(
 ) -> Result<Response, Problem> {
     let grant = admit(&app, &headers, Need::Submit)?;
     let bytes = read_body(&headers, body, app.options.batch_body_limit).await?;
-    let batch: Batch = serde_json::from_slice(&bytes)
-        .map_err(|e| Problem::bad_request(format!("the body is not a batch ({{\"actions\": [...]}}): {e}")))?;
-    if batch.actions.len() > MAX_BATCH {
+    // Too many submissions is a 413 (split the batch), before what each says is read.
+    if let Ok(batch) = serde_json::from_slice::<Batch>(&bytes)
+        && batch.actions.len() > MAX_BATCH
+    {
         observe::refused(&Refusal::TooMany { count: batch.actions.len(), limit: MAX_BATCH });
         return Err(Problem::too_large(format!(
             "the batch has {} submissions; at most {MAX_BATCH} go in one request: split it",
             batch.actions.len()
         )));
     }
-    // An item that is not a submission gets its own answer; the others are recorded together.
-    let parsed: Vec<Result<RawSubmission, Problem>> = batch
+    // An item the document refuses refuses the whole batch (its place named), before the ledger
+    // is asked; the ledger then answers each of the others.
+    let batch: Batch = read_json("Batch", &bytes, "a batch ({\"actions\": [...]})")?;
+    let raws = batch
         .actions
         .iter()
-        .map(|item| {
+        .enumerate()
+        .map(|(index, item)| {
             serde_json::from_str::<Envelope>(item.get())
                 .map(|e| e.into_raw(&grant))
-                .map_err(|e| Problem::bad_request(format!("this item is not a submission: {e}")))
+                .map_err(|e| Problem::bad_request(format!("item {index} is not a submission: {e}")))
         })
-        .collect();
-    let raws: Vec<RawSubmission> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
-    let mut recorded = app.ledger.submit_many(&raws).await?.into_iter();
-    let results: Vec<Value> = parsed
+        .collect::<Result<Vec<RawSubmission>, Problem>>()?;
+    let results: Vec<Value> = app
+        .ledger
+        .submit_many(&raws)
+        .await?
         .into_iter()
-        .map(|item| {
-            let (status, mut document) = match item {
-                Ok(raw) => {
-                    let result = recorded.next().expect("one result per submission");
-                    observe::batch_item(&raw, outcome_word(&result));
-                    submitted(result)
-                }
-                Err(problem) => (problem.status, problem.document()),
-            };
+        .zip(&raws)
+        .map(|(result, raw)| {
+            observe::batch_item(raw, outcome_word(&result));
+            let (status, mut document) = submitted(result);
             document["status"] = Value::from(status.as_u16());
             document
         })
@@ -291,12 +308,32 @@ async fn show<S: Store>(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(super) struct ListQuery {
     state: Option<String>,
     destination: Option<String>,
     owner: Option<String>,
     before: Option<i64>,
     limit: Option<i64>,
+}
+
+/// A cursor: the id of the last item of the page before, one or more.
+fn cursor_of(before: Option<i64>) -> Result<Option<i64>, Problem> {
+    match before {
+        Some(id) if id < 1 => {
+            Err(Problem::bad_request(format!("before is {id}; give the next_before of a page (1 or more)")))
+        }
+        before => Ok(before),
+    }
+}
+
+/// A filter's text: absent, or something to match.
+fn filter_text(name: &str, value: Option<String>) -> Result<Option<String>, Problem> {
+    match value {
+        Some(text) if text.is_empty() => {
+            Err(Problem::bad_request(format!("{name} is empty; leave it out to list all")))
+        }
+        value => Ok(value),
+    }
 }
 
 fn limit_of(limit: Option<i64>) -> Result<i64, Problem> {
@@ -319,9 +356,9 @@ async fn list<S: Store>(
     let limit = limit_of(query.limit)?;
     let filter = ListFilter {
         state,
-        destination: query.destination,
-        owner: query.owner,
-        before_id: query.before,
+        destination: filter_text("destination", query.destination)?,
+        owner: filter_text("owner", query.owner)?,
+        before_id: cursor_of(query.before)?,
         limit,
         ..ListFilter::default()
     };
@@ -332,7 +369,7 @@ async fn list<S: Store>(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RefusedQuery {
+pub(super) struct RefusedQuery {
     before: Option<i64>,
     limit: Option<i64>,
 }
@@ -345,7 +382,7 @@ async fn refused<S: Store>(
     admit(&app, &headers, Need::Read)?;
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
     let limit = limit_of(query.limit)?;
-    let refused = app.ledger.list_refused(query.before, limit).await?;
+    let refused = app.ledger.list_refused(cursor_of(query.before)?, limit).await?;
     Ok(json_response(StatusCode::OK, &document::refused(&refused, limit)))
 }
 
@@ -364,10 +401,11 @@ async fn stats_document<S: Store>(ledger: &crate::ledger::Ledger<S>) -> Result<V
 /// A person's command: the version they saw, their reason, and what the command needs.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CommandBody {
+pub(super) struct CommandBody {
     reason: String,
     /// The version the person saw (`version` in the action's document, or its `ETag` sent as
     /// `If-Match`): required, and refused if the action moved on.
+    #[serde(default, deserialize_with = "super::contract::whole_number")]
     version: Option<i64>,
     /// `resolve`: `completed` (with `destination_id`) or `not-written`.
     #[serde(rename = "as")]
@@ -438,9 +476,18 @@ fn version_read(headers: &HeaderMap, in_body: Option<i64>) -> Result<i64, Proble
         }
     };
     match (in_body, in_header) {
-        (Some(body), Some(header)) if body != header => Err(Problem::bad_request(format!(
-            "\"version\" is {body} and If-Match is \"{header}\": send the one version you read"
-        ))),
+        // Two versions read: at most one is the action's, so the command is refused as one on a
+        // version the action moved on from is.
+        (Some(body), Some(header)) if body != header => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "refused_change",
+            "Change refused",
+            format!(
+                "\"version\" is {body} and If-Match is \"{header}\": at most one is the action's version; read it \
+                 again (GET /v1/actions/{{key}}) and send the one version you read"
+            ),
+        )
+        .with("way_out", "read_again")),
         (Some(version), _) | (None, Some(version)) => Ok(version),
         (None, None) => Err(Problem::new(
             StatusCode::PRECONDITION_REQUIRED,
@@ -465,13 +512,15 @@ fn if_match_version(value: &axum::http::HeaderValue) -> Result<i64, Problem> {
         )
         .with("missing", "version"));
     }
-    text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(
-        || {
-            Problem::bad_request(format!(
-                "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
-            ))
-        },
-    )
+    // The document's pattern: one to 18 digits (a version never grows past that), in quotes as an
+    // entity tag is written, or bare as some clients send a tag they took from a header.
+    let digits = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).or(Some(text));
+    let digits = digits.filter(|d| (1..=18).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()));
+    digits.and_then(|digits| digits.parse::<i64>().ok()).ok_or_else(|| {
+        Problem::bad_request(format!(
+            "If-Match is {text:?}; send the ETag GET /v1/actions/{{key}} answered, one version in quotes: \"3\""
+        ))
+    })
 }
 
 async fn command<S: Store>(
@@ -484,9 +533,7 @@ async fn command<S: Store>(
     observe::note_command(&name);
     let grant = admit(&app, &headers, Need::Review)?;
     let bytes = read_body(&headers, body, app.options.body_limit).await?;
-    let body: CommandBody = serde_json::from_slice(&bytes).map_err(|e| {
-        Problem::bad_request(format!("the body is not a command ({{\"reason\": ..., \"version\": N}}): {e}"))
-    })?;
+    let body: CommandBody = read_json("Command", &bytes, "a command ({\"reason\": ..., \"version\": N})")?;
     let person = grant.person()?;
     let version = version_read(&headers, body.version)?;
     let request = ManualRequest {
@@ -616,9 +663,13 @@ mod tests {
         let status = |result: Result<i64, Problem>| result.map_err(|p| p.status.as_u16()).unwrap_err();
         assert_eq!(status(version_read(&HeaderMap::new(), None)), 428);
         assert_eq!(status(version_read(&with("*"), None)), 428);
-        assert_eq!(status(version_read(&with("\"4\""), Some(3))), 400);
+        assert_eq!(status(version_read(&with("\"4\""), Some(3))), 409);
         assert_eq!(status(version_read(&with("W/\"4\""), None)), 400);
         assert_eq!(status(version_read(&with("\"4\", \"5\""), None)), 400);
+        assert_eq!(version_read(&with("4"), None).ok(), Some(4), "the quotes may be left out");
+        assert_eq!(status(version_read(&with("\"+4\""), None)), 400);
+        assert_eq!(status(version_read(&with("\"4"), None)), 400);
+        assert_eq!(status(version_read(&with("\"1234567890123456789\""), None)), 400);
         let mut two = with("\"4\"");
         two.append(header::IF_MATCH, "\"4\"".parse().expect("a header value"));
         assert_eq!(status(version_read(&two, None)), 400);

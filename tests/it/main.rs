@@ -18,6 +18,7 @@ mod console;
 mod console_bulk;
 mod console_detail;
 mod console_triage;
+mod contract;
 mod crash;
 mod db_faults;
 mod destinations;

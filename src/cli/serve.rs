@@ -131,7 +131,9 @@ pub(super) async fn grant(url: &str, schema: Option<&str>, args: &ServeArgs) -> 
     let granted = store.grant_serve(login, &people).await;
     store.close().await;
     granted?;
-    println!("granted {login} the roles actionledger_worker and actionledger_reviewer (serve acts as each on a pool of its own)");
+    println!(
+        "granted {login} the roles actionledger_worker and actionledger_reviewer (serve acts as each on a pool of its own)"
+    );
     if people.is_empty() {
         println!("no reviewer token: {login} signs as nobody; run this again after adding reviewer tokens");
     } else {

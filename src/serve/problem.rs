@@ -232,7 +232,8 @@ mod tests {
     #[test]
     fn a_database_failure_is_answered_by_what_trying_again_could_change() {
         let (status, kind, retry_after, detail) = answer(StoreError::NotPermitted(
-            "actionledger: login api may not sign as Cy Dale: a person's entry names the person of the login".to_owned(),
+            "actionledger: login api may not sign as Cy Dale: a person's entry names the person of the login"
+                .to_owned(),
         ));
         assert_eq!((status, kind, retry_after), (403, "not_permitted", None));
         assert!(detail.contains("may not make this change: login api may not sign as Cy Dale"), "{detail}");

@@ -40,6 +40,7 @@ pub use clock::Clock;
 pub use migration::{AppliedMigration, PendingMigration, SchemaStatus};
 pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
+pub(crate) use pg_tls::connect_options as pg_connect_options;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore, ServingStores};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;

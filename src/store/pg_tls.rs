@@ -233,7 +233,7 @@ impl TlsFiles {
 /// - the TLS files named must be readable.
 ///
 /// Warns on standard error when a password is about to go in clear to a host that is not this one.
-pub(super) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
     let options: PgConnectOptions = for_sqlx(url)
         .parse()
         .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;

@@ -160,12 +160,10 @@ pub async fn start_tls_server(tls: &TlsServer) -> Result<TlsCluster, ThrowawayPg
         .execute(&mut conn)
         .await
         .map_err(ThrowawayPgError::CreateRole)?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD_ROLE_PASSWORD}'"
-    )))
-    .execute(&mut conn)
-    .await
-    .map_err(ThrowawayPgError::CreateRole)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD_ROLE_PASSWORD}'")))
+        .execute(&mut conn)
+        .await
+        .map_err(ThrowawayPgError::CreateRole)?;
     conn.close().await.ok();
     Ok(TlsCluster { port, dir: root })
 }

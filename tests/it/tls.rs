@@ -6,7 +6,7 @@ use actionledger::store::{PostgresStore, StoreError, TlsProblem};
 use actionledger::testkit::throwaway_pg::{self, CERTIFICATE_ROLE, PASSWORD_ROLE, PASSWORD_ROLE_PASSWORD, TlsServer};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use sqlx::Connection as _;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -338,7 +338,9 @@ async fn the_manuals_authority_and_version_1_certificates_where_psql_takes_them(
     let modes = ["sslmode=require".to_owned(), format!("sslmode=verify-ca&sslrootcert={root}")];
     let verify_full = format!("sslmode=verify-full&sslrootcert={root}");
     let mut reissue = String::new();
-    for parameters in modes.iter().chain([&verify_full]) {
+    // `prefer`, the default, tries TLS and stops at the certificate as `require` does.
+    let prefer = "sslmode=prefer".to_owned();
+    for parameters in [&prefer].into_iter().chain(&modes).chain([&verify_full]) {
         let url = url("localhost", cluster.port, &database, parameters);
         psql_does(&url, home, true);
         let (problem, message) = refusal(&url).await;
@@ -394,7 +396,6 @@ async fn the_manuals_authority_and_version_1_certificates_where_psql_takes_them(
 
     // The key's permissions, by libpq's rule: a key others may read is refused; one owned by root
     // may be read by its group.
-    use std::os::unix::fs::MetadataExt as _;
     let chmod = |mode: u32| std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
     chmod(0o644);
     let said = psql_does(&as_certificate, home, false);

@@ -196,7 +196,9 @@ impl TlsFiles {
     }
 
     /// Each named file must be readable, so that a typo is reported with its parameter's name
-    /// (sqlx reports only "No such file or directory").
+    /// (sqlx reports only "No such file or directory"); a client certificate rustls cannot read is
+    /// named as the client's before sqlx reports it as a certificate refused; a key others may
+    /// read is refused as libpq refuses it.
     fn check(&self) -> Result<(), TlsProblem> {
         if self.key_password {
             return Err(TlsProblem::EncryptedKey);
@@ -230,7 +232,8 @@ impl TlsFiles {
 /// - a Unix socket never uses TLS, as with libpq (the server refuses TLS there);
 /// - `sslmode=require` with an `sslrootcert` checks the certificate's authority (libpq's
 ///   `verify-ca`), since a named authority is there to be checked;
-/// - the TLS files named must be readable.
+/// - the TLS files named must be readable, the client's certificate one rustls reads, its key
+///   one no one else may read (libpq's rule).
 ///
 /// Warns on standard error when a password is about to go in clear to a host that is not this one.
 pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {

@@ -100,8 +100,11 @@ pub(super) async fn bench(db: Option<String>, args: BenchArgs) -> Result<i32, Er
         }
         Some(url) if is_postgres(&url) => {
             let name = format!("actionledger_bench_{}", std::process::id());
-            let pool =
-                sqlx::PgPool::connect(&url).await.map_err(|e| Error::Invalid(format!("{}: {e}", redact_url(&url))))?;
+            // Through the ledger's own reading of the URL: sqlx's would log an unknown parameter's value.
+            let options = crate::store::pg_connect_options(&url)?;
+            let pool = sqlx::PgPool::connect_with(options)
+                .await
+                .map_err(|e| Error::Invalid(format!("{}: {}", redact_url(&url), crate::store::server_words(&e))))?;
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
                 .execute(&pool)
                 .await

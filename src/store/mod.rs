@@ -40,6 +40,7 @@ pub use clock::Clock;
 pub use migration::{AppliedMigration, ExportedMigration, PendingMigration, SchemaStatus};
 pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
+pub(crate) use pg_tls::connect_options as pg_connect_options;
 pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore, ServingStores};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
@@ -109,7 +110,7 @@ pub fn list_statement(postgres: bool, filter: &ListFilter) -> String {
 /// Errors from the database layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("database error: {0}")]
+    #[error("database error: {}", server_words(.0))]
     Database(sqlx::Error),
     /// The session's role lacks the privilege (SQLSTATE 42501); its message names what.
     #[error("refused by the database: {0}")]
@@ -199,6 +200,16 @@ pub enum ReadOnlyReason {
 /// writers that committed just before it read their clocks after it read its own, by at most the
 /// time between the two reads.
 pub const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+
+/// sqlx's words for an error, less the line of PostgreSQL's own C source that it appends to the
+/// server's message ("password authentication failed for user \"al\" at line 334"): a number
+/// about the server's code, which the person reading has no use for.
+pub(crate) fn server_words(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(db) => format!("error returned from database: {}", db.message()),
+        other => other.to_string(),
+    }
+}
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {

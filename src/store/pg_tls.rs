@@ -29,12 +29,43 @@ pub enum TlsProblem {
     WrongHostName { host: String, detail: String },
     #[error(
         "the server presents a self-signed certificate that is also a certificate authority (what `openssl req \
-         -x509` makes by default, as in PostgreSQL's own instructions), and this client accepts a server's \
-         certificate only from an authority other than itself; issue the server's certificate from a separate \
-         authority and name that authority in sslrootcert, or use sslmode=require without sslrootcert (encrypted, \
-         not verified)"
+         -x509` makes by default, as in PostgreSQL's manual); libpq trusts it when it is its own sslrootcert, but \
+         this client's TLS library (rustls) accepts a server's certificate only from an authority other than \
+         itself; reissue it on the server as a self-signed certificate that is not an authority, and name the new \
+         server.crt in sslrootcert: `{}`; or use sslmode=require without sslrootcert (encrypted, not verified)",
+        reissue_self_signed(host)
     )]
-    SelfSignedAuthority,
+    SelfSignedAuthority { host: String },
+    #[error(
+        "the server's certificate is X.509 version 1, with no extensions (what `openssl x509 -req` makes without \
+         -extfile, as in PostgreSQL's manual); libpq accepts it, but this client's TLS library (rustls) reads \
+         version 3 certificates only, under every sslmode, require included; reissue it on the server as version \
+         3 from the same request and authority, then reload the server (`SELECT pg_reload_conf()`): `{}`",
+        reissue_server_v3(host)
+    )]
+    ServerCertificateVersion1 { host: String },
+    #[error(
+        "sslcert `{}` is an X.509 version 1 certificate, with no extensions (what `openssl x509 -req` makes \
+         without -extfile, as in PostgreSQL's manual); the server would accept it, but this client's TLS library \
+         (rustls) reads version 3 certificates only; reissue it as version 3 from the same request and authority: \
+         `{}`",
+        path.display(), reissue_client_v3(path)
+    )]
+    ClientCertificateVersion1 { path: PathBuf },
+    #[error(
+        "the server's certificate names no host in subjectAltName, only a common name (what `openssl req -subj \
+         /CN=...` makes without -addext); libpq then compares the common name with the host, but this client's \
+         TLS library (rustls) reads subjectAltName only; reissue the certificate with `subjectAltName={}` (in \
+         -extfile or -addext), or use sslmode=verify-ca, which checks the authority and not the name",
+        subject_alt_name(host)
+    )]
+    NoSubjectAltName { host: String },
+    #[error(
+        "sslkey `{}` may be read by others (mode {mode:04o}); libpq refuses such a key too: `chmod 600 {}` (or, \
+         for a key owned by root, `chmod 640`)",
+        path.display(), path.display()
+    )]
+    KeyReadableByOthers { path: PathBuf, mode: u32 },
     #[error("the server's certificate is refused: {detail}; check the certificate the server presents and sslrootcert")]
     BadCertificate { detail: String },
     #[error("the server refused the TLS handshake ({detail}); check sslcert and sslkey (the client certificate)")]
@@ -55,6 +86,67 @@ pub enum TlsProblem {
     HalfAClientCertificate { given: &'static str, missing: &'static str },
     #[error("the TLS handshake failed: {detail}; check sslmode and sslrootcert")]
     Handshake { detail: String },
+}
+
+/// The subjectAltName entry that names `host` (`IP:` for an address, else `DNS:`).
+fn subject_alt_name(host: &str) -> String {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<IpAddr>().is_ok() { format!("IP:{bare}") } else { format!("DNS:{bare}") }
+}
+
+/// PostgreSQL's manual's self-signed certificate, made a certificate that is not an authority
+/// and that names `host` where rustls looks for it.
+fn reissue_self_signed(host: &str) -> String {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    format!(
+        "openssl req -new -x509 -days 365 -nodes -text -out server.crt -keyout server.key -subj \"/CN={bare}\" \
+         -addext \"subjectAltName={}\" -addext \"basicConstraints=critical,CA:FALSE\"",
+        subject_alt_name(host)
+    )
+}
+
+/// PostgreSQL's manual's signing of server.csr by root.crt, with the extensions that make the
+/// certificate version 3.
+fn reissue_server_v3(host: &str) -> String {
+    format!(
+        "openssl x509 -req -in server.csr -text -days 365 -CA root.crt -CAkey root.key -CAcreateserial -out \
+         server.crt -extfile <(printf 'subjectAltName={}\\nbasicConstraints=critical,CA:FALSE\\n')",
+        subject_alt_name(host)
+    )
+}
+
+/// PostgreSQL's manual's signing of a client's request, as for the server, with an extension
+/// that makes the certificate version 3; the request is taken to sit beside the certificate.
+fn reissue_client_v3(certificate: &std::path::Path) -> String {
+    format!(
+        "openssl x509 -req -in {} -text -days 365 -CA root.crt -CAkey root.key -CAcreateserial -out {} -extfile \
+         <(printf 'basicConstraints=critical,CA:FALSE\\n')",
+        certificate.with_extension("csr").display(),
+        certificate.display()
+    )
+}
+
+/// Whether the first certificate in a PEM file is one rustls refuses to read for being X.509
+/// version 1 (`false` for a file it cannot read at all: sqlx reports that one).
+fn is_version_1(pem: &[u8]) -> bool {
+    use rustls::pki_types::{CertificateDer, pem::PemObject as _};
+    let Some(Ok(der)) = CertificateDer::pem_slice_iter(pem).next() else { return false };
+    matches!(webpki::EndEntityCert::try_from(&der), Err(webpki::Error::UnsupportedCertVersion))
+}
+
+/// libpq's rule for a private key file: none of the group's or others' permissions, except that
+/// a key owned by root may be read by its group. Answers the mode that breaks it.
+#[cfg(unix)]
+fn key_readable_by_others(metadata: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mode = metadata.mode() & 0o7777;
+    let forbidden = if metadata.uid() == 0 { 0o037 } else { 0o077 };
+    (mode & forbidden != 0).then_some(mode)
+}
+
+#[cfg(not(unix))]
+fn key_readable_by_others(_: &std::fs::Metadata) -> Option<u32> {
+    None
 }
 
 /// What a URL (or libpq's `PGSSL*` and `PGPASSWORD` variables, which sqlx reads too) says about
@@ -104,7 +196,9 @@ impl TlsFiles {
     }
 
     /// Each named file must be readable, so that a typo is reported with its parameter's name
-    /// (sqlx reports only "No such file or directory").
+    /// (sqlx reports only "No such file or directory"); a client certificate rustls cannot read is
+    /// named as the client's before sqlx reports it as a certificate refused; a key others may
+    /// read is refused as libpq refuses it.
     fn check(&self) -> Result<(), TlsProblem> {
         if self.key_password {
             return Err(TlsProblem::EncryptedKey);
@@ -118,11 +212,16 @@ impl TlsFiles {
             [("sslrootcert", &self.root_cert), ("sslcert", &self.client_cert), ("sslkey", &self.client_key)]
         {
             if let Some(path) = path {
-                std::fs::File::open(path).map_err(|source| TlsProblem::File {
-                    parameter,
-                    path: path.clone(),
-                    source,
-                })?;
+                let file = |source| TlsProblem::File { parameter, path: path.clone(), source };
+                let contents = std::fs::read(path).map_err(file)?;
+                if parameter == "sslcert" && is_version_1(&contents) {
+                    return Err(TlsProblem::ClientCertificateVersion1 { path: path.clone() });
+                }
+                if parameter == "sslkey"
+                    && let Some(mode) = key_readable_by_others(&std::fs::metadata(path).map_err(file)?)
+                {
+                    return Err(TlsProblem::KeyReadableByOthers { path: path.clone(), mode });
+                }
             }
         }
         Ok(())
@@ -133,10 +232,11 @@ impl TlsFiles {
 /// - a Unix socket never uses TLS, as with libpq (the server refuses TLS there);
 /// - `sslmode=require` with an `sslrootcert` checks the certificate's authority (libpq's
 ///   `verify-ca`), since a named authority is there to be checked;
-/// - the TLS files named must be readable.
+/// - the TLS files named must be readable, the client's certificate one rustls reads, its key
+///   one no one else may read (libpq's rule).
 ///
 /// Warns on standard error when a password is about to go in clear to a host that is not this one.
-pub(super) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
     let options: PgConnectOptions = for_sqlx(url)
         .parse()
         .map_err(|e| StoreError::Open(format!("{} is not a valid PostgreSQL URL: {e}", redact_url(url))))?;
@@ -295,7 +395,7 @@ fn tls_error(url: &str, options: &PgConnectOptions, problem: TlsProblem) -> Stor
 pub(super) fn connect_error(url: &str, options: &PgConnectOptions, error: &sqlx::Error) -> StoreError {
     match tls_problem(url, options, error) {
         Some(problem) => tls_error(url, options, problem),
-        None => StoreError::Open(format!("{}: {error}", redact_url(url))),
+        None => StoreError::Open(format!("{}: {}", redact_url(url), super::server_words(error))),
     }
 }
 
@@ -328,14 +428,25 @@ fn from_rustls(url: &str, options: &PgConnectOptions, error: &rustls::Error) -> 
             };
             TlsProblem::UnknownAuthority { roots }
         }
+        // No name in subjectAltName at all: a certificate libpq would judge by its common name.
+        rustls::Error::InvalidCertificate(C::NotValidForNameContext { presented, .. }) if presented.is_empty() => {
+            TlsProblem::NoSubjectAltName { host: options.get_host().to_owned() }
+        }
         rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
             TlsProblem::WrongHostName { host: options.get_host().to_owned(), detail: error.to_string() }
         }
-        // webpki's refusal of a trust anchor presented as the server's own certificate; its error
-        // type is webpki's, reached only through its name.
-        rustls::Error::InvalidCertificate(C::Other(other)) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
-            TlsProblem::SelfSignedAuthority
-        }
+        rustls::Error::InvalidCertificate(C::Other(other)) => match other.0.downcast_ref::<webpki::Error>() {
+            // A trust anchor presented as the server's own certificate.
+            Some(webpki::Error::CaUsedAsEndEntity) => {
+                TlsProblem::SelfSignedAuthority { host: options.get_host().to_owned() }
+            }
+            // The client's certificate is read before the handshake (`TlsFiles::check`), so an
+            // unreadable version here is the server's.
+            Some(webpki::Error::UnsupportedCertVersion) => {
+                TlsProblem::ServerCertificateVersion1 { host: options.get_host().to_owned() }
+            }
+            _ => TlsProblem::BadCertificate { detail: error.to_string() },
+        },
         rustls::Error::InvalidCertificate(_) => TlsProblem::BadCertificate { detail: error.to_string() },
         rustls::Error::AlertReceived(_) => TlsProblem::ClientCertificateRefused { detail: error.to_string() },
         _ => TlsProblem::Handshake { detail: error.to_string() },
@@ -435,6 +546,33 @@ mod tests {
         let error =
             connect_options("postgres://db.example.com/l?sslmode=require&sslpassword=k3y").unwrap_err().to_string();
         assert!(error.contains("sslpassword is not supported") && !error.contains("k3y"), "{error}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_others_may_read_is_refused_as_libpq_refuses_it() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let dir = tempfile_dir();
+        let (cert, key) = (dir.join("client.crt"), dir.join("client.key"));
+        std::fs::write(&cert, "").unwrap();
+        std::fs::write(&key, "").unwrap();
+        let url =
+            format!("postgres://db.example.com/l?sslmode=require&sslcert={}&sslkey={}", cert.display(), key.display());
+        let chmod = |mode: u32| std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let owned_by_root = std::fs::metadata(&key).unwrap().uid() == 0;
+        for (mode, refused) in [(0o600, false), (0o400, false), (0o604, true), (0o660, true), (0o640, !owned_by_root)] {
+            chmod(mode);
+            match connect_options(&url) {
+                Ok(_) => assert!(!refused, "{mode:o} was accepted"),
+                Err(StoreError::Tls { problem, .. }) => {
+                    assert!(refused, "{mode:o} was refused");
+                    assert!(matches!(*problem, TlsProblem::KeyReadableByOthers { mode: m, .. } if m == mode));
+                    assert!(problem.to_string().contains(&format!("chmod 600 {}", key.display())), "{problem}");
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+        std::fs::remove_dir_all(dir).ok();
     }
 
     fn tempfile_dir() -> PathBuf {

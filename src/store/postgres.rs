@@ -220,7 +220,7 @@ async fn listen_runnable(options: &PgConnectOptions) -> Result<PgListener, sqlx:
 }
 
 fn warn_not_listening(error: &sqlx::Error) {
-    let error = escape_untrusted(&error.to_string());
+    let error = escape_untrusted(&super::server_words(error));
     tracing::warn!(
         %error,
         "cannot LISTEN on {RUNNABLE_CHANNEL}: {error}; idle workers find new work by polling until it can, and it \
@@ -265,7 +265,7 @@ async fn relay_runnable(relay: RunnableRelay, mut listener: Option<PgListener>) 
                         warn_not_listening(&error);
                         warned = true;
                     }
-                    tracing::debug!(error = %escape_untrusted(&error.to_string()), "LISTEN on {RUNNABLE_CHANNEL} failed again");
+                    tracing::debug!(error = %escape_untrusted(&super::server_words(&error)), "LISTEN on {RUNNABLE_CHANNEL} failed again");
                     pause = Some((wait * 2).clamp(Duration::from_secs(1), RELISTEN_AT_MOST));
                 }
             }

@@ -124,6 +124,11 @@ pub struct TlsCluster {
 /// The role that logs in to a [`start_tls_server`] server with a client certificate only.
 pub const CERTIFICATE_ROLE: &str = "cert_user";
 
+/// The role that logs in to a [`start_tls_server`] server with [`PASSWORD_ROLE_PASSWORD`] only
+/// (SCRAM), for the words of a wrong password.
+pub const PASSWORD_ROLE: &str = "password_user";
+pub const PASSWORD_ROLE_PASSWORD: &str = "the-right-password";
+
 /// A server of its own that speaks TLS (`ssl=on`) on a free loopback port, besides plaintext for
 /// every role but [`CERTIFICATE_ROLE`]; removed by a watchdog when the process ends. Answers its
 /// port and directory: the tests choose the host name (`localhost`, `127.0.0.1`) and `sslmode` themselves. Not
@@ -152,6 +157,10 @@ pub async fn start_tls_server(tls: &TlsServer) -> Result<TlsCluster, ThrowawayPg
         .await
         .map_err(|source| ThrowawayPgError::Connect { url: admin.clone(), source })?;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {CERTIFICATE_ROLE} LOGIN SUPERUSER")))
+        .execute(&mut conn)
+        .await
+        .map_err(ThrowawayPgError::CreateRole)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD_ROLE_PASSWORD}'")))
         .execute(&mut conn)
         .await
         .map_err(ThrowawayPgError::CreateRole)?;
@@ -216,12 +225,14 @@ impl PrivateCluster {
 }
 
 /// Who may log in to a TLS server, and how: everyone on this host without a password, except
-/// the certificate role, which needs TLS and a client certificate naming it.
+/// the certificate role, which needs TLS and a client certificate naming it, and the password
+/// role, which needs its password.
 fn tls_hba() -> String {
     let mut hba = vec!["local all all trust".to_owned()];
     for network in ["127.0.0.1/32", "::1/128"] {
         hba.push(format!("hostssl all {CERTIFICATE_ROLE} {network} cert"));
         hba.push(format!("host all {CERTIFICATE_ROLE} {network} reject"));
+        hba.push(format!("host all {PASSWORD_ROLE} {network} scram-sha-256"));
         hba.push(format!("host all all {network} trust"));
     }
     hba.join("\n") + "\n"
@@ -299,8 +310,14 @@ fn launch(
     Ok(port)
 }
 
+/// `psql` beside the server binaries the throwaway servers run, where it is installed: the tests
+/// hold this client's TLS to what libpq does with the same URL.
+pub fn psql() -> Option<PathBuf> {
+    pg_bindir().map(|dir| dir.join("psql")).filter(|psql| psql.is_file())
+}
+
 /// Where the machine's PostgreSQL programs are (`pg_config --bindir`, else the newest installed).
-pub fn pg_bindir() -> Option<PathBuf> {
+fn pg_bindir() -> Option<PathBuf> {
     let from_pg_config = Command::new("pg_config")
         .arg("--bindir")
         .output()

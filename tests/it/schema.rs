@@ -352,7 +352,7 @@ async fn sqlite_exported_migrations_make_a_current_ledger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_exported_migrations_run_by_psql_make_a_current_ledger() {
     let Some(url) = support::pg::fresh_database().await else { return };
-    let psql = actionledger::testkit::throwaway_pg::pg_bindir().expect("PostgreSQL's programs").join("psql");
+    let psql = actionledger::testkit::throwaway_pg::psql().expect("psql beside PostgreSQL's server programs");
     let run_file = |file: &Path| {
         let output = Command::new(&psql)
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-d", &url, "-f"])

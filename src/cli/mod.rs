@@ -342,8 +342,11 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
             }
             return result;
         }
-        let store = match command {
+        let store = match &command {
             Command::Review(_) => PostgresStore::open_interactive(&url, schema.as_deref(), create).await?,
+            Command::Worker(args) => {
+                PostgresStore::open_for_worker(&url, schema.as_deref(), create, worker::concurrency(args)?).await?
+            }
             _ => PostgresStore::open_in(&url, schema.as_deref(), create).await?,
         };
         // What people are shown names the schema too: two ledgers may share a database.

@@ -15,7 +15,8 @@ pub struct WorkerArgs {
     #[arg(long, default_value = crate::config::DEFAULT_CONFIG_FILE)]
     config: std::path::PathBuf,
     /// Actions performed at once, each from its claim until its result commits (default:
-    /// worker.concurrency in the file, else 16).
+    /// worker.concurrency in the file, else 16). On PostgreSQL the worker opens at most
+    /// CONCURRENCY/2 + 3 connections (rounded up, at most 16), and one more to hear of new work.
     #[arg(long)]
     concurrency: Option<usize>,
     /// The most actions one claim takes; a claim takes up to the free slots (default: worker.batch
@@ -81,12 +82,22 @@ pub(super) async fn shutdown_signal() {
     }
 }
 
-pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
-    let (config, destinations) = load_destinations(&args.config, true)?;
-    let concurrency = args.concurrency.unwrap_or(config.worker.concurrency);
+/// The worker's slots: `--concurrency`, else the file's `worker.concurrency`; read before the
+/// ledger is opened, since its pool is sized by them.
+pub(super) fn concurrency(args: &WorkerArgs) -> Result<usize, Error> {
+    let concurrency = match args.concurrency {
+        Some(concurrency) => concurrency,
+        None => crate::config::Config::load(&args.config)?.worker.concurrency,
+    };
     if !(1..=256).contains(&concurrency) {
         return Err(Error::Invalid(format!("--concurrency is {concurrency}; give 1 to 256")));
     }
+    Ok(concurrency)
+}
+
+pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
+    let (config, destinations) = load_destinations(&args.config, true)?;
+    let concurrency = concurrency(&args)?;
     let batch = args.batch.unwrap_or(config.worker.batch);
     if !(1..=crate::config::MAX_BATCH).contains(&batch) {
         return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));

@@ -41,7 +41,9 @@ pub use migration::{AppliedMigration, ExportedMigration, PendingMigration, Schem
 pub use pg_schema::{DEFAULT_SCHEMA, SchemaProblem};
 pub use pg_tls::TlsProblem;
 pub(crate) use pg_tls::connect_options as pg_connect_options;
-pub use postgres::{IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore, ServingStores};
+pub use postgres::{
+    IDLE_IN_TRANSACTION_LIMIT, INTERACTIVE_CONNECTION_WAIT, PostgresStore, ServingStores, worker_connections,
+};
 pub use sqlite::SqliteStore;
 pub use sqlx::sqlite::SqliteSynchronous;
 pub use url::redact_url;
@@ -115,6 +117,13 @@ pub enum StoreError {
     /// The session's role lacks the privilege (SQLSTATE 42501); its message names what.
     #[error("refused by the database: {0}")]
     NotPermitted(String),
+    /// PostgreSQL holds as many connections as its `max_connections` allows (SQLSTATE 53300).
+    #[error(
+        "the PostgreSQL server refused a new connection: it already holds its max_connections ({0}); each worker \
+         opens at most as many as `actionledger worker --help` says for its --concurrency, plus one to hear of new \
+         work: lower --concurrency, run fewer processes, or raise max_connections (docs/postgresql.md, \"Connections\")"
+    )]
+    ServerFull(String),
     #[error("could not migrate the ledger schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("cannot open the ledger database: {0}")]
@@ -217,6 +226,9 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) if db.code().as_deref() == Some("42501") => {
                 Self::NotPermitted(db.message().to_owned())
             }
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("53300") => {
+                Self::ServerFull(db.message().to_owned())
+            }
             _ => Self::Database(error),
         }
     }
@@ -234,6 +246,9 @@ impl StoreError {
     /// that cannot be opened or read. Not a rule, a privilege or a value: asking again once it is
     /// back may succeed.
     pub fn is_unreachable(&self) -> bool {
+        if matches!(self, Self::ServerFull(_)) {
+            return true;
+        }
         let Self::Database(error) = self else { return false };
         match error {
             sqlx::Error::Io(_)

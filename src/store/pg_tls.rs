@@ -395,7 +395,12 @@ fn tls_error(url: &str, options: &PgConnectOptions, problem: TlsProblem) -> Stor
 pub(super) fn connect_error(url: &str, options: &PgConnectOptions, error: &sqlx::Error) -> StoreError {
     match tls_problem(url, options, error) {
         Some(problem) => tls_error(url, options, problem),
-        None => StoreError::Open(format!("{}: {}", redact_url(url), super::server_words(error))),
+        None => match error {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("53300") => {
+                StoreError::ServerFull(db.message().to_owned())
+            }
+            _ => StoreError::Open(format!("{}: {}", redact_url(url), super::server_words(error))),
+        },
     }
 }
 

@@ -306,6 +306,19 @@ impl PostgresStore {
         Self::open_at(url, schema, create, Pool::SHARED).await
     }
 
+    /// Like [`PostgresStore::open_in`], for a worker of `concurrency` slots: its pool holds at
+    /// most [`worker_connections`] connections, so that many workers fit one server's
+    /// `max_connections`.
+    pub async fn open_for_worker(
+        url: &str,
+        schema: Option<&str>,
+        create: bool,
+        concurrency: usize,
+    ) -> Result<Self, StoreError> {
+        Self::open_at(url, schema, create, Pool { max_connections: worker_connections(concurrency), ..Pool::SHARED })
+            .await
+    }
+
     /// Like [`PostgresStore::open_in`], for a person watching a screen (the review console): a
     /// connection is waited for [`INTERACTIVE_CONNECTION_WAIT`], not 30 s, so that a database that
     /// went away is said at once and seen back within a second or two. Workers keep the long wait,
@@ -450,6 +463,15 @@ pub const INTERACTIVE_CONNECTION_WAIT: Duration = Duration::from_secs(1);
 
 /// How long `serve` waits for a connection to the ledger's database before it answers 503.
 pub const SERVING_CONNECTION_WAIT: Duration = Duration::from_secs(3);
+
+/// The most connections a worker of `concurrency` slots opens to the ledger's database (besides
+/// the one it listens for new work on): sends hold none, so it needs one for its claims, one for
+/// its group commits, one for lease renewals and lookups, and one for every two slots starting
+/// attempts or settling at once; at most 16. Sixteen workers of `--concurrency 4` take 16 x (5 + 1)
+/// = 96 connections, within a stock server's 100 less the 3 kept for superusers.
+pub fn worker_connections(concurrency: usize) -> u32 {
+    u32::try_from(concurrency.div_ceil(2) + 3).unwrap_or(u32::MAX).min(Pool::SHARED.max_connections)
+}
 
 /// The size of a store's pool, how long it waits for a connection, and the role its connections
 /// act as (the login's own when `None`).

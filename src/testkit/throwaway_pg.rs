@@ -180,13 +180,19 @@ pub struct PrivateCluster {
 
 /// Starts a [`PrivateCluster`] on a free loopback port.
 pub fn start_private_server() -> Result<PrivateCluster, ThrowawayPgError> {
+    start_private_server_with("")
+}
+
+/// Starts a [`PrivateCluster`] with server options of its own (`-c max_connections=100`), given
+/// after the test servers' and so taking their place.
+pub fn start_private_server_with(options: &str) -> Result<PrivateCluster, ThrowawayPgError> {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let root = Path::new("/tmp").join(format!(
         "actionledger-test-pg-{}-private-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::SeqCst)
     ));
-    let port = launch(&root, |_| Ok(String::new()))?;
+    let port = launch(&root, |_| Ok(options.to_owned()))?;
     Ok(PrivateCluster { url: format!("postgres://postgres@127.0.0.1:{port}/postgres"), port, root })
 }
 

@@ -14,6 +14,7 @@ mod cli;
 mod column_guards;
 mod concurrency;
 mod conformance;
+mod connections;
 mod console;
 mod console_bulk;
 mod console_detail;

@@ -24,7 +24,12 @@ pub async fn fresh_database() -> Option<String> {
 /// database away; `None` (after a loud message) if none can be had here. With `CI=true` a missing
 /// PostgreSQL fails the test instead.
 pub fn private_server() -> Option<actionledger::testkit::throwaway_pg::PrivateCluster> {
-    match actionledger::testkit::throwaway_pg::start_private_server() {
+    private_server_with("")
+}
+
+/// A [`private_server`] started with server options of the test's own.
+pub fn private_server_with(options: &str) -> Option<actionledger::testkit::throwaway_pg::PrivateCluster> {
+    match actionledger::testkit::throwaway_pg::start_private_server_with(options) {
         Ok(cluster) => Some(cluster),
         Err(why) => {
             assert!(

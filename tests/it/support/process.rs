@@ -137,7 +137,7 @@ impl WorkerProcess {
     pub async fn terminate(mut self) -> String {
         self.send_sigterm();
         let exited = self.exit_within(Duration::from_mins(1)).await;
-        assert!(exited.status.success(), "the worker failed:\n{}", exited.stderr);
+        assert!(exited.status.success(), "the worker failed ({}):\n{}", exited.status, exited.stderr);
         exited.stdout
     }
 }

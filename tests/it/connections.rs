@@ -7,7 +7,7 @@ use crate::support::order;
 use crate::support::process::{WorkerProcess, command};
 use actionledger::Ledger;
 use actionledger::domain::{RawSubmission, State};
-use actionledger::store::{ListFilter, PostgresStore, Store};
+use actionledger::store::{ListFilter, PostgresStore};
 use std::time::Duration;
 
 const WORKERS: usize = 16;

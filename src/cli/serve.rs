@@ -218,18 +218,7 @@ pub(super) async fn serve<S: Store>(
         max_per_address: args.max_connections_per_address as usize,
     };
     // Kept until the server stops: dropping it stops the endpoint.
-    let _endpoint = match args.metrics_addr {
-        Some(addr) => {
-            let endpoint = crate::health::serve(ledger.clone(), addr, args.metrics_refresh).await?;
-            tracing::info!(
-                addr = %endpoint.addr,
-                "metrics at http://{0}/metrics, liveness at /healthz, readiness at /readyz",
-                endpoint.addr
-            );
-            Some(endpoint)
-        }
-        None => None,
-    };
+    let _endpoint = super::worker::metrics_endpoint(&ledger, args.metrics_addr, args.metrics_refresh).await?;
     let app = App::new(ledger, tokens, intakes, options);
     let router = match commands {
         Some(commands) => app.with_commands_through(commands),

@@ -82,6 +82,23 @@ pub(super) async fn shutdown_signal() {
     }
 }
 
+/// The operations endpoint (`--metrics-addr`: metrics, liveness, readiness) of a worker or of
+/// `serve`, started and its address logged; it stops when dropped.
+pub(super) async fn metrics_endpoint<S: Store>(
+    ledger: &Ledger<S>,
+    addr: Option<std::net::SocketAddr>,
+    refresh: std::time::Duration,
+) -> Result<Option<crate::health::Endpoint>, Error> {
+    let Some(addr) = addr else { return Ok(None) };
+    let endpoint = crate::health::serve(ledger.clone(), addr, refresh).await?;
+    tracing::info!(
+        addr = %endpoint.addr,
+        "metrics at http://{0}/metrics, liveness at /healthz, readiness at /readyz",
+        endpoint.addr
+    );
+    Ok(Some(endpoint))
+}
+
 /// The worker's slots: `--concurrency`, else the file's `worker.concurrency`; read before the
 /// ledger is opened, since its pool is sized by them.
 pub(super) fn concurrency(args: &WorkerArgs) -> Result<usize, Error> {
@@ -124,18 +141,7 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
         claim => format!("{} at once, up to {claim} per claim", options.concurrency),
     };
     // Kept until the worker ends: dropping it stops the endpoint.
-    let endpoint = match args.metrics_addr {
-        Some(addr) => {
-            let endpoint = crate::health::serve(ledger.clone(), addr, args.metrics_refresh).await?;
-            tracing::info!(
-                addr = %endpoint.addr,
-                "metrics at http://{0}/metrics, liveness at /healthz, readiness at /readyz",
-                endpoint.addr
-            );
-            Some(endpoint)
-        }
-        None => None,
-    };
+    let endpoint = metrics_endpoint(&ledger, args.metrics_addr, args.metrics_refresh).await?;
     tracing::info!(
         worker = %escape_untrusted(&options.id),
         "worker {} performing actions for {} ({at_once}){}",

@@ -7,12 +7,8 @@ use crate::serve::{
     REVIEWER, SOURCE, VIEWER, actionledger, call, client, get, hash_token, post, start, submission, unlimited, written,
 };
 use crate::support::TestDb;
-use actionledger::config::Config;
-use actionledger::destination::{Destination, Destinations};
 use actionledger::serve::contract;
-use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::Store;
-use actionledger::worker::{self, WorkerOptions};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -123,21 +119,7 @@ fn property_schemas(schema: &Value) -> BTreeMap<String, &Value> {
 /// Runs the worker against a simulated CRM until nothing is left to do, so that actions have
 /// attempts with the destination's evidence.
 async fn work_off<S: Store>(db: &TestDb<S>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm = SimCrm::start(listener, Options::default()).unwrap();
-    let config = Config::parse(&crm.destination_config("crm")).unwrap().destinations["crm"].clone();
-    let destinations = BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]);
-    let options = WorkerOptions {
-        id: "contract-worker".to_owned(),
-        concurrency: 2,
-        batch: 10,
-        lease: Duration::from_mins(1),
-        poll_interval: Duration::from_millis(20),
-        drain: true,
-        destinations: Destinations::new(destinations, None),
-        progress: false,
-    };
-    worker::run(db.ledger.clone(), options, std::future::pending()).await.unwrap();
+    crate::support::crm::drained_at_a_new_crm(&db.ledger, "contract-worker", 2).await;
 }
 
 async fn every_answer_is_the_documented_one_member_for_member<S: Store>(db: TestDb<S>) {

@@ -7,15 +7,12 @@
 
 use crate::support::TestDb;
 use actionledger::config::Config;
-use actionledger::destination::{Destination, Destinations};
 use actionledger::domain::State;
 use actionledger::ledger::Ledger;
 use actionledger::serve::auth::{Role, Tokens};
 use actionledger::serve::intake::{Intake, sign};
 use actionledger::serve::{App, ConnectionLimits, ServeOptions};
-use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::store::{ListFilter, Store};
-use actionledger::worker::{self, WorkerOptions};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -202,21 +199,7 @@ async fn a_storm_through_the_api_and_a_webhook_gives_one_action_and_one_record_p
     let submitted = started.elapsed();
     assert_eq!(statuses.get(&201), Some(&KEYS), "one created per key: {statuses:?}");
     assert_eq!(statuses.get(&200), Some(&(KEYS * (DELIVERIES - 1))), "every other delivery a duplicate: {statuses:?}");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let crm = SimCrm::start(listener, Options::default()).unwrap();
-    let config = Config::parse(&crm.destination_config("crm")).unwrap().destinations["crm"].clone();
-    let destinations = BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]);
-    let options = WorkerOptions {
-        id: "storm-worker".to_owned(),
-        concurrency: 8,
-        batch: 100,
-        lease: Duration::from_mins(1),
-        poll_interval: Duration::from_millis(20),
-        drain: true,
-        destinations: Destinations::new(destinations, None),
-        progress: false,
-    };
-    worker::run(db.ledger.clone(), options, std::future::pending()).await.unwrap();
+    let crm = crate::support::crm::drained_at_a_new_crm(&db.ledger, "storm-worker", 8).await;
     let filter = ListFilter { key_contains: Some("storm:".to_owned()), limit: 2000, ..ListFilter::default() };
     let actions = db.ledger.list(&filter).await.unwrap();
     assert_eq!(actions.len(), KEYS, "one action per key");

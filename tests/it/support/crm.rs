@@ -36,3 +36,30 @@ pub async fn crm_for(kind: Kind, name: &str) -> (SimCrm, String) {
 pub fn every_create_delayed(ms: u64) -> FaultPlan {
     FaultPlan { script: VecDeque::new(), rates: vec![(Fault::Delay(ms), 1.0)] }
 }
+
+/// A simulated CRM of default options as the destination `crm`, and a worker of `concurrency`
+/// run in-process until nothing is left to do for it: the CRM, to count its records.
+pub async fn drained_at_a_new_crm<S: actionledger::store::Store>(
+    ledger: &actionledger::Ledger<S>,
+    worker_id: &str,
+    concurrency: usize,
+) -> SimCrm {
+    use actionledger::destination::{Destination, Destinations};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let crm = SimCrm::start(listener, Options::default()).unwrap();
+    let config =
+        actionledger::config::Config::parse(&crm.destination_config("crm")).unwrap().destinations["crm"].clone();
+    let destinations = std::collections::BTreeMap::from([("crm".to_owned(), Destination::new("crm", config).unwrap())]);
+    let options = actionledger::worker::WorkerOptions {
+        id: worker_id.to_owned(),
+        concurrency,
+        batch: 100,
+        lease: std::time::Duration::from_mins(1),
+        poll_interval: std::time::Duration::from_millis(20),
+        drain: true,
+        destinations: Destinations::new(destinations, None),
+        progress: false,
+    };
+    actionledger::worker::run(ledger.clone(), options, std::future::pending()).await.unwrap();
+    crm
+}

@@ -504,6 +504,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_waiting_by_after_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// Every state present with its figures, read in one statement at database time `now`.
     fn state_figures(&self, now: Timestamp) -> impl Future<Output = Result<Vec<StateFigures>, StoreError>> + Send;
+    /// For each destination (`None`: actions without one) with actions a worker may claim at
+    /// database time `now`, when the one that has waited longest became claimable.
+    fn claimable_since_by_destination(
+        &self,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<(Option<String>, Timestamp)>, StoreError>> + Send;
     /// Where the ledger's schema stands against this build's migrations, read on a pooled
     /// connection: fails when the database cannot be reached.
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;

@@ -3,7 +3,7 @@
 use super::backend::{Backend, Statement};
 use super::one_command::OneCommandTx;
 use super::rows::{
-    Columns as _, action_from_row, attempt_from_row, attempt_started_from_row, audit_from_row, backoff_from_row,
+    Columns as _, action_from_row, attempt_from_row, attempt_started_from_row, audit_from_row, backoff_from_row, claimable_since_from_row,
     claimed_from_row, delivery_from_row, key_state_from_row, lookup_failures_from_row, lookup_from_row,
     proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
     state_pair_from_row,
@@ -234,6 +234,11 @@ impl<S: SqlStore> Store for S {
     async fn state_figures(&self, now: Timestamp) -> Result<Vec<StateFigures>, StoreError> {
         let statement = Statement::new(sql::LEDGER_STATS).int(now.timestamp_millis());
         autocommitted(self, statement).await?.iter().map(state_figures_from_row).collect()
+    }
+
+    async fn claimable_since_by_destination(&self, now: Timestamp) -> Result<Vec<(Option<String>, Timestamp)>, StoreError> {
+        let statement = Statement::new(sql::CLAIMABLE_SINCE_BY_DESTINATION).int(now.timestamp_millis());
+        autocommitted(self, statement).await?.iter().map(claimable_since_from_row).collect()
     }
 
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send {

@@ -1,9 +1,9 @@
 //! The operations endpoint of the worker and of `serve` (`--metrics-addr`): Prometheus metrics at
-//! `/metrics` (Prometheus text 0.0.4 or OpenMetrics, as the scraper's `Accept` asks), liveness at
-//! `/healthz` and readiness at `/readyz`; and the refresher that reads the ledger's figures and
-//! the queues' latency (a statement each) and its readiness into the metrics' gauges on an interval,
-//! so that however often Prometheus scrapes, the database answers the same few statements per
-//! interval.
+//! `/metrics` (text 0.0.4 or OpenMetrics, as the scraper's `Accept` asks; the connection pool read
+//! at each scrape), liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads
+//! the ledger's figures and the queues' latency (a statement each) and its readiness into the
+//! metrics' gauges on an interval, so that however often Prometheus scrapes, the database answers
+//! the same few statements per interval.
 
 use crate::domain::State as DomainState;
 use crate::error::Error;
@@ -46,7 +46,7 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
         .map_err(|e| Error::io(format!("cannot listen for metrics on {addr}"), e))?;
     let addr = listener.local_addr().map_err(|e| Error::io("cannot read the metrics address", e))?;
     let app = Router::new()
-        .route("/metrics", get(scrape))
+        .route("/metrics", get(scrape::<S>))
         .route("/healthz", get(alive))
         .route("/readyz", get(ready::<S>))
         .with_state(ledger.clone());
@@ -67,7 +67,10 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
             }
             match ledger.queue_waits().await {
                 Ok(waits) => metrics::set_queue_waits(
-                    &waits.into_iter().map(|wait| (wait.destination.unwrap_or_default(), wait.seconds)).collect::<Vec<_>>(),
+                    &waits
+                        .into_iter()
+                        .map(|wait| (wait.destination.unwrap_or_default(), wait.seconds))
+                        .collect::<Vec<_>>(),
                 ),
                 Err(error) => tracing::warn!(%error, "cannot read the queues' latency for the metrics"),
             }
@@ -98,9 +101,11 @@ pub(crate) async fn alive() -> &'static str {
     "alive\n"
 }
 
-/// `/metrics` in the format the `Accept` header asks for; `Vary` tells a cache between the two
-/// that the answer depends on it.
-async fn scrape(headers: HeaderMap) -> impl IntoResponse {
+/// `/metrics` in the format the `Accept` header asks for, with the connection pool as it is now;
+/// `Vary` tells a cache between the two formats that the answer depends on it.
+async fn scrape<S: Store>(State(ledger): State<Ledger<S>>, headers: HeaderMap) -> impl IntoResponse {
+    let pool = ledger.store().connection_figures();
+    metrics::set_connections(pool.open, pool.idle, pool.max);
     let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
     let exposition = metrics::Exposition::negotiate(accept);
     ([(header::CONTENT_TYPE, exposition.content_type()), (header::VARY, "accept")], exposition.encode())

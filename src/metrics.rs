@@ -20,8 +20,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Metric, Registry};
 use std::collections::BTreeSet;
-use std::sync::{LazyLock, Mutex};
 use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 /// Labels as name and value pairs.
@@ -39,6 +39,8 @@ struct Metrics {
     queues_shown: Mutex<BTreeSet<String>>,
     stats_refreshed: Gauge<f64, AtomicU64>,
     ready: Gauge,
+    connections: Family<Labels, Gauge>,
+    connections_max: Gauge,
     attempts: Family<Labels, Counter>,
     request_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     sends: Family<Labels, Histogram, fn() -> Histogram>,
@@ -101,6 +103,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         queues_shown: Mutex::default(),
         stats_refreshed: Gauge::default(),
         ready: Gauge::default(),
+        connections: Family::default(),
+        connections_max: Gauge::default(),
         attempts: Family::default(),
         request_seconds: Family::new_with_constructor(request_histogram),
         sends: Family::new_with_constructor(sends_histogram),
@@ -113,7 +117,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         http_refusals: Family::default(),
     };
     let build = Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]);
-    let described: [(&str, &str, Box<dyn Metric>); 17] = [
+    let described: [(&str, &str, Box<dyn Metric>); 19] = [
         ("actions", "Actions in each state, as of the last refresh", Box::new(metrics.actions.clone())),
         (
             "stale_claims",
@@ -142,6 +146,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "ready",
             "1 when the database answered and its schema was current at the last refresh, else 0 (as /readyz)",
             Box::new(metrics.ready.clone()),
+        ),
+        (
+            "database_connections",
+            "Connections this process's pool holds open to the ledger's database, by state: in_use or idle",
+            Box::new(metrics.connections.clone()),
+        ),
+        (
+            "database_connections_max",
+            "The most connections this process's pool opens to the ledger's database",
+            Box::new(metrics.connections_max.clone()),
         ),
         ("attempts", "Requests sent to destinations, by destination and outcome", Box::new(metrics.attempts.clone())),
         (
@@ -288,6 +302,14 @@ pub fn set_queue_waits(waits: &[(String, i64)]) {
         METRICS.oldest_pending.get_or_create(&vec![("destination", destination.clone())]).set(*seconds);
         shown.insert(destination.clone());
     }
+}
+
+/// Sets the connection pool's figures: `open` connections, `idle` of them, at most `max`.
+pub fn set_connections(open: u32, idle: u32, max: u32) {
+    for (state, count) in [("in_use", open.saturating_sub(idle)), ("idle", idle)] {
+        METRICS.connections.get_or_create(&vec![("state", state.to_owned())]).set(i64::from(count));
+    }
+    METRICS.connections_max.set(i64::from(max));
 }
 
 /// Sets whether the ledger was ready at the last refresh.
@@ -449,9 +471,15 @@ mod tests {
         };
         set_queue_waits(&[("queue-test-a".to_owned(), 120), ("queue-test-b".to_owned(), 5)]);
         let text = encode_text();
-        assert_eq!((series(&text, "queue-test-a").as_deref(), series(&text, "queue-test-b").as_deref()), (Some("120"), Some("5")));
+        assert_eq!(
+            (series(&text, "queue-test-a").as_deref(), series(&text, "queue-test-b").as_deref()),
+            (Some("120"), Some("5"))
+        );
         set_queue_waits(&[("queue-test-b".to_owned(), 7)]);
         let text = encode_text();
-        assert_eq!((series(&text, "queue-test-a").as_deref(), series(&text, "queue-test-b").as_deref()), (Some("0"), Some("7")));
+        assert_eq!(
+            (series(&text, "queue-test-a").as_deref(), series(&text, "queue-test-b").as_deref()),
+            (Some("0"), Some("7"))
+        );
     }
 }

@@ -44,7 +44,12 @@ impl Collector for ProcessCollector {
         }
         let started = ConstGauge::new(figures.start_time_seconds);
         let help = "Start time of the process since unix epoch in seconds.";
-        started.encode(encoder.encode_descriptor("process_start_time_seconds", help, None, started.metric_type())?)?;
+        started.encode(encoder.encode_descriptor(
+            "process_start_time_seconds",
+            help,
+            None,
+            started.metric_type(),
+        )?)?;
         Ok(())
     }
 }
@@ -92,10 +97,8 @@ impl ProcessFigures {
         let system_path = Path::new("/proc/stat");
         let boot_seconds = parse_boot_time(&read(system_path)?).ok_or_else(|| unexpected(system_path))?;
         let fd_path = Path::new("/proc/self/fd");
-        let open_fds = std::fs::read_dir(fd_path).map_err(|source| ProcessFiguresError::Read {
-            path: fd_path.to_owned(),
-            source,
-        })?;
+        let open_fds = std::fs::read_dir(fd_path)
+            .map_err(|source| ProcessFiguresError::Read { path: fd_path.to_owned(), source })?;
         let ticks = rustix::param::clock_ticks_per_second();
         let page_bytes = u64::try_from(rustix::param::page_size()).unwrap_or(u64::MAX);
         #[allow(clippy::cast_precision_loss)] // tick counts stay far below 2^52

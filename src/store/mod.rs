@@ -340,6 +340,18 @@ pub enum PageStart {
 }
 
 /// Which pending actions a worker may claim.
+/// A store's connection pool at one moment: what `--help` and the docs say a process opens, as
+/// the metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionFigures {
+    /// Connections open, idle or in use.
+    pub open: u32,
+    /// Of those, the ones no task holds.
+    pub idle: u32,
+    /// The most the pool opens.
+    pub max: u32,
+}
+
 /// One state's figures, as [`Store::state_figures`] reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateFigures {
@@ -556,6 +568,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// server's ledger always is. A process still working a file that was deleted or replaced
     /// works a ledger that every new command misses.
     fn check_file(&self) -> Result<(), StoreError>;
+
+    /// The connection pool's figures now, read from the pool (the database is not asked).
+    fn connection_figures(&self) -> ConnectionFigures;
 
     /// Whether this process's clock may measure leases on this ledger. A database server's clock
     /// always may: every writer reads the server's. On SQLite every writer records its own

@@ -48,7 +48,12 @@ pub(crate) async fn scrapes_follow_accept(url: &str) {
     for (accept, content_type, counter_family, openmetrics) in [
         (None, "text/plain; version=0.0.4", "# TYPE actionledger_claims_total counter\n", false),
         (Some("text/plain"), "text/plain; version=0.0.4", "# TYPE actionledger_claims_total counter\n", false),
-        (Some(prometheus_asks), "application/openmetrics-text; version=1.0.0", "# TYPE actionledger_claims counter\n", true),
+        (
+            Some(prometheus_asks),
+            "application/openmetrics-text; version=1.0.0",
+            "# TYPE actionledger_claims counter\n",
+            true,
+        ),
     ] {
         let mut request = client.get(url);
         if let Some(accept) = accept {
@@ -59,7 +64,11 @@ pub(crate) async fn scrapes_follow_accept(url: &str) {
         let body = response.text().await.unwrap();
         assert!(answered.starts_with(content_type), "{accept:?}: {answered}");
         assert!(body.contains(counter_family), "{accept:?}: {body}");
-        assert_eq!(body.ends_with("# EOF\n"), openmetrics, "OpenMetrics ends with its marker, text 0.0.4 has none: {body}");
+        assert_eq!(
+            body.ends_with("# EOF\n"),
+            openmetrics,
+            "OpenMetrics ends with its marker, text 0.0.4 has none: {body}"
+        );
     }
 }
 
@@ -143,6 +152,14 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{destination=\"crm\",le=\"1\"}"), records);
     let build = format!("actionledger_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
     assert_eq!(sample(&done, &build), "1", "{done}");
+    let pool_max: u32 = sample(&done, "actionledger_database_connections_max").parse().unwrap();
+    let open: u32 = ["in_use", "idle"]
+        .iter()
+        .map(|state| {
+            sample(&done, &format!("actionledger_database_connections{{state=\"{state}\"}}")).parse::<u32>().unwrap()
+        })
+        .sum();
+    assert!(pool_max > 0 && (1..=pool_max).contains(&open), "{open} of {pool_max} connections:\n{done}");
     let resident: u64 = sample(&done, "process_resident_memory_bytes").parse().unwrap();
     assert!(resident > 1 << 20, "the worker's resident memory: {resident} bytes");
     support::promtool::assert_metrics_clean(&done);
@@ -372,7 +389,8 @@ async fn the_ledger_counts_claims_renewals_fenced_writes_and_lookups<S: Store>(d
 
 /// Each destination's queue latency in seconds, as the refresher reads it.
 async fn waits<S: Store>(ledger: &actionledger::ledger::Ledger<S>) -> Vec<(Option<String>, i64)> {
-    let mut waits: Vec<_> = ledger.queue_waits().await.unwrap().into_iter().map(|w| (w.destination, w.seconds)).collect();
+    let mut waits: Vec<_> =
+        ledger.queue_waits().await.unwrap().into_iter().map(|w| (w.destination, w.seconds)).collect();
     waits.sort();
     waits
 }
@@ -385,7 +403,7 @@ async fn the_queue_latency_counts_what_a_worker_may_claim_from_when_it_could<S: 
     let ledger = &db.ledger;
     let clock = ledger.store().clock();
     let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false };
-    let in_a_while = |seconds: i64| (seconds..seconds + 5);
+    let in_a_while = |seconds: i64| seconds..seconds + 5;
     assert_eq!(waits(ledger).await, [], "an empty ledger has no queue");
     let erp = actionledger::domain::RawSubmission { destination: Some("erp".to_owned()), ..order("lat:erp", "{}") };
     let loose = actionledger::domain::RawSubmission { destination: None, ..order("lat:loose", "{}") };
@@ -403,29 +421,55 @@ async fn the_queue_latency_counts_what_a_worker_may_claim_from_when_it_could<S: 
     let claim = ledger.claim_scoped("w-lat", Duration::from_mins(5), 1, &crm).await.unwrap().remove(0);
     assert_eq!(claim.key().as_str(), "lat:first");
     let attempt = ledger.start_attempt(&claim).await.unwrap();
-    let retry = Report { outcome: Outcome::RetryLater { after: Duration::from_hours(1) }, error: None, evidence: Evidence::default() };
+    let retry = Report {
+        outcome: Outcome::RetryLater { after: Duration::from_hours(1) },
+        error: None,
+        evidence: Evidence::default(),
+    };
     ledger.record_result(&claim, attempt, &retry).await.unwrap();
     assert!(waits(ledger).await.iter().all(|(d, _)| d.as_deref() != Some("crm")), "{:?}", waits(ledger).await);
 
     // Two hours on, lat:first has been claimable for the hour since its backoff ended.
     clock.advance(Duration::from_hours(2));
     let backed_off = waits(ledger).await;
-    assert!(backed_off.iter().any(|(d, s)| d.as_deref() == Some("crm") && in_a_while(3600).contains(s)), "{backed_off:?}");
-    assert!(backed_off.iter().any(|(d, s)| d.as_deref() == Some("erp") && in_a_while(7800).contains(s)), "{backed_off:?}");
+    assert!(
+        backed_off.iter().any(|(d, s)| d.as_deref() == Some("crm") && in_a_while(3600).contains(s)),
+        "{backed_off:?}"
+    );
+    assert!(
+        backed_off.iter().any(|(d, s)| d.as_deref() == Some("erp") && in_a_while(7800).contains(s)),
+        "{backed_off:?}"
+    );
 
     // lat:first completes: lat:next, submitted over two hours ago, has been claimable only since.
     let claim = ledger.claim_scoped("w-lat", Duration::from_mins(5), 1, &crm).await.unwrap().remove(0);
     assert_eq!(claim.key().as_str(), "lat:first");
     let attempt = ledger.start_attempt(&claim).await.unwrap();
     let completed = Outcome::Completed { destination_id: "crm-lat".into() };
-    ledger.record_result(&claim, attempt, &Report { outcome: completed, error: None, evidence: Evidence::default() }).await.unwrap();
+    ledger
+        .record_result(&claim, attempt, &Report { outcome: completed, error: None, evidence: Evidence::default() })
+        .await
+        .unwrap();
     clock.advance(Duration::from_mins(1));
     let followed = waits(ledger).await;
     assert!(followed.iter().any(|(d, s)| d.as_deref() == Some("crm") && in_a_while(60).contains(s)), "{followed:?}");
 }
 
+/// The pool's figures, as each scrape reads them: a transaction held is a connection in use.
+async fn the_pool_figures_show_a_connection_held<S: Store>(db: TestDb<S>) {
+    let store = db.ledger.store();
+    let before = store.connection_figures();
+    assert!(before.max > 0 && before.idle <= before.open && before.open <= before.max, "{before:?}");
+    let held = store.begin().await.unwrap();
+    let holding = store.connection_figures();
+    assert!(holding.open - holding.idle >= 1, "a transaction holds a connection: {holding:?}");
+    drop(held);
+    assert_eq!(holding.max, before.max);
+}
+
 conformance!(
     stats_json_reports_the_ledger,
+    the_pool_figures_show_a_connection_held,
     the_ledger_counts_claims_renewals_fenced_writes_and_lookups,
     the_queue_latency_counts_what_a_worker_may_claim_from_when_it_could
 );
@@ -560,14 +604,18 @@ fn the_alert_rules_the_docs_give_pass_promtool() {
             groups += 1;
             for word in block.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
                 if word.starts_with("actionledger_") {
-                    assert!(served.contains(&format!("# TYPE {word} ")), "{document} alerts on {word}, which is not served");
+                    assert!(
+                        served.contains(&format!("# TYPE {word} ")),
+                        "{document} alerts on {word}, which is not served"
+                    );
                 }
             }
             let dir = tempfile::tempdir().unwrap();
             let rules = dir.path().join("rules.yml");
             std::fs::write(&rules, block).unwrap();
             let Some(output) = support::promtool::check(&["rules", rules.to_str().unwrap()], "") else { return };
-            let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            let said =
+                format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
             assert!(output.status.success() && said.contains("SUCCESS"), "{document}: promtool check rules: {said}");
         }
     }

@@ -21,7 +21,9 @@ pub fn check(args: &[&str], input: &str) -> Option<Output> {
                 !std::env::var("CI").is_ok_and(|v| v == "true"),
                 "promtool is required in CI but could not be run: {why}"
             );
-            eprintln!("\n!!! SKIPPING a promtool test: {why}\n!!! Install promtool (Debian: apt-get install prometheus).\n");
+            eprintln!(
+                "\n!!! SKIPPING a promtool test: {why}\n!!! Install promtool (Debian: apt-get install prometheus).\n"
+            );
             return None;
         }
     };

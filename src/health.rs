@@ -1,7 +1,9 @@
 //! The operations endpoint of the worker and of `serve` (`--metrics-addr`): Prometheus metrics at
-//! `/metrics`, liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads the
-//! ledger's figures (one statement) and its readiness into the metrics' gauges on an interval, so
-//! that however often Prometheus scrapes, the database answers the same few statements per interval.
+//! `/metrics` (text 0.0.4 or OpenMetrics, as the scraper's `Accept` asks; the connection pool read
+//! at each scrape), liveness at `/healthz` and readiness at `/readyz`; and the refresher that reads
+//! the ledger's figures and the queues' latency (a statement each) and its readiness into the
+//! metrics' gauges on an interval, so that however often Prometheus scrapes, the database answers
+//! the same few statements per interval.
 
 use crate::domain::State as DomainState;
 use crate::error::Error;
@@ -10,7 +12,7 @@ use crate::metrics;
 use crate::store::Store;
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use std::net::SocketAddr;
@@ -44,7 +46,7 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
         .map_err(|e| Error::io(format!("cannot listen for metrics on {addr}"), e))?;
     let addr = listener.local_addr().map_err(|e| Error::io("cannot read the metrics address", e))?;
     let app = Router::new()
-        .route("/metrics", get(scrape))
+        .route("/metrics", get(scrape::<S>))
         .route("/healthz", get(alive))
         .route("/readyz", get(ready::<S>))
         .with_state(ledger.clone());
@@ -62,6 +64,15 @@ pub async fn serve<S: Store>(ledger: Ledger<S>, addr: SocketAddr, refresh: Durat
             match ledger.stats().await {
                 Ok(stats) => metrics::set_ledger_gauges(&gauges(&stats)),
                 Err(error) => tracing::warn!(%error, "cannot read the ledger figures for the metrics"),
+            }
+            match ledger.queue_waits().await {
+                Ok(waits) => metrics::set_queue_waits(
+                    &waits
+                        .into_iter()
+                        .map(|wait| (wait.destination.unwrap_or_default(), wait.seconds))
+                        .collect::<Vec<_>>(),
+                ),
+                Err(error) => tracing::warn!(%error, "cannot read the queues' latency for the metrics"),
             }
             tokio::time::sleep(refresh).await;
         }
@@ -90,8 +101,14 @@ pub(crate) async fn alive() -> &'static str {
     "alive\n"
 }
 
-async fn scrape() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::encode_text())
+/// `/metrics` in the format the `Accept` header asks for, with the connection pool as it is now;
+/// `Vary` tells a cache between the two formats that the answer depends on it.
+async fn scrape<S: Store>(State(ledger): State<Ledger<S>>, headers: HeaderMap) -> impl IntoResponse {
+    let pool = ledger.store().connection_figures();
+    metrics::set_connections(pool.open, pool.idle, pool.max);
+    let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
+    let exposition = metrics::Exposition::negotiate(accept);
+    ([(header::CONTENT_TYPE, exposition.content_type()), (header::VARY, "accept")], exposition.encode())
 }
 
 /// The ledger's readiness, waiting at most [`READY_PATIENCE`].

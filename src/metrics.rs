@@ -4,20 +4,24 @@
 //!
 //! One registry per process, as a Prometheus client keeps it: counting is an atomic add, so the
 //! ledger, the worker and the HTTP API record from anywhere without a handle passed through every
-//! call. Only an endpoint started with `--metrics-addr` ever encodes it; elsewhere the counts are
-//! simply never read.
+//! call. Only an endpoint started with `--metrics-addr` ever encodes it, in the exposition format
+//! the scraper's `Accept` header asks for; elsewhere the counts are simply never read.
+
+#[cfg(target_os = "linux")]
+mod process;
 
 use crate::domain::State;
-use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, prometheus_text, text};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Metric, Registry};
-use std::sync::LazyLock;
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 /// Labels as name and value pairs.
@@ -29,8 +33,14 @@ struct Metrics {
     actions: Family<Labels, Gauge>,
     stale_claims: Gauge,
     oldest_age: Family<Labels, Gauge<f64, AtomicU64>>,
+    oldest_pending: Family<Labels, Gauge>,
+    /// The destinations `oldest_pending` has shown, so that a queue that empties reads 0 rather
+    /// than keeping its last figure.
+    queues_shown: Mutex<BTreeSet<String>>,
     stats_refreshed: Gauge<f64, AtomicU64>,
     ready: Gauge,
+    connections: Family<Labels, Gauge>,
+    connections_max: Gauge,
     attempts: Family<Labels, Counter>,
     request_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     sends: Family<Labels, Histogram, fn() -> Histogram>,
@@ -80,14 +90,21 @@ fn http_histogram() -> Histogram {
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
-    let mut registry = Registry::with_prefix("actionledger");
+    let mut registry = Registry::default();
+    #[cfg(target_os = "linux")]
+    registry.register_collector(Box::new(process::ProcessCollector));
+    let ours = registry.sub_registry_with_prefix("actionledger");
     let metrics = Metrics {
         registry: Registry::default(),
         actions: Family::default(),
         stale_claims: Gauge::default(),
         oldest_age: Family::default(),
+        oldest_pending: Family::default(),
+        queues_shown: Mutex::default(),
         stats_refreshed: Gauge::default(),
         ready: Gauge::default(),
+        connections: Family::default(),
+        connections_max: Gauge::default(),
         attempts: Family::default(),
         request_seconds: Family::new_with_constructor(request_histogram),
         sends: Family::new_with_constructor(sends_histogram),
@@ -99,7 +116,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         http_request_seconds: Family::new_with_constructor(http_histogram),
         http_refusals: Family::default(),
     };
-    let described: [(&str, &str, Box<dyn Metric>); 15] = [
+    let build = Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]);
+    let described: [(&str, &str, Box<dyn Metric>); 19] = [
         ("actions", "Actions in each state, as of the last refresh", Box::new(metrics.actions.clone())),
         (
             "stale_claims",
@@ -114,6 +132,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             Box::new(metrics.oldest_age.clone()),
         ),
         (
+            "oldest_pending_seconds",
+            "Seconds the longest-waiting action a worker may claim has been claimable, by destination (the \
+             queue's latency: pending, its backoff over, nothing before it unfinished); 0 when there is none",
+            Box::new(metrics.oldest_pending.clone()),
+        ),
+        (
             "stats_refreshed_timestamp_seconds",
             "When the ledger figures were last read (Unix time, database clock)",
             Box::new(metrics.stats_refreshed.clone()),
@@ -122,6 +146,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "ready",
             "1 when the database answered and its schema was current at the last refresh, else 0 (as /readyz)",
             Box::new(metrics.ready.clone()),
+        ),
+        (
+            "database_connections",
+            "Connections this process's pool holds open to the ledger's database, by state: in_use or idle",
+            Box::new(metrics.connections.clone()),
+        ),
+        (
+            "database_connections_max",
+            "The most connections this process's pool opens to the ledger's database",
+            Box::new(metrics.connections_max.clone()),
         ),
         ("attempts", "Requests sent to destinations, by destination and outcome", Box::new(metrics.attempts.clone())),
         (
@@ -164,9 +198,10 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
              role, rate, too_large, signature",
             Box::new(metrics.http_refusals.clone()),
         ),
+        ("build", "The version of this build, as labels; always 1", Box::new(build)),
     ];
     for (name, help, metric) in described {
-        registry.register(name, help, AnyMetric(metric));
+        ours.register(name, help, AnyMetric(metric));
     }
     Metrics { registry, ..metrics }
 });
@@ -254,36 +289,197 @@ pub fn set_ledger_gauges(gauges: &LedgerGauges) {
     METRICS.stats_refreshed.set(at);
 }
 
+/// Sets how long each destination's longest-waiting claimable action has waited (`""`: actions
+/// without a destination); a destination shown before and missing now reads 0.
+pub fn set_queue_waits(waits: &[(String, i64)]) {
+    let mut shown = METRICS.queues_shown.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for destination in shown.iter() {
+        if !waits.iter().any(|(waiting, _)| waiting == destination) {
+            METRICS.oldest_pending.get_or_create(&vec![("destination", destination.clone())]).set(0);
+        }
+    }
+    for (destination, seconds) in waits {
+        METRICS.oldest_pending.get_or_create(&vec![("destination", destination.clone())]).set(*seconds);
+        shown.insert(destination.clone());
+    }
+}
+
+/// Sets the connection pool's figures: `open` connections, `idle` of them, at most `max`.
+pub fn set_connections(open: u32, idle: u32, max: u32) {
+    for (state, count) in [("in_use", open.saturating_sub(idle)), ("idle", idle)] {
+        METRICS.connections.get_or_create(&vec![("state", state.to_owned())]).set(i64::from(count));
+    }
+    METRICS.connections_max.set(i64::from(max));
+}
+
 /// Sets whether the ledger was ready at the last refresh.
 pub fn set_ready(ready: bool) {
     METRICS.ready.set(i64::from(ready));
 }
 
-/// Every metric in the Prometheus (OpenMetrics) text format.
-pub fn encode_text() -> String {
-    let mut text = String::new();
-    encode(&mut text, &METRICS.registry).expect("writing to a String cannot fail");
-    text
+/// The two exposition formats `/metrics` answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// Prometheus's text format 0.0.4: what any scraper reads, and the answer when the client
+    /// names neither format.
+    PrometheusText,
+    /// OpenMetrics 1.0.0, which Prometheus asks for first.
+    OpenMetrics,
 }
 
-/// The content type of [`encode_text`].
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+impl Exposition {
+    /// The format an `Accept` header asks for, negotiated as Prometheus's own client libraries do:
+    /// of the media ranges that name one of the two formats (at a version it has), the one with
+    /// the highest `q`, the first listed among equals; text 0.0.4 when none does (no header,
+    /// `*/*`, a version not served).
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        let mut chosen: Option<(f32, Self)> = None;
+        for range in accept.unwrap_or_default().split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media_type = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let (mut version, mut quality) = (None, 1.0_f32);
+            for parameter in parts {
+                let Some((name, value)) = parameter.split_once('=') else { continue };
+                let value = value.trim().trim_matches('"');
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "version" => version = Some(value.to_owned()),
+                    "q" => quality = value.parse().unwrap_or(0.0),
+                    _ => {}
+                }
+            }
+            let format = match (media_type.as_str(), version.as_deref()) {
+                ("application/openmetrics-text", None | Some("1.0.0" | "0.0.1")) => Self::OpenMetrics,
+                ("text/plain", None | Some("0.0.4")) => Self::PrometheusText,
+                _ => continue,
+            };
+            if quality > 0.0 && chosen.is_none_or(|(best, _)| quality > best) {
+                chosen = Some((quality, format));
+            }
+        }
+        chosen.map_or(Self::PrometheusText, |(_, format)| format)
+    }
+
+    /// The `Content-Type` of an answer in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::PrometheusText => prometheus_text::CONTENT_TYPE,
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// Every metric in this format.
+    pub fn encode(self) -> String {
+        let mut encoded = String::new();
+        let written = match self {
+            Self::PrometheusText => prometheus_text::encode(&mut encoded, &METRICS.registry),
+            Self::OpenMetrics => text::encode(&mut encoded, &METRICS.registry),
+        };
+        written.expect("writing to a String cannot fail");
+        encoded
+    }
+}
+
+/// Every metric in Prometheus's text format 0.0.4.
+pub fn encode_text() -> String {
+    Exposition::PrometheusText.encode()
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn counted_figures_appear_in_the_text() {
+    fn counted_figures_appear_in_both_formats_each_by_its_own_rules() {
         attempt("crm-test-metrics", "completed", Duration::from_millis(20));
         attempt("crm-test-metrics", "completed", Duration::from_millis(30));
+        for exposition in [Exposition::PrometheusText, Exposition::OpenMetrics] {
+            let text = exposition.encode();
+            let series = r#"actionledger_attempts_total{destination="crm-test-metrics",outcome="completed"} 2"#;
+            assert!(text.contains(series), "{text}");
+            assert!(text.contains(r#"actionledger_request_duration_seconds_count{destination="crm-test-metrics"} 2"#));
+        }
+        // Text 0.0.4 names a counter's family with its `_total`, and has no end marker.
+        let text = Exposition::PrometheusText.encode();
+        assert!(text.contains("# TYPE actionledger_fenced_writes_total counter\n"), "{text}");
+        assert!(text.contains("# HELP actionledger_fenced_writes_total "), "{text}");
+        assert!(!text.contains("# EOF") && !text.contains("_created"), "{text}");
+        assert!(text.contains("# TYPE actionledger_build_info gauge\n"), "{text}");
+        let openmetrics = Exposition::OpenMetrics.encode();
+        assert!(openmetrics.contains("# TYPE actionledger_fenced_writes counter\n"), "{openmetrics}");
+        assert!(openmetrics.contains("# TYPE actionledger_build info\n"), "{openmetrics}");
+        assert!(openmetrics.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_build_is_one_series_labelled_with_its_version() {
         let text = encode_text();
-        assert!(
-            text.contains(r#"actionledger_attempts_total{destination="crm-test-metrics",outcome="completed"} 2"#),
-            "{text}"
+        let series = format!("actionledger_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"));
+        assert!(text.contains(&series), "{text}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_figures_are_unprefixed_as_every_client_names_them() {
+        let text = encode_text();
+        for family in [
+            "process_cpu_seconds_total counter",
+            "process_resident_memory_bytes gauge",
+            "process_virtual_memory_bytes gauge",
+            "process_open_fds gauge",
+            "process_max_fds gauge",
+            "process_start_time_seconds gauge",
+        ] {
+            assert!(text.contains(&format!("# TYPE {family}\n")), "{family}: {text}");
+        }
+        assert!(!text.contains("actionledger_process"), "{text}");
+    }
+
+    #[test]
+    fn the_format_follows_accept_as_prometheus_asks() {
+        use Exposition::{OpenMetrics, PrometheusText};
+        let prometheus_2 = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,\
+                            text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        let prometheus_3 = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,\
+                            application/openmetrics-text;version=0.0.1;q=0.4,\
+                            text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
+        for (accept, wanted) in [
+            (None, PrometheusText),
+            (Some("*/*"), PrometheusText),
+            (Some("text/plain"), PrometheusText),
+            (Some("text/plain; version=0.0.4"), PrometheusText),
+            (Some(prometheus_2), OpenMetrics),
+            (Some(prometheus_3), OpenMetrics),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            (Some("Application/OpenMetrics-Text; Version=\"1.0.0\""), OpenMetrics),
+            (Some("text/plain;version=0.0.4;q=0.9, application/openmetrics-text;q=0.5"), PrometheusText),
+            (Some("text/plain;q=0.5, application/openmetrics-text;q=0.5"), PrometheusText),
+            (Some("application/openmetrics-text;q=0"), PrometheusText),
+            (Some("application/openmetrics-text;version=2.0.0"), PrometheusText),
+            (Some("application/json"), PrometheusText),
+        ] {
+            assert_eq!(Exposition::negotiate(accept), wanted, "{accept:?}");
+        }
+        assert_eq!(PrometheusText.content_type(), "text/plain; version=0.0.4; charset=utf-8");
+        assert!(OpenMetrics.content_type().starts_with("application/openmetrics-text; version=1.0.0"));
+    }
+
+    #[test]
+    fn a_queue_that_empties_reads_zero() {
+        let series = |text: &str, destination: &str| {
+            let name = format!("actionledger_oldest_pending_seconds{{destination=\"{destination}\"}} ");
+            text.lines().find_map(|line| line.strip_prefix(&name)).map(str::to_owned)
+        };
+        set_queue_waits(&[("queue-test-a".to_owned(), 120), ("queue-test-b".to_owned(), 5)]);
+        let text = encode_text();
+        assert_eq!(
+            (series(&text, "queue-test-a").as_deref(), series(&text, "queue-test-b").as_deref()),
+            (Some("120"), Some("5"))
         );
-        assert!(text.contains(r#"actionledger_request_duration_seconds_count{destination="crm-test-metrics"} 2"#));
-        assert!(text.contains("# TYPE actionledger_fenced_writes counter"));
-        assert!(text.ends_with("# EOF\n"));
+        set_queue_waits(&[("queue-test-b".to_owned(), 7)]);
+        let text = encode_text();
+        assert_eq!(
+            (series(&text, "queue-test-a").as_deref(), series(&text, "queue-test-b").as_deref()),
+            (Some("0"), Some("7"))
+        );
     }
 }

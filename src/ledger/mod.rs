@@ -30,7 +30,7 @@ use crate::domain::{
 };
 use crate::store::Store;
 pub use error::LedgerError;
-pub use stats::{LedgerStats, NotReady, StateCounts};
+pub use stats::{LedgerStats, NotReady, QueueWait, StateCounts};
 use std::sync::Arc;
 use std::time::Duration;
 

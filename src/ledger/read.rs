@@ -1,7 +1,7 @@
 //! Queries: one action in full, lists, counts and figures, and readiness.
 
 use super::manual::{reads_claim, settles_proposals};
-use super::{ActionDetail, DecisionFacts, Ledger, LedgerError, LedgerStats, NotReady};
+use super::{ActionDetail, DecisionFacts, Ledger, LedgerError, LedgerStats, NotReady, QueueWait};
 use crate::domain::blocked::blocks_dependents;
 use crate::domain::{
     ActionKey, ActionRecord, Attempt, AttemptOutcome, Blocked, ManualCommand, Refusal, RefusedSubmission, State,
@@ -177,6 +177,19 @@ impl<S: Store> Ledger<S> {
         let waiting = self.store.count_waiting_by_after_state().await?;
         let blocked = waiting.iter().filter(|(state, _)| blocks_dependents(*state)).map(|(_, n)| n).sum();
         Ok(LedgerStats::from_figures(now, &figures, blocked))
+    }
+
+    /// For each destination with actions a worker may claim now, how long the one that has waited
+    /// longest has been claimable (a queue's latency); destinations with nothing claimable are
+    /// left out. One statement.
+    #[tracing::instrument(skip_all)]
+    pub async fn queue_waits(&self) -> Result<Vec<QueueWait>, LedgerError> {
+        let now = self.store.now().await?;
+        let since = self.store.claimable_since_by_destination(now).await?;
+        Ok(since
+            .into_iter()
+            .map(|(destination, since)| QueueWait { destination, seconds: (now - since).num_seconds().max(0) })
+            .collect())
     }
 
     /// Whether the ledger can serve a worker now: it is still the one opened (a SQLite file not

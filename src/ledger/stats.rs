@@ -72,6 +72,15 @@ impl LedgerStats {
     }
 }
 
+/// How long a destination's longest-waiting claimable action has been claimable: its queue's
+/// latency, which grows when its workers are stopped, too few or held back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueWait {
+    /// `None` for actions submitted without a destination.
+    pub destination: Option<String>,
+    pub seconds: i64,
+}
+
 /// Why the ledger cannot serve a worker now.
 #[derive(Debug, thiserror::Error)]
 pub enum NotReady {

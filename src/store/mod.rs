@@ -355,6 +355,18 @@ pub enum PageStart {
 }
 
 /// Which pending actions a worker may claim.
+/// A store's connection pool at one moment: what `--help` and the docs say a process opens, as
+/// the metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionFigures {
+    /// Connections open, idle or in use.
+    pub open: u32,
+    /// Of those, the ones no task holds.
+    pub idle: u32,
+    /// The most the pool opens.
+    pub max: u32,
+}
+
 /// One state's figures, as [`Store::state_figures`] reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateFigures {
@@ -519,6 +531,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn count_waiting_by_after_state(&self) -> impl Future<Output = Result<Vec<(State, i64)>, StoreError>> + Send;
     /// Every state present with its figures, read in one statement at database time `now`.
     fn state_figures(&self, now: Timestamp) -> impl Future<Output = Result<Vec<StateFigures>, StoreError>> + Send;
+    /// For each destination (`None`: actions without one) with actions a worker may claim at
+    /// database time `now`, when the one that has waited longest became claimable.
+    fn claimable_since_by_destination(
+        &self,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<(Option<String>, Timestamp)>, StoreError>> + Send;
     /// Where the ledger's schema stands against this build's migrations, read on a pooled
     /// connection: fails when the database cannot be reached.
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send;
@@ -565,6 +583,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// server's ledger always is. A process still working a file that was deleted or replaced
     /// works a ledger that every new command misses.
     fn check_file(&self) -> Result<(), StoreError>;
+
+    /// The connection pool's figures now, read from the pool (the database is not asked).
+    fn connection_figures(&self) -> ConnectionFigures;
 
     /// Whether this process's clock may measure leases on this ledger. A database server's clock
     /// always may: every writer reads the server's. On SQLite every writer records its own

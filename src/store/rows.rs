@@ -258,6 +258,12 @@ pub(crate) fn backoff_from_row(row: &impl Columns) -> Result<(Option<String>, Ti
     Ok((row.opt_text("destination")?, from_millis(row.int("until")?)))
 }
 
+/// A destination and when its longest-waiting claimable action became claimable, from
+/// `claimable_since_by_destination`.
+pub(crate) fn claimable_since_from_row(row: &impl Columns) -> Result<(Option<String>, Timestamp), StoreError> {
+    Ok((row.opt_text("destination")?, from_millis(row.int("since")?)))
+}
+
 pub(crate) fn lookup_failures_from_row(row: &impl Columns) -> Result<LookupFailures, StoreError> {
     Ok(LookupFailures {
         key: row.text("action_key")?,

@@ -4,16 +4,16 @@ use super::backend::{Backend, Statement};
 use super::one_command::OneCommandTx;
 use super::rows::{
     Columns as _, action_from_row, attempt_from_row, attempt_started_from_row, audit_from_row, backoff_from_row,
-    claimed_from_row, delivery_from_row, key_state_from_row, lookup_failures_from_row, lookup_from_row,
-    proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
+    claimable_since_from_row, claimed_from_row, delivery_from_row, key_state_from_row, lookup_failures_from_row,
+    lookup_from_row, proposal_from_row, purge_from_row, refusal_from_row, state_count_from_row, state_figures_from_row,
     state_pair_from_row,
 };
 use super::sql_tx::SqlTx;
 use super::statements as sql;
 use super::wake::{RunnableSignal, Wakeups};
 use super::{
-    AttemptStart, AttemptStarted, ClaimRequest, ClaimScope, Claimed, Clock, LedgerTx, ListFilter, LookupFailures,
-    Notices, SchemaStatus, StateFigures, Store, StoreError,
+    AttemptStart, AttemptStarted, ClaimRequest, ClaimScope, Claimed, Clock, ConnectionFigures, LedgerTx, ListFilter,
+    LookupFailures, Notices, SchemaStatus, StateFigures, Store, StoreError,
 };
 use crate::domain::record::from_millis;
 use crate::domain::{
@@ -236,6 +236,14 @@ impl<S: SqlStore> Store for S {
         autocommitted(self, statement).await?.iter().map(state_figures_from_row).collect()
     }
 
+    async fn claimable_since_by_destination(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<(Option<String>, Timestamp)>, StoreError> {
+        let statement = Statement::new(sql::CLAIMABLE_SINCE_BY_DESTINATION).int(now.timestamp_millis());
+        autocommitted(self, statement).await?.iter().map(claimable_since_from_row).collect()
+    }
+
     fn schema_status(&self) -> impl Future<Output = Result<SchemaStatus, StoreError>> + Send {
         SqlStore::schema_status(self)
     }
@@ -296,6 +304,15 @@ impl<S: SqlStore> Store for S {
 
     fn check_file(&self) -> Result<(), StoreError> {
         SqlStore::check_file(self)
+    }
+
+    fn connection_figures(&self) -> ConnectionFigures {
+        let pool = self.connections();
+        ConnectionFigures {
+            open: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
     }
 
     async fn check_clock(&self) -> Result<(), StoreError> {

@@ -126,6 +126,7 @@ pub(crate) const COUNT_LATE_RESULTS: &str = named(ACTIONS, "count_late_results")
 const EXPIRED_CLAIMS: Template<1> = template(named(ACTIONS, "expired_claims"), ["{destinations}"]);
 pub(crate) const PENDING_BACKOFFS: &str = named(ACTIONS, "pending_backoffs");
 pub(crate) const LEDGER_STATS: &str = named(ACTIONS, "ledger_stats");
+pub(crate) const CLAIMABLE_SINCE_BY_DESTINATION: &str = named(ACTIONS, "claimable_since_by_destination");
 pub(crate) const COUNT_BY_STATE: &str = named(ACTIONS, "count_by_state");
 const SELECT_STATES: Template<1> = template(named(ACTIONS, "select_states"), ["{keys}"]);
 pub(crate) const COUNT_WAITING_BY_AFTER_STATE: &str = named(ACTIONS, "count_waiting_by_after_state");

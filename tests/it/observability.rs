@@ -38,6 +38,40 @@ fn sum_of(scrape: &str, metric: &str, with: &str) -> u64 {
         .sum()
 }
 
+/// `url` answers Prometheus text 0.0.4 unless asked for OpenMetrics, and OpenMetrics when asked as
+/// Prometheus asks, each by its own rules (a counter's family named with or without `_total`).
+pub(crate) async fn scrapes_follow_accept(url: &str) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let prometheus_asks = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,\
+                           text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    for (accept, content_type, counter_family, openmetrics) in [
+        (None, "text/plain; version=0.0.4", "# TYPE actionledger_claims_total counter\n", false),
+        (Some("text/plain"), "text/plain; version=0.0.4", "# TYPE actionledger_claims_total counter\n", false),
+        (
+            Some(prometheus_asks),
+            "application/openmetrics-text; version=1.0.0",
+            "# TYPE actionledger_claims counter\n",
+            true,
+        ),
+    ] {
+        let mut request = client.get(url);
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
+        let response = request.send().await.unwrap();
+        let answered = response.headers()["content-type"].to_str().unwrap().to_owned();
+        let body = response.text().await.unwrap();
+        assert!(answered.starts_with(content_type), "{accept:?}: {answered}");
+        assert!(body.contains(counter_family), "{accept:?}: {body}");
+        assert_eq!(
+            body.ends_with("# EOF\n"),
+            openmetrics,
+            "OpenMetrics ends with its marker, text 0.0.4 has none: {body}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     const ACTIONS: u64 = 12;
@@ -81,11 +115,16 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     let mid_completed = sum_of(&mid, "actionledger_attempts_total", "outcome=\"completed\"");
     assert!(mid_completed < ACTIONS, "the scrape was not mid-drain:\n{mid}");
     println!("scrape of /metrics mid-drain:\n{mid}");
+    // The refresher's first reading, as the worker started, found the queue full.
+    assert!(!sample(&mid, "actionledger_oldest_pending_seconds{destination=\"crm\"}").is_empty(), "{mid}");
+    support::promtool::assert_metrics_clean(&mid);
 
     // Drained: every count agrees with what the CRM saw, and the gauges caught up.
     let done = loop {
         let (_, scrape) = get(&format!("http://{addr}/metrics")).await;
-        if sample(&scrape, "actionledger_actions{state=\"completed\"}") == ACTIONS.to_string() {
+        if sample(&scrape, "actionledger_actions{state=\"completed\"}") == ACTIONS.to_string()
+            && sample(&scrape, "actionledger_oldest_pending_seconds{destination=\"crm\"}") == "0"
+        {
             break scrape;
         }
         assert!(Instant::now() < deadline, "the gauges never showed the drain:\n{scrape}\n{}", worker.stderr());
@@ -110,7 +149,21 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     assert!(done.contains("actionledger_oldest_action_age_seconds{state=\"pending\"} 0"), "{done}");
     // Each action sent once: every send was the first of its action.
     assert_eq!(sample(&done, "actionledger_sends_per_action_count{destination=\"crm\"}"), records);
-    assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{le=\"1.0\",destination=\"crm\"}"), records);
+    assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{destination=\"crm\",le=\"1\"}"), records);
+    let build = format!("actionledger_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(sample(&done, &build), "1", "{done}");
+    let pool_max: u32 = sample(&done, "actionledger_database_connections_max").parse().unwrap();
+    let open: u32 = ["in_use", "idle"]
+        .iter()
+        .map(|state| {
+            sample(&done, &format!("actionledger_database_connections{{state=\"{state}\"}}")).parse::<u32>().unwrap()
+        })
+        .sum();
+    assert!(pool_max > 0 && (1..=pool_max).contains(&open), "{open} of {pool_max} connections:\n{done}");
+    let resident: u64 = sample(&done, "process_resident_memory_bytes").parse().unwrap();
+    assert!(resident > 1 << 20, "the worker's resident memory: {resident} bytes");
+    support::promtool::assert_metrics_clean(&done);
+    scrapes_follow_accept(&format!("http://{addr}/metrics")).await;
 
     let summary = worker.terminate().await;
     assert!(summary.contains(&format!("completed {ACTIONS}")), "{summary}");
@@ -334,7 +387,92 @@ async fn the_ledger_counts_claims_renewals_fenced_writes_and_lookups<S: Store>(d
     }
 }
 
-conformance!(stats_json_reports_the_ledger, the_ledger_counts_claims_renewals_fenced_writes_and_lookups);
+/// Each destination's queue latency in seconds, as the refresher reads it.
+async fn waits<S: Store>(ledger: &actionledger::ledger::Ledger<S>) -> Vec<(Option<String>, i64)> {
+    let mut waits: Vec<_> =
+        ledger.queue_waits().await.unwrap().into_iter().map(|w| (w.destination, w.seconds)).collect();
+    waits.sort();
+    waits
+}
+
+/// The queues' latency counts only what a worker may claim, from when it became claimable: an
+/// action waiting out a backoff waits for no worker until its backoff ends, nor does one that
+/// follows an action not yet completed, until that action completes.
+async fn the_queue_latency_counts_what_a_worker_may_claim_from_when_it_could<S: Store>(db: TestDb<S>) {
+    use actionledger::store::ClaimScope;
+    let ledger = &db.ledger;
+    let clock = ledger.store().clock();
+    let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false };
+    let in_a_while = |seconds: i64| seconds..seconds + 5;
+    assert_eq!(waits(ledger).await, [], "an empty ledger has no queue");
+    let erp = actionledger::domain::RawSubmission { destination: Some("erp".to_owned()), ..order("lat:erp", "{}") };
+    let loose = actionledger::domain::RawSubmission { destination: None, ..order("lat:loose", "{}") };
+    let next = actionledger::domain::RawSubmission { after: Some("lat:first".to_owned()), ..order("lat:next", "{}") };
+    for submission in [erp, loose, order("lat:first", "{}"), next] {
+        ledger.submit(&submission).await.unwrap();
+    }
+    clock.advance(Duration::from_mins(10));
+    let first = waits(ledger).await;
+    let destinations: Vec<Option<&str>> = first.iter().map(|(d, _)| d.as_deref()).collect();
+    assert_eq!(destinations, [None, Some("crm"), Some("erp")], "{first:?}");
+    assert!(first.iter().all(|(_, seconds)| in_a_while(600).contains(seconds)), "{first:?}");
+
+    // lat:first waits out an hour's backoff, and lat:next follows it: crm has nothing claimable.
+    let claim = ledger.claim_scoped("w-lat", Duration::from_mins(5), 1, &crm).await.unwrap().remove(0);
+    assert_eq!(claim.key().as_str(), "lat:first");
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    let retry = Report {
+        outcome: Outcome::RetryLater { after: Duration::from_hours(1) },
+        error: None,
+        evidence: Evidence::default(),
+    };
+    ledger.record_result(&claim, attempt, &retry).await.unwrap();
+    assert!(waits(ledger).await.iter().all(|(d, _)| d.as_deref() != Some("crm")), "{:?}", waits(ledger).await);
+
+    // Two hours on, lat:first has been claimable for the hour since its backoff ended.
+    clock.advance(Duration::from_hours(2));
+    let backed_off = waits(ledger).await;
+    assert!(
+        backed_off.iter().any(|(d, s)| d.as_deref() == Some("crm") && in_a_while(3600).contains(s)),
+        "{backed_off:?}"
+    );
+    assert!(
+        backed_off.iter().any(|(d, s)| d.as_deref() == Some("erp") && in_a_while(7800).contains(s)),
+        "{backed_off:?}"
+    );
+
+    // lat:first completes: lat:next, submitted over two hours ago, has been claimable only since.
+    let claim = ledger.claim_scoped("w-lat", Duration::from_mins(5), 1, &crm).await.unwrap().remove(0);
+    assert_eq!(claim.key().as_str(), "lat:first");
+    let attempt = ledger.start_attempt(&claim).await.unwrap();
+    let completed = Outcome::Completed { destination_id: "crm-lat".into() };
+    ledger
+        .record_result(&claim, attempt, &Report { outcome: completed, error: None, evidence: Evidence::default() })
+        .await
+        .unwrap();
+    clock.advance(Duration::from_mins(1));
+    let followed = waits(ledger).await;
+    assert!(followed.iter().any(|(d, s)| d.as_deref() == Some("crm") && in_a_while(60).contains(s)), "{followed:?}");
+}
+
+/// The pool's figures, as each scrape reads them: a transaction held is a connection in use.
+async fn the_pool_figures_show_a_connection_held<S: Store>(db: TestDb<S>) {
+    let store = db.ledger.store();
+    let before = store.connection_figures();
+    assert!(before.max > 0 && before.idle <= before.open && before.open <= before.max, "{before:?}");
+    let held = store.begin().await.unwrap();
+    let holding = store.connection_figures();
+    assert!(holding.open - holding.idle >= 1, "a transaction holds a connection: {holding:?}");
+    drop(held);
+    assert_eq!(holding.max, before.max);
+}
+
+conformance!(
+    stats_json_reports_the_ledger,
+    the_pool_figures_show_a_connection_held,
+    the_ledger_counts_claims_renewals_fenced_writes_and_lookups,
+    the_queue_latency_counts_what_a_worker_may_claim_from_when_it_could
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_json_log_line_carries_the_action_fields() {
@@ -441,4 +579,45 @@ async fn a_hostile_error_body_reaches_the_log_escaped() {
         }
         assert!(!logged.contains('\u{9b}'), "{format}: a C1 CSI reached the log");
     }
+}
+
+/// Every alert rule group the README and the guides give (a YAML block with `alert:`) passes
+/// `promtool check rules`, and names only metrics the binary serves.
+#[test]
+fn the_alert_rules_the_docs_give_pass_promtool() {
+    use actionledger::domain::State;
+    use actionledger::metrics;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A series in every family the refresher sets, as a worker's first refresh leaves them.
+    let states = State::ALL.into_iter().map(|state| (state, 0)).collect();
+    let ages = [State::Pending, State::Unknown, State::Held, State::Conflict].map(|state| (state, None)).to_vec();
+    let refreshed = metrics::LedgerGauges { actions: states, stale_claims: 0, oldest_age_seconds: ages, read_at_ms: 0 };
+    metrics::set_ledger_gauges(&refreshed);
+    metrics::set_queue_waits(&[("rules-test".to_owned(), 0)]);
+    metrics::set_ready(true);
+    let served = metrics::encode_text();
+    let mut groups = 0;
+    for document in ["README.md", "docs/operators.md"] {
+        let text = std::fs::read_to_string(root.join(document)).unwrap();
+        let blocks = text.split("```yaml\n").skip(1).filter_map(|rest| rest.split_once("```").map(|(block, _)| block));
+        for block in blocks.filter(|block| block.contains("alert:")) {
+            groups += 1;
+            for word in block.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("actionledger_") {
+                    assert!(
+                        served.contains(&format!("# TYPE {word} ")),
+                        "{document} alerts on {word}, which is not served"
+                    );
+                }
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let rules = dir.path().join("rules.yml");
+            std::fs::write(&rules, block).unwrap();
+            let Some(output) = support::promtool::check(&["rules", rules.to_str().unwrap()], "") else { return };
+            let said =
+                format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            assert!(output.status.success() && said.contains("SUCCESS"), "{document}: promtool check rules: {said}");
+        }
+    }
+    assert!(groups > 0, "no alert rules found in the docs");
 }

@@ -229,6 +229,28 @@ SELECT state, COUNT(*) AS count, MIN(updated_at) AS oldest,
 FROM actions
 GROUP BY state;
 
+-- name: claimable_since_by_destination
+-- For each destination with claimable actions, when the one that has waited longest became
+-- claimable: the queue's latency, as a job queue reports it. Claimable as claims.sql defines it:
+-- pending, its backoff over, no proposal waiting for a person, and the action it follows (if any)
+-- completed. It became claimable at the latest of when it last changed, when its backoff ended and
+-- when the action it follows last changed (completed).
+-- $1 now: the time
+SELECT destination,
+       MIN(CASE WHEN followed_at > since THEN followed_at ELSE since END) AS since
+FROM (
+    SELECT a.destination AS destination,
+           CASE WHEN a.not_before > a.updated_at THEN a.not_before ELSE a.updated_at END AS since,
+           p.updated_at AS followed_at
+    FROM actions a
+    LEFT JOIN actions p ON p.key = a.after_key
+    WHERE a.state = 'pending'
+      AND (a.not_before IS NULL OR a.not_before <= $1)
+      AND a.proposed_payload IS NULL
+      AND (a.after_key IS NULL OR p.state = 'completed')
+) claimable
+GROUP BY destination;
+
 -- name: select_states
 -- The state of each recorded action among some keys: what the actions that wait on them are
 -- waiting for (a blocked dependent, see domain/blocked.rs). A key not recorded answers no row.

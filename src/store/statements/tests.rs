@@ -21,6 +21,7 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
         ("count_late_results", COUNT_LATE_RESULTS),
         ("pending_backoffs", PENDING_BACKOFFS),
         ("ledger_stats", LEDGER_STATS),
+        ("claimable_since_by_destination", CLAIMABLE_SINCE_BY_DESTINATION),
         ("count_by_state", COUNT_BY_STATE),
         ("count_waiting_by_after_state", COUNT_WAITING_BY_AFTER_STATE),
         ("count_proposed_elsewhere", COUNT_PROPOSED_ELSEWHERE),

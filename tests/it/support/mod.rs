@@ -1,10 +1,12 @@
 //! Test databases: a fresh SQLite file per test, and a fresh PostgreSQL database per test on a
 //! throwaway cluster that this test process starts (or on `ACTIONLEDGER_TEST_PG_URL`); with them
-//! the simulated CRM's destination kinds (`crm`) and the binary as a child process (`process`).
+//! the simulated CRM's destination kinds (`crm`), the binary as a child process (`process`) and
+//! Prometheus's checker (`promtool`).
 
 pub mod crm;
 pub mod pg;
 pub mod process;
+pub mod promtool;
 
 use actionledger::Ledger;
 use actionledger::store::{PostgresStore, SqliteStore};

@@ -109,7 +109,7 @@ pub async fn migrate(url: &str, schema: Option<&str>, args: &MigrateArgs) -> Res
             .collect();
         println!(
             "{}",
-            json!({ "ledger": after.ledger, "applied": applied, "current": after.is_current(), "access": access })
+            json!({ "ledger": before.ledger, "applied": applied, "current": after.is_current(), "access": access })
         );
         return Ok(exit::OK);
     }
@@ -126,7 +126,7 @@ pub async fn migrate(url: &str, schema: Option<&str>, args: &MigrateArgs) -> Res
         1 => "1 migration applied".to_owned(),
         n => format!("{n} migrations applied"),
     };
-    println!("ledger schema is up to date at {} ({summary})", after.ledger);
+    println!("ledger schema is up to date at {} ({summary})", before.ledger);
     if let Some(access) = access {
         println!("access: {access}");
     }

@@ -111,6 +111,8 @@ enum GrantError {
     NoLogins,
     #[error("the login name is empty; give the name of the PostgreSQL login serve connects as")]
     EmptyLogin,
+    #[error("there is no PostgreSQL login {login}; create it first: CREATE ROLE {login} LOGIN PASSWORD '...'")]
+    NoSuchLogin { login: String },
 }
 
 impl From<GrantError> for Error {
@@ -139,7 +141,12 @@ pub(super) async fn grant(url: &str, schema: Option<&str>, args: &ServeArgs) -> 
     let store = crate::store::PostgresStore::open_in(url, schema, false).await?;
     let granted = store.grant_serve(login, &people).await;
     store.close().await;
-    granted?;
+    match granted {
+        Err(crate::store::StoreError::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("42704") => {
+            return Err(GrantError::NoSuchLogin { login: login.to_owned() }.into());
+        }
+        other => other?,
+    }
     println!(
         "granted {login} the roles actionledger_worker and actionledger_reviewer (serve acts as each on a pool of its own)"
     );

@@ -1102,8 +1102,11 @@ async fn a_login_granted_by_serve_grant_is_all_serve_needs_and_its_refusals_are_
         .args(["--db", &admin_url, "serve", "grant", "no_such_login", "--tokens", "granted.txt"])
         .output()
         .unwrap();
-    assert_ne!(nobody.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&nobody.stderr).contains("there is no login no_such_login"), "{nobody:?}");
+    assert_eq!(nobody.status.code(), Some(2), "a usage error: {nobody:?}");
+    assert!(
+        String::from_utf8_lossy(&nobody.stderr).contains("there is no PostgreSQL login no_such_login"),
+        "{nobody:?}"
+    );
     let on_sqlite = actionledger(dir.path())
         .args(["--db", "sqlite://ledger.db", "serve", "grant", &login, "--tokens", "granted.txt"])
         .output()

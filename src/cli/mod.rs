@@ -15,6 +15,7 @@ mod sim_crm;
 mod stats;
 mod submit;
 mod values;
+mod wait;
 mod worker;
 
 pub use bench::BenchArgs;
@@ -27,6 +28,7 @@ pub use serve::ServeArgs;
 pub use sim_crm::SimCrmArgs;
 pub use stats::StatsArgs;
 pub use submit::{ListArgs, SubmitArgs};
+pub use wait::WaitArgs;
 pub use worker::{ReconcileArgs, WorkerArgs};
 
 use crate::domain::{ActionKey, ManualCommand};
@@ -96,7 +98,7 @@ pub const DEFAULT_DB_URL: &str = "sqlite://actionledger.db";
     version,
     about = "A durable ledger that lets automations perform each external action once.",
     after_help = "Exit codes: 0 success, 1 error, 2 usage error, 3 refused (conflict, stale version, \
-                  invalid transition, invalid submission), 4 not found, 5 schema not current (migrate --status)."
+                  invalid transition, invalid submission), 4 not found, 5 schema not current (migrate --status), 6 timed out (wait --timeout)."
 )]
 pub struct Cli {
     /// Ledger database URL (sqlite://FILE or postgres://...). Default: $ACTIONLEDGER_DB, then
@@ -141,6 +143,10 @@ pub enum Command {
         #[arg(long)]
         config: Option<std::path::PathBuf>,
     },
+    /// Wait until an action is in a state (or one of several, e.g. --for completed,failed); exits
+    /// 0 then, 6 if --timeout runs out first (saying the state it is in), 4 if there is no such
+    /// action.
+    Wait(WaitArgs),
     /// Controlled retry of a failed, unknown, held or conflicting action, under the same key.
     Retry(ManualArgs),
     /// Record a verified outcome: completed (with the destination id) or not written.
@@ -265,6 +271,7 @@ impl Command {
             Self::Demo(args) => args.json,
             Self::Bench(args) => args.json,
             Self::Stats(args) => args.json,
+            Self::Wait(args) => args.json,
             Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => false,
         }
     }
@@ -366,6 +373,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
             submit::show(&ledger, &key, json, config.as_deref()).await?;
             Ok(exit::OK)
         }
+        Command::Wait(args) => wait::wait(&ledger, args).await,
         Command::Retry(args) => manual::manual(&ledger, args, ManualCommand::Retry).await,
         Command::Resolve { manual: args, resolution, destination_id } => {
             let command = manual::resolution(resolution, destination_id)?;

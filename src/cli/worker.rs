@@ -81,6 +81,19 @@ pub(super) async fn shutdown_signal() {
     }
 }
 
+/// Completes on SIGTSTP: the worker goes quiet (as Sidekiq's TSTP), claiming nothing more and
+/// exiting once what it holds is recorded. Caught, the signal no longer suspends the process, so
+/// that a worker never sits stopped with claims whose leases run out.
+async fn quiet_signal() {
+    let tstp = tokio::signal::unix::SignalKind::from_raw(rustix::process::Signal::TSTP.as_raw());
+    match tokio::signal::unix::signal(tstp) {
+        Ok(mut signal) => {
+            signal.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
 pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
     let (config, destinations) = load_destinations(&args.config, true)?;
     let concurrency = args.concurrency.unwrap_or(config.worker.concurrency);
@@ -127,12 +140,13 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
     };
     tracing::info!(
         worker = %escape_untrusted(&options.id),
-        "worker {} performing actions for {} ({at_once}){}",
+        "worker {} performing actions for {} ({at_once}){}; SIGTSTP: claim nothing more and exit once what is \
+         held is recorded; SIGINT or SIGTERM: stop now, giving back what is not sent",
         escape_untrusted(&options.id),
         escape_untrusted(&options.destinations.names().collect::<Vec<_>>().join(", ")),
-        if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
+        if options.drain { ", until nothing is left" } else { "" }
     );
-    let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;
+    let summary = crate::worker::run_with_quiet(ledger, options, quiet_signal(), shutdown_signal()).await?;
     drop(endpoint);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));

@@ -116,8 +116,31 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
     pub log_format: logging::LogFormat,
 
+    /// Print the command's answer as JSON, errors too ({"error", "exit_code"} on standard
+    /// output); the same as the subcommand's own --json, written before or after it.
+    #[arg(long, global = true)]
+    pub json: bool,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Why a command line cannot be run as written, before anything is opened.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandLineError {
+    #[error("--json: this command prints no answer to put in JSON (review, serve, sim-crm, completions and manpage)")]
+    NoJsonAnswer,
+}
+
+impl Cli {
+    /// Carries a `--json` written before the subcommand (or after one that has none of its own) to
+    /// the subcommand, which prints its answer by it. A command with no answer to print refuses it.
+    pub fn with_json_given_anywhere(mut self) -> Result<Self, CommandLineError> {
+        if self.json {
+            *self.command.json_flag().ok_or(CommandLineError::NoJsonAnswer)? = true;
+        }
+        Ok(self)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -254,6 +277,7 @@ impl Command {
             Self::Submit(args) => args.json,
             Self::List(args) => args.json,
             Self::Show { json, .. } => *json,
+            Self::Wait(args) => args.json,
             Self::Retry(args)
             | Self::Cancel(args)
             | Self::Approve { manual: args, .. }
@@ -271,8 +295,35 @@ impl Command {
             Self::Demo(args) => args.json,
             Self::Bench(args) => args.json,
             Self::Stats(args) => args.json,
-            Self::Wait(args) => args.json,
             Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => false,
+        }
+    }
+
+    /// The command's own `--json`, where it has an answer to print as JSON.
+    fn json_flag(&mut self) -> Option<&mut bool> {
+        match self {
+            Self::Submit(args) => Some(&mut args.json),
+            Self::List(args) => Some(&mut args.json),
+            Self::Show { json, .. } => Some(json),
+            Self::Wait(args) => Some(&mut args.json),
+            Self::Retry(args)
+            | Self::Cancel(args)
+            | Self::Approve { manual: args, .. }
+            | Self::Reject { manual: args, .. }
+            | Self::Takeover(args)
+            | Self::Lookup(args)
+            | Self::Acknowledge(args)
+            | Self::Recreate(args)
+            | Self::Resolve { manual: args, .. }
+            | Self::Assign { manual: args, .. } => Some(&mut args.json),
+            Self::Purge(args) => Some(&mut args.json),
+            Self::Migrate(args) => Some(&mut args.json),
+            Self::Worker(args) => Some(&mut args.json),
+            Self::Reconcile(args) => Some(&mut args.json),
+            Self::Demo(args) => Some(&mut args.json),
+            Self::Bench(args) => Some(&mut args.json),
+            Self::Stats(args) => Some(&mut args.json),
+            Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => None,
         }
     }
 }

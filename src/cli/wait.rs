@@ -29,7 +29,8 @@ pub struct WaitArgs {
     /// that needs a person (failed, unknown, conflict, held) is also heard at once.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_text::parse)]
     interval: Duration,
-    /// Print the action at the end as `show --json` does (errors too: {"error", "exit_code"}).
+    /// Print the action at the end as one JSON document, as `show --json` does (errors too:
+    /// {"error", "exit_code"}).
     #[arg(long)]
     pub(super) json: bool,
 }

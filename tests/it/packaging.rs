@@ -121,7 +121,7 @@ fn errors_under_json_are_json_on_standard_output_with_their_exit_code() {
     let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
     let migrated = run_in(Path::new(BIN), dir.path(), &["--db", &db, "migrate"]);
     assert_eq!(migrated.status.code(), Some(0), "{}", stderr(&migrated));
-    let cases: [(&[&str], i32, &str); 7] = [
+    let cases: [(&[&str], i32, &str); 10] = [
         (&["show", "acme:order:1:none", "--json"], 4, "acme:order:1:none"),
         (&["cancel", "acme:order:1:none", "--owner", "ana", "--reason", "r", "--json"], 4, "acme:order:1:none"),
         (&["list", "--limit", "0", "--json"], 2, "--limit is 0"),
@@ -129,6 +129,9 @@ fn errors_under_json_are_json_on_standard_output_with_their_exit_code() {
         (&["list", "--state", "pendng", "--json"], 2, "a similar value exists: 'pending'"),
         (&["list", "--json", "--no-such-flag"], 2, "--no-such-flag"),
         (&["purge", "--older-than", "0d", "--owner", "ana", "--reason", "r", "--json"], 2, "longer than zero"),
+        (&["--json", "show", "acme:order:1:none"], 4, "acme:order:1:none"),
+        (&["--json", "list", "--state", "pendng"], 2, "a similar value exists: 'pending'"),
+        (&["--json", "review"], 2, "prints no answer"),
     ];
     for (args, code, says) in cases {
         let mut line = vec!["--db", &db];
@@ -153,6 +156,32 @@ fn errors_under_json_are_json_on_standard_output_with_their_exit_code() {
     let help = run(&["list", "--json", "--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(stdout(&help).starts_with("List actions"), "{}", stdout(&help));
+}
+
+#[test]
+fn json_is_the_same_flag_before_the_subcommand_as_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let submitted = run_in(
+        Path::new(BIN),
+        dir.path(),
+        &["--db", &db, "submit", "--key", "acme:order:3:create", "--payload", "{}", "--source", "shop"],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{}", stderr(&submitted));
+    let answer = |args: &[&str]| {
+        let mut line = vec!["--db", db.as_str()];
+        line.extend_from_slice(args);
+        let out = run_in(Path::new(BIN), dir.path(), &line);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", stdout(&out)))
+    };
+    for command in [&["stats"][..], &["show", "acme:order:3:create"], &["list", "--limit", "5"]] {
+        let before = answer(&[&["--json"][..], command].concat());
+        let after = answer(&[command, &["--json"][..]].concat());
+        let masked = |value: Value| value.to_string().replace(char::is_numeric, "0");
+        assert_eq!(masked(before), masked(after), "{command:?}");
+    }
 }
 
 /// The binary `cargo install --path .` gives: built without the dev-dependency, so without the

@@ -92,10 +92,14 @@ mod panic_report_tests {
 /// The database used when neither `--db`, `ACTIONLEDGER_DB` nor `DATABASE_URL` names one.
 pub const DEFAULT_DB_URL: &str = "sqlite://actionledger.db";
 
+/// What `--version` prints after the name: the crate's version, then the commit it was built
+/// from and that commit's date (build.rs), e.g. `0.1.0 (abc1234 2026-12-05)`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ACTIONLEDGER_BUILD"), ")");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "actionledger",
-    version,
+    version = VERSION,
     about = "A durable ledger that lets automations perform each external action once.",
     after_help = "Exit codes: 0 success, 1 error, 2 usage error, 3 refused (conflict, stale version, \
                   invalid transition, invalid submission), 4 not found, 5 schema not current (migrate --status), 6 timed out (wait --timeout)."

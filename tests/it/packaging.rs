@@ -184,6 +184,25 @@ fn json_is_the_same_flag_before_the_subcommand_as_after_it() {
     }
 }
 
+/// `--version` names the commit the binary was built from, as `git` names it here, and its date.
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let version = stdout(&run(&["--version"]));
+    let git = |args: &[&str]| {
+        let out = Command::new("git").current_dir(env!("CARGO_MANIFEST_DIR")).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let expected = match (git(&["rev-parse", "--short", "HEAD"]), git(&["log", "-1", "--format=%cs"])) {
+        (Some(commit), Some(date)) => {
+            let clean = format!("actionledger {} ({commit} {date})", env!("CARGO_PKG_VERSION"));
+            let dirty = format!("actionledger {} ({commit}-dirty {date})", env!("CARGO_PKG_VERSION"));
+            vec![clean, dirty]
+        }
+        _ => vec![format!("actionledger {} (unknown)", env!("CARGO_PKG_VERSION"))],
+    };
+    assert!(expected.contains(&version.trim().to_owned()), "{version:?}, not one of {expected:?}");
+}
+
 /// The binary `cargo install --path .` gives: built without the dev-dependency, so without the
 /// `fault-injection` and `testkit` features, installed once per test run under
 /// `target/nofaults/root/bin`.

@@ -9,6 +9,7 @@ use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::testkit::faults;
 use clap::CommandFactory as _;
 use serde_json::Value;
+use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -75,8 +76,90 @@ fn the_manual_page_is_roff_for_section_1() {
     // clap_mangen defines a quote string (`.ie`/`.el`) before the title header.
     let header = page.lines().find(|line| !line.starts_with(".ie") && !line.starts_with(".el")).unwrap_or_default();
     assert!(header.starts_with(".TH actionledger 1"), "{header}");
-    for section in [".SH NAME", ".SH SYNOPSIS", ".SH SUBCOMMANDS", "actionledger\\-worker", "actionledger\\-purge"] {
+    for section in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        ".SH OPTIONS",
+        ".SH COMMANDS",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH \"EXIT STATUS\"",
+    ] {
         assert!(page.contains(section), "the manual page lacks {section}");
+    }
+}
+
+/// One page documents everything: each command (and subcommand) in a subsection of its own with
+/// every option it takes, every environment variable the binary reads, its files and every exit
+/// status; it names no other page, since none is installed.
+#[test]
+fn the_manual_page_documents_every_command_option_variable_file_and_exit_status() {
+    let page = stdout(&run(&["manpage"]));
+    let roff_text = |text: &str| text.replace('-', "\\-");
+    let mut cli = Cli::command();
+    cli.build();
+    let mut commands: Vec<(String, &clap::Command)> =
+        cli.get_subcommands().map(|sub| (format!("actionledger {}", sub.get_name()), sub)).collect();
+    // clap's own `help` subcommand, which the page has no need to describe.
+    commands.retain(|(_, command)| command.get_name() != "help");
+    let mut checked = 0;
+    while let Some((name, command)) = commands.pop() {
+        assert!(!page.contains(&format!("{}(1)", roff_text(&name.replace(' ', "-")))), "names a page {name}(1)");
+        let start = page.find(&format!(".SS \"{name}\"")).unwrap_or_else(|| panic!("no subsection for {name}"));
+        let section = &page[start..];
+        let section = &section[..section[1..].find(".SS ").map_or(section.len(), |end| end + 1)];
+        for arg in command.get_arguments().filter(|a| !a.is_global_set() && !a.is_hide_set()) {
+            let Some(long) = arg.get_long().filter(|long| *long != "help") else { continue };
+            let flag = format!("\\fB{}\\fR", roff_text(&format!("--{long}")));
+            assert!(section.contains(&flag), "{name}: --{long} is not documented in its subsection");
+        }
+        checked += 1;
+        commands.extend(
+            command
+                .get_subcommands()
+                .filter(|sub| sub.get_name() != "help")
+                .map(|sub| (format!("{name} {}", sub.get_name()), sub)),
+        );
+    }
+    assert!(checked > 25, "only {checked} commands");
+    let environment = &page[page.find(".SH ENVIRONMENT").unwrap()..page.find(".SH FILES").unwrap()];
+    let read_by_clap = cli
+        .get_subcommands()
+        .flat_map(clap::Command::get_subcommands)
+        .chain(cli.get_subcommands())
+        .flat_map(clap::Command::get_arguments)
+        .filter_map(|arg| arg.get_env().map(|env| env.to_string_lossy().into_owned()));
+    let read_by_the_code =
+        ["ACTIONLEDGER_DB", "DATABASE_URL", "ACTIONLEDGER_TOKENS", "RUST_LOG", "NO_COLOR", "PGSSLMODE"];
+    for variable in read_by_clap.chain(read_by_the_code.map(str::to_owned)) {
+        assert!(environment.contains(&roff_text(&variable)), "ENVIRONMENT lacks {variable}");
+    }
+    let files = &page[page.find(".SH FILES").unwrap()..page.find(".SH \"EXIT STATUS\"").unwrap()];
+    assert!(files.contains("actionledger.toml") && files.contains("actionledger.db"), "{files}");
+    let exit_status = &page[page.find(".SH \"EXIT STATUS\"").unwrap()..];
+    for code in 0..=6 {
+        assert!(exit_status.contains(&format!(".TP\n\\fB{code}\\fR")), "EXIT STATUS lacks {code}");
+    }
+
+    // groff (which man runs) reads it without a warning, and man lays it out.
+    let Ok(mut groff) =
+        Command::new("groff").args(["-man", "-ww", "-z"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn()
+    else {
+        println!("groff is not installed: the page's roff is not checked");
+        return;
+    };
+    groff.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+    let checked = groff.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stderr.is_empty(),
+        "groff warns: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &page).unwrap();
+    if let Ok(shown) = Command::new("man").env("MANWIDTH", "100").arg("-l").arg(file.path()).output() {
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.contains("EXIT STATUS") && shown.contains("actionledger wait"), "{shown}");
     }
 }
 

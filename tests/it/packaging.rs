@@ -445,6 +445,15 @@ fn the_systemd_unit_verifies() {
     let crm = &defaults.destinations["crm"];
     let longest_request = (crm.timeout + crm.connect_timeout).as_secs();
     assert!(stop > 2 * longest_request, "TimeoutStopSec={stop}s, a request may take {longest_request}s");
+    // The example URL's user can log in: a login the comments make, not one of the group roles
+    // the migrations create without LOGIN.
+    let user = text
+        .lines()
+        .find_map(|line| line.split_once("ACTIONLEDGER_DB=postgres://")?.1.split_once('@').map(|(user, _)| user))
+        .expect("an example URL");
+    let groups = ["actionledger_owner", "actionledger_worker", "actionledger_reviewer", "actionledger_viewer"];
+    assert!(!groups.contains(&user), "the example URL logs in as {user}, a role that cannot log in");
+    assert!(text.contains(&format!("CREATE ROLE {user} LOGIN")), "the unit does not say how {user} is made");
 
     let Ok(probe) = Command::new("systemd-analyze").arg("--version").output() else {
         println!("SKIPPING the systemd unit check: systemd-analyze is not installed");
@@ -459,6 +468,32 @@ fn the_systemd_unit_verifies() {
     let out = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
     // A setting systemd cannot parse is only a warning on standard error: none is allowed.
     assert!(out.status.success() && out.stderr.is_empty(), "systemd-analyze verify: {}", stderr(&out));
+}
+
+/// The container example (not built here: that needs a registry): two stages, the binary built
+/// against the lock file, run by a user other than root, and no secret set in the image or copied
+/// into the build.
+#[test]
+fn the_container_example_runs_unprivileged_and_holds_no_secret() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = std::fs::read_to_string(root.join("examples/Containerfile")).unwrap();
+    let instructions: Vec<&str> =
+        file.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty()).collect();
+    assert_eq!(instructions.iter().filter(|line| line.starts_with("FROM ")).count(), 2, "two stages");
+    assert!(file.contains("cargo build --release --locked"), "built against the lock file");
+    let user = instructions.iter().rev().find_map(|line| line.strip_prefix("USER ")).expect("a USER");
+    let uid: u32 = user.split(':').next().unwrap().parse().expect("the user by number");
+    assert_ne!(uid, 0, "runs as root");
+    for line in instructions.iter().filter(|line| line.starts_with("ENV ") || line.starts_with("ARG ")) {
+        for secret in ["PASSWORD", "TOKEN", "SECRET", "ACTIONLEDGER_DB", "DATABASE_URL"] {
+            assert!(!line.to_uppercase().contains(secret), "the image sets {line}");
+        }
+    }
+    assert!(file.contains(r#"ENTRYPOINT ["/usr/local/bin/actionledger"]"#), "{file}");
+    let ignored = std::fs::read_to_string(root.join(".dockerignore")).unwrap();
+    for kept_out in ["target", "actionledger.toml", "**/*.db"] {
+        assert!(ignored.lines().any(|line| line == kept_out), ".dockerignore lacks {kept_out}");
+    }
 }
 
 /// What only tests use is not in what users install: the throwaway PostgreSQL's starter is in the

@@ -236,7 +236,9 @@ pub enum Command {
     Purge(PurgeArgs),
     /// The review console: triage uncertain actions in the terminal.
     Review(ReviewArgs),
-    /// Perform pending actions against the destinations in the configuration file.
+    /// Perform pending actions against the destinations in the configuration file. SIGTSTP makes
+    /// it quiet: it claims nothing more and exits 0 once each action it holds is recorded. SIGTERM
+    /// or SIGINT stops it now: requests in flight finish and are recorded, the rest is given back.
     Worker(WorkerArgs),
     /// Compare the ledger with a destination: missing, duplicated and mismatched records.
     Reconcile(ReconcileArgs),

@@ -246,14 +246,22 @@ async fn a_worker_stopped_by_sigterm_mid_drain_commits_every_result_sent_and_giv
     println!("SIGTERM, then drained: {}", drained.stdout.trim());
 }
 
-/// SIGTSTP lands with requests in flight: the worker goes quiet. Every action it held is performed
-/// and recorded (none given back, none left in progress), it claims nothing after the signal (so
-/// no more records land after it than it had slots), and it exits 0 on its own. The rest waits,
-/// never touched, for the next worker.
+/// SIGTSTP lands with requests in flight and others waiting for their turn at a paced destination:
+/// the worker goes quiet. Every action it held is performed and recorded (none given back, none
+/// left in progress or sent back to pending with an attempt), it claims nothing after the signal
+/// (so no more records land after it than it had slots), and it exits 0 on its own. The rest
+/// waits, never touched, for the next worker.
 async fn a_worker_quieted_by_sigtstp_claims_nothing_more_and_exits_once_what_it_held_is_recorded<S: Store>(
     db: TestDb<S>,
 ) {
     let backlog = Backlog::submit(&db, "quiet").await;
+    // One destination paced below what the worker claims for it: some of its claims wait for their
+    // turn when the signal lands. A stop would report those not sent; going quiet sends them.
+    let config = std::fs::read_to_string(&backlog.config).unwrap();
+    let paced =
+        config.replace("[destinations.keyed]\n", "[destinations.keyed]\nrate_limit = { per_second = 10, burst = 1 }\n");
+    assert_ne!(config, paced, "the keyed destination is in the configuration");
+    std::fs::write(&backlog.config, paced).unwrap();
     let total = backlog.total();
     let mut worker = backlog.worker(&db, "stops-quiet", &["--json"]);
     let mut in_flight = 0;

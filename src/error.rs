@@ -20,6 +20,8 @@ pub mod exit {
     pub const NOT_FOUND: i32 = 4;
     /// `migrate --status`: the ledger's schema is not the one this build expects.
     pub const NOT_CURRENT: i32 = 5;
+    /// `wait --timeout`: the time ran out before the action reached a state waited for.
+    pub const TIMED_OUT: i32 = 6;
 }
 
 /// How a front end answers an error: the same classification everywhere (the command line's exit

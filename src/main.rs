@@ -9,8 +9,9 @@ fn main() -> ExitCode {
     // Panics and unexpected failures get a readable report instead of a bare message.
     actionledger::cli::install_panic_report();
     quiet_on_closed_output();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let cli = match Cli::try_parse().map(Cli::with_json_given_anywhere) {
+        Ok(Ok(cli)) => cli,
+        Ok(Err(refused)) => return failed(true, &refused.to_string(), exit::USAGE),
         Err(refused) => return usage_error(&refused),
     };
     let json = cli.command.json();

@@ -15,6 +15,7 @@ mod sim_crm;
 mod stats;
 mod submit;
 mod values;
+mod wait;
 mod worker;
 
 pub use bench::BenchArgs;
@@ -27,6 +28,7 @@ pub use serve::ServeArgs;
 pub use sim_crm::SimCrmArgs;
 pub use stats::StatsArgs;
 pub use submit::{ListArgs, SubmitArgs};
+pub use wait::WaitArgs;
 pub use worker::{ReconcileArgs, WorkerArgs};
 
 use crate::domain::{ActionKey, ManualCommand};
@@ -90,13 +92,17 @@ mod panic_report_tests {
 /// The database used when neither `--db`, `ACTIONLEDGER_DB` nor `DATABASE_URL` names one.
 pub const DEFAULT_DB_URL: &str = "sqlite://actionledger.db";
 
+/// What `--version` prints after the name: the crate's version, then the commit it was built
+/// from and that commit's date (build.rs), e.g. `0.1.0 (abc1234 2026-12-05)`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ACTIONLEDGER_BUILD"), ")");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "actionledger",
-    version,
+    version = VERSION,
     about = "A durable ledger that lets automations perform each external action once.",
     after_help = "Exit codes: 0 success, 1 error, 2 usage error, 3 refused (conflict, stale version, \
-                  invalid transition, invalid submission), 4 not found, 5 schema not current (migrate --status)."
+                  invalid transition, invalid submission), 4 not found, 5 schema not current (migrate --status), 6 timed out (wait --timeout)."
 )]
 pub struct Cli {
     /// Ledger database URL (sqlite://FILE or postgres://...). Default: $ACTIONLEDGER_DB, then
@@ -114,8 +120,31 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
     pub log_format: logging::LogFormat,
 
+    /// Print the command's answer as JSON, errors too ({"error", "exit_code"} on standard
+    /// output); the same as the subcommand's own --json, written before or after it.
+    #[arg(long, global = true)]
+    pub json: bool,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Why a command line cannot be run as written, before anything is opened.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandLineError {
+    #[error("--json: this command prints no answer to put in JSON (review, serve, sim-crm, completions and manpage)")]
+    NoJsonAnswer,
+}
+
+impl Cli {
+    /// Carries a `--json` written before the subcommand (or after one that has none of its own) to
+    /// the subcommand, which prints its answer by it. A command with no answer to print refuses it.
+    pub fn with_json_given_anywhere(mut self) -> Result<Self, CommandLineError> {
+        if self.json {
+            *self.command.json_flag().ok_or(CommandLineError::NoJsonAnswer)? = true;
+        }
+        Ok(self)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -141,6 +170,10 @@ pub enum Command {
         #[arg(long)]
         config: Option<std::path::PathBuf>,
     },
+    /// Wait until an action is in a state (or one of several, e.g. --for completed,failed); exits
+    /// 0 then, 6 if --timeout runs out first (saying the state it is in), 4 if there is no such
+    /// action.
+    Wait(WaitArgs),
     /// Controlled retry of a failed, unknown, held or conflicting action, under the same key.
     Retry(ManualArgs),
     /// Record a verified outcome: completed (with the destination id) or not written.
@@ -203,7 +236,9 @@ pub enum Command {
     Purge(PurgeArgs),
     /// The review console: triage uncertain actions in the terminal.
     Review(ReviewArgs),
-    /// Perform pending actions against the destinations in the configuration file.
+    /// Perform pending actions against the destinations in the configuration file. SIGTSTP makes
+    /// it quiet: it claims nothing more and exits 0 once each action it holds is recorded. SIGTERM
+    /// or SIGINT stops it now: requests in flight finish and are recorded, the rest is given back.
     Worker(WorkerArgs),
     /// Compare the ledger with a destination: missing, duplicated and mismatched records.
     Reconcile(ReconcileArgs),
@@ -248,6 +283,7 @@ impl Command {
             Self::Submit(args) => args.json,
             Self::List(args) => args.json,
             Self::Show { json, .. } => *json,
+            Self::Wait(args) => args.json,
             Self::Retry(args)
             | Self::Cancel(args)
             | Self::Approve { manual: args, .. }
@@ -266,6 +302,34 @@ impl Command {
             Self::Bench(args) => args.json,
             Self::Stats(args) => args.json,
             Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => false,
+        }
+    }
+
+    /// The command's own `--json`, where it has an answer to print as JSON.
+    fn json_flag(&mut self) -> Option<&mut bool> {
+        match self {
+            Self::Submit(args) => Some(&mut args.json),
+            Self::List(args) => Some(&mut args.json),
+            Self::Show { json, .. } => Some(json),
+            Self::Wait(args) => Some(&mut args.json),
+            Self::Retry(args)
+            | Self::Cancel(args)
+            | Self::Approve { manual: args, .. }
+            | Self::Reject { manual: args, .. }
+            | Self::Takeover(args)
+            | Self::Lookup(args)
+            | Self::Acknowledge(args)
+            | Self::Recreate(args)
+            | Self::Resolve { manual: args, .. }
+            | Self::Assign { manual: args, .. } => Some(&mut args.json),
+            Self::Purge(args) => Some(&mut args.json),
+            Self::Migrate(args) => Some(&mut args.json),
+            Self::Worker(args) => Some(&mut args.json),
+            Self::Reconcile(args) => Some(&mut args.json),
+            Self::Demo(args) => Some(&mut args.json),
+            Self::Bench(args) => Some(&mut args.json),
+            Self::Stats(args) => Some(&mut args.json),
+            Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => None,
         }
     }
 }
@@ -369,6 +433,7 @@ async fn execute<S: Store>(ledger: Ledger<S>, command: Command, url: &str) -> Re
             submit::show(&ledger, &key, json, config.as_deref()).await?;
             Ok(exit::OK)
         }
+        Command::Wait(args) => wait::wait(&ledger, args).await,
         Command::Retry(args) => manual::manual(&ledger, args, ManualCommand::Retry).await,
         Command::Resolve { manual: args, resolution, destination_id } => {
             let command = manual::resolution(resolution, destination_id)?;

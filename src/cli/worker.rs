@@ -82,6 +82,19 @@ pub(super) async fn shutdown_signal() {
     }
 }
 
+/// Completes on SIGTSTP: the worker goes quiet (as Sidekiq's TSTP), claiming nothing more and
+/// exiting once what it holds is recorded. Caught, the signal no longer suspends the process, so
+/// that a worker never sits stopped with claims whose leases run out.
+async fn quiet_signal() {
+    let tstp = tokio::signal::unix::SignalKind::from_raw(rustix::process::Signal::TSTP.as_raw());
+    match tokio::signal::unix::signal(tstp) {
+        Ok(mut signal) => {
+            signal.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
 /// The operations endpoint (`--metrics-addr`: metrics, liveness, readiness) of a worker or of
 /// `serve`, started and its address logged; it stops when dropped.
 pub(super) async fn metrics_endpoint<S: Store>(
@@ -144,12 +157,13 @@ pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Res
     let endpoint = metrics_endpoint(&ledger, args.metrics_addr, args.metrics_refresh).await?;
     tracing::info!(
         worker = %escape_untrusted(&options.id),
-        "worker {} performing actions for {} ({at_once}){}",
+        "worker {} performing actions for {} ({at_once}){}; SIGTSTP: claim nothing more and exit once what is \
+         held is recorded; SIGINT or SIGTERM: stop now, giving back what is not sent",
         escape_untrusted(&options.id),
         escape_untrusted(&options.destinations.names().collect::<Vec<_>>().join(", ")),
-        if options.drain { ", until nothing is left" } else { "; SIGINT or SIGTERM stops it cleanly" }
+        if options.drain { ", until nothing is left" } else { "" }
     );
-    let summary = crate::worker::run(ledger, options, shutdown_signal()).await?;
+    let summary = crate::worker::run_with_quiet(ledger, options, quiet_signal(), shutdown_signal()).await?;
     drop(endpoint);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));

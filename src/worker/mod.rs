@@ -162,6 +162,8 @@ struct Shared<S, E> {
     catalog: DestinationCatalog,
     summary: Mutex<Summary>,
     stopping: tokio::sync::watch::Receiver<bool>,
+    /// Told to go quiet: it claims nothing more, and ends once what it holds is recorded.
+    quiet: std::sync::atomic::AtomicBool,
     /// Send slots, each held from an action's claim until its result commits.
     slots: Arc<Semaphore>,
     /// Told whenever a slot comes free, so that the loop claims again.
@@ -200,6 +202,11 @@ impl<S: Store, E: Effect> Shared<S, E> {
     fn stopping(&self) -> bool {
         *self.stopping.borrow()
     }
+
+    /// Whether the worker may claim no more: it is stopping, or going quiet.
+    fn claims_nothing_more(&self) -> bool {
+        self.stopping() || self.quiet.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Runs a worker until `shutdown` completes (or, with `drain`, until nothing is left to do).
@@ -208,6 +215,19 @@ impl<S: Store, E: Effect> Shared<S, E> {
 pub async fn run<S: Store, E: Effect>(
     ledger: Ledger<S>,
     options: WorkerOptions<E>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Summary, Error> {
+    run_with_quiet(ledger, options, std::future::pending(), shutdown).await
+}
+
+/// [`run`], and also until `quiet` completes and what the worker holds then is recorded: from
+/// then on it claims nothing (nor takes over expired claims), and every action it had claimed is
+/// performed and its result committed, none given back, before it returns (Sidekiq's quiet).
+/// `shutdown` after `quiet` still stops it at once, as [`run`] does.
+pub async fn run_with_quiet<S: Store, E: Effect>(
+    ledger: Ledger<S>,
+    options: WorkerOptions<E>,
+    quiet: impl Future<Output = ()> + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Summary, Error> {
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -223,13 +243,14 @@ pub async fn run<S: Store, E: Effect>(
         catalog,
         summary: Mutex::new(summary),
         stopping,
+        quiet: std::sync::atomic::AtomicBool::new(false),
         freed: Notify::new(),
         committer,
         settler: std::sync::OnceLock::new(),
     });
     let (settler, settling) = settle::start(&shared);
     let _ = shared.settler.set(settler);
-    let result = main_loop(&shared, &stop, shutdown).await;
+    let result = main_loop(&shared, &stop, quiet, shutdown).await;
     let _ = stop.send(true);
     let _ = settling.await;
     // Every claim's task has ended, each after its result committed; what a task that panicked
@@ -243,10 +264,13 @@ pub async fn run<S: Store, E: Effect>(
 async fn main_loop<S: Store, E: Effect>(
     shared: &Arc<Shared<S, E>>,
     stop: &tokio::sync::watch::Sender<bool>,
+    quiet: impl Future<Output = ()> + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     let mut tasks: JoinSet<()> = JoinSet::new();
+    tokio::pin!(quiet);
     tokio::pin!(shutdown);
+    let mut quieting = false;
     let mut failing_since: Option<tokio::time::Instant> = None;
     let mut recovery_due = tokio::time::Instant::now();
     // Opened before the first claim, so that nothing submitted after that claim goes unheard.
@@ -304,11 +328,26 @@ async fn main_loop<S: Store, E: Effect>(
         {
             break;
         }
+        // Going quiet: every claim's task ends once its result is committed. Lookups of uncertain
+        // outcomes hold no claim; what is not looked up yet stays `unknown` for any worker.
+        if quieting && tasks.is_empty() {
+            break;
+        }
         let pause = if busy && failing_since.is_none() { Duration::ZERO } else { shared.options.poll_interval };
         tokio::select! {
             () = &mut shutdown => {
                 let _ = stop.send(true);
                 break;
+            }
+            () = &mut quiet, if !quieting => {
+                quieting = true;
+                shared.quiet.store(true, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(
+                    worker = %escape_untrusted(&shared.options.id),
+                    held = shared.options.concurrency.max(1) - shared.slots.available_permits(),
+                    "worker {}: going quiet; claiming nothing more, and stopping once what it holds is recorded",
+                    escape_untrusted(&shared.options.id)
+                );
             }
             () = tokio::time::sleep(pause) => {}
             () = shared.freed.notified(), if failing_since.is_none() => {}
@@ -382,7 +421,7 @@ async fn round<S: Store, E: Effect>(
     }
     let free = shared.slots.available_permits();
     let idle = free == concurrency;
-    if free > 0 && (idle || free >= claim_threshold(concurrency)) && !shared.stopping() {
+    if free > 0 && (idle || free >= claim_threshold(concurrency)) && !shared.claims_nothing_more() {
         let slots = take_slots(shared, free.min(shared.options.batch.max(1)));
         let limit = i64::try_from(slots.len()).unwrap_or(i64::MAX);
         let claims =
@@ -495,7 +534,7 @@ async fn recover_expired<S: Store, E: Effect>(
     tasks: &mut JoinSet<()>,
     free: usize,
 ) -> Result<bool, Error> {
-    if shared.stopping() {
+    if shared.claims_nothing_more() {
         return Ok(false);
     }
     let store = shared.ledger.store();

@@ -58,5 +58,6 @@ mod submissions;
 mod tls;
 mod tmux;
 mod updates;
+mod wait;
 mod wake;
 mod worker;

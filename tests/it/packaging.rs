@@ -9,6 +9,7 @@ use actionledger::sim_crm::{Options, SimCrm};
 use actionledger::testkit::faults;
 use clap::CommandFactory as _;
 use serde_json::Value;
+use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -75,8 +76,90 @@ fn the_manual_page_is_roff_for_section_1() {
     // clap_mangen defines a quote string (`.ie`/`.el`) before the title header.
     let header = page.lines().find(|line| !line.starts_with(".ie") && !line.starts_with(".el")).unwrap_or_default();
     assert!(header.starts_with(".TH actionledger 1"), "{header}");
-    for section in [".SH NAME", ".SH SYNOPSIS", ".SH SUBCOMMANDS", "actionledger\\-worker", "actionledger\\-purge"] {
+    for section in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        ".SH OPTIONS",
+        ".SH COMMANDS",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH \"EXIT STATUS\"",
+    ] {
         assert!(page.contains(section), "the manual page lacks {section}");
+    }
+}
+
+/// One page documents everything: each command (and subcommand) in a subsection of its own with
+/// every option it takes, every environment variable the binary reads, its files and every exit
+/// status; it names no other page, since none is installed.
+#[test]
+fn the_manual_page_documents_every_command_option_variable_file_and_exit_status() {
+    let page = stdout(&run(&["manpage"]));
+    let roff_text = |text: &str| text.replace('-', "\\-");
+    let mut cli = Cli::command();
+    cli.build();
+    let mut commands: Vec<(String, &clap::Command)> =
+        cli.get_subcommands().map(|sub| (format!("actionledger {}", sub.get_name()), sub)).collect();
+    // clap's own `help` subcommand, which the page has no need to describe.
+    commands.retain(|(_, command)| command.get_name() != "help");
+    let mut checked = 0;
+    while let Some((name, command)) = commands.pop() {
+        assert!(!page.contains(&format!("{}(1)", roff_text(&name.replace(' ', "-")))), "names a page {name}(1)");
+        let start = page.find(&format!(".SS \"{name}\"")).unwrap_or_else(|| panic!("no subsection for {name}"));
+        let section = &page[start..];
+        let section = &section[..section[1..].find(".SS ").map_or(section.len(), |end| end + 1)];
+        for arg in command.get_arguments().filter(|a| !a.is_global_set() && !a.is_hide_set()) {
+            let Some(long) = arg.get_long().filter(|long| *long != "help") else { continue };
+            let flag = format!("\\fB{}\\fR", roff_text(&format!("--{long}")));
+            assert!(section.contains(&flag), "{name}: --{long} is not documented in its subsection");
+        }
+        checked += 1;
+        commands.extend(
+            command
+                .get_subcommands()
+                .filter(|sub| sub.get_name() != "help")
+                .map(|sub| (format!("{name} {}", sub.get_name()), sub)),
+        );
+    }
+    assert!(checked > 25, "only {checked} commands");
+    let environment = &page[page.find(".SH ENVIRONMENT").unwrap()..page.find(".SH FILES").unwrap()];
+    let read_by_clap = cli
+        .get_subcommands()
+        .flat_map(clap::Command::get_subcommands)
+        .chain(cli.get_subcommands())
+        .flat_map(clap::Command::get_arguments)
+        .filter_map(|arg| arg.get_env().map(|env| env.to_string_lossy().into_owned()));
+    let read_by_the_code =
+        ["ACTIONLEDGER_DB", "DATABASE_URL", "ACTIONLEDGER_TOKENS", "RUST_LOG", "NO_COLOR", "PGSSLMODE"];
+    for variable in read_by_clap.chain(read_by_the_code.map(str::to_owned)) {
+        assert!(environment.contains(&roff_text(&variable)), "ENVIRONMENT lacks {variable}");
+    }
+    let files = &page[page.find(".SH FILES").unwrap()..page.find(".SH \"EXIT STATUS\"").unwrap()];
+    assert!(files.contains("actionledger.toml") && files.contains("actionledger.db"), "{files}");
+    let exit_status = &page[page.find(".SH \"EXIT STATUS\"").unwrap()..];
+    for code in 0..=6 {
+        assert!(exit_status.contains(&format!(".TP\n\\fB{code}\\fR")), "EXIT STATUS lacks {code}");
+    }
+
+    // groff (which man runs) reads it without a warning, and man lays it out.
+    let Ok(mut groff) =
+        Command::new("groff").args(["-man", "-ww", "-z"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn()
+    else {
+        println!("groff is not installed: the page's roff is not checked");
+        return;
+    };
+    groff.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+    let checked = groff.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stderr.is_empty(),
+        "groff warns: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &page).unwrap();
+    if let Ok(shown) = Command::new("man").env("MANWIDTH", "100").arg("-l").arg(file.path()).output() {
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.contains("EXIT STATUS") && shown.contains("actionledger wait"), "{shown}");
     }
 }
 
@@ -121,7 +204,7 @@ fn errors_under_json_are_json_on_standard_output_with_their_exit_code() {
     let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
     let migrated = run_in(Path::new(BIN), dir.path(), &["--db", &db, "migrate"]);
     assert_eq!(migrated.status.code(), Some(0), "{}", stderr(&migrated));
-    let cases: [(&[&str], i32, &str); 7] = [
+    let cases: [(&[&str], i32, &str); 10] = [
         (&["show", "acme:order:1:none", "--json"], 4, "acme:order:1:none"),
         (&["cancel", "acme:order:1:none", "--owner", "ana", "--reason", "r", "--json"], 4, "acme:order:1:none"),
         (&["list", "--limit", "0", "--json"], 2, "--limit is 0"),
@@ -129,6 +212,9 @@ fn errors_under_json_are_json_on_standard_output_with_their_exit_code() {
         (&["list", "--state", "pendng", "--json"], 2, "a similar value exists: 'pending'"),
         (&["list", "--json", "--no-such-flag"], 2, "--no-such-flag"),
         (&["purge", "--older-than", "0d", "--owner", "ana", "--reason", "r", "--json"], 2, "longer than zero"),
+        (&["--json", "show", "acme:order:1:none"], 4, "acme:order:1:none"),
+        (&["--json", "list", "--state", "pendng"], 2, "a similar value exists: 'pending'"),
+        (&["--json", "review"], 2, "prints no answer"),
     ];
     for (args, code, says) in cases {
         let mut line = vec!["--db", &db];
@@ -153,6 +239,51 @@ fn errors_under_json_are_json_on_standard_output_with_their_exit_code() {
     let help = run(&["list", "--json", "--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(stdout(&help).starts_with("List actions"), "{}", stdout(&help));
+}
+
+#[test]
+fn json_is_the_same_flag_before_the_subcommand_as_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let submitted = run_in(
+        Path::new(BIN),
+        dir.path(),
+        &["--db", &db, "submit", "--key", "acme:order:3:create", "--payload", "{}", "--source", "shop"],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{}", stderr(&submitted));
+    let answer = |args: &[&str]| {
+        let mut line = vec!["--db", db.as_str()];
+        line.extend_from_slice(args);
+        let out = run_in(Path::new(BIN), dir.path(), &line);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", stdout(&out)))
+    };
+    for command in [&["stats"][..], &["show", "acme:order:3:create"], &["list", "--limit", "5"]] {
+        let before = answer(&[&["--json"][..], command].concat());
+        let after = answer(&[command, &["--json"][..]].concat());
+        let masked = |value: Value| value.to_string().replace(char::is_numeric, "0");
+        assert_eq!(masked(before), masked(after), "{command:?}");
+    }
+}
+
+/// `--version` names the commit the binary was built from, as `git` names it here, and its date.
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let version = stdout(&run(&["--version"]));
+    let git = |args: &[&str]| {
+        let out = Command::new("git").current_dir(env!("CARGO_MANIFEST_DIR")).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let expected = match (git(&["rev-parse", "--short", "HEAD"]), git(&["log", "-1", "--format=%cs"])) {
+        (Some(commit), Some(date)) => {
+            let clean = format!("actionledger {} ({commit} {date})", env!("CARGO_PKG_VERSION"));
+            let dirty = format!("actionledger {} ({commit}-dirty {date})", env!("CARGO_PKG_VERSION"));
+            vec![clean, dirty]
+        }
+        _ => vec![format!("actionledger {} (unknown)", env!("CARGO_PKG_VERSION"))],
+    };
+    assert!(expected.contains(&version.trim().to_owned()), "{version:?}, not one of {expected:?}");
 }
 
 /// The binary `cargo install --path .` gives: built without the dev-dependency, so without the
@@ -314,6 +445,15 @@ fn the_systemd_unit_verifies() {
     let crm = &defaults.destinations["crm"];
     let longest_request = (crm.timeout + crm.connect_timeout).as_secs();
     assert!(stop > 2 * longest_request, "TimeoutStopSec={stop}s, a request may take {longest_request}s");
+    // The example URL's user can log in: a login the comments make, not one of the group roles
+    // the migrations create without LOGIN.
+    let user = text
+        .lines()
+        .find_map(|line| line.split_once("ACTIONLEDGER_DB=postgres://")?.1.split_once('@').map(|(user, _)| user))
+        .expect("an example URL");
+    let groups = ["actionledger_owner", "actionledger_worker", "actionledger_reviewer", "actionledger_viewer"];
+    assert!(!groups.contains(&user), "the example URL logs in as {user}, a role that cannot log in");
+    assert!(text.contains(&format!("CREATE ROLE {user} LOGIN")), "the unit does not say how {user} is made");
 
     let Ok(probe) = Command::new("systemd-analyze").arg("--version").output() else {
         println!("SKIPPING the systemd unit check: systemd-analyze is not installed");
@@ -328,6 +468,32 @@ fn the_systemd_unit_verifies() {
     let out = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
     // A setting systemd cannot parse is only a warning on standard error: none is allowed.
     assert!(out.status.success() && out.stderr.is_empty(), "systemd-analyze verify: {}", stderr(&out));
+}
+
+/// The container example (not built here: that needs a registry): two stages, the binary built
+/// against the lock file, run by a user other than root, and no secret set in the image or copied
+/// into the build.
+#[test]
+fn the_container_example_runs_unprivileged_and_holds_no_secret() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = std::fs::read_to_string(root.join("examples/Containerfile")).unwrap();
+    let instructions: Vec<&str> =
+        file.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty()).collect();
+    assert_eq!(instructions.iter().filter(|line| line.starts_with("FROM ")).count(), 2, "two stages");
+    assert!(file.contains("cargo build --release --locked"), "built against the lock file");
+    let user = instructions.iter().rev().find_map(|line| line.strip_prefix("USER ")).expect("a USER");
+    let uid: u32 = user.split(':').next().unwrap().parse().expect("the user by number");
+    assert_ne!(uid, 0, "runs as root");
+    for line in instructions.iter().filter(|line| line.starts_with("ENV ") || line.starts_with("ARG ")) {
+        for secret in ["PASSWORD", "TOKEN", "SECRET", "ACTIONLEDGER_DB", "DATABASE_URL"] {
+            assert!(!line.to_uppercase().contains(secret), "the image sets {line}");
+        }
+    }
+    assert!(file.contains(r#"ENTRYPOINT ["/usr/local/bin/actionledger"]"#), "{file}");
+    let ignored = std::fs::read_to_string(root.join(".dockerignore")).unwrap();
+    for kept_out in ["target", "actionledger.toml", "**/*.db"] {
+        assert!(ignored.lines().any(|line| line == kept_out), ".dockerignore lacks {kept_out}");
+    }
 }
 
 /// What only tests use is not in what users install: the throwaway PostgreSQL's starter is in the

@@ -1,5 +1,6 @@
 //! A worker process stopped under load, on both stores: SIGTERM while requests are in flight
-//! (every result sent is committed before the exit, every claim not sent is given back), and
+//! (every result sent is committed before the exit, every claim not sent is given back), SIGTSTP
+//! (it claims nothing more, and exits once every claim it held is performed and recorded), and
 //! SIGKILL twice on the same backlog (recovery takes over what the destination protects and holds
 //! the rest for a person). Each test serves a destination of every kind at once (a lookup, an
 //! idempotency key, nothing), and counts records at the simulated CRM: no result lost, no second
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 conformance!(
     a_worker_stopped_by_sigterm_mid_drain_commits_every_result_sent_and_gives_back_the_rest,
+    a_worker_quieted_by_sigtstp_claims_nothing_more_and_exits_once_what_it_held_is_recorded,
     a_worker_killed_twice_mid_drain_loses_no_result_and_makes_no_second_effect,
 );
 
@@ -242,6 +244,81 @@ async fn a_worker_stopped_by_sigterm_mid_drain_commits_every_result_sent_and_giv
         assert_eq!((stats.idempotent_replays, stats.duplicates_refused), (0, 0), "{kind:?}: nothing sent twice");
     }
     println!("SIGTERM, then drained: {}", drained.stdout.trim());
+}
+
+/// SIGTSTP lands with requests in flight and others waiting for their turn at a paced destination:
+/// the worker goes quiet. Every action it held is performed and recorded (none given back, none
+/// left in progress or sent back to pending with an attempt), it claims nothing after the signal
+/// (so no more records land after it than it had slots), and it exits 0 on its own. The rest
+/// waits, never touched, for the next worker.
+async fn a_worker_quieted_by_sigtstp_claims_nothing_more_and_exits_once_what_it_held_is_recorded<S: Store>(
+    db: TestDb<S>,
+) {
+    let backlog = Backlog::submit(&db, "quiet").await;
+    // One destination paced below what the worker claims for it: some of its claims wait for their
+    // turn when the signal lands. A stop would report those not sent; going quiet sends them.
+    let config = std::fs::read_to_string(&backlog.config).unwrap();
+    let paced =
+        config.replace("[destinations.keyed]\n", "[destinations.keyed]\nrate_limit = { per_second = 10, burst = 1 }\n");
+    assert_ne!(config, paced, "the keyed destination is in the configuration");
+    std::fs::write(&backlog.config, paced).unwrap();
+    let total = backlog.total();
+    let mut worker = backlog.worker(&db, "stops-quiet", &["--json"]);
+    let mut in_flight = 0;
+    wait_until("a fifth of the backlog at the CRMs, with creates in flight", Some(&mut worker), async || {
+        in_flight = backlog.creates_in_flight();
+        backlog.records() >= total / 5 && in_flight >= 4
+    })
+    .await;
+    worker.send_sigtstp();
+    let signalled_at_ms = chrono::Utc::now().timestamp_millis();
+    let exited = worker.exit_within(BOUND).await;
+    assert_eq!(exited.status.code(), Some(0), "a clean exit after SIGTSTP:\n{}", exited.stderr);
+    let summary: serde_json::Value = serde_json::from_str(&exited.stdout).expect("the summary as JSON");
+
+    let (mut completed, mut pending, mut landed_after_the_signal) = (0, 0, 0);
+    for action in all_actions(&db).await {
+        let key = action.key.as_str();
+        let records = backlog.kind_and_crm(&action).1.records_for(key);
+        match action.state {
+            State::Completed => {
+                completed += 1;
+                assert_eq!(records.len(), 1, "{key} completed: one record at the CRM");
+                if records[0]["created_at_ms"].as_i64().unwrap() >= signalled_at_ms {
+                    landed_after_the_signal += 1;
+                }
+            }
+            State::Pending => {
+                pending += 1;
+                assert!(records.is_empty(), "{key} has a record at the CRM but is pending");
+                let attempts = db.ledger.store().attempts(&action.key).await.unwrap();
+                assert!(attempts.is_empty(), "{key}: claimed and given back by a quiet worker: {attempts:?}");
+            }
+            other => panic!("{key} is {other} after going quiet (last error {:?})", action.last_error),
+        }
+    }
+    assert!(landed_after_the_signal > 0, "no request was in flight when SIGTSTP landed: nothing was tested");
+    assert!(pending > 0, "SIGTSTP landed after the backlog was done: nothing was tested");
+    let slots: usize = CONCURRENCY.parse().unwrap();
+    assert!(
+        landed_after_the_signal <= slots,
+        "{landed_after_the_signal} records landed after SIGTSTP, more than the {slots} actions the worker can hold: it \
+         claimed after going quiet"
+    );
+    assert_eq!(summary["released"], 0, "nothing held is given back: {summary}");
+    assert_eq!(summary["claimed"], completed, "every action claimed was performed and recorded: {summary}");
+    assert!(exited.stderr.contains("going quiet"), "the log says why it stops:\n{}", exited.stderr);
+    println!(
+        "SIGTSTP with {in_flight} creates in flight: {completed} completed ({landed_after_the_signal} of them landed at \
+         the CRM after the signal), {pending} never claimed"
+    );
+
+    drain_to_the_end(backlog.worker(&db, "stops-quiet-drain", &["--drain"])).await;
+    for (kind, _, crm) in &backlog.destinations {
+        let stats = crm.stats();
+        assert_eq!(usize::try_from(stats.records).unwrap(), PER_DESTINATION, "{kind:?}: {stats:?}");
+        assert_eq!(stats.max_records_per_external_ref, 1, "{kind:?}: {stats:?}");
+    }
 }
 
 /// SIGKILL lands with requests in flight, twice: the second time in the worker that recovered

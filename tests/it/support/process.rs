@@ -109,6 +109,12 @@ impl WorkerProcess {
         assert!(status.success(), "kill -TERM {}", self.child.id());
     }
 
+    /// Sends SIGTSTP, as Ctrl-Z in a terminal or `kill -TSTP` asks a worker to go quiet.
+    pub fn send_sigtstp(&self) {
+        let status = Command::new("kill").args(["-TSTP", &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -TSTP {}", self.child.id());
+    }
+
     /// Sends SIGKILL: no handler runs, nothing is flushed, as in a power cut.
     pub fn send_sigkill(&mut self) {
         self.child.kill().unwrap();

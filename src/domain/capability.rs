@@ -145,11 +145,10 @@ impl RetryPolicy {
         sent >= self.max_attempts
     }
 
-    /// The wait before the send after the `sent`-th, as rule 3 (docs/RULES.md) says: exponential,
-    /// equal jitter, never sooner than the destination asked (`Retry-After`). Equal rather than
-    /// full jitter because a round's sends are bounded: a round then spans at least half its
-    /// schedule, so a short outage cannot use it up in retries that come back at once. `draw` is
-    /// a number in [0, 1), given by the caller so that the rule stays pure.
+    /// The wait before the send after the `sent`-th: rule 3's exponential backoff with equal
+    /// jitter (docs/RULES.md says why equal), never sooner than the destination asked
+    /// (`Retry-After`). `draw` is a number in [0, 1), given by the caller so that the rule stays
+    /// pure.
     pub fn backoff(&self, sent: i64, retry_after: Option<Duration>, draw: f64) -> Duration {
         let exponent = u32::try_from(sent.clamp(1, 30) - 1).unwrap_or(0);
         let ceiling = self.backoff_base.saturating_mul(2u32.saturating_pow(exponent)).min(self.backoff_max);

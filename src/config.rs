@@ -788,7 +788,8 @@ fn check_body(
     }
 }
 
-/// Durations as people write them: `500ms`, `30s`, `5m`, `24h`, `7d`.
+/// Durations as people write them: `500ms`, `30s`, `5m`, `24h`, `7d`, and as humantime reads
+/// them besides (`1h 30m`, `90min`, `2 days`, `1.5h`).
 pub mod duration_text {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
@@ -802,6 +803,8 @@ pub mod duration_text {
         UnknownUnit(String),
         #[error("{0:?} is too long; at most 36500d (100 years)")]
         TooLong(String),
+        #[error("{0:?} is finer than a millisecond, the finest a duration here is kept to")]
+        FinerThanAMillisecond(String),
     }
 
     /// The longest duration accepted anywhere (a lease, a window, a period): 100 years. Every
@@ -811,21 +814,19 @@ pub mod duration_text {
 
     pub fn parse(text: &str) -> Result<Duration, DurationError> {
         let text = text.trim();
-        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
-        let number: u64 = number.parse().map_err(|_| DurationError::NotANumber(text.to_owned()))?;
-        let unit_ms = match unit.trim() {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(DurationError::UnknownUnit(text.to_owned())),
-        };
-        let too_long = || DurationError::TooLong(text.to_owned());
-        let duration = Duration::from_millis(number.checked_mul(unit_ms).ok_or_else(too_long)?);
+        let duration = humantime::parse_duration(text).map_err(|error| match error {
+            humantime::DurationError::UnknownUnit { .. } => DurationError::UnknownUnit(text.to_owned()),
+            humantime::DurationError::NumberOverflow => DurationError::TooLong(text.to_owned()),
+            humantime::DurationError::InvalidCharacter(_)
+            | humantime::DurationError::NumberExpected(_)
+            | humantime::DurationError::Empty => DurationError::NotANumber(text.to_owned()),
+        })?;
         if duration > MAX {
-            return Err(too_long());
+            return Err(DurationError::TooLong(text.to_owned()));
+        }
+        // `format` and every store keep milliseconds: a finer duration would read back as another.
+        if duration.subsec_nanos() % 1_000_000 != 0 {
+            return Err(DurationError::FinerThanAMillisecond(text.to_owned()));
         }
         Ok(duration)
     }
@@ -1033,7 +1034,20 @@ mod tests {
         for text in ["500ms", "30s", "5m", "24h", "7d"] {
             assert_eq!(duration_text::format(duration_text::parse(text).unwrap()), text);
         }
-        assert!(duration_text::parse("5 weeks").is_err());
+        // The forms humantime reads besides, each the same duration as its short form.
+        for (text, short) in [("1h 30m", "90m"), ("90min", "90m"), ("2 days", "2d"), ("1.5h", "90m"), ("1w", "7d")] {
+            assert_eq!(duration_text::parse(text), duration_text::parse(short), "{text}");
+        }
+        for (text, refused) in [
+            ("5 fortnights", duration_text::DurationError::UnknownUnit("5 fortnights".into())),
+            ("5", duration_text::DurationError::UnknownUnit("5".into())),
+            ("soon", duration_text::DurationError::NotANumber("soon".into())),
+            ("-5s", duration_text::DurationError::NotANumber("-5s".into())),
+            ("", duration_text::DurationError::NotANumber(String::new())),
+            ("500us", duration_text::DurationError::FinerThanAMillisecond("500us".into())),
+        ] {
+            assert_eq!(duration_text::parse(text), Err(refused), "{text:?}");
+        }
         // At most 100 years, so that no time computed from a duration overflows.
         assert_eq!(duration_text::parse("36500d"), Ok(duration_text::MAX));
         for too_long in ["36501d", "10000000000000s", "18446744073709551615d"] {

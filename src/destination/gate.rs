@@ -1,5 +1,9 @@
 //! A destination's pace for one worker: its rate limit and the pauses it asks for with
 //! `Retry-After`, shared by every task of the worker (and by lookups), not kept per action.
+//!
+//! Written here rather than on a rate limiter crate: GCRA (governor's) bounds a burst and an
+//! average but not the requests in any one window, which rule 3 promises, and cannot take a turn
+//! from the bucket only when the window has room; here both are one decision under one lock.
 
 use crate::config::RateLimit;
 use std::collections::VecDeque;

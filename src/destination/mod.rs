@@ -898,11 +898,18 @@ fn classify_error(error: &reqwest::Error) -> SendOutcome {
 
 /// `Retry-After` in seconds or as an HTTP date.
 pub fn parse_retry_after(text: &str) -> Option<Duration> {
-    if let Ok(seconds) = text.trim().parse::<u64>() {
+    retry_after_from(text, std::time::SystemTime::now())
+}
+
+/// `Retry-After` read at `now`: delta-seconds, or a date in any of the three forms HTTP requires a
+/// recipient to accept (IMF-fixdate, RFC 850, asctime; RFC 9110 section 5.6.7). A date already
+/// past asks for no wait.
+fn retry_after_from(text: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
-    let at = chrono::DateTime::parse_from_rfc2822(text.trim()).ok()?;
-    (at.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().ok()
+    httpdate::parse_http_date(text).ok()?.duration_since(now).ok()
 }
 
 #[cfg(test)]
@@ -912,9 +919,16 @@ mod tests {
     #[test]
     fn retry_after_in_seconds_or_as_a_date() {
         assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
-        let later = (chrono::Utc::now() + chrono::Duration::seconds(30)).to_rfc2822();
+        assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_mins(2)));
+        // RFC 9110's own example, thirty seconds before it, in each form a recipient must accept.
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_747);
+        for form in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            assert_eq!(retry_after_from(form, now), Some(Duration::from_secs(30)), "{form}");
+        }
+        assert_eq!(retry_after_from("Sun, 06 Nov 1994 08:49:37 GMT", now + Duration::from_mins(1)), None, "past");
+        let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(30));
         let parsed = parse_retry_after(&later).unwrap();
-        assert!(parsed > Duration::from_secs(25) && parsed <= Duration::from_secs(30));
+        assert!(parsed > Duration::from_secs(25) && parsed <= Duration::from_secs(30), "{parsed:?}");
         assert_eq!(parse_retry_after("soon"), None);
     }
 

@@ -145,10 +145,10 @@ impl RetryPolicy {
         sent >= self.max_attempts
     }
 
-    /// The wait before the send after the `sent`-th: exponential with equal jitter (half the
-    /// ceiling fixed, half drawn), so a retry never comes back at once however the draw falls,
-    /// and never sooner than the destination asked (`Retry-After`). `draw` is a number in
-    /// [0, 1), given by the caller so that the rule stays pure.
+    /// The wait before the send after the `sent`-th: rule 3's exponential backoff with equal
+    /// jitter (docs/RULES.md says why equal), never sooner than the destination asked
+    /// (`Retry-After`). `draw` is a number in [0, 1), given by the caller so that the rule stays
+    /// pure.
     pub fn backoff(&self, sent: i64, retry_after: Option<Duration>, draw: f64) -> Duration {
         let exponent = u32::try_from(sent.clamp(1, 30) - 1).unwrap_or(0);
         let ceiling = self.backoff_base.saturating_mul(2u32.saturating_pow(exponent)).min(self.backoff_max);
@@ -446,6 +446,22 @@ mod tests {
         assert_eq!(retry.lookup_due(1, Some(t0), at(8)), LookupDue::Now);
         assert_eq!(retry.lookup_due(2, Some(t0), at(8)), LookupDue::After(at(15)), "the wait doubles");
         assert_eq!(retry.lookup_due(3, Some(t0), at(3_600)), LookupDue::GivenUp);
+    }
+
+    #[test]
+    fn the_jitter_is_equal_jitter_never_below_half_the_ceiling() {
+        let retry =
+            RetryPolicy { max_attempts: 6, backoff_base: Duration::from_secs(1), backoff_max: Duration::from_secs(8) };
+        for sent in 1..=6_i64 {
+            let ceiling = Duration::from_secs(1 << (sent - 1)).min(retry.backoff_max);
+            let waits: Vec<Duration> = (0..2_000).map(|_| retry.backoff(sent, None, fastrand::f64())).collect();
+            let shortest = *waits.iter().min().unwrap();
+            let longest = *waits.iter().max().unwrap();
+            // Full jitter would reach near zero; no jitter would not spread.
+            assert!(shortest >= ceiling / 2, "send {sent}: {shortest:?} is below half of {ceiling:?}");
+            assert!(shortest < ceiling.mul_f64(0.55), "send {sent}: the draws never came near half: {shortest:?}");
+            assert!(longest > ceiling.mul_f64(0.95) && longest <= ceiling, "send {sent}: {longest:?} of {ceiling:?}");
+        }
     }
 
     #[test]

@@ -27,6 +27,12 @@ use std::time::Duration;
 /// Labels as name and value pairs.
 type Labels = Vec<(&'static str, String)>;
 
+/// The commit this binary was built from, as `--version` names it (`abc1234`, `abc1234-dirty`,
+/// or `unknown` where the build had no git checkout and no packaged record).
+fn build_commit() -> &'static str {
+    env!("ACTIONLEDGER_BUILD").split(' ').next().unwrap_or("unknown")
+}
+
 /// Every metric this process keeps.
 struct Metrics {
     registry: Registry,
@@ -116,7 +122,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         http_request_seconds: Family::new_with_constructor(http_histogram),
         http_refusals: Family::default(),
     };
-    let build = Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]);
+    let build = Info::new(vec![("version", env!("CARGO_PKG_VERSION")), ("commit", build_commit())]);
     let described: [(&str, &str, Box<dyn Metric>); 19] = [
         ("actions", "Actions in each state, as of the last refresh", Box::new(metrics.actions.clone())),
         (
@@ -411,10 +417,15 @@ mod tests {
     }
 
     #[test]
-    fn the_build_is_one_series_labelled_with_its_version() {
+    fn the_build_is_one_series_labelled_with_its_version_and_commit() {
         let text = encode_text();
-        let series = format!("actionledger_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"));
+        let series = format!(
+            "actionledger_build_info{{version=\"{}\",commit=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION"),
+            super::build_commit()
+        );
         assert!(text.contains(&series), "{text}");
+        assert!(!super::build_commit().is_empty() && !super::build_commit().contains(' '));
     }
 
     #[cfg(target_os = "linux")]

@@ -150,7 +150,8 @@ async fn metrics_from_a_draining_worker_match_what_the_crm_received() {
     // Each action sent once: every send was the first of its action.
     assert_eq!(sample(&done, "actionledger_sends_per_action_count{destination=\"crm\"}"), records);
     assert_eq!(sample(&done, "actionledger_sends_per_action_bucket{destination=\"crm\",le=\"1\"}"), records);
-    let build = format!("actionledger_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+    let commit = env!("ACTIONLEDGER_BUILD").split(' ').next().unwrap();
+    let build = format!("actionledger_build_info{{version=\"{}\",commit=\"{commit}\"}}", env!("CARGO_PKG_VERSION"));
     assert_eq!(sample(&done, &build), "1", "{done}");
     let pool_max: u32 = sample(&done, "actionledger_database_connections_max").parse().unwrap();
     let open: u32 = ["in_use", "idle"]

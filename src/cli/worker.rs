@@ -115,10 +115,13 @@ pub(super) async fn metrics_endpoint<S: Store>(
 /// The worker's slots: `--concurrency`, else the file's `worker.concurrency`; read before the
 /// ledger is opened, since its pool is sized by them.
 pub(super) fn concurrency(args: &WorkerArgs) -> Result<usize, Error> {
-    let concurrency = match args.concurrency {
-        Some(concurrency) => concurrency,
-        None => crate::config::Config::load(&args.config)?.worker.concurrency,
-    };
+    match args.concurrency {
+        Some(concurrency) => checked_concurrency(concurrency),
+        None => checked_concurrency(crate::config::Config::load(&args.config)?.worker.concurrency),
+    }
+}
+
+fn checked_concurrency(concurrency: usize) -> Result<usize, Error> {
     if !(1..=256).contains(&concurrency) {
         return Err(Error::Invalid(format!("--concurrency is {concurrency}; give 1 to 256")));
     }
@@ -127,7 +130,7 @@ pub(super) fn concurrency(args: &WorkerArgs) -> Result<usize, Error> {
 
 pub(super) async fn worker<S: Store>(ledger: Ledger<S>, args: WorkerArgs) -> Result<i32, Error> {
     let (config, destinations) = load_destinations(&args.config, true)?;
-    let concurrency = concurrency(&args)?;
+    let concurrency = checked_concurrency(args.concurrency.unwrap_or(config.worker.concurrency))?;
     let batch = args.batch.unwrap_or(config.worker.batch);
     if !(1..=crate::config::MAX_BATCH).contains(&batch) {
         return Err(Error::Invalid(format!("--batch is {batch}; give 1 to {}", crate::config::MAX_BATCH)));

@@ -122,16 +122,19 @@ async fn work_off<S: Store>(db: &TestDb<S>) {
     crate::support::crm::drained_at_a_new_crm(&db.ledger, "contract-worker", 2).await;
 }
 
+/// A POST of `body` as JSON to `base` + `path` with `token`.
+fn post_json(client: &reqwest::Client, base: &str, path: &str, token: &str, body: &Value) -> reqwest::RequestBuilder {
+    client
+        .post(format!("{base}{path}"))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+}
+
 async fn every_answer_is_the_documented_one_member_for_member<S: Store>(db: TestDb<S>) {
     let base = start(&db.ledger, unlimited()).await;
     let client = client();
-    let json_post = |path: &str, token: &str, body: &Value| {
-        client
-            .post(format!("{base}{path}"))
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-    };
+    let json_post = |path: &str, token: &str, body: &Value| post_json(&client, &base, path, token, body);
     let check = |method: &str, path: &str, answer: &Answer| assert_documented(method, path, answer);
     let submit = "/v1/actions";
     let first = json!({ "key": "shop:order:1:create-task", "payload": { "n": 1 }, "destination": "crm",
@@ -214,13 +217,7 @@ async fn every_answer_is_the_documented_one_member_for_member<S: Store>(db: Test
 /// problem too.
 async fn refusals_are_documented_problems(base: &str, client: &reqwest::Client, first: &Value) {
     let submit = "/v1/actions";
-    let json_post = |path: &str, token: &str, body: &Value| {
-        client
-            .post(format!("{base}{path}"))
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-    };
+    let json_post = |path: &str, token: &str, body: &Value| post_json(client, base, path, token, body);
     let read = |path: String, token: &str| client.get(format!("{base}{path}")).bearer_auth(token);
     // The refusals, each a problem of its documented status.
     let refusals = [

@@ -20,6 +20,11 @@ pub struct Config {
     pub worker: WorkerSettings,
     #[serde(default)]
     pub destinations: BTreeMap<String, DestinationConfig>,
+    /// Destinations whose effect an automation performs itself, through `serve`'s register
+    /// (`:begin`, `:heartbeat`, `:finish`, `/v1/claims`): what each declares against a second
+    /// effect, with no request for the worker to send.
+    #[serde(default)]
+    pub executors: BTreeMap<String, ExecutorConfig>,
     /// Webhook intakes for `actionledger serve`: `POST /v1/hooks/NAME` maps a sender's body.
     #[serde(default)]
     pub intake: BTreeMap<String, IntakeConfig>,
@@ -501,6 +506,47 @@ fn default_settle() -> Duration {
     Duration::from_secs(2)
 }
 
+/// A destination performed by an automation of its own (a script, a flow in an automation
+/// platform) that asks the ledger through `serve` before it acts and reports what happened: the
+/// same declarations as a destination the worker sends to, without the requests.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// The destination takes an idempotency key (the automation sends the one `:begin` answers,
+    /// in this header) and remembers it this long.
+    #[serde(default)]
+    pub idempotency: Option<Idempotency>,
+    /// The destination refuses obsolete writers given the ownership version (the automation sends
+    /// the one `:begin` answers, in this header).
+    #[serde(default)]
+    pub fencing: Option<Fencing>,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: i64,
+    #[serde(default = "default_backoff_base", with = "duration_text")]
+    pub backoff_base: Duration,
+    #[serde(default = "default_backoff_max", with = "duration_text")]
+    pub backoff_max: Duration,
+    /// Who reviews this destination's actions that need a person.
+    #[serde(default)]
+    pub review_owner: Option<String>,
+}
+
+impl ExecutorConfig {
+    fn check(&self) -> Result<(), DestinationSettingError> {
+        if self.max_attempts < 1 {
+            return Err(DestinationSettingError::MaxAttempts);
+        }
+        if self.idempotency.as_ref().is_some_and(|i| i.retention.is_zero()) {
+            return Err(DestinationSettingError::ZeroRetention);
+        }
+        for name in self.idempotency.iter().map(|i| &i.header).chain(self.fencing.iter().map(|f| &f.header)) {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
+        }
+        Ok(())
+    }
+}
+
 /// Why a configuration cannot be used. It is the user's input: a usage error.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -527,6 +573,15 @@ pub enum ConfigError {
     /// One destination's settings are inconsistent.
     #[error("destination {name}: {problem}")]
     Destination { name: String, problem: DestinationSettingError },
+    /// One executor's settings are inconsistent.
+    #[error("executor {name}: {problem}")]
+    Executor { name: String, problem: DestinationSettingError },
+    /// A name declared both as a destination the worker sends to and as an executor's.
+    #[error(
+        "{0} is both [destinations.{0}] and [executors.{0}]: an action's destination is performed either by the \
+         worker or by an automation through serve, so keep one"
+    )]
+    DestinationAndExecutor(String),
     /// One webhook intake's settings cannot be used.
     #[error("intake {name}: {problem}")]
     Intake { name: String, problem: IntakeSettingError },
@@ -635,6 +690,13 @@ impl Config {
             validate_destination_name(name)?;
             destination.check().map_err(|problem| ConfigError::Destination { name: name.clone(), problem })?;
         }
+        for (name, executor) in &self.executors {
+            validate_destination_name(name)?;
+            executor.check().map_err(|problem| ConfigError::Executor { name: name.clone(), problem })?;
+            if self.destinations.contains_key(name) {
+                return Err(ConfigError::DestinationAndExecutor(name.clone()));
+            }
+        }
         for (name, intake) in &self.intake {
             validate_destination_name(name)?;
             intake.check().map_err(|problem| ConfigError::Intake { name: name.clone(), problem })?;
@@ -653,6 +715,12 @@ impl Config {
         for (name, destination) in &self.destinations {
             if let Some(owner) = &destination.review_owner {
                 let owner = person(format!("destination {name}"), owner)?;
+                owners.by_destination.insert(name.clone(), owner.as_str().to_owned());
+            }
+        }
+        for (name, executor) in &self.executors {
+            if let Some(owner) = &executor.review_owner {
+                let owner = person(format!("executor {name}"), owner)?;
                 owners.by_destination.insert(name.clone(), owner.as_str().to_owned());
             }
         }

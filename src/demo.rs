@@ -169,7 +169,8 @@ async fn change_an_order<S: Store>(ledger: &Ledger<S>) -> Result<(), Error> {
 
 /// A worker that claims an ERP invoice, sends it, and dies before recording anything.
 async fn worker_dies_holding_a_claim<S: Store>(ledger: &Ledger<S>, destinations: &Destinations) -> Result<(), Error> {
-    let scope = crate::store::ClaimScope { destinations: Some(vec!["erp".to_owned()]), include_unassigned: false };
+    let scope =
+        crate::store::ClaimScope { destinations: Some(vec!["erp".to_owned()]), include_unassigned: false, key: None };
     if let Some(claim) = ledger.claim_scoped("worker-7-crashed", DEMO_LEASE, 1, &scope).await?.pop() {
         ledger.start_attempt(&claim).await?;
         if let Some(erp) = destinations.get("erp") {

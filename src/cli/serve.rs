@@ -5,7 +5,7 @@
 use super::values::RoleArg;
 use crate::error::Error;
 use crate::ledger::Ledger;
-use crate::serve::auth::{Tokens, hash_token};
+use crate::serve::auth::{Role, Tokens, hash_token};
 use crate::serve::intake::Intake;
 use crate::serve::{App, ConnectionLimits, ServeOptions};
 use crate::store::Store;
@@ -81,12 +81,18 @@ enum ServeCommand {
     /// Read a token on standard input and print its line for the tokens file (the token itself
     /// is never stored).
     HashToken {
-        /// source (submit), reviewer (also a person's commands, as NAME) or viewer (read only).
+        /// source (submit), reviewer (also a person's commands, as NAME), viewer (read only) or
+        /// executor (performs --destination's actions itself, through :begin and :finish).
         #[arg(long)]
         role: RoleArg,
-        /// Who holds the token: the source's name, or the reviewer's own name.
+        /// Who holds the token: the source's name, the reviewer's own name, or the automation
+        /// (its claims are recorded as held by NAME).
         #[arg(long)]
         name: String,
+        /// The one destination an executor's token performs: an [executors.NAME] of the
+        /// configuration.
+        #[arg(long, value_name = "NAME")]
+        destination: Option<String>,
     },
     /// Give a PostgreSQL login everything `serve` needs, in one step: the worker's and the
     /// reviewer's roles, and the right to sign as each reviewer token's name. Run it as a role
@@ -160,7 +166,15 @@ pub(super) async fn grant(url: &str, schema: Option<&str>, args: &ServeArgs) -> 
 
 /// `serve hash-token`, which needs no ledger; `None` for `serve` itself.
 pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
-    let Some(ServeCommand::HashToken { role, name }) = &args.command else { return Ok(None) };
+    let Some(ServeCommand::HashToken { role, name, destination }) = &args.command else { return Ok(None) };
+    let role = match (role.0, destination) {
+        (Role::Executor, Some(destination)) => format!("executor:{destination}"),
+        (Role::Executor, None) => {
+            return Err(Error::Invalid("--role executor needs --destination: the destination it performs".to_owned()));
+        }
+        (_, Some(_)) => return Err(Error::Invalid("--destination is for --role executor only".to_owned())),
+        (role, None) => role.as_str().to_owned(),
+    };
     let mut token = String::new();
     std::io::stdin()
         .read_to_string(&mut token)
@@ -171,7 +185,7 @@ pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
             "give a token of at least 16 characters on standard input, e.g. from `openssl rand -hex 32`".to_owned(),
         ));
     }
-    let line = format!("{} {} {}", hash_token(token), role.0.as_str(), name.trim());
+    let line = format!("{} {role} {}", hash_token(token), name.trim());
     // The line is checked as the server will read it, so a bad name fails here and not at start.
     Tokens::parse(&line, "the new line").map_err(crate::serve::ServeError::from)?;
     println!("{line}");
@@ -188,7 +202,7 @@ pub(super) async fn serve<S: Store>(
     let tokens = load_tokens(args.tokens.as_deref())?;
     let default = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
     let config_path = args.config.as_deref().or(default.exists().then_some(default));
-    let (intakes, destinations) = match config_path {
+    let (intakes, destinations, executors) = match config_path {
         Some(path) => {
             let (config, destinations) = super::manual::load_destinations(path, false)?;
             let intakes = config
@@ -197,10 +211,15 @@ pub(super) async fn serve<S: Store>(
                 .map(|(name, intake)| Intake::new(name, intake.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(crate::serve::ServeError::from)?;
-            (intakes, destinations)
+            (intakes, destinations, config.executors.clone())
         }
-        None => (Vec::new(), crate::destination::Destinations::default()),
+        None => (Vec::new(), crate::destination::Destinations::default(), Default::default()),
     };
+    // A token for an executor the configuration does not declare could begin nothing: said at
+    // start, not at its first request.
+    if let Some(destination) = tokens.executor_destinations().find(|d| !executors.contains_key(*d)) {
+        return Err(crate::serve::ServeError::UnknownExecutor(destination.to_owned()).into());
+    }
     let options = ServeOptions { rate: args.rate, burst: args.burst, timeout: args.timeout, ..ServeOptions::default() };
     if args.metrics_refresh.is_zero() {
         return Err(Error::Invalid("--metrics-refresh is 0; give a period such as 10s".to_owned()));
@@ -226,7 +245,7 @@ pub(super) async fn serve<S: Store>(
     };
     // Kept until the server stops: dropping it stops the endpoint.
     let _endpoint = super::worker::metrics_endpoint(&ledger, args.metrics_addr, args.metrics_refresh).await?;
-    let app = App::new(ledger, tokens, intakes, options);
+    let app = App::new(ledger, tokens, intakes, options).with_executors(executors);
     let router = match commands {
         Some(commands) => app.with_commands_through(commands),
         None => app,

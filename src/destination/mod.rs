@@ -83,6 +83,7 @@ impl Destinations {
             .map(|(name, c)| Destination::new(name, c.clone()).map(|d| (name.clone(), d)))
             .collect::<Result<_, _>>()?;
         let mut destinations = Self::new(by_name, config.worker.default_destination.clone());
+        destinations.catalog = destinations.catalog.with_executors(executor_capabilities(config));
         // Checked when the configuration was read; a configuration built in code without them
         // routes nobody rather than fail.
         if let Ok(owners) = config.review_owner_rules() {
@@ -782,7 +783,35 @@ pub fn capabilities_of(config: &DestinationConfig) -> Capabilities {
 /// is read): for a command that only says what the destinations declare.
 pub fn catalog_of(config: &crate::config::Config) -> DestinationCatalog {
     let capabilities = config.destinations.iter().map(|(name, c)| (name.clone(), capabilities_of(c))).collect();
-    DestinationCatalog::new(capabilities, config.worker.default_destination.clone())
+    let catalog = DestinationCatalog::new(capabilities, config.worker.default_destination.clone())
+        .with_executors(executor_capabilities(config));
+    // Checked when the configuration was read, as in `Destinations::from_config`.
+    match config.review_owner_rules() {
+        Ok(owners) => catalog.with_review_owners(owners),
+        Err(_) => catalog,
+    }
+}
+
+/// What each executor (a destination an automation performs through `serve`) declares against a
+/// second effect. It names no lookup: the ledger cannot ask its destination.
+pub fn executor_capabilities(config: &crate::config::Config) -> BTreeMap<String, Capabilities> {
+    config
+        .executors
+        .iter()
+        .map(|(name, c)| {
+            let capabilities = Capabilities {
+                idempotency_retention: c.idempotency.as_ref().map(|i| i.retention),
+                lookup: false,
+                retry: RetryPolicy {
+                    max_attempts: c.max_attempts,
+                    backoff_base: c.backoff_base,
+                    backoff_max: c.backoff_max,
+                },
+                update_condition: None,
+            };
+            (name.clone(), capabilities)
+        })
+        .collect()
 }
 
 /// The record id a stored response body names at `pointer` (a destination's configured id

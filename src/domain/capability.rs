@@ -262,6 +262,9 @@ pub struct DestinationCatalog {
     by_name: BTreeMap<String, Capabilities>,
     default_destination: Option<String>,
     review_owners: ReviewOwners,
+    /// The destinations of `by_name` whose effect an automation performs itself, through
+    /// `serve`'s register: decided with like any other, never claimed by a worker.
+    executors: std::collections::BTreeSet<String>,
 }
 
 /// Who reviews what: the person each destination names, and key prefixes mapped to a person.
@@ -308,7 +311,21 @@ impl ReviewOwners {
 
 impl DestinationCatalog {
     pub fn new(by_name: BTreeMap<String, Capabilities>, default_destination: Option<String>) -> Self {
-        Self { by_name, default_destination, review_owners: ReviewOwners::default() }
+        Self { by_name, default_destination, review_owners: ReviewOwners::default(), executors: Default::default() }
+    }
+
+    /// The catalogue with these destinations performed by automations through `serve`, each with
+    /// what it declares.
+    #[must_use]
+    pub fn with_executors(mut self, executors: BTreeMap<String, Capabilities>) -> Self {
+        self.executors.extend(executors.keys().cloned());
+        self.by_name.extend(executors);
+        self
+    }
+
+    /// Whether `name` is performed by an automation through `serve`, not by a worker.
+    pub fn is_executor(&self, name: &str) -> bool {
+        self.executors.contains(name)
     }
 
     /// The catalogue with these review owners.
@@ -327,9 +344,9 @@ impl DestinationCatalog {
         self.review_owners.route(action.key.as_str(), self.destination_name(action))
     }
 
-    /// The destinations declared here.
+    /// The destinations declared here that a worker performs (not the executors').
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.by_name.keys().map(String::as_str)
+        self.by_name.keys().map(String::as_str).filter(|name| !self.executors.contains(*name))
     }
 
     /// Whether any destination here declares a lookup.

@@ -46,6 +46,13 @@ pub enum Refusal {
         waiting.join(", ")
     )]
     ProposalNotFound { verb: &'static str, key: ActionKey, named: String, matches: usize, waiting: Vec<String> },
+    /// An automation's token for one destination asked about an action of another: it may
+    /// never begin, renew or finish another destination's action.
+    #[error(
+        "{key} is {}, and this executor performs {asked} only",
+        destination.as_deref().map_or_else(|| "recorded without a destination".to_owned(), |d| format!("for destination {d}"))
+    )]
+    OtherDestination { key: String, destination: Option<String>, asked: String },
     /// Assigning an action whose state is final.
     #[error("cannot assign {key}: it is {state}, which is final; there is nothing to follow up")]
     Final { key: ActionKey, state: State },
@@ -203,7 +210,7 @@ impl Refusal {
             | Self::MayWriteTwice { key, .. }
             | Self::CancelMayHaveWritten { key } => Some(key),
             Self::ChangedWhileWriting { keys } => keys.first(),
-            Self::Transition(_) => None,
+            Self::Transition(_) | Self::OtherDestination { .. } => None,
         }
     }
 

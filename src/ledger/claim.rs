@@ -125,6 +125,27 @@ impl<S: Store> Ledger<S> {
         Ok(started)
     }
 
+    /// Rule 4: holds a claim, before anything is sent under it, whose destination's idempotency
+    /// window closed since the window's first send; `None` (and nothing written) otherwise. The
+    /// database's time is asked only where a window runs (a destination with an idempotency
+    /// retention, and a request sent before), so a first attempt costs no round trip for it.
+    /// The window counts from the start of the current one (a person's retry from `held` starts
+    /// a new one), not from the first send ever.
+    pub async fn hold_if_window_closed(&self, claim: &Claim) -> Result<Option<ActionRecord>, LedgerError> {
+        let Some(capabilities) = self.destinations.of(&claim.action) else { return Ok(None) };
+        let window_start = claim.action.window_started_at;
+        let Some(closes) = capabilities.window_closes(window_start) else { return Ok(None) };
+        if !capabilities.window_passed(window_start, self.store.now().await?) {
+            return Ok(None);
+        }
+        let destination = self.destinations.destination_name(&claim.action).unwrap_or_default();
+        let reason = format!(
+            "the idempotency window of {destination} closed at {}; not sent again automatically",
+            closes.to_rfc3339()
+        );
+        self.hold(claim, &reason).await.map(Some)
+    }
+
     /// Holds an action whose automatic work is no longer permitted, without sending anything.
     pub async fn hold(&self, claim: &Claim, reason: &str) -> Result<ActionRecord, LedgerError> {
         self.give_back(claim, Event::Held, State::Held, reason).await

@@ -7,7 +7,8 @@
 //! This file holds the ledger's types; the operations are one file each, all on [`Ledger`]:
 //! [`submit`] (record intents and deliveries), [`claim`] (claims, leases, attempts started, claims
 //! given back), [`result`] (results and the fencing of late ones), [`recovery`] (expired claims,
-//! uncertain outcomes settled by lookup), [`manual`] (a person's commands), [`update`] (update
+//! uncertain outcomes settled by lookup), [`register`] (automations that act themselves: begin,
+//! renew, finish, claim through `serve`), [`manual`] (a person's commands), [`update`] (update
 //! actions and what their completion changes), [`purge`] (retention) and [`read`] (queries).
 //! [`tx`] is the one transaction scaffold they all run in.
 
@@ -17,6 +18,7 @@ mod manual;
 mod purge;
 mod read;
 mod recovery;
+mod register;
 mod result;
 mod stats;
 mod submit;
@@ -30,6 +32,7 @@ use crate::domain::{
 };
 use crate::store::Store;
 pub use error::LedgerError;
+pub use register::{Begun, Finish, FinishReport, Finished, Holding, not_written};
 pub use stats::{LedgerStats, NotReady, QueueWait, StateCounts};
 use std::sync::Arc;
 use std::time::Duration;

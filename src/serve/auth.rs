@@ -5,7 +5,9 @@
 //! A tokens file (`--tokens FILE`, or the same lines in `ACTIONLEDGER_TOKENS`) has one token a
 //! line, `sha256:HEX ROLE NAME`, as `actionledger serve hash-token` prints it; `#` starts a
 //! comment. The roles: `source` submits (actions and webhooks); `reviewer` also reads and runs
-//! a person's commands, in the token's name (a person's name); `viewer` only reads. A token hash
+//! a person's commands, in the token's name (a person's name); `viewer` only reads;
+//! `executor:DESTINATION` begins, renews, finishes and claims that destination's actions only,
+//! for an automation that performs them itself, as the holder named by the token's name. A token hash
 //! on two lines, or a name given two roles, refuses the whole file: which line won would decide
 //! whose name a token acts in.
 
@@ -28,28 +30,38 @@ pub enum Role {
     Reviewer,
     /// Reads only.
     Viewer,
+    /// Performs one destination's actions itself: begins, renews, finishes and claims them, and
+    /// nothing else (the destination is the grant's).
+    Executor,
 }
 
 impl Role {
     /// Every role, in the order `--help` lists them.
-    pub const ALL: [Self; 3] = [Self::Source, Self::Reviewer, Self::Viewer];
+    pub const ALL: [Self; 4] = [Self::Source, Self::Reviewer, Self::Viewer, Self::Executor];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Source => "source",
             Self::Reviewer => "reviewer",
             Self::Viewer => "viewer",
+            Self::Executor => "executor",
         }
     }
 
     fn allows(self, need: Need) -> bool {
-        matches!((self, need), (Self::Reviewer, _) | (Self::Source, Need::Submit) | (Self::Viewer, Need::Read))
+        matches!(
+            (self, need),
+            (Self::Reviewer, Need::Submit | Need::Read | Need::Review)
+                | (Self::Source, Need::Submit)
+                | (Self::Viewer, Need::Read)
+                | (Self::Executor, Need::Perform)
+        )
     }
 }
 
 /// A token line's role that is none of the three.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown role {0:?}; use source, reviewer or viewer")]
+#[error("unknown role {0:?}; use source, reviewer, viewer or executor:DESTINATION")]
 pub struct UnknownRole(String);
 
 impl std::str::FromStr for Role {
@@ -60,6 +72,7 @@ impl std::str::FromStr for Role {
             "source" => Ok(Self::Source),
             "reviewer" => Ok(Self::Reviewer),
             "viewer" => Ok(Self::Viewer),
+            "executor" => Ok(Self::Executor),
             other => Err(UnknownRole(other.to_owned())),
         }
     }
@@ -72,6 +85,8 @@ pub enum Need {
     Read,
     /// A person's command on an action.
     Review,
+    /// Beginning, renewing, finishing or claiming an action the caller performs itself.
+    Perform,
 }
 
 impl Need {
@@ -80,6 +95,7 @@ impl Need {
             Self::Submit => "submitting",
             Self::Read => "reading",
             Self::Review => "a person's command",
+            Self::Perform => "performing an action (begin, heartbeat, finish, claims)",
         }
     }
 }
@@ -89,6 +105,8 @@ impl Need {
 pub struct Grant {
     pub role: Role,
     pub name: String,
+    /// The one destination an executor's token performs; `None` for the other roles.
+    pub destination: Option<String>,
     /// The token's hash: the rate limit's key, and never the token itself.
     pub hash: String,
 }
@@ -145,6 +163,11 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// The destinations the executor tokens perform.
+    pub fn executor_destinations(&self) -> impl Iterator<Item = &str> {
+        self.by_hash.values().filter_map(|(grant, _)| grant.destination.as_deref())
+    }
+
     /// The people the reviewer tokens' commands are recorded under, each once, in order: the
     /// names a serve login must be allowed to sign as.
     pub fn reviewers(&self) -> Vec<String> {
@@ -190,20 +213,33 @@ impl Tokens {
             if digits.len() != 64 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(problem("the hash must be sha256: and 64 hex digits (never the token itself)".to_owned()));
             }
-            let role: Role = role.parse().map_err(|e: UnknownRole| problem(e.to_string()))?;
+            let (role, destination) = match role.split_once(':') {
+                Some(("executor", destination)) => {
+                    crate::domain::input::validate_destination_name(destination)
+                        .map_err(|e| problem(format!("executor:DESTINATION names the destination it performs: {e}")))?;
+                    (Role::Executor, Some(destination.to_owned()))
+                }
+                _ if role == "executor" => {
+                    return Err(problem(
+                        "an executor token names the destination it performs: executor:DESTINATION".to_owned(),
+                    ));
+                }
+                _ => (role.parse().map_err(|e: UnknownRole| problem(e.to_string()))?, None),
+            };
             let name = name.trim().to_owned();
             match role {
                 Role::Reviewer => {
                     Person::parse(&name).map_err(|e| problem(format!("a reviewer token names a person: {e}")))?;
                 }
-                // A source's name is the source of what it submits, so it must be one.
-                Role::Source | Role::Viewer => {
+                // A source's name is the source of what it submits, so it must be one; an
+                // executor's is the holder its claims are recorded under.
+                Role::Source | Role::Viewer | Role::Executor => {
                     Label::parse("token name", &name).map_err(|e| problem(e.to_string()))?;
                 }
             }
             let hash = format!("sha256:{}", digits.to_ascii_lowercase());
             let place = Place { origin: origin.to_owned(), line: index + 1 };
-            self.add(Grant { role, name, hash }, place)?;
+            self.add(Grant { role, name, destination, hash }, place)?;
         }
         Ok(())
     }
@@ -255,7 +291,17 @@ impl Tokens {
     pub fn insert(&mut self, token: &str, role: Role, name: &str) -> Result<(), TokensError> {
         let hash = hash_token(token);
         let place = Place { origin: "inserted".to_owned(), line: self.by_hash.len() + 1 };
-        self.add(Grant { role, name: name.to_owned(), hash }, place)
+        let destination = None;
+        self.add(Grant { role, name: name.to_owned(), destination, hash }, place)
+    }
+
+    /// Adds one executor token for `destination`, for tests, as a tokens file's
+    /// `executor:DESTINATION` line does.
+    pub fn insert_executor(&mut self, token: &str, destination: &str, name: &str) -> Result<(), TokensError> {
+        let hash = hash_token(token);
+        let place = Place { origin: "inserted".to_owned(), line: self.by_hash.len() + 1 };
+        let destination = Some(destination.to_owned());
+        self.add(Grant { role: Role::Executor, name: name.to_owned(), destination, hash }, place)
     }
 
     /// The grant of the request's bearer token, if it allows `need`: 401 without a known token,
@@ -283,6 +329,7 @@ impl Tokens {
                 Need::Submit => "a source or reviewer token",
                 Need::Read => "a viewer or reviewer token",
                 Need::Review => "a reviewer token",
+                Need::Perform => "an executor:DESTINATION token",
             };
             observe::refused(&Refusal::Role { role: grant.role.as_str(), doing: need.words(), needs });
             return Err(Problem::forbidden(format!(

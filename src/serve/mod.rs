@@ -4,7 +4,8 @@
 //!
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
 //! the rate limit), `intake` (webhook mapping), `signature` (the senders' signature schemes),
-//! `replay` (deliveries already accepted), `problem` (error documents), `observe` (each
+//! `replay` (deliveries already accepted), `register` (automations that act themselves: begin,
+//! heartbeat, finish, claims), `problem` (error documents), `observe` (each
 //! request's log line, refusal warnings and HTTP metrics), `contract` (the OpenAPI document,
 //! enforced on every JSON body). Its connections are held by [`crate::connections`], as the
 //! metrics endpoint's are.
@@ -14,6 +15,7 @@ pub mod contract;
 pub mod intake;
 pub mod observe;
 pub mod problem;
+pub mod register;
 pub mod replay;
 pub mod routes;
 pub mod signature;
@@ -39,6 +41,11 @@ pub enum ServeError {
     Tokens(#[from] auth::TokensError),
     #[error(transparent)]
     Intake(#[from] intake::IntakeError),
+    #[error(
+        "a token is executor:{0}, but the configuration declares no [executors.{0}]: declare what its destination \
+         protects against (idempotency, fencing, max_attempts), or correct the token's line"
+    )]
+    UnknownExecutor(String),
 }
 
 impl From<ServeError> for crate::Error {
@@ -89,6 +96,9 @@ pub struct App<S> {
     intakes: BTreeMap<String, Intake>,
     limiter: RateLimiter,
     options: ServeOptions,
+    /// The destinations automations perform through the register, as configured: what `:begin`
+    /// tells them to send.
+    executors: BTreeMap<String, crate::config::ExecutorConfig>,
 }
 
 impl<S: Store> App<S> {
@@ -100,7 +110,16 @@ impl<S: Store> App<S> {
             intakes: intakes.into_iter().map(|i| (i.name.clone(), i)).collect(),
             limiter: RateLimiter::new(options.rate, options.burst),
             options,
+            executors: BTreeMap::new(),
         }
+    }
+
+    /// The executors' configuration, for what `:begin` and `/v1/claims` tell automations to send
+    /// (the ledger's catalogue decides with their capabilities).
+    #[must_use]
+    pub fn with_executors(mut self, executors: BTreeMap<String, crate::config::ExecutorConfig>) -> Self {
+        self.executors = executors;
+        self
     }
 
     /// People's commands go through `commands` (the same ledger, opened to act as the

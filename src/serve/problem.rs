@@ -137,6 +137,10 @@ impl From<LedgerError> for Problem {
                     .with("problem", refused.problem)
             }
             LedgerError::NotFound(_) => Self::not_found(error.to_string()),
+            // Not a change refused for the action's state: this token may never touch it.
+            LedgerError::Refused(refusal @ crate::domain::Refusal::OtherDestination { .. }) => {
+                Self::forbidden(refusal.to_string())
+            }
             LedgerError::Refused(refusal) => {
                 let problem = Self::new(StatusCode::CONFLICT, "refused_change", "Change refused", refusal.to_string());
                 match refusal.way_out() {

@@ -30,6 +30,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/actions:batch"),
     ("get", "/v1/actions/{key}"),
     ("post", "/v1/actions/{key}/{command}"),
+    ("post", "/v1/actions/{key}:begin"),
+    ("post", "/v1/actions/{key}:heartbeat"),
+    ("post", "/v1/actions/{key}:finish"),
+    ("post", "/v1/claims"),
     ("get", "/v1/refused"),
     ("get", "/v1/stats"),
     ("post", "/v1/hooks/{name}"),
@@ -51,7 +55,8 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
     let api = Router::new()
         .route("/v1/actions", post(submit::<S>).get(list::<S>))
         .route("/v1/actions:batch", post(submit_batch::<S>))
-        .route("/v1/actions/{key}", get(show::<S>))
+        .route("/v1/actions/{key}", get(show::<S>).post(super::register::on_key::<S>))
+        .route("/v1/claims", post(super::register::claims::<S>))
         .route("/v1/actions/{key}/{command}", post(command::<S>))
         .route("/v1/refused", get(refused::<S>))
         .route("/v1/stats", get(stats::<S>))
@@ -90,7 +95,7 @@ pub(super) struct Envelope {
 
 impl Envelope {
     /// The submission; a token's name stands for the source when the envelope names none.
-    fn into_raw(self, grant: &Grant) -> RawSubmission {
+    pub(super) fn into_raw(self, grant: &Grant) -> RawSubmission {
         RawSubmission {
             key: self.key,
             payload: self.payload.map(|p| p.get().as_bytes().to_vec()).unwrap_or_default(),
@@ -104,7 +109,7 @@ impl Envelope {
 }
 
 /// Checks the token and takes one request from its rate.
-fn admit<S: Store>(app: &App<S>, headers: &HeaderMap, need: Need) -> Result<Grant, Problem> {
+pub(super) fn admit<S: Store>(app: &App<S>, headers: &HeaderMap, need: Need) -> Result<Grant, Problem> {
     let grant = app.tokens.authorize(headers, need)?;
     app.limiter.admit(&grant.hash)?;
     Ok(grant)
@@ -119,7 +124,7 @@ fn admit<S: Store>(app: &App<S>, headers: &HeaderMap, need: Need) -> Result<Gran
 const DISCARD_BYTES: usize = 8 * 1024 * 1024;
 const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn read_body(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Bytes, Problem> {
+pub(super) async fn read_body(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Bytes, Problem> {
     super::contract::require_json(headers)?;
     let too_large = || {
         observe::refused(&Refusal::TooLarge { limit });
@@ -167,7 +172,7 @@ async fn next_data(body: &mut Body) -> Result<Option<Bytes>, Problem> {
     }
 }
 
-fn json_response(status: StatusCode, value: &Value) -> Response {
+pub(super) fn json_response(status: StatusCode, value: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
 }
 
@@ -220,7 +225,7 @@ async fn submit<S: Store>(With(app): With<Arc<App<S>>>, headers: HeaderMap, body
 
 /// A body as the document's schema `name` has it (400 naming where it departs), then as the
 /// handler's type reads it.
-fn read_json<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8], what: &str) -> Result<T, Problem> {
+pub(super) fn read_json<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8], what: &str) -> Result<T, Problem> {
     super::contract::check(name, bytes)?;
     serde_json::from_slice(bytes).map_err(|e| Problem::bad_request(format!("the body is not {what}: {e}")))
 }
@@ -287,7 +292,7 @@ async fn submit_batch<S: Store>(
 
 /// A key in a path names an action that may have been recorded under older key rules: it is read
 /// as the command line reads a typed key, so that such an action can still be read and settled.
-fn parse_key(text: &str) -> Result<ActionKey, Problem> {
+pub(super) fn parse_key(text: &str) -> Result<ActionKey, Problem> {
     ActionKey::parse_existing(text).map_err(|e| Problem::not_found(format!("no action can have this key: {e}")))
 }
 

@@ -85,15 +85,15 @@ pub fn hot_statements(postgres: bool) -> Vec<(&'static str, String)> {
         // The claims PostgreSQL sends, and the per-action path's statements that write several
         // tables at once, PostgreSQL's only.
         hot.extend([
-            ("claim with its audit entries", statements::pg_claim_with_audit_sql(3)),
-            ("claim that starts attempts", statements::pg_claim_and_start_sql(3)),
+            ("claim with its audit entries", statements::pg_claim_with_audit_sql(3, false)),
+            ("claim that starts attempts", statements::pg_claim_and_start_sql(3, false)),
             ("start attempts", statements::pg_start_attempts_sql(3)),
             ("lock actions and read the clock", statements::pg_lock_actions_now_sql(3)),
             ("finish an attempt with its audit entries", statements::pg_finish_attempts_with_audit_sql(1, 2)),
             ("write a result's action, attempt and audit entry", statements::pg_update_actions_with_deferred_sql(1, 1)),
         ]);
     } else {
-        hot.push(("claim", statements::SQLITE_CLAIM.to_owned()));
+        hot.push(("claim", statements::sqlite_claim_sql(false)));
     }
     hot
 }
@@ -384,12 +384,14 @@ pub struct ClaimScope {
     pub destinations: Option<Vec<String>>,
     /// Also actions submitted without a destination.
     pub include_unassigned: bool,
+    /// Only this action: an automation beginning it through `serve`.
+    pub key: Option<ActionKey>,
 }
 
 impl ClaimScope {
     /// Every pending action, whatever its destination.
     pub fn any() -> Self {
-        Self { destinations: None, include_unassigned: true }
+        Self { destinations: None, include_unassigned: true, key: None }
     }
 
     /// The destinations as the claim statements take them: a JSON list, or NULL for any.

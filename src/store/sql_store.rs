@@ -86,10 +86,11 @@ impl<S: SqlStore> Store for S {
             let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
             let destinations = scope.destinations_json();
             let Transition { event, from, to } = audit.transition;
+            let one_key = scope.key.is_some();
             let sql = if starts.is_empty() {
-                sql::pg_claim_with_audit_sql(limit)
+                sql::pg_claim_with_audit_sql(limit, one_key)
             } else {
-                sql::pg_claim_and_start_sql(limit)
+                sql::pg_claim_and_start_sql(limit, one_key)
             };
             let claim = Statement::new(sql)
                 .text(worker)
@@ -102,12 +103,13 @@ impl<S: SqlStore> Store for S {
                 .text(from.as_str())
                 .text(to.as_str());
             if starts.is_empty() {
-                let rows = autocommitted(self, claim).await?;
+                let rows = autocommitted(self, sql::with_only_key(claim, scope)).await?;
                 return rows.iter().map(|row| Ok(Claimed { action: action_from_row(row)?, started: None })).collect();
             }
             let (always, before_window) = (json_list(&starts.always), json_list(&starts.before_window));
             let claim =
                 claim.text(starts.default_destination.as_deref()).text(always.as_str()).text(before_window.as_str());
+            let claim = sql::with_only_key(claim, scope);
             return autocommitted(self, claim).await?.iter().map(claimed_from_row).collect();
         }
         if S::Backend::DIALECT.statements_in_one_command

@@ -561,7 +561,13 @@ pub(crate) fn expired_claims<B: Backend>(now: Timestamp, limit: i64, scope: &Cla
 
 /// See `sqlite_claim` in sql/claims.sql. PostgreSQL claims with [`pg_claim_with_audit_sql`] or
 /// [`pg_claim_and_start_sql`], which write the audit entries in the same statement.
-pub(crate) const SQLITE_CLAIM: &str = named(CLAIMS, "sqlite_claim");
+const SQLITE_CLAIM: Template<1> = template(named(CLAIMS, "sqlite_claim"), ["{only_key}"]);
+
+/// See `sqlite_claim` in sql/claims.sql: the text for a worker's claim, or for the claim of one
+/// action by its key.
+pub(crate) fn sqlite_claim_sql(one_key: bool) -> String {
+    SQLITE_CLAIM.fill([only_key(one_key, 7)])
+}
 
 pub(crate) fn sqlite_claim<B: Backend>(
     worker: &str,
@@ -570,29 +576,51 @@ pub(crate) fn sqlite_claim<B: Backend>(
     limit: i64,
     scope: &ClaimScope,
 ) -> Statement<B> {
-    Statement::new(SQLITE_CLAIM)
+    let claim = Statement::new(sqlite_claim_sql(scope.key.is_some()))
         .text(worker)
         .int(now.timestamp_millis())
         .int(lease_until.timestamp_millis())
         .int(limit)
         .text(scope.destinations_json().as_deref())
-        .flag(scope.include_unassigned)
+        .flag(scope.include_unassigned);
+    with_only_key(claim, scope)
 }
 
-const PG_CLAIM_WITH_AUDIT: Template<1> = template(named(CLAIMS, "pg_claim_with_audit"), ["{limit}"]);
-const PG_CLAIM_AND_START: Template<1> = template(named(CLAIMS, "pg_claim_and_start"), ["{limit}"]);
+/// The `{only_key}` hole of the claim statements: empty, or the condition on parameter `number`.
+fn only_key(one_key: bool, number: u8) -> &'static str {
+    match (one_key, number) {
+        (false, _) => "",
+        (true, 7) => "AND a.key = $7",
+        (true, 10) => "AND a.key = $10",
+        (true, 13) => "AND a.key = $13",
+        (true, _) => unreachable!("the claim statements' key is their 7th, 10th or 13th parameter"),
+    }
+}
+
+/// Binds the key of a claim of one action, as the statement's last parameter.
+pub(crate) fn with_only_key<B: Backend>(claim: Statement<B>, scope: &ClaimScope) -> Statement<B> {
+    match &scope.key {
+        Some(key) => claim.text(key.as_str()),
+        None => claim,
+    }
+}
+
+const PG_CLAIM_WITH_AUDIT: Template<2> = template(named(CLAIMS, "pg_claim_with_audit"), ["{only_key}", "{limit}"]);
+const PG_CLAIM_AND_START: Template<2> = template(named(CLAIMS, "pg_claim_and_start"), ["{only_key}", "{limit}"]);
 const PG_START_ATTEMPTS: Template<2> = template(named(CLAIMS, "pg_start_attempts"), ["{claims}", "{current}"]);
 const SQLITE_START_ATTEMPTS: Template<3> =
     template(named(CLAIMS, "sqlite_start_attempts"), ["{current}", "{columns}", "{rows}"]);
 
-/// See `pg_claim_with_audit` in sql/claims.sql: the limit is written into the text.
-pub(crate) fn pg_claim_with_audit_sql(limit: i64) -> String {
-    PG_CLAIM_WITH_AUDIT.fill([&limit.max(0).to_string()])
+/// See `pg_claim_with_audit` in sql/claims.sql: the limit is written into the text, and the key
+/// where one action is claimed.
+pub(crate) fn pg_claim_with_audit_sql(limit: i64, one_key: bool) -> String {
+    PG_CLAIM_WITH_AUDIT.fill([only_key(one_key, 10), &limit.max(0).to_string()])
 }
 
-/// See `pg_claim_and_start` in sql/claims.sql: the limit is written into the text.
-pub(crate) fn pg_claim_and_start_sql(limit: i64) -> String {
-    PG_CLAIM_AND_START.fill([&limit.max(0).to_string()])
+/// See `pg_claim_and_start` in sql/claims.sql: the limit is written into the text, and the key
+/// where one action is claimed.
+pub(crate) fn pg_claim_and_start_sql(limit: i64, one_key: bool) -> String {
+    PG_CLAIM_AND_START.fill([only_key(one_key, 13), &limit.max(0).to_string()])
 }
 
 /// A claim under which an attempt starts, as `pg_start_attempts` and `sqlite_start_attempts`

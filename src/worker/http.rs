@@ -216,11 +216,10 @@ fn to_report(destination: &Destination, action: &ActionRecord, outcome: SendOutc
             // `attempts_in_round` was counted when this attempt started.
             let used = action.attempts_in_round + 1;
             let retry = destination.capabilities().retry;
-            let (outcome, error) = if retry.spent(used) {
-                let error = format!("{error} (attempt {used} of {}: giving up)", retry.max_attempts);
-                (Outcome::Failed { permanent: false }, error)
-            } else {
-                (Outcome::RetryLater { after: retry.backoff(used, retry_after, fastrand::f64()) }, error)
+            let outcome = crate::ledger::not_written(retry, used, retry_after);
+            let error = match outcome {
+                Outcome::Failed { .. } => format!("{error} (attempt {used} of {}: giving up)", retry.max_attempts),
+                _ => error,
             };
             Report { outcome, error: Some(error), evidence: evidence(response.as_ref(), None) }
         }

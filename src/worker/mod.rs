@@ -455,6 +455,7 @@ fn claim_scope<S: Store, E: Effect>(shared: &Shared<S, E>) -> ClaimScope {
     ClaimScope {
         destinations: Some(catalog.names().filter(|name| !effect.paused(name)).map(str::to_owned).collect()),
         include_unassigned: catalog.default_destination().is_some_and(|name| !effect.paused(name)),
+        key: None,
     }
 }
 
@@ -715,9 +716,7 @@ async fn prepare<S: Store, E: Effect>(
     slot: Slot<S, E>,
 ) -> Result<Option<Ready<S, E>>, Error> {
     let ledger = &shared.ledger;
-    let (Some(destination), Some(capabilities)) =
-        (shared.destination_of(&claim.action), shared.catalog.of(&claim.action))
-    else {
+    let (Some(destination), Some(_)) = (shared.destination_of(&claim.action), shared.catalog.of(&claim.action)) else {
         ledger.release(&claim, "this worker has no configuration for the action's destination").await?;
         return Ok(None);
     };
@@ -733,21 +732,7 @@ async fn prepare<S: Store, E: Effect>(
         shared.count(|s| s.released += 1);
         return Ok(None);
     }
-    // Rule 4 counts from the start of the current window (a person's retry from `held` starts a
-    // new one), not from the first send ever. The database's time is asked only where a window is
-    // running (a destination with an idempotency retention, and a request sent before): a first
-    // attempt, the common case, costs no round trip for it.
-    let window_start = claim.action.window_started_at;
-    if let Some(closes) = capabilities.window_closes(window_start)
-        && capabilities.window_passed(window_start, ledger.store().now().await?)
-    {
-        let closed = closes.to_rfc3339();
-        ledger
-            .hold(
-                &claim,
-                &format!("the idempotency window of {destination} closed at {closed}; not sent again automatically"),
-            )
-            .await?;
+    if ledger.hold_if_window_closed(&claim).await?.is_some() {
         shared.count(|s| s.held += 1);
         shared.progress(&claim.action, "held", "held: idempotency window passed");
         return Ok(None);

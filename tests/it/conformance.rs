@@ -557,7 +557,7 @@ async fn expired_claims_are_found_for_the_destinations_asked<S: Store>(db: TestD
     }
     l.store().clock().advance(LEASE * 2);
     let keys = |expired: Vec<ActionRecord>| expired.into_iter().map(|a| a.key.to_string()).collect::<Vec<_>>();
-    let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false };
+    let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false, key: None };
     assert_eq!(keys(l.store().expired_claims(1, &crm).await.unwrap()), ["mine"]);
     let crm_and_bare = ClaimScope { include_unassigned: true, ..crm };
     assert_eq!(keys(l.store().expired_claims(10, &crm_and_bare).await.unwrap()), ["mine", "bare"]);

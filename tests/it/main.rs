@@ -41,6 +41,7 @@ mod plans;
 mod properties;
 mod read_only;
 mod reconcile;
+mod register;
 mod retention;
 mod review_owners;
 mod roles;

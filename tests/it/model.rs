@@ -683,7 +683,7 @@ static CASE: AtomicUsize = AtomicUsize::new(0);
 async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String> {
     let case = CASE.fetch_add(1, Ordering::SeqCst);
     let destination = format!("m{case}");
-    let scope = ClaimScope { destinations: Some(vec![destination.clone()]), include_unassigned: false };
+    let scope = ClaimScope { destinations: Some(vec![destination.clone()]), include_unassigned: false, key: None };
     let key = |(k, update): Id| {
         let text = if update == 0 { format!("model:{case}:{k}") } else { format!("model:{case}:{k}#update-{update}") };
         ActionKey::parse(&text).unwrap()

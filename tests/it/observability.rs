@@ -403,7 +403,7 @@ async fn the_queue_latency_counts_what_a_worker_may_claim_from_when_it_could<S: 
     use actionledger::store::ClaimScope;
     let ledger = &db.ledger;
     let clock = ledger.store().clock();
-    let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false };
+    let crm = ClaimScope { destinations: Some(vec!["crm".to_owned()]), include_unassigned: false, key: None };
     let in_a_while = |seconds: i64| seconds..seconds + 5;
     assert_eq!(waits(ledger).await, [], "an empty ledger has no queue");
     let erp = actionledger::domain::RawSubmission { destination: Some("erp".to_owned()), ..order("lat:erp", "{}") };

@@ -37,6 +37,8 @@ conformance!(
 pub(crate) const SOURCE: &str = "source-token-0123456789";
 pub(crate) const REVIEWER: &str = "reviewer-token-0123456789";
 pub(crate) const VIEWER: &str = "viewer-token-0123456789";
+/// An automation that performs `crm`'s actions itself, through the register.
+pub(crate) const EXECUTOR: &str = "executor-token-0123456789";
 const SECRET: &[u8] = b"shop-secret";
 
 /// The intakes the tests use: `orders` (a token, the key and payload from the body) and `signed`
@@ -75,6 +77,7 @@ async fn start_within<S: Store>(
     tokens.insert(SOURCE, Role::Source, "shop").unwrap();
     tokens.insert(REVIEWER, Role::Reviewer, "Ana Lima").unwrap();
     tokens.insert(VIEWER, Role::Viewer, "dashboard").unwrap();
+    tokens.insert_executor(EXECUTOR, "crm", "crm-flow").unwrap();
     let intakes = config()
         .intake
         .into_iter()
@@ -545,14 +548,22 @@ async fn every_route_of_the_openapi_document_answers<S: Store>(db: TestDb<S>) {
         let (status, _, body) = if *method == "get" {
             call(&client, reqwest::Method::GET, &url, Some(REVIEWER), None, &[]).await
         } else {
-            let body = match *path {
-                "/v1/actions:batch" => json!({ "actions": [] }),
-                "/v1/actions/{key}/{command}" => json!({ "reason": "mine to follow up", "version": 1 }),
-                "/v1/hooks/{name}" => json!({ "n": 5 }),
-                _ => submission("route:2", &json!({})),
+            // The register's routes in the order listed: begin claims route:1 (its first
+            // ownership version), the heartbeat and the finish go under that claim.
+            let (token, body) = match *path {
+                "/v1/actions:batch" => (REVIEWER, json!({ "actions": [] })),
+                "/v1/actions/{key}/{command}" => (REVIEWER, json!({ "reason": "mine to follow up", "version": 1 })),
+                "/v1/hooks/{name}" => (REVIEWER, json!({ "n": 5 })),
+                "/v1/actions/{key}:begin" => (EXECUTOR, json!({ "payload": {} })),
+                "/v1/actions/{key}:heartbeat" => (EXECUTOR, json!({ "ownership_version": 1 })),
+                "/v1/actions/{key}:finish" => {
+                    (EXECUTOR, json!({ "ownership_version": 1, "outcome": "completed", "destination_id": "r-1" }))
+                }
+                "/v1/claims" => (EXECUTOR, json!({ "limit": 2 })),
+                _ => (REVIEWER, submission("route:2", &json!({}))),
             };
             let event = [("X-Event-Id", "route-5".to_owned())];
-            call(&client, reqwest::Method::POST, &url, Some(REVIEWER), Some(body.to_string()), &event).await
+            call(&client, reqwest::Method::POST, &url, Some(token), Some(body.to_string()), &event).await
         };
         assert!((200..300).contains(&status), "{method} {path}: {status} {body}");
     }

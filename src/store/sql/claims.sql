@@ -2,7 +2,11 @@
 --
 -- An action is claimable (runnable) when it is pending, its backoff is over, no proposal waits
 -- for a person, and the action it must follow (if any) has completed; a claim may be limited to
--- a JSON list of destinations (all when NULL) and, or only, to actions without a destination.
+-- a JSON list of destinations (all when NULL) and, or only, to actions without a destination,
+-- and to one action by its key: `{only_key}` is empty for a worker's claim, or `AND a.key = $n`
+-- (the statement's last parameter) for an automation beginning one action through `serve`. A
+-- hole, not `($n IS NULL OR a.key = $n)`, so that each form keeps a plan of its own: one that
+-- reads the key's index, and one that reads the pending rows in order.
 -- The picked ids are materialized once: PostgreSQL may otherwise evaluate a LIMIT subquery under
 -- IN more than once and claim more rows than asked.
 --
@@ -22,6 +26,8 @@
 -- $4 limit: at most this many
 -- $5 destinations: JSON list of the destinations claimed for, or NULL for all
 -- $6 unassigned: whether actions without a destination are claimed too
+-- $7 key: the one action claimed, where {only_key} names it
+-- {only_key}: empty, or `AND a.key = $7`
 WITH picked AS MATERIALIZED (
     SELECT a.id
     FROM actions a
@@ -33,6 +39,7 @@ WITH picked AS MATERIALIZED (
            OR (a.destination IS NULL AND $6))
       AND (a.after_key IS NULL
            OR EXISTS (SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed'))
+      {only_key}
     ORDER BY a.id
     LIMIT $4
 )
@@ -69,6 +76,8 @@ RETURNING id, key, state, payload, fingerprint, proposed_payload, proposed_finge
 -- $4 destinations: JSON list of the destinations claimed for, or NULL for all
 -- $5 unassigned: whether actions without a destination are claimed too
 -- $6 actor_kind, $7 event, $8 from_state, $9 to_state: the audit entries', as the ledger says
+-- $10 key: the one action claimed, where {only_key} names it
+-- {only_key}: empty, or `AND a.key = $10`
 -- {limit}: at most this many, written into the text
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint + CAST($3 AS BIGINT) AS now
@@ -84,6 +93,7 @@ picked AS MATERIALIZED (
            OR (a.destination IS NULL AND $5))
       AND (a.after_key IS NULL
            OR EXISTS (SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed'))
+      {only_key}
     ORDER BY a.id
     LIMIT {limit}
     FOR UPDATE OF a SKIP LOCKED
@@ -137,6 +147,8 @@ FROM claimed;
 -- $10 default_destination: the destination of actions without one
 -- $11 always: JSON list of destinations whose claims always start their attempt
 -- $12 before_window: JSON list of those whose claims start it only while no idempotency window runs
+-- $13 key: the one action claimed, where {only_key} names it
+-- {only_key}: empty, or `AND a.key = $13`
 -- {limit}: at most this many, written into the text
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint + CAST($3 AS BIGINT) AS now
@@ -152,6 +164,7 @@ picked AS MATERIALIZED (
            OR (a.destination IS NULL AND $5))
       AND (a.after_key IS NULL
            OR EXISTS (SELECT 1 FROM actions p WHERE p.key = a.after_key AND p.state = 'completed'))
+      {only_key}
     ORDER BY a.id
     LIMIT {limit}
     FOR UPDATE OF a SKIP LOCKED

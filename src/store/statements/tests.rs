@@ -68,7 +68,8 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
             fixed(name, sql.unwrap_or_default());
         }
     } else {
-        fixed("sqlite_claim", SQLITE_CLAIM);
+        fixed("sqlite_claim", &sqlite_claim_sql(false));
+        fixed("sqlite_claim (one key)", &sqlite_claim_sql(true));
         fixed("sqlite_has_migrations", SQLITE_HAS_MIGRATIONS);
     }
     let mut generated = |name: &str, rows: &str, sql: String| sent.push((format!("{name} ({rows})"), sql));
@@ -94,8 +95,12 @@ fn sent(dialect: Dialect) -> Vec<(String, String)> {
         generated("mark_purged", &rows, mark_purged_sql(params, n));
         if postgres {
             let limit = i64::try_from(n).unwrap_or_default();
-            generated("pg_claim_with_audit", &format!("limit {n}"), pg_claim_with_audit_sql(limit));
-            generated("pg_claim_and_start", &format!("limit {n}"), pg_claim_and_start_sql(limit));
+            generated("pg_claim_with_audit", &format!("limit {n}"), pg_claim_with_audit_sql(limit, false));
+            generated("pg_claim_and_start", &format!("limit {n}"), pg_claim_and_start_sql(limit, false));
+            if n == 1 {
+                generated("pg_claim_with_audit", "one key", pg_claim_with_audit_sql(limit, true));
+                generated("pg_claim_and_start", "one key", pg_claim_and_start_sql(limit, true));
+            }
             generated("pg_lock_actions_now", &rows, pg_lock_actions_now_sql(n));
             generated("pg_start_attempts", &rows, pg_start_attempts_sql(n));
             generated("pg_update_actions_with_deferred", &format!("{rows}, 1 attempt, {n} entries"), {
@@ -221,9 +226,9 @@ fn statements_that_read_whole_actions_read_every_column() {
     let columns = select.strip_prefix("SELECT ").and_then(|rest| rest.split(" FROM ").next()).unwrap();
     assert!(columns.ends_with("updates_destination_id"), "{columns}");
     for (name, sql) in [
-        ("sqlite_claim", SQLITE_CLAIM.to_owned()),
-        ("pg_claim_with_audit", pg_claim_with_audit_sql(1)),
-        ("pg_claim_and_start", pg_claim_and_start_sql(1)),
+        ("sqlite_claim", sqlite_claim_sql(false)),
+        ("pg_claim_with_audit", pg_claim_with_audit_sql(1, false)),
+        ("pg_claim_and_start", pg_claim_and_start_sql(1, false)),
         ("lock_actions", lock_actions_sql(SQLITE, 1)),
         ("pg_lock_actions_now", pg_lock_actions_now_sql(1)),
         ("insert_actions", insert_actions_sql(Params::Numbered, 1)),

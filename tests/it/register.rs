@@ -1,0 +1,387 @@
+//! The register over HTTP on both stores: automations that perform the effect themselves begin,
+//! renew and finish through `serve`, each effect counted at the simulated CRM: the seed list on
+//! this path (five deliveries, two callers at once, a caller paused past its lease, a caller
+//! killed after the destination wrote, a finished key begun again), a queue drained through
+//! `/v1/claims` under the worker's rules, and what an executor's token may not do.
+
+use crate::serve::{SOURCE, client, post, submission, unlimited};
+use crate::support::TestDb;
+use actionledger::config::Config;
+use actionledger::domain::State;
+use actionledger::serve::App;
+use actionledger::serve::auth::{Role, Tokens};
+use actionledger::sim_crm::{Options, SimCrm};
+use actionledger::store::Store;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+conformance!(
+    the_same_event_begun_five_times_gives_one_record,
+    two_callers_beginning_at_once_get_one_proceed,
+    a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5,
+    a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replayed,
+    a_queue_drained_through_claims_keeps_the_attempt_budget,
+    an_executor_token_performs_its_own_destination_only,
+    a_repeated_finish_changes_nothing_and_a_heartbeat_extends_the_lease,
+);
+
+const MAILER: &str = "mailer-token-0123456789";
+const MAILER_TWO: &str = "mailer-two-token-0123456789";
+const ERP: &str = "erp-token-0123456789";
+
+/// How the executor `mailer` is declared: with the CRM's idempotency key, or with nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Declared {
+    Keyed,
+    Bare,
+}
+
+/// A served register for `mailer` (and `erp`) in front of a simulated CRM that honours the key
+/// only where the executor declares it; returns the base URL and the CRM.
+async fn register<S: Store>(db: &TestDb<S>, declared: Declared) -> (String, SimCrm) {
+    let idempotency = match declared {
+        Declared::Keyed => "idempotency = { header = \"Idempotency-Key\", retention = \"24h\" }",
+        Declared::Bare => "",
+    };
+    let config = Config::parse(&format!(
+        "[executors.mailer]\n{idempotency}\nmax_attempts = 2\nbackoff_base = \"10ms\"\nbackoff_max = \"20ms\"\n\
+         review_owner = \"Ana Lima\"\n\n[executors.erp]\n"
+    ))
+    .unwrap();
+    let ledger = db.ledger.clone().with_destinations(actionledger::destination::catalog_of(&config));
+    let mut tokens = Tokens::default();
+    tokens.insert_executor(MAILER, "mailer", "mail-script").unwrap();
+    tokens.insert_executor(MAILER_TWO, "mailer", "mail-script-2").unwrap();
+    tokens.insert_executor(ERP, "erp", "erp-flow").unwrap();
+    tokens.insert(SOURCE, Role::Source, "shop").unwrap();
+    let router = App::new(ledger, tokens, Vec::new(), unlimited()).with_executors(config.executors).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(actionledger::connections::serve(
+        listener,
+        router,
+        actionledger::serve::ConnectionLimits::default(),
+        std::future::pending(),
+    ));
+    let crm_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let retention = match declared {
+        Declared::Keyed => Options::default().retention,
+        Declared::Bare => None,
+    };
+    let crm = SimCrm::start(crm_listener, Options { retention, unique_refs: false, ..Options::default() }).unwrap();
+    (format!("http://{addr}"), crm)
+}
+
+fn action_key(key: &str) -> actionledger::domain::ActionKey {
+    actionledger::domain::ActionKey::parse(key).unwrap()
+}
+
+async fn begin(base: &str, token: &str, key: &str, lease_seconds: u64) -> Value {
+    let body = json!({ "payload": { "to": "ana@example.com" }, "event_id": "ev-1", "lease_seconds": lease_seconds });
+    let (status, _, answer) = post(&client(), &format!("{base}/v1/actions/{key}:begin"), Some(token), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// The effect itself, as the automation performs it: a record at the CRM, sent with the key
+/// `:begin` answered in the header it names. Returns the record's id.
+async fn perform(crm: &SimCrm, key: &str, claim: &Value) -> String {
+    let mut request = client()
+        .post(format!("http://{}/tasks", crm.addr()))
+        .header("content-type", "application/json")
+        .body(json!({ "external_ref": key, "data": "receipt" }).to_string());
+    if let Some(header) = claim["idempotency_header"].as_str() {
+        request = request.header(header, claim["idempotency_key"].as_str().unwrap());
+    }
+    let answer: Value = serde_json::from_str(&request.send().await.unwrap().text().await.unwrap()).unwrap();
+    answer["id"].as_str().expect("the CRM names its record").to_owned()
+}
+
+async fn finish(base: &str, token: &str, key: &str, body: &Value) -> (u16, Value) {
+    let (status, _, answer) = post(&client(), &format!("{base}/v1/actions/{key}:finish"), Some(token), body).await;
+    (status, answer)
+}
+
+fn completed(claim: &Value, id: &str) -> Value {
+    json!({ "ownership_version": claim["ownership_version"], "outcome": "completed", "destination_id": id,
+            "evidence": { "status": 201 } })
+}
+
+/// One automation run for `key`: begin, and where told to proceed, act and finish.
+async fn run_once(base: &str, crm: &SimCrm, key: &str) -> Value {
+    let answer = begin(base, MAILER, key, 30).await;
+    if answer["decision"] == "proceed" {
+        let id = perform(crm, key, &answer["claim"]).await;
+        let (status, finished) = finish(base, MAILER, key, &completed(&answer["claim"], &id)).await;
+        assert_eq!((status, finished["recorded"].as_str()), (200, Some("applied")), "{finished}");
+    }
+    answer
+}
+
+async fn the_same_event_begun_five_times_gives_one_record<S: Store>(db: TestDb<S>) {
+    let (base, crm) = register(&db, Declared::Bare).await;
+    let key = "shop:order:7:send-receipt";
+    let mut decisions = Vec::new();
+    for _ in 0..5 {
+        decisions.push(run_once(&base, &crm, key).await);
+    }
+    let words: Vec<&str> = decisions.iter().map(|d| d["decision"].as_str().unwrap()).collect();
+    assert_eq!(words, ["proceed", "done", "done", "done", "done"]);
+    assert_eq!(decisions[0]["submitted"], "created");
+    assert_eq!(decisions[0]["claim"]["attempt"], 1);
+    let record = crm.records_for(key);
+    assert_eq!(record.len(), 1, "one record at the CRM");
+    // A finished key begun again answers what the effect produced.
+    let done = &decisions[4];
+    assert_eq!(done["destination_id"], record[0]["id"]);
+    assert_eq!(done["evidence"]["status"], 201);
+    assert_eq!(done["state"], "completed");
+    let detail = db.ledger.detail(&action_key(key)).await.unwrap();
+    assert_eq!(detail.deliveries.len(), 5, "every delivery is recorded");
+    assert_eq!(detail.attempts.len(), 1);
+    assert_eq!(detail.attempts[0].worker, "mail-script");
+}
+
+async fn two_callers_beginning_at_once_get_one_proceed<S: Store>(db: TestDb<S>) {
+    let (base, crm) = register(&db, Declared::Bare).await;
+    let key = "shop:order:8:send-receipt";
+    let callers: Vec<_> = (0..8)
+        .map(|n| {
+            let base = base.clone();
+            let token = if n % 2 == 0 { MAILER } else { MAILER_TWO };
+            tokio::spawn(async move { begin(&base, token, key, 30).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for caller in callers {
+        answers.push(caller.await.unwrap());
+    }
+    let proceeding: Vec<&Value> = answers.iter().filter(|a| a["decision"] == "proceed").collect();
+    assert_eq!(proceeding.len(), 1, "{answers:?}");
+    for other in answers.iter().filter(|a| a["decision"] != "proceed") {
+        assert_eq!(other["decision"], "wait", "{other}");
+        assert!(other["until"].is_string() && other["why"].as_str().unwrap().contains("holds it"), "{other}");
+    }
+    let claim = &proceeding[0]["claim"];
+    let token = if answers.iter().any(|a| a["decision"] == "proceed" && a["action"]["claimed_by"] == "mail-script") {
+        MAILER
+    } else {
+        MAILER_TWO
+    };
+    let id = perform(&crm, key, claim).await;
+    assert_eq!(finish(&base, token, key, &completed(claim, &id)).await.0, 200);
+    assert_eq!(begin(&base, MAILER, key, 30).await["decision"], "done");
+    assert_eq!(crm.records_for(key).len(), 1);
+}
+
+async fn a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5<S: Store>(db: TestDb<S>) {
+    for declared in [Declared::Keyed, Declared::Bare] {
+        let (base, crm) = register(&db, declared).await;
+        let key = format!("shop:order:9:send-receipt-{declared:?}");
+        let paused = begin(&base, MAILER, &key, 1).await;
+        assert_eq!(paused["decision"], "proceed");
+        let paused_claim = &paused["claim"];
+        let paused_id = perform(&crm, &key, paused_claim).await;
+        // The caller stops (a GC pause, a suspended laptop) past its lease.
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        let rescue = begin(&base, MAILER_TWO, &key, 30).await;
+        match declared {
+            Declared::Keyed => {
+                // Rule 5: the destination recognises a repeat of the key, so it is taken over
+                // under a new ownership version and sent again with the same key.
+                assert_eq!(rescue["decision"], "proceed", "{rescue}");
+                let claim = &rescue["claim"];
+                assert_eq!(claim["ownership_version"], paused_claim["ownership_version"].as_i64().unwrap() + 1);
+                assert_eq!(claim["idempotency_key"], paused_claim["idempotency_key"]);
+                let id = perform(&crm, &key, claim).await;
+                assert_eq!(id, paused_id, "the CRM replayed its answer to the repeated key");
+                assert_eq!(finish(&base, MAILER_TWO, &key, &completed(claim, &id)).await.0, 200);
+            }
+            Declared::Bare => {
+                // Rule 5: a request may have gone out and nothing stops a second effect: held.
+                assert_eq!(rescue["decision"], "review", "{rescue}");
+                assert_eq!(rescue["state"], "held");
+                assert_eq!(rescue["assignee"], "Ana Lima", "routed to the executor's review owner");
+            }
+        }
+        // The paused caller wakes: its heartbeat and its finish are refused; the finish is kept
+        // for review and changes nothing.
+        let (status, _, renewal) = post(
+            &client(),
+            &format!("{base}/v1/actions/{key}:heartbeat"),
+            Some(MAILER),
+            &json!({ "ownership_version": paused_claim["ownership_version"] }),
+        )
+        .await;
+        assert_eq!(status, 409, "{renewal}");
+        let before = db.ledger.detail(&action_key(&key)).await.unwrap().action;
+        let (status, late) = finish(&base, MAILER, &key, &completed(paused_claim, &paused_id)).await;
+        assert_eq!((status, late["type"].as_str()), (409, Some("urn:actionledger:problem:late_result")), "{late}");
+        let detail = db.ledger.detail(&action_key(&key)).await.unwrap();
+        assert_eq!(detail.action.destination_id, before.destination_id, "a late result never changes the record");
+        // Rule 8: it reaches review. A completion that names the record the action completed
+        // with contradicts nothing; one reported while a person must decide (held) sends the
+        // action to conflict, with the late result beside it.
+        let expected = if declared == Declared::Keyed { State::Completed } else { State::Conflict };
+        assert_eq!(detail.action.state, expected);
+        assert_eq!(detail.late_results().count(), 1, "the late result waits for a person");
+        assert_eq!(crm.records_for(&key).len(), 1, "{declared:?}: one record");
+    }
+}
+
+async fn a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replayed<S: Store>(db: TestDb<S>) {
+    for declared in [Declared::Keyed, Declared::Bare] {
+        let (base, crm) = register(&db, declared).await;
+        let key = format!("shop:order:10:send-receipt-{declared:?}");
+        let killed = begin(&base, MAILER, &key, 1).await;
+        perform(&crm, &key, &killed["claim"]).await;
+        // Killed before :finish: nothing more from it, ever.
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        let next = run_once(&base, &crm, &key).await;
+        let action = db.ledger.detail(&action_key(&key)).await.unwrap().action;
+        match declared {
+            Declared::Keyed => {
+                assert_eq!(next["decision"], "proceed");
+                assert_eq!(action.state, State::Completed);
+            }
+            Declared::Bare => {
+                assert_eq!(next["decision"], "review");
+                assert_eq!(action.state, State::Held);
+                assert!(action.old_worker_may_act, "a person confirms the old caller stopped before a retry");
+            }
+        }
+        assert_eq!(crm.records_for(&key).len(), 1, "{declared:?}: one record");
+    }
+}
+
+async fn a_queue_drained_through_claims_keeps_the_attempt_budget<S: Store>(db: TestDb<S>) {
+    let (base, crm) = register(&db, Declared::Keyed).await;
+    let client = client();
+    for n in 0..12 {
+        let mut body = submission(&format!("queue:{n}"), &json!({ "n": n }));
+        body["destination"] = json!("mailer");
+        assert_eq!(post(&client, &format!("{base}/v1/actions"), Some(SOURCE), &body).await.0, 201);
+    }
+    // queue:3 is refused by the destination twice: with max_attempts = 2 it ends `failed`.
+    let mut refusals = 0;
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(rounds < 200, "the queue drains");
+        let (status, _, claimed) =
+            post(&client, &format!("{base}/v1/claims"), Some(MAILER), &json!({ "limit": 5, "lease_seconds": 30 }))
+                .await;
+        assert_eq!(status, 200, "{claimed}");
+        let claims = claimed["claims"].as_array().unwrap();
+        if claims.is_empty() {
+            let pending = db.ledger.counts().await.unwrap().iter().any(|(s, n)| *s == State::Pending && *n > 0);
+            if !pending {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        for claim in claims {
+            let key = claim["key"].as_str().unwrap();
+            assert_eq!(claim["payload"]["n"], claim["action"]["payload"]["n"]);
+            let body = if key == "queue:3" {
+                refusals += 1;
+                json!({ "ownership_version": claim["ownership_version"], "outcome": "not_written",
+                        "reason": "mailbox full", "evidence": { "status": 503 } })
+            } else {
+                let id = perform(&crm, key, claim).await;
+                completed(claim, &id)
+            };
+            assert_eq!(finish(&base, MAILER, key, &body).await.0, 200);
+        }
+    }
+    assert_eq!(refusals, 2, "sent twice, as max_attempts says");
+    let failed = db.ledger.detail(&action_key("queue:3")).await.unwrap().action;
+    assert_eq!(failed.state, State::Failed);
+    assert!(failed.last_error.as_deref().unwrap().contains("attempt 2 of 2"), "{:?}", failed.last_error);
+    for n in (0..12).filter(|n| *n != 3) {
+        assert_eq!(crm.records_for(&format!("queue:{n}")).len(), 1);
+    }
+}
+
+async fn an_executor_token_performs_its_own_destination_only<S: Store>(db: TestDb<S>) {
+    let (base, crm) = register(&db, Declared::Bare).await;
+    let client = client();
+    let erp = begin(&base, ERP, "erp:order:1:post-invoice", 30).await;
+    assert_eq!(erp["decision"], "proceed");
+    // Another destination's action: not begun, renewed, finished or claimed.
+    let (status, _, problem) = post(
+        &client,
+        &format!("{base}/v1/actions/erp:order:1:post-invoice:begin"),
+        Some(MAILER),
+        &json!({ "payload": {} }),
+    )
+    .await;
+    assert_eq!(status, 403, "{problem}");
+    let (status, _) = finish(&base, MAILER, "erp:order:1:post-invoice", &completed(&erp["claim"], "x")).await;
+    assert_eq!(status, 403);
+    let (status, _, _) = post(
+        &client,
+        &format!("{base}/v1/actions/shop:1:begin"),
+        Some(MAILER),
+        &json!({ "payload": {}, "destination": "erp" }),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _, _) =
+        post(&client, &format!("{base}/v1/claims"), Some(MAILER), &json!({ "destination": "erp" })).await;
+    assert_eq!(status, 403);
+    // Other roles may not perform; an executor may not submit; a verb that is none is a 404.
+    let (status, _, _) =
+        post(&client, &format!("{base}/v1/actions/shop:2:begin"), Some(SOURCE), &json!({ "payload": {} })).await;
+    assert_eq!(status, 403);
+    let (status, _, _) =
+        post(&client, &format!("{base}/v1/actions"), Some(MAILER), &submission("shop:3", &json!({}))).await;
+    assert_eq!(status, 403);
+    let (status, _, _) =
+        post(&client, &format!("{base}/v1/actions/shop:4:start"), Some(MAILER), &json!({ "payload": {} })).await;
+    assert_eq!(status, 404);
+    // A finish without what its outcome needs changes nothing.
+    let (status, _) = finish(
+        &base,
+        ERP,
+        "erp:order:1:post-invoice",
+        &json!({ "ownership_version": erp["claim"]["ownership_version"], "outcome": "unknown" }),
+    )
+    .await;
+    assert_eq!(status, 422);
+    let action = db.ledger.detail(&action_key("erp:order:1:post-invoice")).await.unwrap().action;
+    assert_eq!(action.state, State::InProgress);
+    assert!(db.ledger.store().find(&action_key("shop:1")).await.unwrap().is_none(), "nothing recorded");
+    assert_eq!(crm.stats().records, 0);
+}
+
+async fn a_repeated_finish_changes_nothing_and_a_heartbeat_extends_the_lease<S: Store>(db: TestDb<S>) {
+    let (base, crm) = register(&db, Declared::Bare).await;
+    let key = "shop:order:11:send-receipt";
+    let begun = begin(&base, MAILER, key, 2).await;
+    let claim = &begun["claim"];
+    let first_end = chrono::DateTime::parse_from_rfc3339(claim["lease_until"].as_str().unwrap()).unwrap();
+    let (status, _, renewed) = post(
+        &client(),
+        &format!("{base}/v1/actions/{key}:heartbeat"),
+        Some(MAILER),
+        &json!({ "ownership_version": claim["ownership_version"], "lease_seconds": 60 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{renewed}");
+    let renewed_end = chrono::DateTime::parse_from_rfc3339(renewed["lease_until"].as_str().unwrap()).unwrap();
+    assert!(renewed_end - first_end > chrono::Duration::seconds(50), "{first_end} then {renewed_end}");
+    // Past the first lease, the renewed claim is still live: nobody may take it.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(begin(&base, MAILER_TWO, key, 30).await["decision"], "wait");
+    let id = perform(&crm, key, claim).await;
+    let body = completed(claim, &id);
+    assert_eq!(finish(&base, MAILER, key, &body).await.1["recorded"], "applied");
+    let revision = db.ledger.detail(&action_key(key)).await.unwrap().action.revision;
+    let (status, again) = finish(&base, MAILER, key, &body).await;
+    assert_eq!((status, again["recorded"].as_str()), (200, Some("already_finished")));
+    let detail = db.ledger.detail(&action_key(key)).await.unwrap();
+    assert_eq!(detail.action.revision, revision, "nothing changed");
+    assert_eq!(detail.late_results().count(), 0);
+}

@@ -1046,7 +1046,7 @@ async fn serve_answers_503_within_seconds_while_postgresql_is_down_and_recovers(
 
 /// The binary serving the ledger at `db` with the tokens of `dir/tokens.txt`, once it answers; its
 /// base URL.
-async fn serving(dir: &std::path::Path, db: &str) -> (KilledOnDrop, String) {
+pub(crate) async fn serving(dir: &std::path::Path, db: &str) -> (KilledOnDrop, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("127.0.0.1:{port}");
     let server = KilledOnDrop(
@@ -1068,7 +1068,7 @@ async fn serving(dir: &std::path::Path, db: &str) -> (KilledOnDrop, String) {
 }
 
 /// A child process that is killed when the test ends, however it ends.
-struct KilledOnDrop(std::process::Child);
+pub(crate) struct KilledOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KilledOnDrop {
     fn drop(&mut self) {

@@ -475,14 +475,39 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         assert_eq!(db.ledger.detail(&action_key(&key)).await.unwrap().action.state, after);
         assert_eq!(crm.records_for(&key).len(), 1, "{key}: one record");
     }
+
+    // The shell recipe (curl and jq), as an automation platform's HTTP steps: three runs, one
+    // record, the same id each time.
+    if tool_available("jq") {
+        let mut printed = Vec::new();
+        for _ in 0..3 {
+            let output = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/register.sh"))
+                .arg("6")
+                .env("ACTIONLEDGER_URL", &base)
+                .env("ACTIONLEDGER_TOKEN", MAILER)
+                .env("CRM_URL", format!("http://{}", keyed.addr()))
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            printed.push(String::from_utf8(output.stdout).unwrap());
+        }
+        assert!(printed.iter().all(|p| *p == printed[0] && !p.trim().is_empty()), "{printed:?}");
+        assert_eq!(keyed.records_for("shop:order:6:send-receipt").len(), 1);
+    }
 }
 
 /// Whether python3 runs here; in CI its absence fails the test, elsewhere it is skipped loudly.
 fn python_available() -> bool {
-    let found = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    tool_available("python3")
+}
+
+/// Whether `tool` runs here (`tool --version`); in CI its absence fails the test (`.ci/run`
+/// installs it), elsewhere what needs it is skipped loudly.
+fn tool_available(tool: &str) -> bool {
+    let found = std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var("CI").is_err(), "python3 is needed for the Python example's test in CI");
-        eprintln!("SKIPPED: python3 is not installed; the Python example was not run");
+        assert!(std::env::var("CI").is_err(), "{tool} is needed for the register's examples in CI");
+        eprintln!("SKIPPED: {tool} is not installed; the example that needs it was not run");
     }
     found
 }

@@ -2,10 +2,12 @@
 //!
 //! It creates records, updates them (`PATCH /{collection}/{id}`), honours idempotency keys for a
 //! retention window (refusing a reused key with a different body, 422, as real destinations do),
-//! enforces unique external references, serves lookups, can refuse obsolete ownership versions, and injects faults. It
-//! speaks just enough HTTP/1.1 itself (persistent connections, counted, so connection reuse can
-//! be proved) because its faults act on the socket: closing it before the write, or after the
-//! commit instead of answering, is exactly what a framework would hide.
+//! enforces unique external references, serves lookups, can refuse obsolete ownership versions, and injects faults.
+//! Its routes are axum's, served by an accept loop of its own: persistent connections, counted so
+//! that connection reuse can be proved, and faults that act on the socket (closing it before the
+//! write, or after the commit instead of answering), which no handler can do by answering. A
+//! handler asks its connection's task to drop the connection, and the client sees it close with
+//! nothing written.
 //!
 //! Creates take JSON or form bodies (`a[b]=1`, `items[0][sku]=x`, read as nested objects and
 //! lists). `?respond=` on a create shapes the answer as other APIs do: `location` (201 with a
@@ -18,6 +20,15 @@
 //! is answered 412 with the record as it is, and writes nothing. [`SimCrm::edit_record`] changes a
 //! record as someone at the CRM would, moving its version.
 
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Extension, FromRequest, Path, Request, State as With};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -26,8 +37,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 /// Largest request body accepted.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -267,14 +278,21 @@ impl Drop for OpenConnection {
     }
 }
 
-/// What to do with the connection after handling a request.
-enum Reply {
-    Respond { status: u16, headers: Vec<(&'static str, String)>, body: String },
-    Close,
+/// An answer: its status, the headers beside its JSON content type, its body.
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+}
+
+/// What a create does: answer, or (a socket fault) have its connection dropped unanswered.
+enum Created {
+    Answer(Reply),
+    DropConnection,
 }
 
 fn reply(status: u16, body: &Value) -> Reply {
-    Reply::Respond { status, headers: Vec::new(), body: body.to_string() }
+    Reply { status, headers: Vec::new(), body: body.to_string() }
 }
 
 /// Why the simulated CRM could not start.
@@ -322,14 +340,7 @@ impl SimCrm {
         // The connections a saved state counted open closed with the process that saved it.
         state.stats.open_connections = 0;
         let shared = Arc::new(Shared { faults: Mutex::new(options.faults.clone()), options, state: Mutex::new(state) });
-        let server = Arc::clone(&shared);
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
-                let open = OpenConnection::count(Arc::clone(&server));
-                tokio::spawn(async move { serve_connection(stream, &open.0).await });
-            }
-        });
+        tokio::spawn(accept_connections(listener, router(Arc::clone(&shared)), Arc::clone(&shared)));
         Ok(Self { addr, shared })
     }
 
@@ -418,71 +429,136 @@ pub fn destination_config(name: &str, addr: SocketAddr, options: &Options) -> St
     block
 }
 
-/// How long a persistent connection may wait for its next request.
+/// How long a persistent connection may wait for its next request's headers.
 const IDLE_CONNECTION: Duration = Duration::from_mins(1);
+
+/// Accepts connections for as long as the process runs, each served on a task of its own.
+async fn accept_connections(listener: TcpListener, router: Router, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of descriptors: waiting lets connections close before the next try.
+                tracing::warn!(%error, "sim-crm cannot accept a connection; trying again in a second");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let open = OpenConnection::count(Arc::clone(&shared));
+        tokio::spawn(serve_connection(stream, router.clone(), open));
+    }
+}
+
+/// A handler's way to have its connection dropped unanswered, as the socket faults need.
+#[derive(Clone)]
+struct ConnectionDrop(Arc<Notify>);
+
+impl ConnectionDrop {
+    /// Has the connection dropped and never completes, so no answer is ever written for it.
+    async fn unanswered(&self) -> Response {
+        self.0.notify_one();
+        std::future::pending().await
+    }
+}
 
 /// Serves requests on one connection until the client closes it, asks to (`Connection: close`),
 /// stays idle, or a fault drops it.
-async fn serve_connection(mut stream: TcpStream, shared: &Shared) {
-    let mut buffer = Vec::with_capacity(4096);
-    loop {
-        let Ok(Ok(Some(request))) = tokio::time::timeout(IDLE_CONNECTION, read_request(&mut stream, &mut buffer)).await
-        else {
-            return;
-        };
-        let close = request.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        // Reply::Close: dropping the stream closes the connection without a response.
-        let Reply::Respond { status, headers, body } = handle(shared, &request).await else { return };
-        let mut head = format!(
-            "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\nconnection: {}\r\n",
-            reason(status),
-            if close { "close" } else { "keep-alive" }
-        );
-        if status != 204 {
-            let _ = write!(head, "content-length: {}\r\n", body.len());
+async fn serve_connection(stream: TcpStream, router: Router, open: OpenConnection) {
+    let dropped = Arc::new(Notify::new());
+    let handle = ConnectionDrop(Arc::clone(&dropped));
+    let service = tower::ServiceExt::map_request(router, move |request: Request<hyper::body::Incoming>| {
+        let mut request = request.map(axum::body::Body::new);
+        request.extensions_mut().insert(handle.clone());
+        request
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Half-closed connections stay up: a client that sent a create and shut its side (or went
+    // away) still gets it handled, and the connection counts open until it was.
+    builder.timer(TokioTimer::new()).header_read_timeout(IDLE_CONNECTION).half_close(true);
+    let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+    tokio::select! {
+        result = connection => {
+            if let Err(error) = result {
+                tracing::debug!(%error, "a sim-crm connection ended with an error");
+            }
         }
-        for (name, value) in headers {
-            let _ = write!(head, "{name}: {value}\r\n");
-        }
-        head.push_str("\r\n");
-        if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(body.as_bytes()).await.is_err() {
-            return;
-        }
-        if close {
-            let _ = stream.shutdown().await;
-            return;
-        }
+        // Dropping the connection closes the socket with the handler's request unanswered.
+        () = dropped.notified() => {}
     }
+    drop(open);
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        303 => "See Other",
-        400 => "Bad Request",
-        404 => "Not Found",
-        409 => "Conflict",
-        412 => "Precondition Failed",
-        422 => "Unprocessable Entity",
-        429 => "Too Many Requests",
-        503 => "Service Unavailable",
-        _ => "Internal Server Error",
-    }
+/// The routes, each request counted (and kept alive unless it asked otherwise) on its way in.
+fn router(shared: Arc<Shared>) -> Router {
+    let no_such_endpoint = || async { respond(reply(404, &json!({"error": "no such endpoint"}))) };
+    Router::new()
+        .route("/stats", get(stats))
+        .route("/_faults", post(replace_faults))
+        .route("/{collection}", get(lookup_route).post(create_route))
+        .route("/{collection}/{id}", get(read_record_route).patch(update_route).put(update_route))
+        .fallback(no_such_endpoint)
+        .method_not_allowed_fallback(no_such_endpoint)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&shared), count_request))
+        .with_state(shared)
 }
 
-struct Request {
-    method: String,
-    path: String,
+/// Counts the request (towards the busiest second too, unless it asks for the stats or sets
+/// faults), and says `Connection: keep-alive` on the answer when the client did not ask to close.
+async fn count_request(With(shared): With<Arc<Shared>>, request: Request, next: Next) -> Response {
+    {
+        let state = &mut *shared.state();
+        state.stats.requests += 1;
+        if !matches!(request.uri().path().trim_matches('/'), "stats" | "_faults") {
+            count_in_second(state);
+        }
+    }
+    let closing =
+        request.headers().get(header::CONNECTION).is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"close"));
+    let mut response = next.run(request).await;
+    if !closing {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+    }
+    response
+}
+
+/// A reply as its HTTP answer, always JSON.
+fn respond(reply: Reply) -> Response {
+    let Reply { status, headers, body } = reply;
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    for (name, value) in headers {
+        // A value from the request (a collection name in a Location) may not be a header's.
+        if let Ok(value) = HeaderValue::try_from(value) {
+            response.headers_mut().append(HeaderName::from_static(name), value);
+        }
+    }
+    response
+}
+
+/// What a handler reads of one request: its headers, its query and its whole body.
+struct Received {
+    headers: HeaderMap,
     query: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    body: Bytes,
 }
 
-impl Request {
+impl<S: Send + Sync> FromRequest<S> for Received {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let headers = request.headers().clone();
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(|refused| respond(reply(refused.status().as_u16(), &json!({"error": refused.body_text()}))))?;
+        Ok(Self { headers, query, body })
+    }
+}
+
+impl Received {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers.get(name).and_then(|value| value.to_str().ok())
     }
 
     fn query_param(&self, name: &str) -> Option<String> {
@@ -490,52 +566,6 @@ impl Request {
             let (k, v) = pair.split_once('=')?;
             (k == name).then(|| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
         })
-    }
-}
-
-/// Reads the next request; `buffer` keeps what arrived beyond it, for the next one.
-async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<Option<Request>> {
-    let mut chunk = [0u8; 4096];
-    loop {
-        // What is buffered is parsed first: it may hold the whole next request already.
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let head_len = match parsed.parse(buffer) {
-            Ok(httparse::Status::Complete(head_len)) => head_len,
-            Ok(httparse::Status::Partial) if buffer.len() <= 64 * 1024 => {
-                let n = stream.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(None);
-                }
-                buffer.extend_from_slice(&chunk[..n]);
-                continue;
-            }
-            _ => return Ok(None),
-        };
-        let headers: Vec<(String, String)> =
-            parsed.headers.iter().map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned())).collect();
-        let length: usize = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.trim().parse().ok())
-            .unwrap_or(0);
-        if length > MAX_BODY_BYTES {
-            return Ok(None);
-        }
-        let target = parsed.path.unwrap_or("/").to_owned();
-        let method = parsed.method.unwrap_or("GET").to_owned();
-        while buffer.len() < head_len + length {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(None);
-            }
-            buffer.extend_from_slice(&chunk[..n]);
-        }
-        let body = buffer[head_len..head_len + length].to_vec();
-        buffer.drain(..head_len + length);
-        let (path, query) =
-            target.split_once('?').map_or((target.clone(), String::new()), |(p, q)| (p.to_owned(), q.to_owned()));
-        return Ok(Some(Request { method, path, query, headers, body }));
     }
 }
 
@@ -550,47 +580,54 @@ fn count_in_second(state: &mut State) {
     state.stats.busiest_second = state.stats.busiest_second.max(state.this_second.1);
 }
 
-async fn handle(shared: &Shared, request: &Request) -> Reply {
-    let collection = request.path.trim_matches('/');
-    {
-        let state = &mut *shared.state();
-        state.stats.requests += 1;
-        if !matches!(collection, "stats" | "_faults") {
-            count_in_second(state);
+async fn stats(With(shared): With<Arc<Shared>>) -> Response {
+    respond(reply(200, &json!(shared.state().stats)))
+}
+
+async fn replace_faults(With(shared): With<Arc<Shared>>, request: Received) -> Response {
+    respond(match serde_json::from_slice::<FaultPlan>(&request.body) {
+        Ok(plan) => {
+            *shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = plan;
+            reply(200, &json!({"ok": true}))
         }
-    }
-    match (request.method.as_str(), collection) {
-        ("GET", "stats") => reply(200, &json!(shared.state().stats)),
-        ("POST", "_faults") => match serde_json::from_slice::<FaultPlan>(&request.body) {
-            Ok(plan) => {
-                *shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = plan;
-                reply(200, &json!({"ok": true}))
-            }
-            Err(e) => reply(400, &json!({"error": format!("not a fault plan: {e}")})),
-        },
-        ("GET", c) if !c.is_empty() && !c.contains('/') => lookup(shared, c, request),
-        ("GET", c) => match c.split_once('/') {
-            Some((collection, id)) if !collection.is_empty() && !id.is_empty() && !id.contains('/') => {
-                let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
-                read_record(shared, collection, &id)
-            }
-            _ => reply(404, &json!({"error": "no such endpoint"})),
-        },
-        ("POST", c) if !c.is_empty() && !c.contains('/') => create(shared, c, request).await,
-        ("PATCH" | "PUT", c) => match c.split_once('/') {
-            Some((collection, id)) if !collection.is_empty() && !id.is_empty() && !id.contains('/') => {
-                let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
-                let reply = update(shared, collection, &id, request);
-                persist(shared);
-                reply
-            }
-            _ => reply(404, &json!({"error": "no such endpoint"})),
-        },
-        _ => reply(404, &json!({"error": "no such endpoint"})),
+        Err(e) => reply(400, &json!({"error": format!("not a fault plan: {e}")})),
+    })
+}
+
+async fn lookup_route(With(shared): With<Arc<Shared>>, Path(collection): Path<String>, request: Received) -> Response {
+    respond(lookup(&shared, &collection, &request))
+}
+
+async fn read_record_route(
+    With(shared): With<Arc<Shared>>,
+    Path((collection, id)): Path<(String, String)>,
+) -> Response {
+    respond(read_record(&shared, &collection, &id))
+}
+
+async fn create_route(
+    With(shared): With<Arc<Shared>>,
+    Path(collection): Path<String>,
+    Extension(connection): Extension<ConnectionDrop>,
+    request: Received,
+) -> Response {
+    match create(&shared, &collection, &request).await {
+        Created::Answer(answer) => respond(answer),
+        Created::DropConnection => connection.unanswered().await,
     }
 }
 
-fn lookup(shared: &Shared, collection: &str, request: &Request) -> Reply {
+async fn update_route(
+    With(shared): With<Arc<Shared>>,
+    Path((collection, id)): Path<(String, String)>,
+    request: Received,
+) -> Response {
+    let answer = update(&shared, &collection, &id, &request);
+    persist(&shared);
+    respond(answer)
+}
+
+fn lookup(shared: &Shared, collection: &str, request: &Received) -> Reply {
     let Some(external_ref) = request.query_param("external_ref") else {
         return reply(400, &json!({"error": "give ?external_ref="}));
     };
@@ -620,7 +657,7 @@ fn etag_of(record: &Value) -> String {
 
 /// An answer naming one record: the record as the body, its version as the `ETag`.
 fn with_etag(status: u16, record: &Value) -> Reply {
-    Reply::Respond { status, headers: vec![("etag", etag_of(record))], body: record.to_string() }
+    Reply { status, headers: vec![("etag", etag_of(record))], body: record.to_string() }
 }
 
 /// Sets `fields` on `record` (never its id, collection or version) and moves its version on.
@@ -641,18 +678,18 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
+async fn create(shared: &Shared, collection: &str, request: &Received) -> Created {
     let is_form = request.header("content-type").is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
     let body = if is_form {
         form_to_json(&request.body)
     } else {
         let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
-            return reply(400, &json!({"error": "the body is not JSON"}));
+            return Created::Answer(reply(400, &json!({"error": "the body is not JSON"})));
         };
         body
     };
     let Some(external_ref) = body.get("external_ref").and_then(Value::as_str).map(str::to_owned) else {
-        return reply(422, &json!({"error": "external_ref is required"}));
+        return Created::Answer(reply(422, &json!({"error": "external_ref is required"})));
     };
     let fault = shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next();
     if fault != Fault::Ok {
@@ -665,19 +702,22 @@ async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
     }
     match fault {
         Fault::Delay(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-        Fault::Unavailable => return reply(503, &json!({"error": "temporarily unavailable"})),
+        Fault::Unavailable => return Created::Answer(reply(503, &json!({"error": "temporarily unavailable"}))),
         Fault::TooManyRequests(seconds) => {
-            return Reply::Respond {
+            return Created::Answer(Reply {
                 status: 429,
                 headers: vec![("retry-after", seconds.to_string())],
                 body: json!({"error": "slow down"}).to_string(),
-            };
+            });
         }
-        Fault::CloseBeforeWrite => return Reply::Close,
+        Fault::CloseBeforeWrite => return Created::DropConnection,
         Fault::EchoHeaders => {
-            let headers: serde_json::Map<String, Value> =
-                request.headers.iter().map(|(n, v)| (n.clone(), Value::String(v.clone()))).collect();
-            return reply(400, &json!({"error": "bad request", "request_headers": headers}));
+            let headers: serde_json::Map<String, Value> = request
+                .headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into()))
+                .collect();
+            return Created::Answer(reply(400, &json!({"error": "bad request", "request_headers": headers})));
         }
         Fault::ErrorBeforeWrite => {
             let failure = json!({"error": "internal error before the write"});
@@ -689,42 +729,42 @@ async fn create(shared: &Shared, collection: &str, request: &Request) -> Reply {
                 })
             };
             persist(shared);
-            return answer;
+            return Created::Answer(answer);
         }
         Fault::Ok | Fault::DropAfterCommit | Fault::ErrorAfterWrite => {}
     }
     let answer = write_record(shared, collection, request, &body, &external_ref);
     persist(shared);
     match fault {
-        Fault::DropAfterCommit => Reply::Close,
-        Fault::ErrorAfterWrite => reply(500, &json!({"error": "internal error after the write"})),
-        _ => shape(answer, collection, request.query_param("respond").as_deref()),
+        Fault::DropAfterCommit => Created::DropConnection,
+        Fault::ErrorAfterWrite => Created::Answer(reply(500, &json!({"error": "internal error after the write"}))),
+        _ => Created::Answer(shape(answer, collection, request.query_param("respond").as_deref())),
     }
 }
 
 /// A created record's answer in the shape `?respond=` asks for, as other APIs answer.
 fn shape(answer: Reply, collection: &str, respond: Option<&str>) -> Reply {
-    let Reply::Respond { status: 201, mut headers, body } = answer else { return answer };
+    let Reply { status: 201, mut headers, body } = answer else { return answer };
     let id = serde_json::from_str::<Value>(&body).ok().and_then(|r| r["id"].as_str().map(str::to_owned));
-    let (Some(respond), Some(id)) = (respond, id) else { return Reply::Respond { status: 201, headers, body } };
+    let (Some(respond), Some(id)) = (respond, id) else { return Reply { status: 201, headers, body } };
     let location = format!("/{collection}/{id}");
     match respond {
         "location" => {
             headers.push(("location", location));
-            Reply::Respond { status: 201, headers, body: String::new() }
+            Reply { status: 201, headers, body: String::new() }
         }
-        "no-content" => Reply::Respond { status: 204, headers, body: String::new() },
+        "no-content" => Reply { status: 204, headers, body: String::new() },
         "redirect" => {
             headers.push(("location", location));
-            Reply::Respond { status: 303, headers, body: json!({"see": "the record"}).to_string() }
+            Reply { status: 303, headers, body: json!({"see": "the record"}).to_string() }
         }
         "big" => {
             headers.push(("location", location));
             let padding = "x".repeat(256 * 1024);
             let body = json!({"id": id, "padding": padding}).to_string();
-            Reply::Respond { status: 201, headers, body }
+            Reply { status: 201, headers, body }
         }
-        _ => Reply::Respond { status: 201, headers, body },
+        _ => Reply { status: 201, headers, body },
     }
 }
 
@@ -773,7 +813,7 @@ fn form_to_json(body: &[u8]) -> Value {
 }
 
 /// The write itself, all under one lock: idempotency, fencing, unique reference, insert.
-fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Value, external_ref: &str) -> Reply {
+fn write_record(shared: &Shared, collection: &str, request: &Received, body: &Value, external_ref: &str) -> Reply {
     let options = &shared.options;
     let state = &mut *shared.state();
     let now = now_ms();
@@ -817,7 +857,7 @@ fn write_record(shared: &Shared, collection: &str, request: &Request, body: &Val
 
 /// The answer kept for the request's idempotency key, if it is inside its retention: replayed
 /// for the same body, refused (422) for another one.
-fn replay_or_refuse(options: &Options, state: &mut State, request: &Request, body: &Value) -> Option<Reply> {
+fn replay_or_refuse(options: &Options, state: &mut State, request: &Received, body: &Value) -> Option<Reply> {
     let retention = options.retention?;
     let key = request.header("idempotency-key")?;
     let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
@@ -830,15 +870,11 @@ fn replay_or_refuse(options: &Options, state: &mut State, request: &Request, bod
         ));
     }
     state.stats.idempotent_replays += 1;
-    Some(Reply::Respond {
-        status: seen.status,
-        headers: vec![("idempotent-replayed", "true".to_owned())],
-        body: seen.body,
-    })
+    Some(Reply { status: seen.status, headers: vec![("idempotent-replayed", "true".to_owned())], body: seen.body })
 }
 
 /// Keeps the answer to a request under its idempotency key, when it carries one.
-fn remember(options: &Options, state: &mut State, request: &Request, body: &Value, status: u16, answer: &str) {
+fn remember(options: &Options, state: &mut State, request: &Received, body: &Value, status: u16, answer: &str) {
     if let (Some(_), Some(key)) = (options.retention, request.header("idempotency-key")) {
         let remembered = Remembered { status, body: answer.to_owned(), fingerprint: sha256_of(body), at_ms: now_ms() };
         state.idempotency.insert(key.to_owned(), remembered);
@@ -851,7 +887,7 @@ fn sha256_of(body: &Value) -> String {
 
 /// Changes the fields the body names in record `id`, once per idempotency key, and only where
 /// an `If-Match` it carries is the record's ETag.
-fn update(shared: &Shared, collection: &str, id: &str, request: &Request) -> Reply {
+fn update(shared: &Shared, collection: &str, id: &str, request: &Received) -> Reply {
     let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(&request.body) else {
         return reply(400, &json!({"error": "the body is not a JSON object"}));
     };
@@ -871,7 +907,7 @@ fn update(shared: &Shared, collection: &str, id: &str, request: &Request) -> Rep
         state.stats.preconditions_failed += 1;
         let answer =
             json!({"error": "precondition failed: the record changed", "if_match": expected, "record": current});
-        return Reply::Respond { status: 412, headers: vec![("etag", etag_of(&current))], body: answer.to_string() };
+        return Reply { status: 412, headers: vec![("etag", etag_of(&current))], body: answer.to_string() };
     }
     let changed = apply_change(record, fields);
     let response = changed.to_string();

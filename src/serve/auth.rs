@@ -16,10 +16,13 @@ use super::problem::Problem;
 use crate::domain::Person;
 use crate::domain::input::Label;
 use axum::http::{HeaderMap, header};
+use governor::clock::Clock as _;
+use governor::{DefaultKeyedRateLimiter, Quota};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,18 +345,24 @@ impl Tokens {
     }
 }
 
-/// A token bucket per caller: `rate` requests a second on average, `burst` at once.
+/// How many requests pass between two sweeps of the callers whose bucket is full again: often
+/// enough that the map holds only the callers of recent moments, rarely enough that the sweep (a
+/// pass over the whole map) costs nothing per request.
+const SWEEP_EVERY: u32 = 1024;
+
+/// A bucket per caller (governor's GCRA): `rate` requests a second on average, `burst` at once.
+/// A caller whose bucket is full again is as good as unknown, so the sweeps forget it.
 #[derive(Debug)]
 pub struct RateLimiter {
-    rate: f64,
-    burst: f64,
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    /// `None`: no limit.
+    buckets: Option<DefaultKeyedRateLimiter<String>>,
+    checks: AtomicU32,
 }
 
 impl RateLimiter {
-    /// A limiter; a rate of zero or less limits nothing.
+    /// A limiter; a rate of zero or less (or one that is not a number) limits nothing.
     pub fn new(rate: f64, burst: u32) -> Self {
-        Self { rate, burst: f64::from(burst.max(1)), buckets: Mutex::new(HashMap::new()) }
+        Self { buckets: quota(rate, burst).map(DefaultKeyedRateLimiter::keyed), checks: AtomicU32::new(0) }
     }
 
     /// Takes one request from `who`'s bucket, or refuses it 429, logged with the caller noted
@@ -367,21 +376,35 @@ impl RateLimiter {
 
     /// Takes one request from `who`'s bucket, or says how long until one is there.
     pub fn take(&self, who: &str) -> Result<(), Duration> {
-        if self.rate <= 0.0 {
-            return Ok(());
+        let Some(buckets) = &self.buckets else { return Ok(()) };
+        let checked = buckets.check_key(&who.to_owned());
+        if self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            buckets.retain_recent();
+            buckets.shrink_to_fit();
         }
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (tokens, at) = buckets.entry(who.to_owned()).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.burst);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - *tokens) / self.rate))
-        }
+        checked.map_err(|refused| refused.wait_time_from(buckets.clock().now()))
     }
+
+    /// How many callers' buckets are held.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.buckets.as_ref().map_or(0, DefaultKeyedRateLimiter::len)
+    }
+}
+
+/// The quota of `rate` requests a second in bursts of `burst`; none (no limit) for a rate that is
+/// not a positive number, or is infinite.
+fn quota(rate: f64, burst: u32) -> Option<Quota> {
+    if rate.is_nan() || rate <= 0.0 {
+        return None;
+    }
+    let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
+    // governor counts in nanoseconds in a u64 and panics beyond (584 years). A bucket that takes
+    // longer than half of that to fill never refills in a server's life, so the slowest rate it
+    // can count is as good.
+    let slowest = Duration::from_nanos(u64::MAX / 2 / u64::from(burst.get()));
+    let period = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::MAX).min(slowest);
+    Quota::with_period(period).map(|quota| quota.allow_burst(burst))
 }
 
 #[cfg(test)]
@@ -482,5 +505,35 @@ mod tests {
         let wait = limiter.take("a").unwrap_err();
         assert!(wait <= Duration::from_millis(100) && wait > Duration::ZERO, "{wait:?}");
         assert!(limiter.take("b").is_ok(), "each caller has its own bucket");
+    }
+
+    #[test]
+    fn callers_whose_bucket_is_full_again_are_forgotten() {
+        let limiter = RateLimiter::new(1000.0, 1);
+        for n in 0..SWEEP_EVERY - 1 {
+            assert!(limiter.take(&format!("caller-{n}")).is_ok());
+        }
+        assert_eq!(limiter.held(), usize::try_from(SWEEP_EVERY - 1).unwrap());
+        // Each bucket (one request, refilled in a millisecond) is full again.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(limiter.take("busy").is_ok());
+        assert_eq!(limiter.held(), 1, "only the caller whose bucket is in use is held");
+        assert!(limiter.take("busy").is_err(), "a held caller keeps its used bucket");
+    }
+
+    #[test]
+    fn rates_beyond_the_clock_neither_panic_nor_lift_the_limit() {
+        for (rate, burst) in [(f64::MIN_POSITIVE, 1), (1e-9, u32::MAX), (f64::MIN_POSITIVE, u32::MAX)] {
+            let limiter = RateLimiter::new(rate, burst);
+            assert!(limiter.take("a").is_ok());
+            if burst == 1 {
+                let wait = limiter.take("a").unwrap_err();
+                assert!(wait > Duration::from_hours(24 * 365), "{rate}: {wait:?}");
+            }
+        }
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let limiter = RateLimiter::new(rate, 1);
+            assert!((0..10).all(|_| limiter.take("a").is_ok()), "{rate} limits nothing");
+        }
     }
 }

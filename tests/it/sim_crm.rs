@@ -83,6 +83,39 @@ async fn a_connection_counts_open_until_its_requests_were_handled() {
     assert_eq!(crm.stats().records, 1, "the create sent before the client went away was handled first");
 }
 
+/// The socket faults close the connection with nothing written: before the write (no record) and
+/// after the commit (the record is there).
+#[tokio::test]
+async fn socket_faults_close_the_connection_with_nothing_written() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let script = [Fault::CloseBeforeWrite, Fault::DropAfterCommit].into();
+    let crm = start(Options { faults: FaultPlan { script, rates: Vec::new() }, ..Options::default() }).await;
+    for (n, records) in [(1, 0), (2, 1)] {
+        let mut client = tokio::net::TcpStream::connect(crm.addr()).await.unwrap();
+        let body = format!(r#"{{"external_ref":"dropped-{n}"}}"#);
+        let request = format!(
+            "POST /tasks HTTP/1.1\r\nhost: crm\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        client.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer)).await.unwrap().unwrap();
+        assert!(answer.is_empty(), "fault {n} answered: {}", String::from_utf8_lossy(&answer));
+        assert_eq!(crm.stats().records, records, "fault {n}");
+    }
+    assert_eq!(crm.stats().connections, 2);
+}
+
+#[tokio::test]
+async fn a_body_over_a_mebibyte_is_refused_and_writes_nothing() {
+    let crm = start(Options::default()).await;
+    let padding = "x".repeat(1024 * 1024);
+    let (status, answer) = post(&crm, "big", &format!(r#"{{"external_ref":"big","padding":"{padding}"}}"#)).await;
+    assert_eq!(status, 413, "{answer}");
+    assert!(serde_json::from_str::<serde_json::Value>(&answer).is_ok(), "answered in JSON: {answer}");
+    assert_eq!(crm.stats().records, 0);
+}
+
 #[tokio::test]
 async fn stats_report_real_effects_over_http() {
     let crm = start(Options {

@@ -4,7 +4,8 @@
 //! against the binary; and a client generated from the document submits, reads and commands.
 
 use crate::serve::{
-    REVIEWER, SOURCE, VIEWER, actionledger, call, client, get, hash_token, post, start, submission, unlimited, written,
+    EXECUTOR, REVIEWER, SOURCE, VIEWER, actionledger, call, client, get, hash_token, post, start, submission,
+    unlimited, written,
 };
 use crate::support::TestDb;
 use actionledger::serve::contract;
@@ -211,6 +212,57 @@ async fn every_answer_is_the_documented_one_member_for_member<S: Store>(db: Test
         .body(json!({ "n": 7 }).to_string());
     check("post", "/v1/hooks/{name}", &send(hook).await);
     refusals_are_documented_problems(&base, &client, &first).await;
+    register_answers_are_documented(&base, &client).await;
+}
+
+/// The register's answers, each decision and refusal, as the document has them.
+async fn register_answers_are_documented(base: &str, client: &reqwest::Client) {
+    let json_post = |path: &str, body: &Value| post_json(client, base, path, EXECUTOR, body);
+    let begin = "/v1/actions/{key}:begin";
+    let (finish, heartbeat) = ("/v1/actions/{key}:finish", "/v1/actions/{key}:heartbeat");
+    let payload = json!({ "payload": { "n": 20 }, "lease_seconds": 30 });
+    let proceed = send(json_post("/v1/actions/shop:order:20:mail:begin", &payload)).await;
+    assert!(proceed.body.contains("\"decision\":\"proceed\""), "{}", proceed.body);
+    assert_documented("post", begin, &proceed);
+    let wait = send(json_post("/v1/actions/shop:order:20:mail:begin", &payload)).await;
+    assert!(wait.body.contains("\"decision\":\"wait\""), "{}", wait.body);
+    assert_documented("post", begin, &wait);
+    let conflict = send(json_post("/v1/actions/shop:order:20:mail:begin", &json!({ "payload": { "n": 21 } }))).await;
+    assert!(conflict.body.contains("\"decision\":\"conflict\""), "{}", conflict.body);
+    assert_documented("post", begin, &conflict);
+    let version = serde_json::from_str::<Value>(&proceed.body).unwrap()["claim"]["ownership_version"].clone();
+    let renewed =
+        send(json_post("/v1/actions/shop:order:20:mail:heartbeat", &json!({ "ownership_version": version }))).await;
+    assert_eq!(renewed.status, 200, "{}", renewed.body);
+    assert_documented("post", heartbeat, &renewed);
+    let lost = send(json_post("/v1/actions/shop:order:20:mail:heartbeat", &json!({ "ownership_version": 9 }))).await;
+    assert_eq!(lost.status, 409, "{}", lost.body);
+    assert_documented("post", heartbeat, &lost);
+    let unusable = json!({ "ownership_version": version, "outcome": "completed" });
+    let refused = send(json_post("/v1/actions/shop:order:20:mail:finish", &unusable)).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_documented("post", finish, &refused);
+    let done = json!({ "ownership_version": version, "outcome": "completed", "destination_id": "r-20",
+        "evidence": { "status": 201, "body": "{}" } });
+    let applied = send(json_post("/v1/actions/shop:order:20:mail:finish", &done)).await;
+    assert_eq!(applied.status, 200, "{}", applied.body);
+    assert_documented("post", finish, &applied);
+    let again = send(json_post("/v1/actions/shop:order:20:mail:finish", &done)).await;
+    assert!(again.body.contains("already_finished"), "{}", again.body);
+    assert_documented("post", finish, &again);
+    let fenced = json!({ "ownership_version": 7, "outcome": "unknown", "reason": "timed out" });
+    let late = send(json_post("/v1/actions/shop:order:20:mail:finish", &fenced)).await;
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert_documented("post", finish, &late);
+    let skipped = send(json_post("/v1/actions/shop:order:20:mail:begin", &payload)).await;
+    assert!(skipped.body.contains("\"decision\":\"done\"") && skipped.body.contains("r-20"), "{}", skipped.body);
+    assert_documented("post", begin, &skipped);
+    let forbidden = send(post_json(client, base, "/v1/actions/shop:order:21:mail:begin", SOURCE, &payload)).await;
+    assert_eq!(forbidden.status, 403);
+    assert_documented("post", begin, &forbidden);
+    let claims = send(json_post("/v1/claims", &json!({ "limit": 3, "lease_seconds": 30 }))).await;
+    assert!(claims.body.contains("\"claims\":[{"), "pending crm actions are claimed: {}", claims.body);
+    assert_documented("post", "/v1/claims", &claims);
 }
 
 /// Each refusal is a problem of its documented status, and a method a route does not take a
@@ -378,10 +430,12 @@ async fn serve_binary(db_url: &str) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let made = hash_token(dir.path(), &format!("{REVIEWER}\n"), "reviewer", "Ana Lima");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    std::fs::write(dir.path().join("tokens.txt"), &made.stdout).unwrap();
+    // The executor of the seeded actions' destination, for the register's run.
+    let executor = format!("{} executor:crm crm-flow\n", actionledger::serve::auth::hash_token(EXECUTOR));
+    std::fs::write(dir.path().join("tokens.txt"), [made.stdout, executor.into_bytes()].concat()).unwrap();
     std::fs::write(
         dir.path().join("actionledger.toml"),
-        "[intake.orders]\nkey = \"hook:{{body.n}}\"\ndestination = \"crm\"\npayload = [\"n\"]\n",
+        "[intake.orders]\nkey = \"hook:{{body.n}}\"\ndestination = \"crm\"\npayload = [\"n\"]\n\n[executors.crm]\n",
     )
     .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -419,9 +473,22 @@ async fn seed(base: &str) {
     assert_eq!(status, 409, "a proposal waits on shop:order:0: {answer}");
 }
 
+/// The register's operations, which only an executor's token reaches: schemathesis runs them a
+/// second time with one.
+const REGISTER_OPERATIONS: [&str; 4] = ["beginAction", "renewClaim", "finishAction", "claimActions"];
+
 /// Runs schemathesis over the served document with every check, positive and negative cases,
-/// and asserts it found nothing. Returns its summary line.
+/// and asserts it found nothing: with the reviewer's token over every operation, then with the
+/// executor's over the register's. Returns its summary lines.
 fn schemathesis(st: &std::path::Path, base: &str, examples: u32) -> String {
+    let every = schemathesis_as(st, base, examples, REVIEWER, &[]);
+    let register: Vec<String> =
+        REGISTER_OPERATIONS.iter().flat_map(|id| ["--include-operation-id".to_owned(), (*id).to_owned()]).collect();
+    let executor = schemathesis_as(st, base, examples, EXECUTOR, &register);
+    format!("{every}; the register as its executor: {executor}")
+}
+
+fn schemathesis_as(st: &std::path::Path, base: &str, examples: u32, token: &str, only: &[String]) -> String {
     let report = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let output = std::process::Command::new(st)
@@ -430,7 +497,8 @@ fn schemathesis(st: &std::path::Path, base: &str, examples: u32) -> String {
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contract/schemathesis.toml"))
         .args(["run", &format!("{base}/v1/openapi.json"), "--checks", "all", "--mode", "all"])
         .args(["--max-examples", &examples.to_string(), "--seed", "29", "--workers", "1", "--no-color"])
-        .args(["--header", &format!("Authorization: Bearer {REVIEWER}"), "--generation-database", "none"])
+        .args(["--header", &format!("Authorization: Bearer {token}"), "--generation-database", "none"])
+        .args(only)
         .args(["--request-timeout", "20", "--suppress-health-check", "all"])
         .env("SCHEMATHESIS_HOOKS", "")
         .output()

@@ -218,9 +218,11 @@ impl<S: Store> Ledger<S> {
         report: &FinishReport,
     ) -> Result<Finished, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| not_found(key))?;
-        self.refuse_if_purged("finish", &action).await?;
         let attempts = self.store.attempts(key).await?;
         let Some(started) = attempts.iter().rev().find(|a| a.ownership_version == ownership_version && !a.stale) else {
+            // A purge removed the attempts of a settled action with its other bulk: its tombstone
+            // changes for nobody (rule 7), and says so.
+            self.refuse_if_purged("finish", &action).await?;
             return Err(LedgerError::Fenced {
                 key: key.to_string(),
                 held: ownership_version,

@@ -23,11 +23,20 @@ pub struct Problem {
     pub extra: Map<String, Value>,
     /// Seconds the client should wait (`Retry-After`), for 429 and 503.
     pub retry_after: Option<u64>,
+    /// The methods the resource takes (`Allow`), for a 405.
+    pub allow: Option<&'static str>,
 }
 
 impl Problem {
     pub fn new(status: StatusCode, kind: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, kind, title, detail: detail.into(), extra: Map::new(), retry_after: None }
+        Self { status, kind, title, detail: detail.into(), extra: Map::new(), retry_after: None, allow: None }
+    }
+
+    /// The problem, answered with `Allow: methods` (a 405).
+    #[must_use]
+    pub fn allowing(mut self, methods: &'static str) -> Self {
+        self.allow = Some(methods);
+        self
     }
 
     #[must_use]
@@ -123,6 +132,9 @@ impl IntoResponse for Problem {
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(seconds) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(methods) = self.allow {
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(methods));
         }
         response
     }

@@ -5,6 +5,7 @@
 
 use super::App;
 use super::auth::{Grant, Need};
+use super::contract::whole_number;
 use super::observe;
 use super::problem::Problem;
 use super::routes::{Envelope, admit, json_response, parse_key, read_body, read_json};
@@ -15,7 +16,7 @@ use crate::domain::{ActionKey, Evidence, record::MAX_EVIDENCE_BODY_BYTES};
 use crate::ledger::{Begun, Finish, FinishReport, Finished, Holding, LedgerError, Recorded};
 use crate::store::Store;
 use axum::body::Body;
-use axum::extract::{Path, State as With};
+use axum::extract::State as With;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
@@ -30,12 +31,14 @@ const DEFAULT_LEASE_SECONDS: u64 = 60;
 
 /// `:begin`'s body: a submission's members (read as a submission, its payload kept byte for byte)
 /// and the lease the caller asks for.
-fn read_begin(bytes: &[u8]) -> Result<(Envelope, Option<u64>), Problem> {
+fn read_begin(bytes: &[u8]) -> Result<(Envelope, Option<i64>), Problem> {
     super::contract::check("Begin", bytes)?;
     let unreadable = |e: serde_json::Error| Problem::bad_request(format!("the body is not a beginning: {e}"));
     let mut members: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).map_err(unreadable)?;
     let lease_seconds = match members.remove("lease_seconds") {
-        Some(raw) => Some(serde_json::from_str::<u64>(raw.get()).map_err(unreadable)?),
+        Some(raw) => {
+            super::contract::whole_number(&mut serde_json::Deserializer::from_str(raw.get())).map_err(unreadable)?
+        }
         None => None,
     };
     let submission = serde_json::to_vec(&members).map_err(unreadable)?;
@@ -46,20 +49,24 @@ fn read_begin(bytes: &[u8]) -> Result<(Envelope, Option<u64>), Problem> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RenewBody {
-    ownership_version: i64,
-    lease_seconds: Option<u64>,
+    #[serde(deserialize_with = "whole_number")]
+    ownership_version: Option<i64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    lease_seconds: Option<i64>,
 }
 
 /// `:finish`'s body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FinishBody {
-    ownership_version: i64,
+    #[serde(deserialize_with = "whole_number")]
+    ownership_version: Option<i64>,
     outcome: String,
     destination_id: Option<String>,
     #[serde(default)]
     permanent: bool,
-    retry_after_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    retry_after_seconds: Option<i64>,
     reason: Option<String>,
     evidence: Option<EvidenceBody>,
 }
@@ -68,6 +75,7 @@ pub(super) struct FinishBody {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct EvidenceBody {
+    #[serde(default, deserialize_with = "whole_number")]
     status: Option<i64>,
     body: Option<String>,
 }
@@ -77,36 +85,33 @@ pub(super) struct EvidenceBody {
 #[serde(deny_unknown_fields)]
 pub(super) struct ClaimsBody {
     destination: Option<String>,
+    #[serde(default, deserialize_with = "whole_number")]
     limit: Option<i64>,
-    lease_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    lease_seconds: Option<i64>,
 }
 
-/// `POST /v1/actions/{key}:VERB`: the register's verbs on one key. The verb is what follows the
-/// last `:` (a key may hold colons itself: `shop:order:1:create:begin` begins
-/// `shop:order:1:create`).
+/// The register's verb a path's last segment ends in, as sent (before percent-decoding): what
+/// follows its last colon, where that is `begin`, `heartbeat` or `finish`.
+pub(super) fn verb_of(segment: &str) -> Option<&'static str> {
+    let (_, verb) = segment.rsplit_once(':')?;
+    ["begin", "heartbeat", "finish"].into_iter().find(|known| *known == verb)
+}
+
+/// `POST /v1/actions/{key}:VERB`: the register's verbs on one key.
 pub(super) async fn on_key<S: Store>(
-    With(app): With<Arc<App<S>>>,
-    Path(target): Path<String>,
-    headers: HeaderMap,
+    app: &App<S>,
+    key: &str,
+    verb: &str,
+    headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
-    let Some((key, verb)) = target.rsplit_once(':') else {
-        return Err(no_verb(&target));
-    };
     observe::note_action(Some(key), None);
     match verb {
-        "begin" => begin(&app, key, &headers, body).await,
-        "heartbeat" => renew(&app, key, &headers, body).await,
-        "finish" => finish(&app, key, &headers, body).await,
-        _ => Err(no_verb(&target)),
+        "begin" => begin(app, key, headers, body).await,
+        "heartbeat" => renew(app, key, headers, body).await,
+        _ => finish(app, key, headers, body).await,
     }
-}
-
-fn no_verb(target: &str) -> Problem {
-    Problem::not_found(format!(
-        "no such route: POST /v1/actions/{target}; an automation that performs an action posts to \
-         /v1/actions/KEY:begin, KEY:heartbeat or KEY:finish (the routes are listed at /v1/openapi.json)"
-    ))
 }
 
 /// The destination an executor's token performs.
@@ -117,8 +122,14 @@ fn destination_of(grant: &Grant) -> Result<&str, Problem> {
         .ok_or_else(|| Problem::forbidden("only an executor:DESTINATION token performs actions"))
 }
 
-fn lease(seconds: Option<u64>) -> Duration {
-    Duration::from_secs(seconds.unwrap_or(DEFAULT_LEASE_SECONDS))
+/// The lease asked for (the schema bounds it to 1 to 86,400 seconds), or the default.
+fn lease(seconds: Option<i64>) -> Duration {
+    Duration::from_secs(seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(DEFAULT_LEASE_SECONDS))
+}
+
+/// An ownership version the schema requires.
+fn version_of(version: Option<i64>) -> Result<i64, Problem> {
+    version.ok_or_else(|| Problem::bad_request("ownership_version is required"))
 }
 
 async fn begin<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Body) -> Result<Response, Problem> {
@@ -127,13 +138,8 @@ async fn begin<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bod
     let bytes = read_body(headers, body, app.options.body_limit).await?;
     let (submission, lease_seconds) = read_begin(&bytes)?;
     let mut raw = submission.into_raw(&grant);
-    // The key is the path's; a body that names another is a mistake the caller must hear about.
-    match raw.key.as_deref() {
-        Some(named) if named != key => {
-            return Err(Problem::bad_request(format!("the body names the key {named:?}, the path {key:?}")));
-        }
-        _ => raw.key = Some(key.to_owned()),
-    }
+    // The key is the path's (the schema has none in the body).
+    raw.key = Some(key.to_owned());
     observe::note_action(Some(key), raw.event_id.as_deref());
     let begun = app.ledger.begin(&raw, destination, &grant.name, lease(lease_seconds)).await?;
     let answer = begun_json(&begun, app.executors.get(destination));
@@ -148,11 +154,12 @@ async fn renew<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bod
     let renewal: RenewBody = read_json("Heartbeat", &bytes, "a heartbeat")?;
     let key = parse_key(key)?;
     refuse_other_destination(app, &key, destination).await?;
-    let until = app.ledger.renew(&key, renewal.ownership_version, &grant.name, lease(renewal.lease_seconds)).await?;
+    let version = version_of(renewal.ownership_version)?;
+    let until = app.ledger.renew(&key, version, &grant.name, lease(renewal.lease_seconds)).await?;
     observe::note_outcome("renewed");
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "key": key.as_str(), "ownership_version": renewal.ownership_version, "lease_until": time(until) }),
+        &json!({ "key": key.as_str(), "ownership_version": version, "lease_until": time(until) }),
     ))
 }
 
@@ -163,8 +170,9 @@ async fn finish<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bo
     let body: FinishBody = read_json("Finish", &bytes, "a finish")?;
     let key = parse_key(key)?;
     refuse_other_destination(app, &key, destination).await?;
+    let version = version_of(body.ownership_version)?;
     let report = finish_report(body.outcome.as_str(), &body)?;
-    let finished = app.ledger.finish(&key, body.ownership_version, &grant.name, &report).await?;
+    let finished = app.ledger.finish(&key, version, &grant.name, &report).await?;
     let (status, recorded, action) = match &finished {
         Finished::Recorded(Recorded::Applied(action)) => (StatusCode::OK, "applied", action),
         Finished::AlreadyFinished(action) => (StatusCode::OK, "already_finished", action),
@@ -177,7 +185,7 @@ async fn finish<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bo
                 format!(
                     "the claim on {key} passed from ownership version {} to {}: your report changed nothing and is kept \
                      as a late result for a person to review; stop acting on it",
-                    body.ownership_version, action.ownership_version
+                    version, action.ownership_version
                 ),
             )
             .with("action", document::action_json(action)));
@@ -199,7 +207,7 @@ fn finish_report(outcome: &str, body: &FinishBody) -> Result<FinishReport, Probl
         }
         "not_written" => Finish::NotWritten {
             permanent: body.permanent,
-            retry_after: body.retry_after_seconds.map(Duration::from_secs),
+            retry_after: body.retry_after_seconds.and_then(|s| u64::try_from(s).ok()).map(Duration::from_secs),
         },
         _ => Finish::Unknown,
     };

@@ -17,7 +17,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State as With};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -55,7 +55,7 @@ pub(super) fn router<S: Store>(app: Arc<App<S>>) -> Router {
     let api = Router::new()
         .route("/v1/actions", post(submit::<S>).get(list::<S>))
         .route("/v1/actions:batch", post(submit_batch::<S>))
-        .route("/v1/actions/{key}", get(show::<S>).post(super::register::on_key::<S>))
+        .route("/v1/actions/{key}", any(on_action::<S>))
         .route("/v1/claims", post(super::register::claims::<S>))
         .route("/v1/actions/{key}/{command}", post(command::<S>))
         .route("/v1/refused", get(refused::<S>))
@@ -296,14 +296,45 @@ pub(super) fn parse_key(text: &str) -> Result<ActionKey, Problem> {
     ActionKey::parse_existing(text).map_err(|e| Problem::not_found(format!("no action can have this key: {e}")))
 }
 
-async fn show<S: Store>(
+/// `/v1/actions/{key}`: GET reads the action; a POST to `{key}:begin`, `:heartbeat` or `:finish`
+/// is the register's. The verb follows the last colon as sent: a key that itself ends in
+/// `:begin` is read with its colon percent-encoded (`x%3Abegin`). Each form answers 405 to the
+/// methods it does not take, with its own `Allow`.
+async fn on_action<S: Store>(
     With(app): With<Arc<App<S>>>,
-    Path(key): Path<String>,
+    Path(target): Path<String>,
+    uri: axum::http::Uri,
+    method: axum::http::Method,
     headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, Problem> {
-    observe::note_action(Some(&key), None);
-    admit(&app, &headers, Need::Read)?;
-    let detail = app.ledger.detail(&parse_key(&key)?).await?;
+    let sent = uri.path().rsplit('/').next().unwrap_or_default();
+    match super::register::verb_of(sent) {
+        Some(verb) if method == axum::http::Method::POST => {
+            let key = target.strip_suffix(&format!(":{verb}")).unwrap_or(&target);
+            super::register::on_key(&app, key, verb, &headers, body).await
+        }
+        Some(_) => Err(not_allowed(&method, "POST")),
+        None if matches!(method, axum::http::Method::GET | axum::http::Method::HEAD) => {
+            show(&app, &target, &headers).await
+        }
+        None => Err(not_allowed(&method, "GET, HEAD")),
+    }
+}
+
+/// 405 with the methods the resource takes.
+fn not_allowed(method: &axum::http::Method, allow: &'static str) -> Problem {
+    Problem::for_status(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("this route does not take {method}; its methods are in Allow and at /v1/openapi.json"),
+    )
+    .allowing(allow)
+}
+
+async fn show<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap) -> Result<Response, Problem> {
+    observe::note_action(Some(key), None);
+    admit(app, headers, Need::Read)?;
+    let detail = app.ledger.detail(&parse_key(key)?).await?;
     let mut response = json_response(StatusCode::OK, &document::detail(&detail));
     // The version a command sends back in `If-Match` (or as `version`) to say what it read.
     let etag = format!("\"{}\"", detail.action.revision);

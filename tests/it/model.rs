@@ -12,6 +12,8 @@
 //! which expired claims it takes over or holds, which actions it claims and sends, how often, and
 //! with what result, and the drain is compared with it down to each audit entry, each attempt,
 //! each send the effect counted and the worker's summary.
+//! Automations that act themselves go through the register too: they begin a key (the answer,
+//! proceed, done, wait, review or cancelled, is the model's), renew their claim and report it.
 //! Shrinking reduces any disagreement to a short sequence.
 //!
 //! `ACTIONLEDGER_MODEL_CASES` sets the number of cases (default 1,000 per store).
@@ -23,7 +25,7 @@ use actionledger::domain::{
     RawSubmission, Reason, Refusal, State,
 };
 use actionledger::ledger::LedgerError;
-use actionledger::ledger::{Claim, ManualRequest, Outcome, Report, StartedAttempt};
+use actionledger::ledger::{Begun, Claim, Finish, FinishReport, ManualRequest, Outcome, Report, StartedAttempt};
 use actionledger::store::{ClaimScope, Store};
 use actionledger::worker::{self, Effect, Stop, Summary, Work, WorkerOptions};
 use proptest::prelude::*;
@@ -35,6 +37,8 @@ use std::time::Duration;
 const LEASE: Duration = Duration::from_mins(1);
 const KEYS: u8 = 4;
 const WORKERS: u8 = 3;
+/// Automations that perform actions themselves, through the register (begin, renew, finish).
+const CALLERS: u8 = 2;
 /// The worker id of the pipeline's runs.
 const PIPELINE: &str = "pipeline";
 /// How long a keyed destination recognises a repeated key: longer than any case's clock moves
@@ -86,6 +90,22 @@ enum Op {
     },
     /// Two days pass, then a purge of what settled more than a day ago.
     Purge,
+    /// An automation begins `key` through the register, with the approved payload (a new key's
+    /// first): the ledger's answer (proceed, done, wait, review, cancelled) is the model's.
+    Begin {
+        caller: u8,
+        key: u8,
+    },
+    /// The automation renews its newest claim through the register.
+    Renew {
+        caller: u8,
+    },
+    /// The automation reports its newest claim through the register: completed (0), not written
+    /// for good (1), or unknown (3).
+    Report {
+        caller: u8,
+        outcome: u8,
+    },
     /// The worker pipeline (`worker::run`, draining) with `slots` send slots, for a destination
     /// that declares an idempotency key (`keyed`) or no protection against a repeat: it recovers
     /// the expired claims and performs everything claimable until nothing is. Each send answers
@@ -112,6 +132,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..KEYS, any::<bool>()).prop_map(|(key, protected)| Op::Recover { key, protected }),
         3 => (0..KEYS, 0..8u8, any::<bool>()).prop_map(|(key, command, confirm)| Op::Manual { key, command, confirm }),
         1 => Just(Op::Purge),
+        2 => (0..CALLERS, 0..KEYS).prop_map(|(caller, key)| Op::Begin { caller, key }),
+        1 => (0..CALLERS).prop_map(|caller| Op::Renew { caller }),
+        2 => (0..CALLERS, prop_oneof![Just(0u8), Just(1), Just(3)]).prop_map(|(caller, outcome)| Op::Report { caller, outcome }),
         2 => (1..=3u8, any::<bool>(), 0..4u8, prop_oneof![Just(0u8), Just(1), Just(3)])
             .prop_map(|(slots, keyed, first, then)| Op::Work { slots, keyed, first, then }),
     ]
@@ -254,6 +277,34 @@ impl Model {
             original.approved = payload;
             original.payload_revision = number;
         }
+    }
+
+    /// What the register answers an automation beginning `id` with its approved payload, and the
+    /// claim it gets where it may proceed: claimed (a pending action, or an expired claim taken
+    /// over because nothing was sent under it) with its attempt started; an expired claim under
+    /// which something was sent is held (rule 5: this ledger knows no protection).
+    fn begin(&mut self, id: Id) -> (&'static str, Option<i64>) {
+        let a = self.actions.get_mut(&id).expect("begun actions exist");
+        match a.state {
+            State::Pending => {
+                a.state = State::InProgress;
+                a.ownership_version += 1;
+                a.sent = false;
+                a.lease_expired = false;
+            }
+            State::InProgress if !a.lease_expired => return ("wait", None),
+            State::InProgress => {
+                self.recover(id, false);
+                if self.actions[&id].state != State::InProgress {
+                    return ("review", None);
+                }
+            }
+            State::Completed => return ("done", None),
+            State::Cancelled => return ("cancelled", None),
+            _ => return ("review", None),
+        }
+        self.started(id);
+        ("proceed", Some(self.actions[&id].ownership_version))
     }
 
     fn claim(&mut self) -> Option<(Id, i64)> {
@@ -855,6 +906,69 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 compare_drain(ledger, key, &before, &expected)
                     .await
                     .map_err(|e| format!("step {step} ({op:?}): {e}"))?;
+            }
+            Op::Begin { caller, key: k } => {
+                if model.actions.get(&(*k, 0)).is_some_and(|a| a.purged) {
+                    continue;
+                }
+                let payload = model.actions.get(&(*k, 0)).map_or(0, |a| a.approved);
+                let raw = RawSubmission {
+                    key: Some(key((*k, 0)).to_string()),
+                    payload: format!(r#"{{"p":{payload}}}"#).into_bytes(),
+                    ..RawSubmission::default()
+                };
+                let begun = ledger
+                    .begin(&raw, &destination, &format!("c{caller}"), LEASE)
+                    .await
+                    .map_err(|e| format!("step {step}: begin: {e}"))?;
+                model.submit(*k, payload);
+                let (expected, version) = model.begin((*k, 0));
+                let answered = match &begun {
+                    Begun::Proceed(_) => "proceed",
+                    Begun::Done { .. } => "done",
+                    Begun::Wait { .. } => "wait",
+                    Begun::Review(_) => "review",
+                    Begun::Cancelled(_) => "cancelled",
+                    Begun::Refused(report) => report.outcome.as_str(),
+                };
+                if answered != expected {
+                    return Err(format!("step {step}: begin answered {answered}, model expected {expected}"));
+                }
+                if let Begun::Proceed(holding) = begun {
+                    if Some(holding.claim.ownership_version()) != version {
+                        return Err(format!("step {step}: begin claimed {holding:?}, model expected {version:?}"));
+                    }
+                    let held = claims.entry(WORKERS + caller).or_default();
+                    held.push(((*k, 0), holding.claim, Some(holding.attempt)));
+                }
+            }
+            Op::Renew { caller } => {
+                let Some((k, claim, _)) = claims.get(&(WORKERS + caller)).and_then(|c| c.last()) else { continue };
+                let renewed = ledger.renew(claim.key(), claim.ownership_version(), &claim.worker, LEASE).await;
+                let current = model.current(*k, claim.ownership_version());
+                match renewed {
+                    Ok(_) if current => model.actions.get_mut(k).expect("claimed").lease_expired = false,
+                    Err(LedgerError::Fenced { .. }) if !current => {}
+                    other => return Err(format!("step {step}: renew: {other:?}, model current {current}")),
+                }
+            }
+            Op::Report { caller, outcome: n } => {
+                let Some((k, claim, _)) = claims.get_mut(&(WORKERS + caller)).and_then(Vec::pop) else { continue };
+                let version = claim.ownership_version();
+                let finish = match n {
+                    0 => Finish::Completed { destination_id: format!("D-{version}") },
+                    1 => Finish::NotWritten { permanent: true, retry_after: None },
+                    _ => Finish::Unknown,
+                };
+                let report = FinishReport { finish, reason: Some("model".to_owned()), evidence: Evidence::default() };
+                // A purge took the attempt with the rest of a settled action's bulk: the report
+                // is refused as the purged action's, and changes nothing.
+                let purged = model.actions[&k].purged;
+                match ledger.finish(claim.key(), version, &claim.worker, &report).await {
+                    Ok(_) if !purged => model.finish(k, version, *n),
+                    Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
+                    other => return Err(format!("step {step}: finish: {other:?}, model purged {purged}")),
+                }
             }
             Op::Purge => {
                 ledger.store().clock().advance(Duration::from_hours(48));

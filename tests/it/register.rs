@@ -332,7 +332,8 @@ async fn an_executor_token_performs_its_own_destination_only<S: Store>(db: TestD
     let (status, _, _) =
         post(&client, &format!("{base}/v1/claims"), Some(MAILER), &json!({ "destination": "erp" })).await;
     assert_eq!(status, 403);
-    // Other roles may not perform; an executor may not submit; a verb that is none is a 404.
+    // Other roles may not perform; an executor may not submit; a POST with a verb that is none is
+    // a POST to the action itself, which takes GET only (405).
     let (status, _, _) =
         post(&client, &format!("{base}/v1/actions/shop:2:begin"), Some(SOURCE), &json!({ "payload": {} })).await;
     assert_eq!(status, 403);
@@ -341,7 +342,7 @@ async fn an_executor_token_performs_its_own_destination_only<S: Store>(db: TestD
     assert_eq!(status, 403);
     let (status, _, _) =
         post(&client, &format!("{base}/v1/actions/shop:4:start"), Some(MAILER), &json!({ "payload": {} })).await;
-    assert_eq!(status, 404);
+    assert_eq!(status, 405);
     // A finish without what its outcome needs changes nothing.
     let (status, _) = finish(
         &base,

@@ -213,7 +213,7 @@ pub(super) async fn serve<S: Store>(
                 .map_err(crate::serve::ServeError::from)?;
             (intakes, destinations, config.executors.clone())
         }
-        None => (Vec::new(), crate::destination::Destinations::default(), Default::default()),
+        None => (Vec::new(), crate::destination::Destinations::default(), std::collections::BTreeMap::new()),
     };
     // A token for an executor the configuration does not declare could begin nothing: said at
     // start, not at its first request.

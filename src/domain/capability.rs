@@ -311,7 +311,12 @@ impl ReviewOwners {
 
 impl DestinationCatalog {
     pub fn new(by_name: BTreeMap<String, Capabilities>, default_destination: Option<String>) -> Self {
-        Self { by_name, default_destination, review_owners: ReviewOwners::default(), executors: Default::default() }
+        Self {
+            by_name,
+            default_destination,
+            review_owners: ReviewOwners::default(),
+            executors: std::collections::BTreeSet::new(),
+        }
     }
 
     /// The catalogue with these destinations performed by automations through `serve`, each with

@@ -299,8 +299,9 @@ fn claim_json(holding: &Holding, executor: Option<&ExecutorConfig>) -> Value {
 fn begun_json(begun: &Begun, executor: Option<&ExecutorConfig>) -> Value {
     let action = match begun {
         Begun::Proceed(holding) => &holding.claim.action,
-        Begun::Done { action, .. } | Begun::Wait { action, .. } => action,
-        Begun::Review(action) | Begun::Cancelled(action) => action,
+        Begun::Done { action, .. } | Begun::Wait { action, .. } | Begun::Review(action) | Begun::Cancelled(action) => {
+            action
+        }
         Begun::Refused(report) => &report.action,
     };
     let mut answer = json!({
@@ -318,7 +319,7 @@ fn begun_json(begun: &Begun, executor: Option<&ExecutorConfig>) -> Value {
     });
     match begun {
         Begun::Proceed(holding) => {
-            answer["submitted"] = json!(holding.submitted.map(|s| s.as_str()));
+            answer["submitted"] = json!(holding.submitted.map(crate::domain::SubmitOutcome::as_str));
             answer["claim"] = claim_json(holding, executor);
         }
         Begun::Done { completed_by, .. } => {

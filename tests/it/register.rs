@@ -423,8 +423,8 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         ),
     )
     .unwrap();
-    let (_server, base) = crate::serve::serving(dir.path(), &db.url).await;
-    let run = |crm: &SimCrm, token: &str, order: &str| python_run(&base, crm, token, order);
+    let (_server, ledger_url) = crate::serve::serving(dir.path(), &db.url).await;
+    let run = |crm: &SimCrm, token: &str, order: &str| python_run(&ledger_url, crm, token, order);
 
     // Five runs of one order: one record, the same id printed each time.
     let mut printed = Vec::new();
@@ -465,10 +465,11 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
     // same key where the CRM recognises it, and leaves it held for a person where it cannot.
     for (crm, token, order, after) in [(&keyed, MAILER, "4", State::Completed), (&bare, ERP, "5", State::Held)] {
         crm.set_faults(slow_create(600));
-        let killed = run(crm, token, order).env("ACTIONLEDGER_LEASE_SECONDS", "1").spawn().unwrap();
+        let mut killed = run(crm, token, order).env("ACTIONLEDGER_LEASE_SECONDS", "1").spawn().unwrap();
         let key = format!("shop:order:{order}:send-receipt");
         stop_once_the_crm_wrote(&db.ledger, &killed, crm, &key).await;
         signal(&killed, "-KILL");
+        killed.wait().unwrap();
         tokio::time::sleep(Duration::from_millis(1200)).await;
         let next = run(crm, token, order).output().unwrap();
         let expected = if after == State::Completed { Some(0) } else { Some(3) };
@@ -484,7 +485,7 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         for _ in 0..3 {
             let output = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/register.sh"))
                 .arg("6")
-                .env("ACTIONLEDGER_URL", &base)
+                .env("ACTIONLEDGER_URL", &ledger_url)
                 .env("ACTIONLEDGER_TOKEN", MAILER)
                 .env("CRM_URL", format!("http://{}", keyed.addr()))
                 .output()

@@ -44,6 +44,20 @@ pub enum Begun {
     Refused(SubmitReport),
 }
 
+impl Begun {
+    /// The answer's word, as the register's documents and logs say it.
+    pub fn decision(&self) -> &'static str {
+        match self {
+            Self::Proceed(_) => "proceed",
+            Self::Done { .. } => "done",
+            Self::Wait { .. } => "wait",
+            Self::Review(_) => "review",
+            Self::Cancelled(_) => "cancelled",
+            Self::Refused(report) => report.outcome.as_str(),
+        }
+    }
+}
+
 /// A claim an automation holds, with the attempt it started and what the submission was.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holding {

@@ -143,7 +143,7 @@ async fn begin<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bod
     observe::note_action(Some(key), raw.event_id.as_deref());
     let begun = app.ledger.begin(&raw, destination, &grant.name, lease(lease_seconds)).await?;
     let answer = begun_json(&begun, app.executors.get(destination));
-    observe::note_outcome(decision(&begun));
+    observe::note_outcome(begun.decision());
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -271,18 +271,6 @@ async fn refuse_other_destination<S: Store>(app: &App<S>, key: &ActionKey, desti
     }
 }
 
-/// The word for a beginning's answer.
-fn decision(begun: &Begun) -> &'static str {
-    match begun {
-        Begun::Proceed(_) => "proceed",
-        Begun::Done { .. } => "done",
-        Begun::Wait { .. } => "wait",
-        Begun::Review(_) => "review",
-        Begun::Cancelled(_) => "cancelled",
-        Begun::Refused(report) => report.outcome.as_str(),
-    }
-}
-
 /// The claim an automation holds, with what it sends to the destination.
 fn claim_json(holding: &Holding, executor: Option<&ExecutorConfig>) -> Value {
     json!({
@@ -305,7 +293,7 @@ fn begun_json(begun: &Begun, executor: Option<&ExecutorConfig>) -> Value {
         Begun::Refused(report) => &report.action,
     };
     let mut answer = json!({
-        "decision": decision(begun),
+        "decision": begun.decision(),
         "key": action.key.as_str(),
         "state": action.state,
         "submitted": Value::Null,

@@ -923,14 +923,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                     .map_err(|e| format!("step {step}: begin: {e}"))?;
                 model.submit(*k, payload);
                 let (expected, version) = model.begin((*k, 0));
-                let answered = match &begun {
-                    Begun::Proceed(_) => "proceed",
-                    Begun::Done { .. } => "done",
-                    Begun::Wait { .. } => "wait",
-                    Begun::Review(_) => "review",
-                    Begun::Cancelled(_) => "cancelled",
-                    Begun::Refused(report) => report.outcome.as_str(),
-                };
+                let answered = begun.decision();
                 if answered != expected {
                     return Err(format!("step {step}: begin answered {answered}, model expected {expected}"));
                 }

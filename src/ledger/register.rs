@@ -61,7 +61,10 @@ impl Begun {
 /// A claim an automation holds, with the attempt it started and what the submission was.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holding {
+    /// The claim, with the action as claimed (what a finish is recorded against).
     pub claim: Claim,
+    /// The action as it stands once the attempt started (its attempts counted, its first send).
+    pub action: ActionRecord,
     pub attempt: StartedAttempt,
     /// How the submission that began it was taken (`None` for a claim from [`Ledger::claim_for`]).
     pub submitted: Option<SubmitOutcome>,
@@ -294,7 +297,8 @@ impl<S: Store> Ledger<S> {
             Err(other) => return Err(other),
         };
         let lease_until = claim.action.lease_expires_at.unwrap_or(claim.action.updated_at);
-        Ok(Some(Holding { claim, attempt, submitted, lease_until }))
+        let action = self.store.find(claim.key()).await?.unwrap_or_else(|| claim.action.clone());
+        Ok(Some(Holding { claim, action, attempt, submitted, lease_until }))
     }
 
     /// The answer for an action no claim can be made on: completed, cancelled, or waiting for a

@@ -250,7 +250,7 @@ pub(super) async fn claims<S: Store>(
             let mut claim = claim_json(holding, executor);
             claim["key"] = Value::from(holding.claim.key().as_str());
             claim["payload"] = holding.claim.action.payload.value();
-            claim["action"] = document::action_json(&holding.claim.action);
+            claim["action"] = document::action_json(&holding.action);
             claim
         })
         .collect();
@@ -286,7 +286,7 @@ fn claim_json(holding: &Holding, executor: Option<&ExecutorConfig>) -> Value {
 /// A beginning's answer: one document saying what the caller may do.
 fn begun_json(begun: &Begun, executor: Option<&ExecutorConfig>) -> Value {
     let action = match begun {
-        Begun::Proceed(holding) => &holding.claim.action,
+        Begun::Proceed(holding) => &holding.action,
         Begun::Done { action, .. } | Begun::Wait { action, .. } | Begun::Review(action) | Begun::Cancelled(action) => {
             action
         }

@@ -318,6 +318,15 @@ async fn on_action<S: Store>(
         None if matches!(method, axum::http::Method::GET | axum::http::Method::HEAD) => {
             show(&app, &target, &headers).await
         }
+        // A POST here is most likely a register's verb mistyped (`:finsh`): say which there are.
+        None if method == axum::http::Method::POST => Err(Problem::for_status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "/v1/actions/{{key}} takes GET only, and {sent:?} ends in none of the register's verbs: POST to \
+                 KEY:begin, KEY:heartbeat or KEY:finish (see /v1/openapi.json)"
+            ),
+        )
+        .allowing("GET, HEAD")),
         None => Err(not_allowed(&method, "GET, HEAD")),
     }
 }

@@ -130,6 +130,7 @@ async fn the_same_event_begun_five_times_gives_one_record<S: Store>(db: TestDb<S
     assert_eq!(words, ["proceed", "done", "done", "done", "done"]);
     assert_eq!(decisions[0]["submitted"], "created");
     assert_eq!(decisions[0]["claim"]["attempt"], 1);
+    assert_eq!(decisions[0]["action"]["attempts"], 1, "the action as it stands, its attempt started");
     let record = crm.records_for(key);
     assert_eq!(record.len(), 1, "one record at the CRM");
     // A finished key begun again answers what the effect produced.
@@ -340,9 +341,10 @@ async fn an_executor_token_performs_its_own_destination_only<S: Store>(db: TestD
     let (status, _, _) =
         post(&client, &format!("{base}/v1/actions"), Some(MAILER), &submission("shop:3", &json!({}))).await;
     assert_eq!(status, 403);
-    let (status, _, _) =
-        post(&client, &format!("{base}/v1/actions/shop:4:start"), Some(MAILER), &json!({ "payload": {} })).await;
+    let (status, _, problem) =
+        post(&client, &format!("{base}/v1/actions/shop:4:finsh"), Some(MAILER), &json!({ "payload": {} })).await;
     assert_eq!(status, 405);
+    assert!(problem["detail"].as_str().unwrap().contains("KEY:finish"), "a mistyped verb is named: {problem}");
     // A finish without what its outcome needs changes nothing.
     let (status, _) = finish(
         &base,

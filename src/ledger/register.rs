@@ -21,7 +21,7 @@ const ROUNDS: u64 = 6;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Begun {
     /// Claimed for the caller, its attempt started: act now, under this claim.
-    Proceed(Holding),
+    Proceed(Box<Holding>),
     /// Already completed: the effect is not performed again; here is what it produced.
     Done {
         action: ActionRecord,
@@ -157,7 +157,7 @@ impl<S: Store> Ledger<S> {
             if let Some(claim) = held
                 && let Some(holding) = self.hold_for_caller(claim, Some(submitted)).await?
             {
-                return Ok(Begun::Proceed(holding));
+                return Ok(Begun::Proceed(Box::new(holding)));
             }
             let fresh = self.store.find(&action.key).await?.ok_or_else(|| not_found(&action.key))?;
             if fresh.state == State::Pending && fresh.revision == action.revision {

@@ -441,7 +441,7 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
     // Two runs at once: one sends, the other is told to wait (exit 75).
     keyed.set_faults(slow_create(800));
     let first = run(&keyed, MAILER, "2").spawn().unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    held_by_someone(&db.ledger, "shop:order:2:send-receipt").await;
     let second = run(&keyed, MAILER, "2").output().unwrap();
     assert_eq!(second.status.code(), Some(75), "{}", String::from_utf8_lossy(&second.stderr));
     assert!(first.wait_with_output().unwrap().status.success());
@@ -451,8 +451,9 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
     // the same idempotency key (rule 5) and gets the CRM's stored answer; the paused run, resumed,
     // has its report refused and kept for review (exit 3).
     keyed.set_faults(slow_create(600));
+    let before = keyed.stats().requests;
     let paused = run(&keyed, MAILER, "3").env("ACTIONLEDGER_LEASE_SECONDS", "1").spawn().unwrap();
-    stop_once_the_crm_wrote(&db.ledger, &paused, &keyed, "shop:order:3:send-receipt").await;
+    stop_once_the_crm_wrote(&paused, &keyed, before, "shop:order:3:send-receipt").await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let rescue = run(&keyed, MAILER, "3").output().unwrap();
     assert!(rescue.status.success(), "{}", String::from_utf8_lossy(&rescue.stderr));
@@ -467,9 +468,10 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
     // same key where the CRM recognises it, and leaves it held for a person where it cannot.
     for (crm, token, order, after) in [(&keyed, MAILER, "4", State::Completed), (&bare, ERP, "5", State::Held)] {
         crm.set_faults(slow_create(600));
+        let before = crm.stats().requests;
         let mut killed = run(crm, token, order).env("ACTIONLEDGER_LEASE_SECONDS", "1").spawn().unwrap();
         let key = format!("shop:order:{order}:send-receipt");
-        stop_once_the_crm_wrote(&db.ledger, &killed, crm, &key).await;
+        stop_once_the_crm_wrote(&killed, crm, before, &key).await;
         signal(&killed, "-KILL");
         killed.wait().unwrap();
         tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -498,6 +500,18 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         assert!(printed.iter().all(|p| *p == printed[0] && !p.trim().is_empty()), "{printed:?}");
         assert_eq!(keyed.records_for("shop:order:6:send-receipt").len(), 1);
     }
+}
+
+/// Waits until `key` is claimed (a run began it), however slowly the run started.
+async fn held_by_someone<S: Store>(ledger: &actionledger::Ledger<S>, key: &str) {
+    for _ in 0..1000 {
+        let action = ledger.store().find(&action_key(key)).await.unwrap();
+        if action.is_some_and(|a| a.state == State::InProgress) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("nobody began {key}");
 }
 
 /// Whether python3 runs here; in CI its absence fails the test, elsewhere it is skipped loudly.
@@ -541,24 +555,16 @@ fn signal(child: &std::process::Child, signal: &str) {
     assert!(sent.success());
 }
 
-/// Stops `run` (SIGSTOP) while its request to the CRM is in flight (the ledger holds its claim,
-/// and the CRM takes its time over the create), then waits for the CRM to have written the record:
-/// a caller that will not answer, after the destination acted.
-async fn stop_once_the_crm_wrote<S: Store>(
-    ledger: &actionledger::Ledger<S>,
-    run: &std::process::Child,
-    crm: &SimCrm,
-    key: &str,
-) {
-    for _ in 0..400 {
-        let action = ledger.store().find(&action_key(key)).await.unwrap();
-        if action.is_some_and(|a| a.state == State::InProgress) {
+/// Stops `run` (SIGSTOP) while its request to the CRM is in flight (the CRM counted it, `before`
+/// being its count before the run started, and takes its time over the create), then waits for
+/// the CRM to have written the record: a caller that will not answer, after the destination acted.
+async fn stop_once_the_crm_wrote(run: &std::process::Child, crm: &SimCrm, before: u64, key: &str) {
+    for _ in 0..1000 {
+        if crm.stats().requests > before {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Time for the request to reach the CRM, well inside its delay.
-    tokio::time::sleep(Duration::from_millis(150)).await;
     signal(run, "-STOP");
     for _ in 0..400 {
         if !crm.records_for(key).is_empty() {

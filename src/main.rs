@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     // Panics and unexpected failures get a readable report instead of a bare message.
     actionledger::cli::install_panic_report();
     quiet_on_closed_output();
-    let cli = match Cli::try_parse().map(Cli::with_json_given_anywhere) {
+    let mut cli = match Cli::try_parse().map(Cli::with_json_given_anywhere) {
         Ok(Ok(cli)) => cli,
         Ok(Err(refused)) => return failed(true, &refused.to_string(), exit::USAGE),
         Err(refused) => return usage_error(&refused),

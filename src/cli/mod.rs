@@ -277,32 +277,10 @@ impl Command {
         !matches!(self, Self::Migrate(_) | Self::Submit(_) | Self::Worker(_) | Self::Serve(_))
     }
 
-    /// Whether the command was asked for JSON (`--json`): its errors are then JSON too.
-    pub fn json(&self) -> bool {
-        match self {
-            Self::Submit(args) => args.json,
-            Self::List(args) => args.json,
-            Self::Show { json, .. } => *json,
-            Self::Wait(args) => args.json,
-            Self::Retry(args)
-            | Self::Cancel(args)
-            | Self::Approve { manual: args, .. }
-            | Self::Reject { manual: args, .. }
-            | Self::Takeover(args)
-            | Self::Lookup(args)
-            | Self::Acknowledge(args)
-            | Self::Recreate(args)
-            | Self::Resolve { manual: args, .. }
-            | Self::Assign { manual: args, .. } => args.json,
-            Self::Purge(args) => args.json,
-            Self::Migrate(args) => args.json,
-            Self::Worker(args) => args.json,
-            Self::Reconcile(args) => args.json,
-            Self::Demo(args) => args.json,
-            Self::Bench(args) => args.json,
-            Self::Stats(args) => args.json,
-            Self::Review(_) | Self::Serve(_) | Self::SimCrm(_) | Self::Completions { .. } | Self::Manpage => false,
-        }
+    /// Whether the command was asked for JSON (`--json`): its errors are then JSON too. Read
+    /// through [`Command::json_flag`], the one place that knows which commands have the flag.
+    pub fn json(&mut self) -> bool {
+        self.json_flag().is_some_and(|json| *json)
     }
 
     /// The command's own `--json`, where it has an answer to print as JSON.

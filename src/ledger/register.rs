@@ -210,15 +210,18 @@ impl<S: Store> Ledger<S> {
     }
 
     /// Extends the lease of the claim `holder` holds on `key` under `ownership_version`; refused
-    /// ([`LedgerError::Fenced`]) once the claim has passed on.
+    /// ([`LedgerError::Fenced`]) once the claim has passed on, and for another destination's
+    /// action than the holder's.
     pub async fn renew(
         &self,
         key: &ActionKey,
         ownership_version: i64,
+        destination: &str,
         holder: &str,
         lease: Duration,
     ) -> Result<Timestamp, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| not_found(key))?;
+        self.refuse_other_destination(&action, destination)?;
         let claim =
             Claim { action: ActionRecord { ownership_version, ..action }, worker: holder.to_owned(), started: None };
         self.heartbeat(&claim, lease).await
@@ -226,15 +229,18 @@ impl<S: Store> Ledger<S> {
 
     /// Records what the automation holding `key` under `ownership_version` did. Applied only
     /// while that claim is current; from an obsolete version it changes nothing and reaches
-    /// review (rule 8). A report repeated for an attempt already finished changes nothing.
+    /// review (rule 8). A report repeated for an attempt already finished changes nothing; a report
+    /// on another destination's action than the holder's is refused.
     pub async fn finish(
         &self,
         key: &ActionKey,
         ownership_version: i64,
+        destination: &str,
         holder: &str,
         report: &FinishReport,
     ) -> Result<Finished, LedgerError> {
         let action = self.store.find(key).await?.ok_or_else(|| not_found(key))?;
+        self.refuse_other_destination(&action, destination)?;
         let attempts = self.store.attempts(key).await?;
         let Some(started) = attempts.iter().rev().find(|a| a.ownership_version == ownership_version && !a.stale) else {
             // A purge removed the attempts of a settled action with its other bulk: its tombstone

@@ -12,8 +12,8 @@ use super::routes::{Envelope, admit, json_response, parse_key, read_body, read_j
 use crate::config::ExecutorConfig;
 use crate::document::{self, time};
 use crate::domain::text::truncate;
-use crate::domain::{ActionKey, Evidence, record::MAX_EVIDENCE_BODY_BYTES};
-use crate::ledger::{Begun, Finish, FinishReport, Finished, Holding, LedgerError, Recorded};
+use crate::domain::{Evidence, record::MAX_EVIDENCE_BODY_BYTES};
+use crate::ledger::{Begun, Finish, FinishReport, Finished, Holding, Recorded};
 use crate::store::Store;
 use axum::body::Body;
 use axum::extract::State as With;
@@ -153,9 +153,8 @@ async fn renew<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bod
     let bytes = read_body(headers, body, app.options.body_limit).await?;
     let renewal: RenewBody = read_json("Heartbeat", &bytes, "a heartbeat")?;
     let key = parse_key(key)?;
-    refuse_other_destination(app, &key, destination).await?;
     let version = version_of(renewal.ownership_version)?;
-    let until = app.ledger.renew(&key, version, &grant.name, lease(renewal.lease_seconds)).await?;
+    let until = app.ledger.renew(&key, version, destination, &grant.name, lease(renewal.lease_seconds)).await?;
     observe::note_outcome("renewed");
     Ok(json_response(
         StatusCode::OK,
@@ -169,10 +168,9 @@ async fn finish<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bo
     let bytes = read_body(headers, body, app.options.body_limit).await?;
     let body: FinishBody = read_json("Finish", &bytes, "a finish")?;
     let key = parse_key(key)?;
-    refuse_other_destination(app, &key, destination).await?;
     let version = version_of(body.ownership_version)?;
     let report = finish_report(body.outcome.as_str(), &body)?;
-    let finished = app.ledger.finish(&key, version, &grant.name, &report).await?;
+    let finished = app.ledger.finish(&key, version, destination, &grant.name, &report).await?;
     let (status, recorded, action) = match &finished {
         Finished::Recorded(Recorded::Applied(action)) => (StatusCode::OK, "applied", action),
         Finished::AlreadyFinished(action) => (StatusCode::OK, "already_finished", action),
@@ -255,20 +253,6 @@ pub(super) async fn claims<S: Store>(
         })
         .collect();
     Ok(json_response(StatusCode::OK, &json!({ "claims": claims })))
-}
-
-/// A renewal or finish for an action of another destination is refused before the ledger is
-/// asked to change it.
-async fn refuse_other_destination<S: Store>(app: &App<S>, key: &ActionKey, destination: &str) -> Result<(), Problem> {
-    let action = app.ledger.store().find(key).await.map_err(LedgerError::from)?;
-    let Some(action) = action else { return Err(LedgerError::NotFound(key.to_string()).into()) };
-    match app.ledger.destinations().destination_name(&action) {
-        Some(name) if name == destination => Ok(()),
-        other => Err(Problem::forbidden(format!(
-            "{key} is {}, and this token performs {destination} only",
-            other.map_or_else(|| "recorded without a destination".to_owned(), |d| format!("for destination {d}"))
-        ))),
-    }
 }
 
 /// The claim an automation holds, with what it sends to the destination.

@@ -937,7 +937,8 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
             }
             Op::Renew { caller } => {
                 let Some((k, claim, _)) = claims.get(&(WORKERS + caller)).and_then(|c| c.last()) else { continue };
-                let renewed = ledger.renew(claim.key(), claim.ownership_version(), &claim.worker, LEASE).await;
+                let renewed =
+                    ledger.renew(claim.key(), claim.ownership_version(), &destination, &claim.worker, LEASE).await;
                 let current = model.current(*k, claim.ownership_version());
                 match renewed {
                     Ok(_) if current => model.actions.get_mut(k).expect("claimed").lease_expired = false,
@@ -957,7 +958,7 @@ async fn run_case<S: Store>(ledger: &Ledger<S>, ops: &[Op]) -> Result<(), String
                 // A purge took the attempt with the rest of a settled action's bulk: the report
                 // is refused as the purged action's, and changes nothing.
                 let purged = model.actions[&k].purged;
-                match ledger.finish(claim.key(), version, &claim.worker, &report).await {
+                match ledger.finish(claim.key(), version, &destination, &claim.worker, &report).await {
                     Ok(_) if !purged => model.finish(k, version, *n),
                     Err(LedgerError::Refused(Refusal::Purged { .. })) if purged => {}
                     other => return Err(format!("step {step}: finish: {other:?}, model purged {purged}")),

@@ -168,7 +168,12 @@ pub(super) async fn grant(url: &str, schema: Option<&str>, args: &ServeArgs) -> 
 pub(super) fn before_opening(args: &ServeArgs) -> Result<Option<i32>, Error> {
     let Some(ServeCommand::HashToken { role, name, destination }) = &args.command else { return Ok(None) };
     let role = match (role.0, destination) {
-        (Role::Executor, Some(destination)) => format!("executor:{destination}"),
+        (Role::Executor, Some(destination)) => {
+            // Checked before the line is made: a name with a space would shift the line's fields.
+            crate::domain::input::validate_destination_name(destination)
+                .map_err(|e| Error::Invalid(format!("--destination: {e}")))?;
+            format!("executor:{destination}")
+        }
         (Role::Executor, None) => {
             return Err(Error::Invalid("--role executor needs --destination: the destination it performs".to_owned()));
         }

@@ -574,3 +574,28 @@ async fn stop_once_the_crm_wrote(run: &std::process::Child, crm: &SimCrm, before
     }
     panic!("the CRM never wrote {key}");
 }
+
+/// `serve hash-token` makes an executor's line only for a destination name a line can hold.
+#[test]
+fn hash_token_makes_an_executor_line_for_a_valid_destination_only() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let made = |destination: &str| {
+        let mut child = crate::serve::actionledger(dir.path())
+            .args(["serve", "hash-token", "--role", "executor", "--destination", destination, "--name", "mailer"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(MAILER.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let good = made("receipts");
+    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+    assert!(String::from_utf8(good.stdout).unwrap().ends_with(" executor:receipts mailer\n"));
+    let bad = made("bad name");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(bad.stdout.is_empty(), "no line is printed");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--destination"), "{}", String::from_utf8_lossy(&bad.stderr));
+}

@@ -26,8 +26,9 @@ conformance!(
 /// together.
 const PER_DESTINATION: usize = 100;
 /// How long the CRM takes over each create: long enough that a stop lands among requests in
-/// flight, short enough that the backlog drains in a few seconds.
-const CREATE_DELAY_MS: u64 = 150;
+/// flight even when sending it (a `kill` process) is slow on a loaded machine (150 ms was not, once,
+/// in a full run), short enough that the backlog drains in seconds.
+const CREATE_DELAY_MS: u64 = 400;
 const CONCURRENCY: &str = "16";
 /// The lease of the killed workers. The database clock is moved past it after each kill rather
 /// than waited out: recovery happens at once, and a live worker's heartbeat held up on a busy

@@ -286,7 +286,11 @@ pub struct DestinationConfig {
     /// Substituted for `{{base_url}}` in templates.
     #[serde(default)]
     pub base_url: Option<String>,
-    pub create: CreateRequest,
+    /// The request that performs the action. Required of every `[destinations.NAME]`; `None`
+    /// only for an executor's lookup (see [`ExecutorConfig::lookup_destination`]), which sends
+    /// nothing.
+    #[serde(default)]
+    pub create: Option<CreateRequest>,
     /// How an approved new version of a completed action changes its record; without it such an
     /// update is held for a person (docs/RULES.md, "Changed payloads").
     #[serde(default)]
@@ -479,8 +483,10 @@ fn default_method() -> String {
 fn default_update_method() -> String {
     "PATCH".to_owned()
 }
+/// Where a record's id is read when the configuration names no pointer.
+pub const DEFAULT_ID_POINTER: &str = "/id";
 fn default_id_pointer() -> String {
-    "/id".to_owned()
+    DEFAULT_ID_POINTER.to_owned()
 }
 fn default_timeout() -> Duration {
     Duration::from_secs(10)
@@ -529,21 +535,61 @@ pub struct ExecutorConfig {
     /// Who reviews this destination's actions that need a person.
     #[serde(default)]
     pub review_owner: Option<String>,
+    /// How the ledger itself finds the record the automation made, by the action's external
+    /// reference: an automation that stopped between acting and `:finish` is then settled by
+    /// what the destination holds, not held for a person. As a destination's `lookup`; its
+    /// `compare` pointers are read in the payload.
+    #[serde(default)]
+    pub lookup: Option<Lookup>,
+    /// Substituted for `{{base_url}}` in the lookup's URL.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The destination's unique external reference for an action; `{{key}}` by default.
+    #[serde(default = "default_external_ref")]
+    pub external_ref: String,
+    /// Headers the lookup request carries, as a destination's `headers`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderValue>,
+    #[serde(default)]
+    pub secret_headers: Vec<String>,
+    #[serde(default = "default_timeout", with = "duration_text")]
+    pub timeout: Duration,
+    #[serde(default = "default_connect_timeout", with = "duration_text")]
+    pub connect_timeout: Duration,
 }
 
 impl ExecutorConfig {
     fn check(&self) -> Result<(), DestinationSettingError> {
-        if self.max_attempts < 1 {
-            return Err(DestinationSettingError::MaxAttempts);
+        let has_lookup_settings =
+            self.base_url.is_some() || !self.headers.is_empty() || !self.secret_headers.is_empty();
+        if self.lookup.is_none() && has_lookup_settings {
+            return Err(DestinationSettingError::NoLookupForSettings);
         }
-        if self.idempotency.as_ref().is_some_and(|i| i.retention.is_zero()) {
-            return Err(DestinationSettingError::ZeroRetention);
+        self.lookup_destination().check_requests()
+    }
+
+    /// What the ledger asks this executor's destination with: a destination that sends nothing
+    /// (no create request), only its lookup; the worker never claims its actions.
+    pub fn lookup_destination(&self) -> DestinationConfig {
+        DestinationConfig {
+            base_url: self.base_url.clone(),
+            create: None,
+            update: None,
+            external_ref: self.external_ref.clone(),
+            idempotency: self.idempotency.clone(),
+            lookup: self.lookup.clone(),
+            fencing: self.fencing.clone(),
+            headers: self.headers.clone(),
+            timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            max_attempts: self.max_attempts,
+            backoff_base: self.backoff_base,
+            backoff_max: self.backoff_max,
+            max_response_bytes: default_max_response_bytes(),
+            rate_limit: None,
+            secret_headers: self.secret_headers.clone(),
+            review_owner: self.review_owner.clone(),
         }
-        for name in self.idempotency.iter().map(|i| &i.header).chain(self.fencing.iter().map(|f| &f.header)) {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
-        }
-        Ok(())
     }
 }
 
@@ -655,6 +701,12 @@ pub enum DestinationSettingError {
         "update.conditional = \"if-match\" needs update.version_pointer: where the answers name the record's version"
     )]
     NoVersionPointer,
+    #[error(
+        "no create request: give [destinations.NAME.create] with its url (an effect an automation performs itself is declared as [executors.NAME])"
+    )]
+    NoCreate,
+    #[error("base_url, headers and secret_headers are what the lookup request uses, and no lookup is declared")]
+    NoLookupForSettings,
 }
 
 impl Config {
@@ -779,8 +831,19 @@ impl IntakeConfig {
 
 impl DestinationConfig {
     fn check(&self) -> Result<(), DestinationSettingError> {
-        reqwest::Method::from_bytes(self.create.method.as_bytes())
-            .map_err(|_| DestinationSettingError::Method(self.create.method.clone()))?;
+        let create = self.create.as_ref().ok_or(DestinationSettingError::NoCreate)?;
+        reqwest::Method::from_bytes(create.method.as_bytes())
+            .map_err(|_| DestinationSettingError::Method(create.method.clone()))?;
+        check_body("create", create.format, create.content_type.as_deref(), create.body.as_ref())?;
+        if let Some(name) = &create.id_header {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
+        }
+        self.check_requests()
+    }
+
+    /// Everything but the create request: what a lookup-only destination (an executor's) needs too.
+    fn check_requests(&self) -> Result<(), DestinationSettingError> {
         if let Some(update) = &self.update {
             reqwest::Method::from_bytes(update.method.as_bytes())
                 .map_err(|_| DestinationSettingError::UpdateMethod(update.method.clone()))?;
@@ -788,7 +851,10 @@ impl DestinationConfig {
                 return Err(DestinationSettingError::NoVersionPointer);
             }
         }
-        for pointer in std::iter::once(&self.create.id_pointer)
+        for pointer in self
+            .create
+            .iter()
+            .map(|c| &c.id_pointer)
             .chain(self.lookup.iter().flat_map(|l| l.records_pointer.iter().chain([&l.id_pointer]).chain(&l.compare)))
             .chain(self.update.iter().flat_map(|u| u.version_pointer.iter()))
         {
@@ -799,7 +865,6 @@ impl DestinationConfig {
         if self.max_attempts < 1 {
             return Err(DestinationSettingError::MaxAttempts);
         }
-        check_body("create", self.create.format, self.create.content_type.as_deref(), self.create.body.as_ref())?;
         if let Some(update) = &self.update {
             check_body("update", update.format, update.content_type.as_deref(), update.body.as_ref())?;
         }
@@ -811,7 +876,8 @@ impl DestinationConfig {
         if self.max_response_bytes < 1024 {
             return Err(DestinationSettingError::MaxResponseBytes);
         }
-        for name in self.create.id_header.iter().chain(&self.secret_headers) {
+        let protocol_headers = self.idempotency.iter().map(|i| &i.header).chain(self.fencing.iter().map(|f| &f.header));
+        for name in self.secret_headers.iter().chain(protocol_headers) {
             reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| DestinationSettingError::HeaderName(name.clone()))?;
         }
@@ -944,7 +1010,7 @@ mod tests {
         assert_eq!(config.worker.lease, Duration::from_secs(20));
         let crm = &config.destinations["crm"];
         assert_eq!(crm.idempotency.as_ref().unwrap().retention, Duration::from_hours(24));
-        assert_eq!(crm.create.method, "POST");
+        assert_eq!(crm.create.as_ref().unwrap().method, "POST");
         assert_eq!(crm.lookup.as_ref().unwrap().settle, Duration::from_secs(2));
     }
 
@@ -982,11 +1048,11 @@ mod tests {
         )
         .unwrap();
         let payments = &config.destinations["payments"];
-        assert_eq!(payments.create.format, BodyFormat::Form);
-        assert_eq!(payments.create.id_header.as_deref(), Some("Location"));
+        assert_eq!(payments.create.as_ref().unwrap().format, BodyFormat::Form);
+        assert_eq!(payments.create.as_ref().unwrap().id_header.as_deref(), Some("Location"));
         assert_eq!(payments.rate_limit, Some(RateLimit { per_second: 10, burst: Some(5) }));
         assert_eq!(payments.max_response_bytes, 64 * 1024);
-        assert_eq!(config.destinations["notes"].create.format, BodyFormat::Raw);
+        assert_eq!(config.destinations["notes"].create.as_ref().unwrap().format, BodyFormat::Raw);
         let refused = [
             (r#"create = { url = "x", format = "raw", body = "t" }"#, "needs a content_type"),
             (r#"create = { url = "x", format = "raw", content_type = "text/plain", body = { a = 1 } }"#, "one text"),

@@ -4,11 +4,19 @@
 //! so that each judges and settles a lookup the same way.
 
 use crate::destination::{Destination, Destinations, Found};
-use crate::domain::{ActionKey, ActionRecord, ActorKind, Person, Reason, Refusal, State, Timestamp};
+use crate::domain::{
+    ActionKey, ActionRecord, ActorKind, DestinationCatalog, Evidence, LookupDue, LookupVerdict, Person, Reason,
+    Refusal, State, Timestamp,
+};
 use crate::error::Error;
-use crate::ledger::{Ledger, LedgerError, LookupReport};
+use crate::ledger::{Claim, Ledger, LedgerError, LookupReport, Outcome, Recorded, Report, StartedAttempt};
 use crate::store::{ListFilter, Store};
 use serde::Serialize;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Unknown actions looked at per sweep.
+const SETTLE_BATCH: i64 = 50;
 
 /// What a lookup at the destination found, judged against the action.
 #[derive(Debug, Clone)]
@@ -171,6 +179,97 @@ async fn settle<S: Store>(
         Some(settled) => Settlement::Settled(Box::new(settled)),
         None => Settlement::ChangedMeanwhile,
     })
+}
+
+/// What a lookup made before performing an action again (where
+/// [`DestinationCatalog::looks_before_repeat`] asks for one) concludes: `None` when the
+/// destination holds no record, so the attempt goes ahead; otherwise the attempt's report, a
+/// completion by the record found or, for anything else, an uncertain outcome.
+pub fn before_repeat<E: std::fmt::Display>(looked: Result<LookupReport, E>) -> Option<Report> {
+    let uncertain = |error: String, evidence| Some(Report { outcome: Outcome::Unknown, error: Some(error), evidence });
+    match looked {
+        Ok(LookupReport { verdict: LookupVerdict::NotFound, .. }) => None,
+        Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), evidence, .. }) => {
+            Some(Report { outcome: Outcome::Completed { destination_id: id }, error: None, evidence })
+        }
+        Ok(report) => uncertain(
+            format!("before performing again, the lookup found {}", report.detail.unwrap_or_default()),
+            report.evidence,
+        ),
+        Err(error) => uncertain(format!("before performing again: {error}"), Evidence::default()),
+    }
+}
+
+/// Keeps rule 5's promise for an action `claim` holds, its attempt `attempt` started, before it
+/// is performed again: where [`DestinationCatalog::looks_before_repeat`] asks, the destination
+/// is looked up, and a record found completes the action under the claim while anything but "no
+/// record" makes it `unknown`. `None`: it may be performed. The register's beginnings and
+/// claims, and `serve`'s keeper, ask here; the worker's sends keep the same rule through their
+/// effect.
+pub async fn look_before_repeat<S: Store>(
+    ledger: &Ledger<S>,
+    destinations: &Destinations,
+    claim: &Claim,
+    attempt: StartedAttempt,
+) -> Result<Option<Recorded>, LedgerError> {
+    if !ledger.destinations().looks_before_repeat(&claim.action) {
+        return Ok(None);
+    }
+    // Whatever keeps the lookup from an answer (the destination, the configuration, reading the
+    // action it follows) leaves the outcome uncertain, as a lookup that got no answer does.
+    let looked = match destinations.require(&claim.action) {
+        Ok(destination) => inspect(ledger, destination, &claim.action).await.map(|inspection| inspection.report),
+        Err(error) => Err(error.into()),
+    };
+    let Some(report) = before_repeat(looked) else { return Ok(None) };
+    let claim = Claim { started: Some(attempt), ..claim.clone() };
+    Ok(Some(ledger.record_result(&claim, attempt, &report).await?))
+}
+
+/// An `unknown` action a lookup can settle, with when its next automatic lookup may go out and
+/// how many of its lookups got no answer since it became `unknown`.
+#[derive(Debug)]
+pub struct UnknownLookup {
+    pub action: ActionRecord,
+    pub due: LookupDue,
+    pub failures: i64,
+}
+
+/// The `unknown` actions whose destination declares a lookup (at most [`SETTLE_BATCH`]), each
+/// with when its next automatic lookup may go out: after its destination's settle delay
+/// (`settle_delay`), which gives a request still in flight there time to land, and as
+/// [`RetryPolicy::lookup_due`](crate::domain::RetryPolicy::lookup_due) bounds and backs off
+/// lookups that got no answer. A worker's settler and `serve`'s keeper sweep with it.
+pub async fn lookups_due<S: Store>(
+    ledger: &Ledger<S>,
+    catalog: &DestinationCatalog,
+    settle_delay: impl Fn(&ActionRecord) -> Duration,
+) -> Result<Vec<UnknownLookup>, Error> {
+    let store = ledger.store();
+    let unknown =
+        ledger.list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() }).await?;
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let failures: HashMap<String, (i64, Timestamp)> =
+        store.unknown_lookup_failures().await?.into_iter().map(|f| (f.key, (f.failures, f.last_at))).collect();
+    let now = store.now().await?;
+    Ok(unknown
+        .into_iter()
+        .filter_map(|action| {
+            let capabilities = catalog.of(&action)?;
+            if !capabilities.lookup {
+                return None;
+            }
+            let (count, last) = failures.get(action.key.as_str()).map_or((0, None), |(n, at)| (*n, Some(*at)));
+            let settled = action.updated_at + chrono::Duration::from_std(settle_delay(&action)).unwrap_or_default();
+            let due = match capabilities.retry.lookup_due(count, last, now) {
+                LookupDue::Now if settled > now => LookupDue::After(settled),
+                due => due,
+            };
+            Some(UnknownLookup { action, due, failures: count })
+        })
+        .collect())
 }
 
 /// Actions compared per page.

@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// How often the ledger's figures are read into the metrics, e.g. 10s.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::config::duration_text::parse, requires = "metrics_addr")]
     metrics_refresh: std::time::Duration,
+    /// How often the executors' expired claims are recovered (held for a person, or settled by
+    /// the executor's lookup) and their uncertain outcomes looked up, when no automation asks
+    /// about them again.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = above_zero)]
+    sweep_every: std::time::Duration,
 }
 
 /// Why a header timeout cannot be used.
@@ -250,7 +255,17 @@ pub(super) async fn serve<S: Store>(
     };
     // Kept until the server stops: dropping it stops the endpoint.
     let _endpoint = super::worker::metrics_endpoint(&ledger, args.metrics_addr, args.metrics_refresh).await?;
-    let app = App::new(ledger, tokens, intakes, options).with_executors(executors);
+    // Stopped with the server: what it had not swept is swept by the next start.
+    let keeper = (!executors.is_empty()).then(|| {
+        let (ledger, destinations) = (ledger.clone(), destinations.clone());
+        tokio::spawn(crate::serve::keeper::keep(
+            ledger,
+            destinations,
+            args.sweep_every,
+            crate::serve::shutdown_signal(),
+        ))
+    });
+    let app = App::new(ledger, tokens, intakes, options).with_executors(executors).with_destinations(destinations);
     let router = match commands {
         Some(commands) => app.with_commands_through(commands),
         None => app,
@@ -259,6 +274,9 @@ pub(super) async fn serve<S: Store>(
     crate::connections::serve(listener, router, limits, crate::serve::shutdown_signal())
         .await
         .map_err(|e| Error::io("the HTTP server failed", e))?;
+    if let Some(keeper) = keeper {
+        keeper.abort();
+    }
     tracing::info!("stopped: requests in flight finished");
     Ok(crate::error::exit::OK)
 }

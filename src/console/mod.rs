@@ -382,8 +382,11 @@ fn new_model(options: &ConsoleOptions, width: u16, height: u16) -> Model {
         .collect();
     model.configured = options.destinations.all().map(|d| d.name.clone()).collect();
     model.destinations = options.destinations.catalog();
-    model.id_pointers =
-        options.destinations.all().map(|d| (d.name.clone(), d.config.create.id_pointer.clone())).collect();
+    model.id_pointers = options
+        .destinations
+        .all()
+        .filter_map(|d| d.config.create.as_ref().map(|c| (d.name.clone(), c.id_pointer.clone())))
+        .collect();
     model
 }
 

@@ -6,7 +6,7 @@
 
 pub mod gate;
 
-use crate::config::{BodyFormat, DestinationConfig, HeaderValue};
+use crate::config::{BodyFormat, DEFAULT_ID_POINTER, DestinationConfig, HeaderValue};
 use crate::domain::record::MAX_EVIDENCE_BODY_BYTES;
 use crate::domain::text::{escape_untrusted, truncate};
 use crate::domain::{
@@ -35,6 +35,9 @@ pub enum DestinationError {
     /// A URL, body or external reference template could not be filled for the action.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// An executor's destination: its automation performs the action; the ledger only looks up.
+    #[error("destination {name} is performed by an automation through serve; the ledger sends it nothing")]
+    NoCreate { name: String },
     #[error("destination {name} offers no lookup")]
     NoLookup { name: String },
     /// An update action for a destination that declares no `update` request.
@@ -84,6 +87,11 @@ impl Destinations {
             .collect::<Result<_, _>>()?;
         let mut destinations = Self::new(by_name, config.worker.default_destination.clone());
         destinations.catalog = destinations.catalog.with_executors(executor_capabilities(config));
+        // An executor's destination is asked only through its lookup, by whoever settles its
+        // actions (serve, a worker's settler, `reconcile`, a person's lookup); nothing claims it.
+        for (name, executor) in config.executors.iter().filter(|(_, e)| e.lookup.is_some()) {
+            destinations.by_name.insert(name.clone(), Destination::new(name, executor.lookup_destination())?);
+        }
         // Checked when the configuration was read; a configuration built in code without them
         // routes nobody rather than fail.
         if let Ok(owners) = config.review_owner_rules() {
@@ -120,8 +128,15 @@ impl Destinations {
         self.by_name.values()
     }
 
+    /// The destinations a worker sends to: an executor's is performed by its automation.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.by_name.keys().map(String::as_str)
+        self.by_name.keys().map(String::as_str).filter(|name| !self.catalog.is_executor(name))
+    }
+
+    /// How long after an uncertain attempt of `action` its destination's lookup may conclude
+    /// anything: an effect still under way there has that long to land (none without a lookup).
+    pub fn settle_delay(&self, action: &ActionRecord) -> Duration {
+        self.of(action).and_then(|d| d.config.lookup.as_ref()).map_or(Duration::ZERO, |l| l.settle)
     }
 
     pub fn default_destination(&self) -> Option<&str> {
@@ -397,7 +412,7 @@ impl Destination {
     fn body_template(&self, action: &ActionRecord) -> (BodyFormat, Option<&toml::Value>) {
         match (&action.updates, &self.config.update) {
             (Some(_), Some(update)) => (update.format, update.body.as_ref()),
-            _ => (self.config.create.format, self.config.create.body.as_ref()),
+            _ => self.config.create.as_ref().map_or((BodyFormat::Json, None), |c| (c.format, c.body.as_ref())),
         }
     }
 
@@ -411,7 +426,7 @@ impl Destination {
         let (format, _) = self.body_template(action);
         let content_type = match (&action.updates, &self.config.update) {
             (Some(_), Some(update)) => update.content_type.clone(),
-            _ => self.config.create.content_type.clone(),
+            _ => self.config.create.as_ref().and_then(|c| c.content_type.clone()),
         };
         let (default_type, text) = match (format, body) {
             (BodyFormat::Json, body) => ("application/json", body.to_string()),
@@ -466,7 +481,10 @@ impl Destination {
         let external_ref = self.external_ref(action, after)?;
         let context = self.context(action, after, Some(&external_ref));
         let (method, url) = match (&action.updates, &self.config.update) {
-            (None, _) => (&self.config.create.method, &self.config.create.url),
+            (None, _) => match &self.config.create {
+                Some(create) => (&create.method, &create.url),
+                None => return Err(DestinationError::NoCreate { name: self.name.clone() }),
+            },
             (Some(_), Some(update)) => (&update.method, &update.url),
             (Some(_), None) => return Err(DestinationError::NoUpdate { name: self.name.clone() }),
         };
@@ -519,7 +537,9 @@ impl Destination {
         let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
         let location = header("location");
         let etag = header("etag");
-        let header_id = self.config.create.id_header.as_deref().and_then(header).and_then(|v| self.id_from_header(&v));
+        let create = self.config.create.as_ref();
+        let header_id =
+            create.and_then(|c| c.id_header.as_deref()).and_then(header).and_then(|v| self.id_from_header(&v));
         self.honour_retry_after(status, retry_after);
         let (body, cut) = match read_capped(response, self.config.max_response_bytes).await {
             Ok(read) => read,
@@ -539,7 +559,7 @@ impl Destination {
                     .or_else(|| {
                         serde_json::from_slice::<Value>(&body)
                             .ok()
-                            .and_then(|v| pointer_text(&v, &self.config.create.id_pointer))
+                            .and_then(|v| pointer_text(&v, create.map_or(DEFAULT_ID_POINTER, |c| &c.id_pointer)))
                     })
                     .or_else(|| action.updates_destination_id.clone());
                 match id {
@@ -585,11 +605,11 @@ impl Destination {
         status: u16,
         response: Response,
     ) -> SendOutcome {
-        let without_id = match &self.config.create.id_header {
-            Some(header) => {
-                format!("HTTP {status} without a record id in {header} or at {}", self.config.create.id_pointer)
-            }
-            None => format!("HTTP {status} without a record id at {}", self.config.create.id_pointer),
+        let create = self.config.create.as_ref();
+        let pointer = create.map_or(DEFAULT_ID_POINTER, |c| &c.id_pointer);
+        let without_id = match create.and_then(|c| c.id_header.as_deref()) {
+            Some(header) => format!("HTTP {status} without a record id in {header} or at {pointer}"),
+            None => format!("HTTP {status} without a record id at {pointer}"),
         };
         if self.config.lookup.is_none() {
             return SendOutcome::Uncertain { error: without_id, response: Some(response) };
@@ -616,10 +636,11 @@ impl Destination {
     /// The record id in a response header such as `Location`: what remains once the configured
     /// prefix and suffix are stripped, or else its last path segment.
     fn id_from_header(&self, value: &str) -> Option<String> {
-        let create = &self.config.create;
-        let id = if create.id_prefix.is_some() || create.id_suffix.is_some() {
-            let rest = value.strip_prefix(create.id_prefix.as_deref().unwrap_or(""))?;
-            rest.strip_suffix(create.id_suffix.as_deref().unwrap_or(""))?.to_owned()
+        let (prefix, suffix) =
+            self.config.create.as_ref().map_or((None, None), |c| (c.id_prefix.as_deref(), c.id_suffix.as_deref()));
+        let id = if prefix.is_some() || suffix.is_some() {
+            let rest = value.strip_prefix(prefix.unwrap_or(""))?;
+            rest.strip_suffix(suffix.unwrap_or(""))?.to_owned()
         } else {
             let path = value.split(['?', '#']).next().unwrap_or("");
             let segment = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
@@ -793,7 +814,7 @@ pub fn catalog_of(config: &crate::config::Config) -> DestinationCatalog {
 }
 
 /// What each executor (a destination an automation performs through `serve`) declares against a
-/// second effect. It names no lookup: the ledger cannot ask its destination.
+/// second effect: its lookup is one the ledger makes itself.
 pub fn executor_capabilities(config: &crate::config::Config) -> BTreeMap<String, Capabilities> {
     config
         .executors
@@ -801,7 +822,7 @@ pub fn executor_capabilities(config: &crate::config::Config) -> BTreeMap<String,
         .map(|(name, c)| {
             let capabilities = Capabilities {
                 idempotency_retention: c.idempotency.as_ref().map(|i| i.retention),
-                lookup: false,
+                lookup: c.lookup.is_some(),
                 retry: RetryPolicy {
                     max_attempts: c.max_attempts,
                     backoff_base: c.backoff_base,
@@ -1013,8 +1034,9 @@ mod tests {
         assert_eq!(plain.id_from_header("https://crm.example/tasks/a%20b/").as_deref(), Some("a b"));
         assert_eq!(plain.id_from_header("/").as_deref(), None);
         let mut stripped = destination("");
-        stripped.config.create.id_prefix = Some("https://crm.example/api/tasks/".to_owned());
-        stripped.config.create.id_suffix = Some("/view".to_owned());
+        let create = stripped.config.create.as_mut().unwrap();
+        create.id_prefix = Some("https://crm.example/api/tasks/".to_owned());
+        create.id_suffix = Some("/view".to_owned());
         assert_eq!(stripped.id_from_header("https://crm.example/api/tasks/T-9/view").as_deref(), Some("T-9"));
         assert_eq!(stripped.id_from_header("https://elsewhere/T-9/view"), None, "a prefix that does not match");
     }

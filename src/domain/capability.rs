@@ -328,6 +328,11 @@ impl DestinationCatalog {
         self
     }
 
+    /// The destinations performed by automations through `serve`.
+    pub fn executor_names(&self) -> impl Iterator<Item = &str> {
+        self.executors.iter().map(String::as_str)
+    }
+
     /// Whether `name` is performed by an automation through `serve`, not by a worker.
     pub fn is_executor(&self, name: &str) -> bool {
         self.executors.contains(name)
@@ -409,6 +414,23 @@ impl DestinationCatalog {
                     && action.state != super::state::State::Held
                     && action.idempotency_key.is_none()
                     && !c.window_passed(action.window_started_at, now))
+        })
+    }
+
+    /// Rule 5's promise, kept before `action` is performed again under a claim: where an earlier
+    /// attempt may have been performed and no idempotency key protects a repeat, its destination
+    /// is looked up first (a record found completes the action, none found lets the attempt go
+    /// ahead). A key protects only a repeat inside the window in which the earlier attempts went
+    /// out (checked before the attempt started); a derived key (rule 9) does not protect against
+    /// the attempts sent under the key before it. `action` is as claimed, before the claim's
+    /// attempt started. The worker's sends, the register's beginnings and claims, and `serve`'s
+    /// keeper all ask here.
+    pub fn looks_before_repeat(&self, action: &ActionRecord) -> bool {
+        self.of(action).is_some_and(|c| {
+            let key_protects = c.idempotency_retention.is_some()
+                && action.window_started_at.is_some()
+                && action.idempotency_key.is_none();
+            action.first_sent_at.is_some() && !key_protects && c.lookup
         })
     }
 

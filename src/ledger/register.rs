@@ -308,8 +308,8 @@ impl<S: Store> Ledger<S> {
     }
 
     /// The answer for an action no claim can be made on: completed, cancelled, or waiting for a
-    /// person.
-    async fn settled_answer(&self, action: ActionRecord) -> Result<Begun, LedgerError> {
+    /// person. Also what a front end answers once a lookup settled a beginning it had claimed.
+    pub async fn settled_answer(&self, action: ActionRecord) -> Result<Begun, LedgerError> {
         Ok(match action.state {
             State::Completed => {
                 let completed_by = self

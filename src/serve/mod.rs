@@ -5,7 +5,8 @@
 //! One file per concern: `routes` (what each route asks the ledger), `auth` (tokens, roles and
 //! the rate limit), `intake` (webhook mapping), `signature` (the senders' signature schemes),
 //! `replay` (deliveries already accepted), `register` (automations that act themselves: begin,
-//! heartbeat, finish, claims), `problem` (error documents), `observe` (each
+//! heartbeat, finish, claims), `keeper` (what their expired claims and uncertain outcomes
+//! become when nobody asks again), `problem` (error documents), `observe` (each
 //! request's log line, refusal warnings and HTTP metrics), `contract` (the OpenAPI document,
 //! enforced on every JSON body). Its connections are held by [`crate::connections`], as the
 //! metrics endpoint's are.
@@ -13,6 +14,7 @@
 pub mod auth;
 pub mod contract;
 pub mod intake;
+pub mod keeper;
 pub mod observe;
 pub mod problem;
 pub mod register;
@@ -99,6 +101,9 @@ pub struct App<S> {
     /// The destinations automations perform through the register, as configured: what `:begin`
     /// tells them to send.
     executors: BTreeMap<String, crate::config::ExecutorConfig>,
+    /// The destinations as configured: the executors' lookups, asked before an action a
+    /// caller may already have performed is handed out again (rule 5).
+    destinations: crate::destination::Destinations,
 }
 
 impl<S: Store> App<S> {
@@ -111,6 +116,7 @@ impl<S: Store> App<S> {
             limiter: RateLimiter::new(options.rate, options.burst),
             options,
             executors: BTreeMap::new(),
+            destinations: crate::destination::Destinations::default(),
         }
     }
 
@@ -119,6 +125,13 @@ impl<S: Store> App<S> {
     #[must_use]
     pub fn with_executors(mut self, executors: BTreeMap<String, crate::config::ExecutorConfig>) -> Self {
         self.executors = executors;
+        self
+    }
+
+    /// The destinations as configured, whose executors' lookups the register asks.
+    #[must_use]
+    pub fn with_destinations(mut self, destinations: crate::destination::Destinations) -> Self {
+        self.destinations = destinations;
         self
     }
 

@@ -141,7 +141,13 @@ async fn begin<S: Store>(app: &App<S>, key: &str, headers: &HeaderMap, body: Bod
     // The key is the path's (the schema has none in the body).
     raw.key = Some(key.to_owned());
     observe::note_action(Some(key), raw.event_id.as_deref());
-    let begun = app.ledger.begin(&raw, destination, &grant.name, lease(lease_seconds)).await?;
+    let begun = match app.ledger.begin(&raw, destination, &grant.name, lease(lease_seconds)).await? {
+        Begun::Proceed(holding) => match looked_first(app, &holding).await? {
+            Some(settled) => settled,
+            None => Begun::Proceed(holding),
+        },
+        other => other,
+    };
     let answer = begun_json(&begun, app.executors.get(destination));
     observe::note_outcome(begun.decision());
     Ok(json_response(StatusCode::OK, &answer))
@@ -238,8 +244,14 @@ pub(super) async fn claims<S: Store>(
     if let Some(named) = asked.destination.as_deref().filter(|named| *named != destination) {
         return Err(Problem::forbidden(format!("this token performs {destination} only, not {named}")));
     }
-    let held =
+    let claimed =
         app.ledger.claim_for(destination, &grant.name, lease(asked.lease_seconds), asked.limit.unwrap_or(1)).await?;
+    let mut held = Vec::with_capacity(claimed.len());
+    for holding in claimed {
+        if looked_first(&app, &holding).await?.is_none() {
+            held.push(holding);
+        }
+    }
     observe::note_outcome(if held.is_empty() { "none" } else { "claimed" });
     let executor = app.executors.get(destination);
     let claims: Vec<Value> = held
@@ -253,6 +265,19 @@ pub(super) async fn claims<S: Store>(
         })
         .collect();
     Ok(json_response(StatusCode::OK, &json!({ "claims": claims })))
+}
+
+/// Where the caller's claim follows an attempt that may have been performed (a caller that
+/// stopped between acting and `:finish`), the executor's lookup settles it first (rule 5): the
+/// answer it then gets (`done`, or `review` for anything the lookup cannot settle), or `None`
+/// when nothing is there and the caller may act.
+async fn looked_first<S: Store>(app: &App<S>, holding: &Holding) -> Result<Option<Begun>, crate::ledger::LedgerError> {
+    let settled =
+        crate::reconcile::look_before_repeat(&app.ledger, &app.destinations, &holding.claim, holding.attempt).await?;
+    Ok(match settled {
+        None => None,
+        Some(Recorded::Applied(action) | Recorded::Stale(action)) => Some(app.ledger.settled_answer(action).await?),
+    })
 }
 
 /// The claim an automation holds, with what it sends to the destination.

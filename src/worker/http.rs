@@ -58,7 +58,7 @@ impl Effect for Destinations {
     }
 
     fn settle_delay(&self, action: &ActionRecord) -> Duration {
-        self.of(action).and_then(|d| d.config.lookup.as_ref()).map_or(Duration::ZERO, |l| l.settle)
+        Destinations::settle_delay(self, action)
     }
 
     fn paused(&self, destination: &str) -> bool {

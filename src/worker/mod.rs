@@ -20,22 +20,20 @@ pub use effect::{Effect, LastWrite, NoOp, Stop, Work};
 
 use crate::destination::Destinations;
 use crate::domain::text::escape_untrusted;
-use crate::domain::{ActionRecord, DestinationCatalog, Evidence, LookupDue, LookupReport, LookupVerdict, State};
+use crate::domain::{ActionRecord, DestinationCatalog, LookupDue, State};
 use crate::error::Error;
 use crate::ledger::{Claim, Ledger, LedgerError, Outcome, Recorded, Recovery, Report, StartedAttempt};
-use crate::store::{ClaimScope, ListFilter, Store};
+use crate::reconcile::UnknownLookup;
+use crate::store::{ClaimScope, Store};
 use committer::Committer;
 use serde::Serialize;
 use settle::Settler;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-/// Unknown actions looked at per sweep.
-const SETTLE_BATCH: i64 = 50;
 /// How long a worker keeps trying while the database fails before it gives up.
 const DATABASE_PATIENCE: Duration = Duration::from_mins(2);
 
@@ -483,49 +481,13 @@ async fn work_due_soon<S: Store, E: Effect>(shared: &Shared<S, E>) -> Result<boo
     Ok(unknown_with_lookups_due(shared).await?.iter().any(|unknown| unknown.due != LookupDue::GivenUp))
 }
 
-/// An `unknown` action this worker could look up, with when its next automatic lookup may go out
-/// and how many of its lookups got no answer since it became `unknown`.
-struct UnknownLookup {
-    action: ActionRecord,
-    due: LookupDue,
-    failures: i64,
-}
-
-/// The `unknown` actions this worker could look up (at most [`SETTLE_BATCH`]), each with when
-/// its next automatic lookup may go out: after the settle delay, and as
-/// [`RetryPolicy::lookup_due`](crate::domain::RetryPolicy::lookup_due) bounds and backs off
-/// lookups that got no answer.
+/// The `unknown` actions this worker could look up, each with when its next automatic lookup may
+/// go out.
 async fn unknown_with_lookups_due<S: Store, E: Effect>(shared: &Shared<S, E>) -> Result<Vec<UnknownLookup>, Error> {
-    let store = shared.ledger.store();
-    let unknown = shared
-        .ledger
-        .list(&ListFilter { state: Some(State::Unknown), limit: SETTLE_BATCH, ..ListFilter::default() })
-        .await?;
-    if unknown.is_empty() {
-        return Ok(Vec::new());
-    }
-    let failures: HashMap<String, (i64, crate::domain::Timestamp)> =
-        store.unknown_lookup_failures().await?.into_iter().map(|f| (f.key, (f.failures, f.last_at))).collect();
-    let now = store.now().await?;
-    Ok(unknown
-        .into_iter()
-        .filter_map(|action| {
-            let capabilities = shared.catalog.of(&action)?;
-            if !capabilities.lookup {
-                return None;
-            }
-            let (count, last) = failures.get(action.key.as_str()).map_or((0, None), |(n, at)| (*n, Some(*at)));
-            // The settle delay after the uncertain send gives a request still in flight at the
-            // destination time to land before a lookup concludes anything.
-            let delay = shared.options.destinations.settle_delay(&action);
-            let settled = action.updated_at + chrono::Duration::from_std(delay).unwrap_or_default();
-            let due = match capabilities.retry.lookup_due(count, last, now) {
-                LookupDue::Now if settled > now => LookupDue::After(settled),
-                due => due,
-            };
-            Some(UnknownLookup { action, due, failures: count })
-        })
-        .collect())
+    crate::reconcile::lookups_due(&shared.ledger, &shared.catalog, |action| {
+        shared.options.destinations.settle_delay(action)
+    })
+    .await
 }
 
 /// Rule 5: hands each expired claim of this worker's destinations to the ledger, which takes it
@@ -678,33 +640,13 @@ async fn send<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>, item: Ready<S, E>
     }
 }
 
-/// Where an earlier attempt may have been performed and no idempotency key protects a repeat,
-/// the destination is looked up before anything goes out again (rule 5 took the claim over on
-/// that promise): a record found completes the action, none found lets the attempt go ahead,
-/// anything else is uncertain. A key protects only a repeat inside the window in which the
-/// earlier attempts went out (checked before the attempt started); a derived key (rule 9) does
-/// not protect against the attempts sent under the key before it. `None`: perform.
+/// Looks the action up first where an earlier attempt may have been performed and nothing else
+/// protects a repeat (rule 5 took the claim over on that promise). `None`: perform.
 async fn look_first<S: Store, E: Effect>(shared: &Shared<S, E>, work: &Work<'_>) -> Option<Report> {
-    let action = work.action;
-    let capabilities = shared.catalog.of(action)?;
-    let key_protects = capabilities.idempotency_retention.is_some()
-        && action.window_started_at.is_some()
-        && action.idempotency_key.is_none();
-    if action.first_sent_at.is_none() || key_protects || !capabilities.lookup {
+    if !shared.catalog.looks_before_repeat(work.action) {
         return None;
     }
-    let uncertain = |error: String, evidence| Some(Report { outcome: Outcome::Unknown, error: Some(error), evidence });
-    match shared.options.destinations.look_up(action, work.after).await {
-        Ok(LookupReport { verdict: LookupVerdict::NotFound, .. }) => None,
-        Ok(LookupReport { verdict: LookupVerdict::Found, destination_id: Some(id), evidence, .. }) => {
-            Some(Report { outcome: Outcome::Completed { destination_id: id }, error: None, evidence })
-        }
-        Ok(report) => uncertain(
-            format!("before performing again, the lookup found {}", report.detail.unwrap_or_default()),
-            report.evidence,
-        ),
-        Err(error) => uncertain(format!("before performing again: {error}"), Evidence::default()),
-    }
+    crate::reconcile::before_repeat(shared.options.destinations.look_up(work.action, work.after).await)
 }
 
 /// Settles what must not be sent: a claim with no destination configured here, a shutdown

@@ -3,11 +3,12 @@
 //! only its own actions and never holds a send slot.
 
 use super::effect::Effect;
-use super::{Shared, UnknownLookup, unknown_with_lookups_due};
+use super::{Shared, unknown_with_lookups_due};
 use crate::domain::{ActionRecord, ActorKind, Evidence, LookupDue, State};
 use crate::error::Error;
 use crate::ledger::LedgerError;
 use crate::reconcile::Settlement;
+use crate::reconcile::UnknownLookup;
 use crate::store::Store;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -20,6 +20,7 @@ conformance!(
     two_callers_beginning_at_once_get_one_proceed,
     a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5,
     a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replayed,
+    the_keeper_recovers_a_dead_callers_claim_by_its_destinations_protection,
     a_queue_drained_through_claims_keeps_the_attempt_budget,
     an_executor_token_performs_its_own_destination_only,
     a_repeated_finish_changes_nothing_and_a_heartbeat_extends_the_lease,
@@ -30,32 +31,63 @@ const MAILER: &str = "mailer-token-0123456789";
 const MAILER_TWO: &str = "mailer-two-token-0123456789";
 const ERP: &str = "erp-token-0123456789";
 
-/// How the executor `mailer` is declared: with the CRM's idempotency key, or with nothing.
+/// How the executor `mailer` is declared: with the CRM's idempotency key, with the CRM's lookup
+/// by external reference (which the ledger makes itself), or with nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Declared {
     Keyed,
+    LookedUp,
     Bare,
+}
+
+/// A served register and what stands behind it.
+struct Served<S> {
+    base: String,
+    crm: SimCrm,
+    /// The ledger as `serve` decides with it (the executors' capabilities in its catalogue).
+    ledger: actionledger::Ledger<S>,
+    destinations: actionledger::destination::Destinations,
 }
 
 /// A served register for `mailer` (and `erp`) in front of a simulated CRM that honours the key
 /// only where the executor declares it; returns the base URL and the CRM.
 async fn register<S: Store>(db: &TestDb<S>, declared: Declared) -> (String, SimCrm) {
-    let idempotency = match declared {
-        Declared::Keyed => "idempotency = { header = \"Idempotency-Key\", retention = \"24h\" }",
-        Declared::Bare => "",
+    let served = serve_register(db, declared).await;
+    (served.base, served.crm)
+}
+
+async fn serve_register<S: Store>(db: &TestDb<S>, declared: Declared) -> Served<S> {
+    let crm_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let retention = match declared {
+        Declared::Keyed => Options::default().retention,
+        Declared::LookedUp | Declared::Bare => None,
+    };
+    let crm = SimCrm::start(crm_listener, Options { retention, unique_refs: false, ..Options::default() }).unwrap();
+    let protection = match declared {
+        Declared::Keyed => "idempotency = { header = \"Idempotency-Key\", retention = \"24h\" }".to_owned(),
+        Declared::LookedUp => format!(
+            "base_url = \"http://{}\"\nlookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", \
+             records_pointer = \"/records\", settle = \"200ms\" }}",
+            crm.addr()
+        ),
+        Declared::Bare => String::new(),
     };
     let config = Config::parse(&format!(
-        "[executors.mailer]\n{idempotency}\nmax_attempts = 2\nbackoff_base = \"10ms\"\nbackoff_max = \"20ms\"\n\
+        "[executors.mailer]\n{protection}\nmax_attempts = 2\nbackoff_base = \"10ms\"\nbackoff_max = \"20ms\"\n\
          review_owner = \"Ana Lima\"\n\n[executors.erp]\n"
     ))
     .unwrap();
-    let ledger = db.ledger.clone().with_destinations(actionledger::destination::catalog_of(&config));
+    let destinations = actionledger::destination::Destinations::from_config(&config).unwrap();
+    let ledger = db.ledger.clone().with_destinations(destinations.catalog());
     let mut tokens = Tokens::default();
     tokens.insert_executor(MAILER, "mailer", "mail-script").unwrap();
     tokens.insert_executor(MAILER_TWO, "mailer", "mail-script-2").unwrap();
     tokens.insert_executor(ERP, "erp", "erp-flow").unwrap();
     tokens.insert(SOURCE, Role::Source, "shop").unwrap();
-    let router = App::new(ledger, tokens, Vec::new(), unlimited()).with_executors(config.executors).router();
+    let router = App::new(ledger.clone(), tokens, Vec::new(), unlimited())
+        .with_executors(config.executors)
+        .with_destinations(destinations.clone())
+        .router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(actionledger::connections::serve(
@@ -64,13 +96,7 @@ async fn register<S: Store>(db: &TestDb<S>, declared: Declared) -> (String, SimC
         actionledger::serve::ConnectionLimits::default(),
         std::future::pending(),
     ));
-    let crm_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let retention = match declared {
-        Declared::Keyed => Options::default().retention,
-        Declared::Bare => None,
-    };
-    let crm = SimCrm::start(crm_listener, Options { retention, unique_refs: false, ..Options::default() }).unwrap();
-    (format!("http://{addr}"), crm)
+    Served { base: format!("http://{addr}"), crm, ledger, destinations }
 }
 
 fn action_key(key: &str) -> actionledger::domain::ActionKey {
@@ -199,6 +225,7 @@ async fn a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5
                 assert_eq!(id, paused_id, "the CRM replayed its answer to the repeated key");
                 assert_eq!(finish(&base, MAILER_TWO, &key, &completed(claim, &id)).await.0, 200);
             }
+            Declared::LookedUp => unreachable!("declared only where a test says so"),
             Declared::Bare => {
                 // Rule 5: a request may have gone out and nothing stops a second effect: held.
                 assert_eq!(rescue["decision"], "review", "{rescue}");
@@ -232,7 +259,7 @@ async fn a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5
 }
 
 async fn a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replayed<S: Store>(db: TestDb<S>) {
-    for declared in [Declared::Keyed, Declared::Bare] {
+    for declared in [Declared::Keyed, Declared::LookedUp, Declared::Bare] {
         let (base, crm) = register(&db, declared).await;
         let key = format!("shop:order:10:send-receipt-{declared:?}");
         let killed = begin(&base, MAILER, &key, 1).await;
@@ -246,6 +273,13 @@ async fn a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replaye
                 assert_eq!(next["decision"], "proceed");
                 assert_eq!(action.state, State::Completed);
             }
+            Declared::LookedUp => {
+                // The ledger looked the key up before handing it out again: the record is there.
+                assert_eq!(next["decision"], "done", "{next}");
+                assert_eq!(action.state, State::Completed);
+                let record = &crm.records_for(&key)[0];
+                assert_eq!(next["destination_id"], record["id"], "the record the killed caller made");
+            }
             Declared::Bare => {
                 assert_eq!(next["decision"], "review");
                 assert_eq!(action.state, State::Held);
@@ -253,6 +287,77 @@ async fn a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replaye
             }
         }
         assert_eq!(crm.records_for(&key).len(), 1, "{declared:?}: one record");
+    }
+}
+
+/// Nobody begins the key again: `serve`'s keeper recovers what a dead caller left, by rule 5 and
+/// the executor's declaration, and settles an uncertain finish by the lookup (rule 2).
+async fn the_keeper_recovers_a_dead_callers_claim_by_its_destinations_protection<S: Store>(db: TestDb<S>) {
+    // The lookup first: declared later, it would settle what the others leave uncertain.
+    for declared in [Declared::LookedUp, Declared::Keyed, Declared::Bare] {
+        let Served { base, crm, ledger, destinations } = serve_register(&db, declared).await;
+        let sweep = || actionledger::serve::keeper::sweep(&ledger, &destinations);
+        let wrote = format!("shop:order:20:wrote-{declared:?}");
+        let silent = format!("shop:order:20:silent-{declared:?}");
+        let uncertain = format!("shop:order:20:uncertain-{declared:?}");
+        let killed = begin(&base, MAILER, &wrote, 1).await;
+        perform(&crm, &wrote, &killed["claim"]).await;
+        begin(&base, MAILER, &silent, 1).await;
+        let unsure = begin(&base, MAILER, &uncertain, 30).await;
+        perform(&crm, &uncertain, &unsure["claim"]).await;
+        let version = unsure["claim"]["ownership_version"].clone();
+        let (status, _) = finish(
+            &base,
+            MAILER,
+            &uncertain,
+            &json!({ "ownership_version": version,
+            "outcome": "unknown", "reason": "the CRM timed out" }),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(sweep().await.unwrap(), Default::default(), "{declared:?}: leases still run: nothing to do");
+        // Past the lease, and past the lookup's settle delay after it.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let swept = sweep().await.unwrap();
+        let state = |key: String| {
+            let ledger = db.ledger.clone();
+            async move { ledger.detail(&action_key(&key)).await.unwrap().action }
+        };
+        let (wrote_now, silent_now, uncertain_now) =
+            (state(wrote.clone()).await, state(silent.clone()).await, state(uncertain.clone()).await);
+        match declared {
+            Declared::Keyed => {
+                // Its automation's next :begin sends the same key: the CRM answers the stored record.
+                assert_eq!((wrote_now.state, silent_now.state), (State::Pending, State::Pending));
+                assert_eq!(swept.released, 2, "{swept:?}");
+                assert_eq!(uncertain_now.state, State::Unknown, "no lookup: a person decides");
+                let next = run_once(&base, &crm, &wrote).await;
+                assert_eq!(next["decision"], "proceed");
+            }
+            Declared::LookedUp => {
+                assert_eq!(wrote_now.state, State::Completed, "the record the dead caller made, found");
+                assert_eq!(
+                    wrote_now.destination_id.as_ref(),
+                    crm.records_for(&wrote)[0]["id"].as_str().map(str::to_owned).as_ref()
+                );
+                assert_eq!(silent_now.state, State::Pending, "no record: its automation may act");
+                assert_eq!(uncertain_now.state, State::Completed, "the uncertain finish settled by the lookup");
+                assert_eq!((swept.settled, swept.released, swept.looked_up), (1, 1, 1), "{swept:?}");
+                let next = run_once(&base, &crm, &silent).await;
+                assert_eq!(next["decision"], "proceed");
+            }
+            Declared::Bare => {
+                for action in [&wrote_now, &silent_now] {
+                    assert_eq!(action.state, State::Held, "{}: nothing tells a repeat: a person decides", action.key);
+                    assert_eq!(action.assignee.as_deref(), Some("Ana Lima"));
+                }
+                assert_eq!(swept.held, 2, "{swept:?}");
+                assert_eq!(uncertain_now.state, State::Unknown);
+            }
+        }
+        assert_eq!(crm.records_for(&wrote).len(), 1, "{declared:?}: one record");
+        assert_eq!(crm.records_for(&uncertain).len(), 1, "{declared:?}: one record");
+        assert!(crm.records_for(&silent).len() <= 1, "{declared:?}");
     }
 }
 

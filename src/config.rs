@@ -1034,6 +1034,36 @@ mod tests {
     }
 
     #[test]
+    fn an_executor_declares_its_protections_and_a_lookup_the_ledger_makes() {
+        let config = Config::parse(
+            r#"
+            [executors.receipts]
+            idempotency = { header = "Idempotency-Key", retention = "24h" }
+            base_url = "https://mail.example"
+            headers = { Authorization = { value = "Bearer t" } }
+            lookup = { url = "{{base_url}}/sent?ref={{external_ref}}", records_pointer = "/items", settle = "5s" }
+            "#,
+        )
+        .unwrap();
+        let lookup = config.executors["receipts"].lookup_destination();
+        assert!(lookup.create.is_none(), "nothing is sent to an executor's destination");
+        assert_eq!(lookup.lookup.as_ref().unwrap().settle, Duration::from_secs(5));
+        assert_eq!(lookup.external_ref, "{{key}}");
+        let refused = [
+            ("base_url = \"https://m\"", "no lookup is declared"),
+            ("lookup = { url = \"x\", records_pointer = \"items\" }", "items"),
+            ("lookup = { url = \"x\" }\nheaders = { \"bad header\" = { value = \"v\" } }", "bad header"),
+            ("create = { url = \"x\" }", "unknown field `create`"),
+        ];
+        for (block, expected) in refused {
+            let error = Config::parse(&format!("[executors.e]\n{block}")).unwrap_err().to_string();
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+        let error = Config::parse("[destinations.d]\nbase_url = \"x\"").unwrap_err().to_string();
+        assert!(error.contains("no create request") && error.contains("[executors.NAME]"), "{error}");
+    }
+
+    #[test]
     fn request_formats_ids_from_headers_and_paces() {
         let config = Config::parse(
             r#"

@@ -67,18 +67,18 @@ pub struct ServeArgs {
     sweep_every: std::time::Duration,
 }
 
-/// Why a header timeout cannot be used.
+/// Why a period that must be above zero cannot be used (a header timeout, the sweep's period).
 #[derive(Debug, thiserror::Error)]
-enum HeaderTimeoutError {
+enum PeriodError {
     #[error(transparent)]
     Text(#[from] crate::config::duration_text::DurationError),
-    #[error("give a time above zero: a connection needs a moment to send its request headers")]
+    #[error("give a time above zero, such as 5s")]
     Zero,
 }
 
-fn above_zero(text: &str) -> Result<std::time::Duration, HeaderTimeoutError> {
+fn above_zero(text: &str) -> Result<std::time::Duration, PeriodError> {
     let duration = crate::config::duration_text::parse(text)?;
-    if duration.is_zero() { Err(HeaderTimeoutError::Zero) } else { Ok(duration) }
+    if duration.is_zero() { Err(PeriodError::Zero) } else { Ok(duration) }
 }
 
 #[derive(Debug, Subcommand)]

@@ -126,30 +126,26 @@ async fn recover_expired<S: Store>(
             swept.held += 1;
             continue;
         }
-        if ledger.destinations().looks_before_repeat(&claim.action) {
+        let (claim, why) = if ledger.destinations().looks_before_repeat(&claim.action) {
             let attempt = match ledger.start_attempt(&claim).await {
                 Ok(attempt) => attempt,
                 Err(LedgerError::Fenced { .. }) => continue,
                 Err(other) => return Err(other.into()),
             };
-            match reconcile::look_before_repeat(ledger, destinations, &claim, attempt).await? {
-                // Completed by the record found, or `unknown` for the settler and a person.
-                Some(_) => {
-                    swept.settled += 1;
-                    continue;
-                }
-                None => {
-                    let claim = Claim { started: Some(attempt), ..claim };
-                    let why = "its automation's claim expired and the lookup found no record: it waits for the \
-                               automation's next :begin or claim";
-                    ledger.release(&claim, why).await?;
-                }
+            // Completed by the record found, or `unknown` for the settler and a person.
+            if reconcile::look_before_repeat(ledger, destinations, &claim, attempt).await?.is_some() {
+                swept.settled += 1;
+                continue;
             }
+            let why = "its automation's claim expired and the lookup found no record: it waits for the \
+                       automation's next :begin or claim";
+            (Claim { started: Some(attempt), ..claim }, why)
         } else {
             let why = "its automation's claim expired; the destination recognises the same idempotency key: it \
                        waits for the automation's next :begin or claim";
-            ledger.release(&claim, why).await?;
-        }
+            (claim, why)
+        };
+        ledger.release(&claim, why).await?;
         swept.released += 1;
     }
     Ok(())

@@ -315,7 +315,11 @@ async fn the_keeper_recovers_a_dead_callers_claim_by_its_destinations_protection
         )
         .await;
         assert_eq!(status, 200);
-        assert_eq!(sweep().await.unwrap(), Default::default(), "{declared:?}: leases still run: nothing to do");
+        assert_eq!(
+            sweep().await.unwrap(),
+            actionledger::serve::keeper::Swept::default(),
+            "{declared:?}: leases still run: nothing to do"
+        );
         // Past the lease, and past the lookup's settle delay after it.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let swept = sweep().await.unwrap();

@@ -679,7 +679,13 @@ async fn the_binary_refuses_lying_tokens_and_logs_what_it_refuses() {
         assert!(stderr.contains(says), "{stderr}");
     }
     std::fs::write(dir.path().join("tokens.txt"), &shop).unwrap();
-    for zero in [["--max-connections", "0"], ["--max-connections-per-address", "0"], ["--header-timeout", "0s"]] {
+    let zeros = [
+        ["--max-connections", "0"],
+        ["--max-connections-per-address", "0"],
+        ["--header-timeout", "0s"],
+        ["--sweep-every", "0s"],
+    ];
+    for zero in zeros {
         let refused = actionledger(dir.path())
             .args(["--db", "sqlite://ledger.db", "serve", "--tokens", "tokens.txt"])
             .args(zero)

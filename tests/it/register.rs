@@ -21,6 +21,7 @@ conformance!(
     a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5,
     a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replayed,
     the_keeper_recovers_a_dead_callers_claim_by_its_destinations_protection,
+    the_console_shows_who_holds_an_executors_claim,
     a_queue_drained_through_claims_keeps_the_attempt_budget,
     an_executor_token_performs_its_own_destination_only,
     a_repeated_finish_changes_nothing_and_a_heartbeat_extends_the_lease,
@@ -362,6 +363,42 @@ async fn the_keeper_recovers_a_dead_callers_claim_by_its_destinations_protection
         assert_eq!(crm.records_for(&wrote).len(), 1, "{declared:?}: one record");
         assert_eq!(crm.records_for(&uncertain).len(), 1, "{declared:?}: one record");
         assert!(crm.records_for(&silent).len() <= 1, "{declared:?}");
+    }
+}
+
+/// An executor's claim is shown like a worker's: its holder, its lease, and whether taking it
+/// over would be safe, as the executor declares it (rule 5), in the review console at 80x24.
+async fn the_console_shows_who_holds_an_executors_claim<S: Store>(db: TestDb<S>) {
+    for declared in [Declared::Keyed, Declared::Bare] {
+        let Served { base, ledger, destinations, .. } = serve_register(&db, declared).await;
+        let key = format!("shop:order:30:held-{declared:?}");
+        let began = begin(&base, MAILER, &key, 2).await;
+        assert_eq!(began["decision"], "proceed");
+        let options = actionledger::console::ConsoleOptions {
+            owner: actionledger::domain::Person::parse("Ana Lima").unwrap(),
+            ledger_label: "test-ledger".to_owned(),
+            destinations: destinations.clone(),
+            refresh: Duration::from_hours(1),
+            hint: None,
+            filter: None,
+        };
+        let mut console = actionledger::console::ScriptedConsole::start(&ledger, &options, 80, 24).await.unwrap();
+        console.press("2").await.unwrap();
+        let row = console.screen().unwrap().lines().find(|line| line.contains(&key)).map(str::to_owned);
+        let row = row.unwrap_or_else(|| panic!("{key} in the in-progress pane:\n{}", console.screen().unwrap()));
+        let repeat = if declared == Declared::Keyed { "protected" } else { "UNSAFE" };
+        assert!(row.contains("mail-script") && row.contains("left") && row.contains(repeat), "{declared:?}: {row}");
+        console.press("<Enter>").await.unwrap();
+        let detail = console.screen().unwrap();
+        assert!(detail.contains("claimed by mail-script  lease"), "{detail}");
+        // Once its lease runs out, the row says so.
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        for line in ["<Esc>", "1", "2"] {
+            console.press(line).await.unwrap();
+        }
+        let screen = console.screen().unwrap();
+        let row = screen.lines().find(|line| line.contains(&key)).unwrap_or_default();
+        assert!(row.contains("STALE") && row.contains("mail-script"), "{declared:?}:\n{screen}");
     }
 }
 

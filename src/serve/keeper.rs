@@ -77,7 +77,9 @@ pub async fn sweep<S: Store>(ledger: &Ledger<S>, destinations: &Destinations) ->
     let due = reconcile::lookups_due(ledger, &catalog, |action| destinations.settle_delay(action)).await?;
     for UnknownLookup { action, due, .. } in due {
         let executor = catalog.destination_name(&action).is_some_and(|name| catalog.is_executor(name));
-        let Some(destination) = destinations.of(&action).filter(|_| executor && due == LookupDue::Now) else {
+        // A destination that asked for a pause (`Retry-After`) is looked up once it is over.
+        let Some(destination) = destinations.of(&action).filter(|d| executor && due == LookupDue::Now && !d.paused())
+        else {
             continue;
         };
         match reconcile::look_up(ledger, destination, &action, KEEPER, ActorKind::Worker, None).await {
@@ -111,7 +113,8 @@ async fn recover_expired<S: Store>(
     let now = ledger.store().now().await?;
     for expired in ledger.store().expired_claims(EXPIRED_PER_SWEEP, &scope).await? {
         let settle = chrono::Duration::from_std(destinations.settle_delay(&expired)).unwrap_or_default();
-        if expired.lease_expires_at.is_some_and(|until| until + settle > now) {
+        let paused = destinations.of(&expired).is_some_and(crate::destination::Destination::paused);
+        if paused || expired.lease_expires_at.is_some_and(|until| until + settle > now) {
             continue;
         }
         let claim = match ledger.recover_expired(&expired.key, expired.ownership_version, KEEPER, KEEPER_LEASE).await? {

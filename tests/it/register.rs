@@ -555,19 +555,32 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         Options { retention: None, unique_refs: false, ..Options::default() },
     )
     .unwrap();
+    let found = SimCrm::start(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Options { retention: None, unique_refs: false, ..Options::default() },
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("actionledger.toml"),
-        "[executors.receipts]\nidempotency = { header = \"Idempotency-Key\", retention = \"24h\" }\n\n\
-         [executors.receipts-bare]\n",
+        format!(
+            "[executors.receipts]\nidempotency = {{ header = \"Idempotency-Key\", retention = \"24h\" }}\n\n\
+             [executors.receipts-bare]\n\n\
+             [executors.receipts-found]\nbase_url = \"http://{}\"\n\
+             lookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", records_pointer = \"/records\", \
+             settle = \"200ms\" }}\n",
+            found.addr()
+        ),
     )
     .unwrap();
     let hash = actionledger::serve::auth::hash_token;
     std::fs::write(
         dir.path().join("tokens.txt"),
         format!(
-            "{} executor:receipts receipt-script\n{} executor:receipts-bare receipt-script-bare\n",
+            "{} executor:receipts receipt-script\n{} executor:receipts-bare receipt-script-bare\n\
+             {} executor:receipts-found receipt-script-found\n",
             hash(MAILER),
-            hash(ERP)
+            hash(ERP),
+            hash(MAILER_TWO)
         ),
     )
     .unwrap();
@@ -611,8 +624,14 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
     assert_eq!((detail.action.state, detail.late_results().count()), (State::Completed, 1));
 
     // A run killed after the CRM wrote and before it reported: the next run sends again under the
-    // same key where the CRM recognises it, and leaves it held for a person where it cannot.
-    for (crm, token, order, after) in [(&keyed, MAILER, "4", State::Completed), (&bare, ERP, "5", State::Held)] {
+    // same key where the CRM recognises it, is told `done` with the record the ledger's lookup
+    // found where the CRM can be asked, and leaves it held for a person where neither holds.
+    let killed_runs = [
+        (&keyed, MAILER, "4", State::Completed),
+        (&found, MAILER_TWO, "7", State::Completed),
+        (&bare, ERP, "5", State::Held),
+    ];
+    for (crm, token, order, after) in killed_runs {
         crm.set_faults(slow_create(600));
         let before = crm.stats().requests;
         let mut killed = run(crm, token, order).env("ACTIONLEDGER_LEASE_SECONDS", "1").spawn().unwrap();
@@ -626,6 +645,10 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         assert_eq!(next.status.code(), expected, "{}", String::from_utf8_lossy(&next.stderr));
         assert_eq!(db.ledger.detail(&action_key(&key)).await.unwrap().action.state, after);
         assert_eq!(crm.records_for(&key).len(), 1, "{key}: one record");
+        if order == "7" {
+            let id = crm.records_for(&key)[0]["id"].as_str().unwrap().to_owned();
+            assert_eq!(String::from_utf8(next.stdout).unwrap().trim(), id, "the record the killed run made");
+        }
     }
 
     // The shell recipe (curl and jq), as an automation platform's HTTP steps: three runs, one

@@ -560,30 +560,7 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         Options { retention: None, unique_refs: false, ..Options::default() },
     )
     .unwrap();
-    std::fs::write(
-        dir.path().join("actionledger.toml"),
-        format!(
-            "[executors.receipts]\nidempotency = {{ header = \"Idempotency-Key\", retention = \"24h\" }}\n\n\
-             [executors.receipts-bare]\n\n\
-             [executors.receipts-found]\nbase_url = \"http://{}\"\n\
-             lookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", records_pointer = \"/records\", \
-             settle = \"200ms\" }}\n",
-            found.addr()
-        ),
-    )
-    .unwrap();
-    let hash = actionledger::serve::auth::hash_token;
-    std::fs::write(
-        dir.path().join("tokens.txt"),
-        format!(
-            "{} executor:receipts receipt-script\n{} executor:receipts-bare receipt-script-bare\n\
-             {} executor:receipts-found receipt-script-found\n",
-            hash(MAILER),
-            hash(ERP),
-            hash(MAILER_TWO)
-        ),
-    )
-    .unwrap();
+    write_register_files(dir.path(), found.addr());
     let (_server, ledger_url) = crate::serve::serving(dir.path(), &db.url).await;
     let run = |crm: &SimCrm, token: &str, order: &str| python_run(&ledger_url, crm, token, order);
 
@@ -669,6 +646,34 @@ async fn the_python_example_sends_each_receipt_once<S: Store>(db: TestDb<S>) {
         assert!(printed.iter().all(|p| *p == printed[0] && !p.trim().is_empty()), "{printed:?}");
         assert_eq!(keyed.records_for("shop:order:6:send-receipt").len(), 1);
     }
+}
+
+/// The served register's configuration and tokens: `receipts` (an idempotency key), `receipts-bare`
+/// (nothing) and `receipts-found` (a lookup at the CRM at `found`).
+fn write_register_files(dir: &std::path::Path, found: std::net::SocketAddr) {
+    std::fs::write(
+        dir.join("actionledger.toml"),
+        format!(
+            "[executors.receipts]\nidempotency = {{ header = \"Idempotency-Key\", retention = \"24h\" }}\n\n\
+             [executors.receipts-bare]\n\n\
+             [executors.receipts-found]\nbase_url = \"http://{found}\"\n\
+             lookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", records_pointer = \"/records\", \
+             settle = \"200ms\" }}\n"
+        ),
+    )
+    .unwrap();
+    let hash = actionledger::serve::auth::hash_token;
+    std::fs::write(
+        dir.join("tokens.txt"),
+        format!(
+            "{} executor:receipts receipt-script\n{} executor:receipts-bare receipt-script-bare\n\
+             {} executor:receipts-found receipt-script-found\n",
+            hash(MAILER),
+            hash(ERP),
+            hash(MAILER_TWO)
+        ),
+    )
+    .unwrap();
 }
 
 /// Waits until `key` is claimed (a run began it), however slowly the run started.

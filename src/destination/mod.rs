@@ -791,6 +791,7 @@ pub fn capabilities_of(config: &DestinationConfig) -> Capabilities {
     Capabilities {
         idempotency_retention: config.idempotency.as_ref().map(|i| i.retention),
         lookup: config.lookup.is_some(),
+        lookup_settle: config.lookup.as_ref().map_or(Duration::ZERO, |l| l.settle),
         retry: RetryPolicy {
             max_attempts: config.max_attempts,
             backoff_base: config.backoff_base,
@@ -816,23 +817,7 @@ pub fn catalog_of(config: &crate::config::Config) -> DestinationCatalog {
 /// What each executor (a destination an automation performs through `serve`) declares against a
 /// second effect: its lookup is one the ledger makes itself.
 pub fn executor_capabilities(config: &crate::config::Config) -> BTreeMap<String, Capabilities> {
-    config
-        .executors
-        .iter()
-        .map(|(name, c)| {
-            let capabilities = Capabilities {
-                idempotency_retention: c.idempotency.as_ref().map(|i| i.retention),
-                lookup: c.lookup.is_some(),
-                retry: RetryPolicy {
-                    max_attempts: c.max_attempts,
-                    backoff_base: c.backoff_base,
-                    backoff_max: c.backoff_max,
-                },
-                update_condition: None,
-            };
-            (name.clone(), capabilities)
-        })
-        .collect()
+    config.executors.iter().map(|(name, c)| (name.clone(), capabilities_of(&c.lookup_destination()))).collect()
 }
 
 /// The record id a stored response body names at `pointer` (a destination's configured id

@@ -13,6 +13,10 @@ pub struct Capabilities {
     pub idempotency_retention: Option<Duration>,
     /// The destination can find a record by the action's external reference.
     pub lookup: bool,
+    /// How long after an attempt that may still be under way a lookup may conclude anything
+    /// (the lookup's `settle`): a request still in flight at the destination has that long to
+    /// land before "no record" means not written.
+    pub lookup_settle: Duration,
     /// How an update request is made conditional on the record being as this ledger last wrote
     /// it; `None`: updates are unconditional and overwrite whatever the destination holds.
     pub update_condition: Option<UpdateCondition>,
@@ -434,6 +438,19 @@ impl DestinationCatalog {
         })
     }
 
+    /// Where a lookup decides whether `action`'s expired claim may be acted on again
+    /// ([`DestinationCatalog::looks_before_repeat`]), the time from which it may: its lease's end
+    /// plus the lookup's settle delay, since a request its holder sent may still be under way at
+    /// the destination until then. The register answers `wait` until then, and `serve`'s keeper
+    /// leaves the claim alone. `None` where no lookup decides.
+    pub fn lookup_settles_at(&self, action: &ActionRecord) -> Option<Timestamp> {
+        if !self.looks_before_repeat(action) {
+            return None;
+        }
+        let settle = chrono::Duration::from_std(self.of(action)?.lookup_settle).unwrap_or_default();
+        Some(action.lease_expires_at? + settle)
+    }
+
     /// Whether the claim of `action` may start its attempt in the same commit
     /// ([`Capabilities::claim_may_start`] of its destination as declared here).
     pub fn claim_may_start(&self, action: &ActionRecord) -> bool {
@@ -536,6 +553,24 @@ mod tests {
         assert!(catalog.protects_against_repeat(&action(None, Some(t0)), past_window), "the default destination");
         assert!(!catalog.protects_against_repeat(&action(Some("elsewhere"), Some(t0)), in_window));
         assert!(!DestinationCatalog::default().protects_against_repeat(&action(None, None), t0));
+    }
+
+    #[test]
+    fn a_lookup_decides_an_expired_claim_only_after_its_settle_delay() {
+        let t0 = Timestamp::default();
+        let mut looked =
+            Capabilities { lookup: true, lookup_settle: Duration::from_secs(2), ..Capabilities::default() };
+        let mut catalog = DestinationCatalog::new(BTreeMap::from([("looked".to_owned(), looked)]), None);
+        let mut held = action(Some("looked"), Some(t0));
+        held.lease_expires_at = Some(t0 + chrono::Duration::seconds(30));
+        assert_eq!(catalog.lookup_settles_at(&held), Some(t0 + chrono::Duration::seconds(32)));
+        // Nothing sent before the claim: no request can be under way, so nothing waits.
+        assert_eq!(catalog.lookup_settles_at(&action(Some("looked"), None)), None);
+        // A key in its window protects a repeat: no lookup decides.
+        looked.idempotency_retention = Some(Duration::from_hours(1));
+        catalog = DestinationCatalog::new(BTreeMap::from([("looked".to_owned(), looked)]), None);
+        assert_eq!(catalog.lookup_settles_at(&held), None);
+        assert_eq!(catalog_of_each_kind().lookup_settles_at(&action(Some("bare"), Some(t0))), None);
     }
 
     fn catalog_of_each_kind() -> DestinationCatalog {

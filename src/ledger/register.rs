@@ -146,6 +146,9 @@ impl<S: Store> Ledger<S> {
                     if action.lease_is_live(now) {
                         return Ok(wait_for_holder(action));
                     }
+                    if let Some(at) = self.destinations.lookup_settles_at(&action).filter(|at| *at > now) {
+                        return Ok(wait_for_lookup(action, at));
+                    }
                     match self.recover_expired(&action.key, action.ownership_version, holder, lease).await? {
                         Recovery::Claimed(claim) => Some(claim),
                         Recovery::Held(held) => return Ok(Begun::Review(held)),
@@ -189,7 +192,11 @@ impl<S: Store> Ledger<S> {
         let scope =
             ClaimScope { destinations: Some(vec![destination.to_owned()]), include_unassigned: false, key: None };
         let mut claims = Vec::new();
+        let now = self.store.now().await?;
         for expired in self.store.expired_claims(limit, &scope).await? {
+            if self.destinations.lookup_settles_at(&expired).is_some_and(|at| at > now) {
+                continue;
+            }
             if let Recovery::Claimed(claim) =
                 self.recover_expired(&expired.key, expired.ownership_version, holder, lease).await?
             {
@@ -373,6 +380,18 @@ fn wait_for_holder(action: ActionRecord) -> Begun {
     let holder = action.claimed_by.clone().unwrap_or_default();
     let until = action.lease_expires_at;
     Begun::Wait { why: format!("{holder} holds it"), until, action }
+}
+
+/// An expired claim whose destination's lookup decides what happens to it, before a request its
+/// holder sent has had time to land there.
+fn wait_for_lookup(action: ActionRecord, at: Timestamp) -> Begun {
+    let holder = action.claimed_by.clone().unwrap_or_default();
+    let why = format!(
+        "the lease of {holder} ended, and a request it sent may still be under way at the destination: its lookup \
+         decides at {}",
+        at.to_rfc3339()
+    );
+    Begun::Wait { why, until: Some(at), action }
 }
 
 fn not_found(key: &ActionKey) -> LedgerError {

@@ -112,9 +112,8 @@ async fn recover_expired<S: Store>(
     let scope = ClaimScope { destinations: Some(vec![name.to_owned()]), include_unassigned: false, key: None };
     let now = ledger.store().now().await?;
     for expired in ledger.store().expired_claims(EXPIRED_PER_SWEEP, &scope).await? {
-        let settle = chrono::Duration::from_std(destinations.settle_delay(&expired)).unwrap_or_default();
         let paused = destinations.of(&expired).is_some_and(crate::destination::Destination::paused);
-        if paused || expired.lease_expires_at.is_some_and(|until| until + settle > now) {
+        if paused || ledger.destinations().lookup_settles_at(&expired).is_some_and(|at| at > now) {
             continue;
         }
         let claim = match ledger.recover_expired(&expired.key, expired.ownership_version, KEEPER, KEEPER_LEASE).await? {

@@ -21,6 +21,7 @@ conformance!(
     a_caller_paused_past_its_lease_is_fenced_and_the_rescuer_follows_rule_5,
     a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replayed,
     the_keeper_recovers_a_dead_callers_claim_by_its_destinations_protection,
+    a_lookup_waits_its_settle_delay_after_a_lease_ends,
     the_console_shows_who_holds_an_executors_claim,
     a_queue_drained_through_claims_keeps_the_attempt_budget,
     an_executor_token_performs_its_own_destination_only,
@@ -58,6 +59,11 @@ async fn register<S: Store>(db: &TestDb<S>, declared: Declared) -> (String, SimC
 }
 
 async fn serve_register<S: Store>(db: &TestDb<S>, declared: Declared) -> Served<S> {
+    serve_register_settling(db, declared, "200ms").await
+}
+
+/// [`serve_register`] with the lookup's settle delay given.
+async fn serve_register_settling<S: Store>(db: &TestDb<S>, declared: Declared, settle: &str) -> Served<S> {
     let crm_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let retention = match declared {
         Declared::Keyed => Options::default().retention,
@@ -68,7 +74,7 @@ async fn serve_register<S: Store>(db: &TestDb<S>, declared: Declared) -> Served<
         Declared::Keyed => "idempotency = { header = \"Idempotency-Key\", retention = \"24h\" }".to_owned(),
         Declared::LookedUp => format!(
             "base_url = \"http://{}\"\nlookup = {{ url = \"{{{{base_url}}}}/tasks?external_ref={{{{external_ref}}}}\", \
-             records_pointer = \"/records\", settle = \"200ms\" }}",
+             records_pointer = \"/records\", settle = \"{settle}\" }}",
             crm.addr()
         ),
         Declared::Bare => String::new(),
@@ -289,6 +295,33 @@ async fn a_caller_killed_after_the_destination_wrote_is_held_or_its_send_replaye
         }
         assert_eq!(crm.records_for(&key).len(), 1, "{declared:?}: one record");
     }
+}
+
+/// A caller whose lease just ended may still have a request under way at the destination: until
+/// the lookup's settle delay has passed after the lease, the key is neither handed out nor
+/// concluded unwritten; then the lookup decides.
+async fn a_lookup_waits_its_settle_delay_after_a_lease_ends<S: Store>(db: TestDb<S>) {
+    let Served { base, crm, .. } = serve_register_settling(&db, Declared::LookedUp, "2s").await;
+    let key = "shop:order:40:send-receipt";
+    let gone = begin(&base, MAILER, key, 1).await;
+    assert_eq!(gone["decision"], "proceed");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let early = begin(&base, MAILER_TWO, key, 30).await;
+    assert_eq!(early["decision"], "wait", "{early}");
+    assert!(early["why"].as_str().unwrap().contains("may still be under way"), "{early}");
+    let until = chrono::DateTime::parse_from_rfc3339(early["until"].as_str().unwrap()).unwrap();
+    let lease_end = chrono::DateTime::parse_from_rfc3339(gone["claim"]["lease_until"].as_str().unwrap()).unwrap();
+    assert_eq!(until - lease_end, chrono::Duration::seconds(2), "the lease's end plus the settle delay");
+    let (status, _, claims) =
+        post(&client(), &format!("{base}/v1/claims"), Some(MAILER_TWO), &json!({ "limit": 5 })).await;
+    assert_eq!((status, claims["claims"].as_array().map(Vec::len)), (200, Some(0)), "{claims}");
+    // The request lands meanwhile; once the delay has passed the lookup finds it.
+    perform(&crm, key, &gone["claim"]).await;
+    let left = (until.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(left + Duration::from_millis(100)).await;
+    let late = begin(&base, MAILER_TWO, key, 30).await;
+    assert_eq!(late["decision"], "done", "{late}");
+    assert_eq!(crm.records_for(key).len(), 1);
 }
 
 /// Nobody begins the key again: `serve`'s keeper recovers what a dead caller left, by rule 5 and

@@ -13,7 +13,6 @@ use crate::ledger::{Claim, Ledger, LedgerError, LookupReport, Outcome, Recorded,
 use crate::store::{ListFilter, Store};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// Unknown actions looked at per sweep.
 const SETTLE_BATCH: i64 = 50;
@@ -236,14 +235,13 @@ pub struct UnknownLookup {
 }
 
 /// The `unknown` actions whose destination declares a lookup (at most [`SETTLE_BATCH`]), each
-/// with when its next automatic lookup may go out: after its destination's settle delay
-/// (`settle_delay`), which gives a request still in flight there time to land, and as
+/// with when its next automatic lookup may go out: after its destination's settle delay, which
+/// gives a request still in flight there time to land, and as
 /// [`RetryPolicy::lookup_due`](crate::domain::RetryPolicy::lookup_due) bounds and backs off
 /// lookups that got no answer. A worker's settler and `serve`'s keeper sweep with it.
 pub async fn lookups_due<S: Store>(
     ledger: &Ledger<S>,
     catalog: &DestinationCatalog,
-    settle_delay: impl Fn(&ActionRecord) -> Duration,
 ) -> Result<Vec<UnknownLookup>, Error> {
     let store = ledger.store();
     let unknown =
@@ -262,7 +260,8 @@ pub async fn lookups_due<S: Store>(
                 return None;
             }
             let (count, last) = failures.get(action.key.as_str()).map_or((0, None), |(n, at)| (*n, Some(*at)));
-            let settled = action.updated_at + chrono::Duration::from_std(settle_delay(&action)).unwrap_or_default();
+            let settled =
+                action.updated_at + chrono::Duration::from_std(catalog.lookup_settle(&action)).unwrap_or_default();
             let due = match capabilities.retry.lookup_due(count, last, now) {
                 LookupDue::Now if settled > now => LookupDue::After(settled),
                 due => due,

@@ -133,12 +133,6 @@ impl Destinations {
         self.by_name.keys().map(String::as_str).filter(|name| !self.catalog.is_executor(name))
     }
 
-    /// How long after an uncertain attempt of `action` its destination's lookup may conclude
-    /// anything: an effect still under way there has that long to land (none without a lookup).
-    pub fn settle_delay(&self, action: &ActionRecord) -> Duration {
-        self.of(action).and_then(|d| d.config.lookup.as_ref()).map_or(Duration::ZERO, |l| l.settle)
-    }
-
     pub fn default_destination(&self) -> Option<&str> {
         self.catalog.default_destination()
     }

@@ -438,6 +438,13 @@ impl DestinationCatalog {
         })
     }
 
+    /// How long after an uncertain attempt of `action` its destination's lookup may conclude
+    /// anything (an effect still under way there has that long to land): the worker's settler,
+    /// `serve`'s keeper and the register all wait it. Zero without a lookup.
+    pub fn lookup_settle(&self, action: &ActionRecord) -> Duration {
+        self.of(action).map_or(Duration::ZERO, |c| c.lookup_settle)
+    }
+
     /// Where a lookup decides whether `action`'s expired claim may be acted on again
     /// ([`DestinationCatalog::looks_before_repeat`]), the time from which it may: its lease's end
     /// plus the lookup's settle delay, since a request its holder sent may still be under way at
@@ -447,7 +454,7 @@ impl DestinationCatalog {
         if !self.looks_before_repeat(action) {
             return None;
         }
-        let settle = chrono::Duration::from_std(self.of(action)?.lookup_settle).unwrap_or_default();
+        let settle = chrono::Duration::from_std(self.lookup_settle(action)).unwrap_or_default();
         Some(action.lease_expires_at? + settle)
     }
 

@@ -69,12 +69,12 @@ pub async fn keep<S: Store>(
 
 /// One sweep over every executor the ledger's catalogue declares.
 pub async fn sweep<S: Store>(ledger: &Ledger<S>, destinations: &Destinations) -> Result<Swept, crate::Error> {
-    let catalog = ledger.destinations().clone();
+    let catalog = ledger.destinations();
     let mut swept = Swept::default();
     for name in catalog.executor_names() {
         recover_expired(ledger, destinations, name, &mut swept).await?;
     }
-    let due = reconcile::lookups_due(ledger, &catalog, |action| destinations.settle_delay(action)).await?;
+    let due = reconcile::lookups_due(ledger, catalog).await?;
     for UnknownLookup { action, due, .. } in due {
         let executor = catalog.destination_name(&action).is_some_and(|name| catalog.is_executor(name));
         // A destination that asked for a pause (`Retry-After`) is looked up once it is over.

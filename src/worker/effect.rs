@@ -9,7 +9,6 @@ use crate::ledger::{Outcome, Report};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
 
 /// Completes when the worker is told to stop: an effect waiting for its turn at a destination
 /// (a rate limit, a pause the destination asked for) gives up and reports the attempt not sent.
@@ -69,13 +68,6 @@ pub trait Effect: Send + Sync + 'static {
         let _ = after;
         let name = action.destination.clone().unwrap_or_default();
         async move { Err(crate::destination::DestinationError::NoLookup { name }.into()) }
-    }
-
-    /// How long after an uncertain attempt a lookup may conclude anything: an effect still under
-    /// way at the destination has that long to land.
-    fn settle_delay(&self, action: &ActionRecord) -> Duration {
-        let _ = action;
-        Duration::ZERO
     }
 
     /// Whether the destination asked not to be sent anything for now: nothing is claimed or

@@ -7,7 +7,6 @@ use crate::destination::{self, Destination, Destinations, SendOutcome};
 use crate::domain::{ActionRecord, DestinationCatalog, Evidence, LookupReport, LookupVerdict, UpdateCondition};
 use crate::error::Error;
 use crate::ledger::{Outcome, Report};
-use std::time::Duration;
 
 impl Effect for Destinations {
     fn catalog(&self) -> DestinationCatalog {
@@ -55,10 +54,6 @@ impl Effect for Destinations {
         let destination = self.require(action)?;
         let found = destination.lookup(action, after).await?;
         Ok(destination.judge(action, after, &found)?)
-    }
-
-    fn settle_delay(&self, action: &ActionRecord) -> Duration {
-        Destinations::settle_delay(self, action)
     }
 
     fn paused(&self, destination: &str) -> bool {

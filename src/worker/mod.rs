@@ -484,10 +484,7 @@ async fn work_due_soon<S: Store, E: Effect>(shared: &Shared<S, E>) -> Result<boo
 /// The `unknown` actions this worker could look up, each with when its next automatic lookup may
 /// go out.
 async fn unknown_with_lookups_due<S: Store, E: Effect>(shared: &Shared<S, E>) -> Result<Vec<UnknownLookup>, Error> {
-    crate::reconcile::lookups_due(&shared.ledger, &shared.catalog, |action| {
-        shared.options.destinations.settle_delay(action)
-    })
-    .await
+    crate::reconcile::lookups_due(&shared.ledger, &shared.catalog).await
 }
 
 /// Rule 5: hands each expired claim of this worker's destinations to the ledger, which takes it

@@ -66,7 +66,7 @@ pub(super) fn start<S: Store, E: Effect>(shared: &Arc<Shared<S, E>>) -> (Settler
                     let (shared, permits, own) = (Arc::clone(&shared), Arc::clone(&permits), own.clone());
                     lookups.spawn(async move {
                         // The delay gives a request still under way at the destination time to land.
-                        tokio::time::sleep(shared.options.destinations.settle_delay(&action)).await;
+                        tokio::time::sleep(shared.catalog.lookup_settle(&action)).await;
                         if let Ok(_permit) = permits.acquire().await {
                             settle_or_keep_failure(&shared, &action, 0).await;
                         }

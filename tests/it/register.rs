@@ -785,18 +785,10 @@ async fn stop_once_the_crm_wrote(run: &std::process::Child, crm: &SimCrm, before
 /// `serve hash-token` makes an executor's line only for a destination name a line can hold.
 #[test]
 fn hash_token_makes_an_executor_line_for_a_valid_destination_only() {
-    use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
     let made = |destination: &str| {
-        let mut child = crate::serve::actionledger(dir.path())
-            .args(["serve", "hash-token", "--role", "executor", "--destination", destination, "--name", "mailer"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(MAILER.as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
+        let args = ["--role", "executor", "--destination", destination, "--name", "mailer"];
+        crate::serve::hash_token_with(dir.path(), MAILER, &args)
     };
     let good = made("receipts");
     assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));

@@ -586,9 +586,15 @@ pub(crate) fn actionledger(dir: &std::path::Path) -> std::process::Command {
 
 /// `serve hash-token` makes a tokens file's line from a token on standard input.
 pub(crate) fn hash_token(dir: &std::path::Path, token: &str, role: &str, name: &str) -> std::process::Output {
+    hash_token_with(dir, token, &["--role", role, "--name", name])
+}
+
+/// `serve hash-token` with `args`, `token` on its standard input.
+pub(crate) fn hash_token_with(dir: &std::path::Path, token: &str, args: &[&str]) -> std::process::Output {
     use std::io::Write as _;
     let mut child = actionledger(dir)
-        .args(["serve", "hash-token", "--role", role, "--name", name])
+        .args(["serve", "hash-token"])
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
